@@ -1,0 +1,1 @@
+"""Lowering of optimized graphs to native code (llvmlite CPU backend, PTX, AOT)."""

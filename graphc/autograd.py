@@ -1,0 +1,66 @@
+"""Grad modes (``no_grad``, ``enable_grad``, ``inference_mode``), thread-local as in PyTorch."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "enabled", True)
+
+
+def is_inference_mode_enabled() -> bool:
+    return getattr(_state, "inference", False)
+
+
+def set_grad_enabled(mode: bool) -> None:
+    _state.enabled = bool(mode)
+
+
+class _Mode:
+    """Base for grad-mode context managers; also usable as decorators."""
+
+    _enabled = True
+    _inference: bool | None = None
+
+    def __enter__(self) -> None:
+        self._prev = (is_grad_enabled(), is_inference_mode_enabled())
+        _state.enabled = self._enabled
+        if self._inference is not None:
+            _state.inference = self._inference
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled, _state.inference = self._prev
+
+    def __call__(self, fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*a: Any, **k: Any) -> Any:
+            with type(self)():
+                return fn(*a, **k)
+
+        return wrapper  # type: ignore[return-value]
+
+
+class no_grad(_Mode):
+    """Operations record no gradient path; outputs have ``requires_grad=False``."""
+
+    _enabled = False
+
+
+class enable_grad(_Mode):
+    _enabled = True
+
+
+class inference_mode(_Mode):
+    """``no_grad`` plus inference tensors. Does not imply ``eval()`` (as in PyTorch)."""
+
+    def __init__(self, mode: bool = True) -> None:
+        self._enabled = not mode
+        self._inference = mode

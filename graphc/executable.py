@@ -1,0 +1,115 @@
+"""The runtime side of a compiled step: where buffers come from and where updates go.
+
+``Runtime`` resolves a ``Signature``'s sources (arguments, live parameter arrays, ``.grad``,
+optimizer state, hyperparameters) into arrays and commits update slots back into the Python
+objects, creating ``.grad`` tensors and optimizer state the first time they appear, exactly
+where eager PyTorch would have them. Backends differ only in how they compute.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import shapes as sh
+from .interpreter import run_graph
+from .ir import Graph
+from .tensor import Tensor
+from .trace import Signature
+
+
+class Runtime:
+    def __init__(self, graph: Graph, sig: Signature) -> None:
+        self.graph = graph
+        self.sig = sig
+        self.input_nodes = list(graph.inputs)
+        self.slots = [s for s, _ in graph.updates]
+
+    def stages(self) -> dict[str, str]:
+        return {}
+
+    # -- binding --------------------------------------------------------------------------
+    def check_args(self, args: list[np.ndarray]) -> dict:
+        """Bind symbols; raise naming the argument on any mismatch (nothing is touched)."""
+        env: dict = {}
+        for name, a, (dtype, shape) in zip(self.sig.arg_names, args, self.sig.arg_types):
+            if a.dtype != dtype.np:
+                raise TypeError(f"argument {name!r}: expected dtype {dtype.name}, got {a.dtype}")
+            sh.bind(shape, a.shape, env, f"argument {name!r}")
+        return env
+
+    def source_value(self, node: Any, args: list[np.ndarray]) -> np.ndarray:
+        src = self.sig.sources[node.attrs["name"]]
+        k = src.kind
+        if k == "arg":
+            return args[src.ref]
+        if k == "tensor":
+            return src.ref._node._value
+        if k == "grad":
+            return src.ref._grad._node._value
+        if k == "ostate":
+            opt, p, key = src.ref
+            t = opt.state[p].get(key) if p in opt.state else None
+            if t is None:
+                return np.full(sh.evaluate_shape(node.shape, {}), src.fill, node.dtype.np)
+            return t._node._value if isinstance(t, Tensor) else np.asarray(t, node.dtype.np)
+        if k == "oflag":
+            opt, p, key = src.ref
+            return np.array(p in opt.state and opt.state[p].get(key) is not None)
+        if k == "hyper":
+            group, key = src.ref
+            return np.array(float(group[key]), np.float64)
+        raise AssertionError(k)
+
+    # -- committing -----------------------------------------------------------------------
+    def sink_buffer(self, slot: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        """The array an update slot is written to (created on first use)."""
+        sink = self.sig.sinks[slot]
+        if sink.kind == "tensor":
+            return sink.ref._node._value
+        if sink.kind == "grad":
+            p = sink.ref
+            g = p._grad
+            if g is not None and g._node._value.flags.writeable \
+                    and g._node._value.flags.c_contiguous and g._node._value.shape == shape:
+                return g._node._value
+            return np.empty(shape, dtype)
+        opt, p, key = sink.ref
+        t = opt.state[p].get(key) if p in opt.state else None
+        if isinstance(t, Tensor) and t._node._value.shape == shape \
+                and t._node._value.flags.writeable:
+            return t._node._value
+        return np.empty(shape, dtype)
+
+    def publish(self, slot: str, buf: np.ndarray) -> None:
+        """Make a freshly created buffer visible as ``.grad`` or optimizer state."""
+        sink = self.sig.sinks[slot]
+        if sink.kind == "grad":
+            p = sink.ref
+            if p._grad is None or p._grad._node._value is not buf:
+                p._grad = Tensor._from_array(buf)
+        elif sink.kind == "ostate":
+            opt, p, key = sink.ref
+            t = opt.state[p].get(key)
+            if not isinstance(t, Tensor) or t._node._value is not buf:
+                opt.state[p][key] = Tensor._from_array(buf)
+
+    def finish(self) -> None:
+        for p in self.sig.grads_to_clear:
+            p._grad = None
+
+
+class InterpreterExecutable(Runtime):
+    """Runs the optimized graph with the numpy interpreter (the oracle backend)."""
+
+    def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
+        self.check_args(args)
+        feeds = {n.attrs["name"]: self.source_value(n, args) for n in self.input_nodes}
+        outs, ups = run_graph(self.graph, feeds)
+        for slot, val in ups.items():
+            buf = self.sink_buffer(slot, val.shape, val.dtype)
+            np.copyto(buf, val)
+            self.publish(slot, buf)
+        self.finish()
+        return outs

@@ -1,0 +1,265 @@
+"""The numpy reference interpreter: eager execution and the oracle for every backend.
+
+It is deliberately boring: one numpy expression per op, computed in the node's dtype, no
+fusion and no cleverness. Native backends are tested against it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import sympy
+
+from . import dtypes as dt
+from . import shapes as sh
+from .ir import Graph, Node
+
+Impl = Callable[..., np.ndarray]
+IMPLS: dict[str, Impl] = {}
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """The counter-based hash behind ``rand``; the native lowering uses the same constants."""
+    x = x.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return x
+
+
+def rand_values(seed: int, n: int) -> np.ndarray:
+    """Uniform float32 in [0, 1): element i is a pure function of (seed, i)."""
+    with np.errstate(over="ignore"):
+        ctr = np.arange(n, dtype=np.uint64) + np.uint64(seed & MASK64) * np.uint64(0x100000001B3)
+    bits = splitmix64(ctr) >> np.uint64(40)
+    return (bits.astype(np.float32) * np.float32(2.0 ** -24)).astype(np.float32)
+
+
+def _impl(*names: str) -> Callable[[Impl], Impl]:
+    def deco(fn: Impl) -> Impl:
+        for n in names:
+            IMPLS[n] = fn
+        return fn
+
+    return deco
+
+
+def _np(n: Node) -> np.dtype:
+    return n.dtype.np
+
+
+def _unary(f: Callable[[np.ndarray], np.ndarray]) -> Impl:
+    def run(node: Node, x: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return np.asarray(f(x), dtype=_np(node))
+
+    return run
+
+
+IMPLS.update({
+    "neg": _unary(np.negative),
+    "exp": _unary(np.exp),
+    "log": _unary(np.log),
+    "sqrt": _unary(np.sqrt),
+    "abs": _unary(np.abs),
+    "sign": _unary(np.sign),
+    "tanh": _unary(np.tanh),
+    "sigmoid": _unary(lambda x: 1 / (1 + np.exp(-x))),
+    "relu": _unary(lambda x: np.where(x > 0, x, np.zeros_like(x)) if x.dtype.kind != "f"
+                   else np.where(np.isnan(x) | (x > 0), x, np.zeros_like(x))),
+    "erf": _unary(lambda x: _erf(x.astype(np.float64)).astype(x.dtype)),
+    "not": _unary(np.logical_not),
+})
+
+
+def _binary(f: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Impl:
+    def run(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return np.asarray(f(a, b), dtype=_np(node))
+
+    return run
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f":
+        return a / b
+    return np.floor_divide(a, np.where(b == 0, 1, b))
+
+
+IMPLS.update({
+    "add": _binary(np.add),
+    "sub": _binary(np.subtract),
+    "mul": _binary(np.multiply),
+    "div": _binary(_div),
+    "pow": _binary(np.power),
+    "maximum": _binary(np.maximum),
+    "minimum": _binary(np.minimum),
+    "lt": _binary(np.less),
+    "le": _binary(np.less_equal),
+    "gt": _binary(np.greater),
+    "ge": _binary(np.greater_equal),
+    "eq": _binary(np.equal),
+    "ne": _binary(np.not_equal),
+    "and": _binary(np.logical_and),
+    "or": _binary(np.logical_or),
+})
+
+
+@_impl("where")
+def _where(node, c, a, b):
+    return np.where(c, a, b).astype(_np(node))
+
+
+@_impl("cast")
+def _cast(node, x):
+    with np.errstate(all="ignore"):
+        return x.astype(_np(node))
+
+
+@_impl("sum")
+def _sum(node, x):
+    return np.sum(x, axis=node.attrs["axes"], keepdims=True, dtype=_np(node))
+
+
+@_impl("max")
+def _max(node, x):
+    if any(x.shape[a] == 0 for a in node.attrs["axes"]):
+        raise IndexError("max(): cannot reduce over a zero-size dimension")
+    return np.max(x, axis=node.attrs["axes"], keepdims=True)
+
+
+@_impl("matmul")
+def _matmul(node, a, b):
+    return np.matmul(a, b).astype(_np(node))
+
+
+@_impl("reshape")
+def _reshape(node, x, env=None):
+    return np.reshape(x, _concrete(node.shape, env))
+
+
+@_impl("permute")
+def _permute(node, x):
+    return np.ascontiguousarray(np.transpose(x, node.attrs["perm"]))
+
+
+@_impl("detach")
+def _detach(node, x):
+    return x
+
+
+@_impl("expand")
+def _expand(node, x, env=None):
+    return np.broadcast_to(x, _concrete(node.shape, env))
+
+
+@_impl("gather")
+def _gather(node, x, idx):
+    ax = node.attrs["axis"]
+    n = x.shape[ax]
+    bad = (idx < 0) | (idx >= n)
+    if bad.any():
+        pos = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise IndexError(
+            f"index {int(idx[pos])} is out of bounds for dimension {ax} with size {n} "
+            f"(at position {pos})"
+        )
+    return np.take_along_axis(x, idx, axis=ax)
+
+
+@_impl("scatter_add")
+def _scatter_add(node, base, idx, src):
+    ax = node.attrs["axis"]
+    out = np.array(base, copy=True)
+    grids = list(np.indices(idx.shape, sparse=True))
+    grids[ax] = idx
+    np.add.at(out, tuple(grids), src)
+    return out
+
+
+def _concrete(shape: Sequence[Any], env: Mapping[sympy.Symbol, int] | None) -> tuple[int, ...]:
+    return sh.evaluate_shape(shape, env or {})
+
+
+def _value(v: Any, env: Mapping[sympy.Symbol, int] | None) -> Any:
+    if isinstance(v, sympy.Basic):
+        return float(v.subs(env or {})) if not v.is_Integer else int(v)
+    return v
+
+
+@_impl("const")
+def _const(node, env=None):
+    return np.full(_concrete(node.shape, env), _value(node.attrs["value"], env), dtype=_np(node))
+
+
+@_impl("iota")
+def _iota(node, env=None):
+    shape = _concrete(node.shape, env)
+    ax = node.attrs["axis"]
+    r = np.arange(shape[ax], dtype=_np(node))
+    r = r.reshape([-1 if i == ax else 1 for i in range(len(shape))])
+    return np.broadcast_to(r, shape)
+
+
+@_impl("rand")
+def _rand(node, seed, env=None):
+    shape = _concrete(node.shape, env)
+    return rand_values(int(seed), int(np.prod(shape, dtype=np.int64))).reshape(shape)
+
+
+_NEEDS_ENV = {"const", "iota", "reshape", "expand", "rand"}
+
+
+def run_node(node: Node, args: Sequence[np.ndarray], env: Mapping[sympy.Symbol, int] | None = None
+             ) -> np.ndarray:
+    """Evaluate one node on concrete operand values."""
+    fn = IMPLS[node.op]
+    if node.op in _NEEDS_ENV:
+        return fn(node, *args, env=env)
+    return fn(node, *args)
+
+
+def evaluate(nodes: Sequence[Node], values: dict[int, np.ndarray],
+             env: Mapping[sympy.Symbol, int] | None = None) -> dict[int, np.ndarray]:
+    """Evaluate ``nodes`` (topologically ordered) given values for their leaves, by node id."""
+    for n in nodes:
+        if n.id in values:
+            continue
+        if n.op == "input":
+            raise KeyError(f"no value for input {n.attrs.get('name')!r}")
+        values[n.id] = run_node(n, [values[x.id] for x in n.inputs], env)
+    return values
+
+
+def bind_inputs(g: Graph, feeds: Mapping[str, np.ndarray]) -> dict[sympy.Symbol, int]:
+    """Check ``feeds`` against the graph's input types and bind its shape symbols."""
+    env: dict[sympy.Symbol, int] = {}
+    for n in g.inputs:
+        name = n.attrs["name"]
+        if name not in feeds:
+            raise KeyError(f"missing input {name!r}")
+        a = feeds[name]
+        if dt.from_numpy(a.dtype) is not n.dtype:
+            raise TypeError(f"{name}: expected dtype {n.dtype.name}, got {a.dtype}")
+        sh.bind(n.shape, a.shape, env, name)
+    return env
+
+
+def run_graph(g: Graph, feeds: Mapping[str, np.ndarray]
+              ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+    """Run a whole graph: returns (outputs, {slot: new value}). Inputs are not modified."""
+    env = bind_inputs(g, feeds)
+    values = {n.id: np.asarray(feeds[n.attrs["name"]]) for n in g.inputs}
+    evaluate(g.nodes(), values, env)
+    outs = [np.array(values[o.id]) for o in g.outputs]
+    ups = {slot: np.array(values[n.id]) for slot, n in g.updates}
+    return outs, ups

@@ -1,0 +1,303 @@
+"""The IR: typed SSA nodes, an interning builder, and graphs with state.
+
+A ``Node`` is one op applied to earlier nodes, with a shape (ints or sympy expressions) and a
+dtype. Nodes are never mutated after creation (the one exception is ``_value``, the eager
+interpreter's cache, which is not part of the IR). A ``Builder`` creates nodes through the shape
+rules of ``ops.py`` and, when interning, returns the existing node for an identical
+(op, inputs, attrs) triple, so common subexpressions are shared for free.
+
+A ``Graph`` is a pure function ``(args, state, hyper) -> (outputs, new state)``: state inputs
+are ``input`` nodes of kind ``param``/``grad``/``state``/``flag``, and ``updates`` name the state
+slots the step writes. "In place" is a property of the lowered code, not of the IR.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from . import dtypes as dt
+from . import ops
+from .autograd import is_grad_enabled
+from . import shapes as sh
+
+_ids = itertools.count()
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_OWN_DIRS = (
+    _PKG_DIR,
+    os.path.join(os.path.dirname(_PKG_DIR), "passes"),
+    os.path.join(os.path.dirname(_PKG_DIR), "codegen"),
+)
+
+
+def user_location() -> str | None:
+    """File and line of the innermost stack frame outside graphc (the user's call site)."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(_OWN_DIRS) and "importlib" not in fn:
+            return f"{fn}:{f.f_lineno}"
+        f = f.f_back
+    return None
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+class Node:
+    """One SSA value. Compare by identity; intern through a Builder for structural sharing."""
+
+    __slots__ = ("op", "inputs", "shape", "dtype", "attrs", "id", "loc", "rg", "_value",
+                 "__weakref__")
+
+    def __init__(self, op: str, inputs: tuple[Node, ...], shape: sh.Shape, dtype: dt.DType,
+                 attrs: dict[str, Any], loc: str | None = None) -> None:
+        self.op = op
+        self.inputs = inputs
+        self.shape = shape
+        self.dtype = dtype
+        self.attrs = attrs
+        self.id = next(_ids)
+        self.loc = loc
+        self.rg = False  # on a differentiable path from a leaf that requires grad
+        self._value = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def name(self) -> str | None:
+        return self.attrs.get("name")
+
+    def __repr__(self) -> str:
+        return f"<Node {self.op}#{self.id} {self.dtype.short}{sh.fmt_shape(self.shape)}>"
+
+
+def _scalar_const_key(value: Any) -> Any:
+    # 0.0 and -0.0 (and 1 and 1.0 and True) must intern to different constants
+    if isinstance(value, float):
+        return ("f", repr(value))
+    return (type(value).__name__, value if not isinstance(value, sympy.Basic) else str(value))
+
+
+class Builder:
+    """Creates nodes with shape inference, build-time identities, and optional interning.
+
+    Interning is what makes CSE free in traced graphs. The eager tape uses a non-interning
+    builder so the cache never holds on to user tensors.
+    """
+
+    def __init__(self, intern: bool = True, track_loc: bool = True) -> None:
+        self.intern = intern
+        self.track_loc = track_loc
+        self._table: dict[Any, Node] = {}
+
+    # -- core --------------------------------------------------------------------------------
+    def op(self, op: str, inputs: Sequence[Node] = (), **attrs: Any) -> Node:
+        inputs = tuple(inputs)
+        rg = (op not in ("detach", "input") and is_grad_enabled()
+              and any(x.rg for x in inputs) and ops.OP_INFO[op].differentiable)
+        key = None
+        if self.intern and op not in ("input", "rand"):
+            fa = tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+            if op == "const":
+                fa = fa + (("__v", _scalar_const_key(attrs["value"])),)
+            key = (op, tuple(x.id for x in inputs), fa, rg)
+            hit = self._table.get(key)
+            if hit is not None:
+                return hit
+        try:
+            shape, dtype = ops.infer(op, inputs, attrs)
+        except (ops.OpError, sh.ShapeError) as e:
+            loc = user_location()
+            raise type(e)(f"{e}" + (f" (at {loc})" if loc else "")) from None
+        node = Node(op, inputs, shape, dtype, attrs, user_location() if self.track_loc else None)
+        node.rg = rg
+        if key is not None:
+            self._table[key] = node
+        return node
+
+    # -- leaves ------------------------------------------------------------------------------
+    def input(self, name: str, kind: str, shape: Sequence[Any], dtype: dt.DType, **extra: Any
+              ) -> Node:
+        return self.op("input", (), name=name, kind=kind, shape=sh.shape(shape), dtype=dtype,
+                       **extra)
+
+    def const(self, value: Any, shape: Sequence[Any] = (), dtype: dt.DType = dt.float32) -> Node:
+        if isinstance(value, sympy.Basic) and value.is_number:
+            value = int(value) if value.is_Integer else float(value)
+        if isinstance(value, (bool, int, float)) and not isinstance(value, sympy.Basic):
+            if dtype.is_float:
+                value = float(value)
+            elif dtype is dt.bool_:
+                value = bool(value)
+            else:
+                value = int(value)
+        return self.op("const", (), value=value, shape=sh.shape(shape), dtype=dtype)
+
+    def full_like(self, x: Node, value: Any, dtype: dt.DType | None = None) -> Node:
+        return self.const(value, x.shape, dtype or x.dtype)
+
+    # -- movement with identities ----------------------------------------------------------
+    def reshape(self, x: Node, shape: Sequence[Any]) -> Node:
+        shape = sh.reshape(x.shape, shape)
+        if sh.same_shape(shape, x.shape):
+            return x
+        if x.op == "reshape":
+            x = x.inputs[0]
+            if sh.same_shape(shape, x.shape):
+                return x
+        if x.op == "const":
+            return self.const(x.attrs["value"], shape, x.dtype)
+        return self.op("reshape", (x,), shape=shape)
+
+    def permute(self, x: Node, perm: Sequence[int]) -> Node:
+        perm = tuple(int(p) for p in perm)
+        if perm == tuple(range(len(perm))):
+            return x
+        if x.op == "permute":
+            inner = x.attrs["perm"]
+            return self.permute(x.inputs[0], tuple(inner[p] for p in perm))
+        return self.op("permute", (x,), perm=perm)
+
+    def expand(self, x: Node, shape: Sequence[Any]) -> Node:
+        shape = sh.shape(shape)
+        if sh.same_shape(shape, x.shape):
+            return x
+        if x.op == "const":
+            return self.const(x.attrs["value"], shape, x.dtype)
+        if x.op == "expand":
+            x = x.inputs[0]
+        return self.op("expand", (x,), shape=shape)
+
+    def broadcast_to(self, x: Node, shape: Sequence[Any]) -> Node:
+        """Right-aligned broadcasting: reshape to the target rank, then expand."""
+        shape = sh.shape(shape)
+        if not sh.can_expand(x.shape, shape):
+            raise ops.OpError(
+                f"broadcast: cannot broadcast {x.dtype.short}{sh.fmt_shape(x.shape)} to "
+                f"{sh.fmt_shape(shape)}"
+            )
+        if len(x.shape) < len(shape):
+            x = self.reshape(x, (1,) * (len(shape) - len(x.shape)) + tuple(x.shape))
+        return self.expand(x, shape)
+
+    def sum_to(self, g: Node, shape: Sequence[Any]) -> Node:
+        """Reverse of ``broadcast_to``: sum ``g`` down to ``shape`` (the VJP of broadcasting)."""
+        shape = sh.shape(shape)
+        if sh.same_shape(g.shape, shape):
+            return g
+        lead = len(g.shape) - len(shape)
+        padded = (1,) * lead + tuple(shape)
+        axes = tuple(i for i, (a, b) in enumerate(zip(g.shape, padded))
+                     if i < lead or (b == 1 and not sh.same(a, 1)))
+        if axes:
+            g = self.op("sum", (g,), axes=axes)
+        return self.reshape(g, shape)
+
+    def cast(self, x: Node, dtype: dt.DType) -> Node:
+        if x.dtype is dtype:
+            return x
+        if x.op == "const":
+            return self.const(x.attrs["value"], x.shape, dtype)
+        return self.op("cast", (x,), dtype=dtype)
+
+    # -- arithmetic helpers used by autodiff and the optimizers ----------------------------
+    def binary(self, op: str, a: Node, b: Node) -> Node:
+        if not sh.same_shape(a.shape, b.shape):
+            s = sh.broadcast(a.shape, b.shape, op)
+            a, b = self.broadcast_to(a, s), self.broadcast_to(b, s)
+        return self.op(op, (a, b))
+
+    def add(self, a: Node, b: Node) -> Node:
+        return self.binary("add", a, b)
+
+    def sub(self, a: Node, b: Node) -> Node:
+        return self.binary("sub", a, b)
+
+    def mul(self, a: Node, b: Node) -> Node:
+        return self.binary("mul", a, b)
+
+    def div(self, a: Node, b: Node) -> Node:
+        return self.binary("div", a, b)
+
+    def neg(self, a: Node) -> Node:
+        return self.op("neg", (a,))
+
+    def where(self, c: Node, a: Node, b: Node) -> Node:
+        s = sh.broadcast(sh.broadcast(c.shape, a.shape), b.shape)
+        return self.op("where", (self.broadcast_to(c, s), self.broadcast_to(a, s),
+                                 self.broadcast_to(b, s)))
+
+    def scalar(self, value: Any, like: Node) -> Node:
+        return self.const(value, (), like.dtype)
+
+
+@dataclass
+class Graph:
+    """A pure step function: ordered nodes from inputs to outputs and state updates."""
+
+    name: str
+    inputs: list[Node]
+    outputs: list[Node]
+    updates: list[tuple[str, Node]] = field(default_factory=list)
+    guards: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def roots(self) -> list[Node]:
+        return list(self.outputs) + [n for _, n in self.updates]
+
+    def nodes(self) -> list[Node]:
+        """All nodes reachable from the outputs and updates, in a deterministic topo order."""
+        return toposort(self.roots, self.inputs)
+
+    def inputs_of(self, kind: str) -> list[Node]:
+        return [n for n in self.inputs if n.attrs["kind"] == kind]
+
+    def symbols(self) -> list[sympy.Symbol]:
+        syms = sh.free_symbols(n.shape for n in self.inputs)
+        return sorted(syms, key=lambda s: s.name)
+
+    def __str__(self) -> str:
+        from .text import format_graph
+
+        return format_graph(self)
+
+
+def toposort(roots: Iterable[Node], leaves_first: Sequence[Node] = ()) -> list[Node]:
+    order: list[Node] = []
+    seen: set[int] = set()
+    for leaf in leaves_first:
+        if leaf.id not in seen:
+            seen.add(leaf.id)
+            order.append(leaf)
+    for root in roots:
+        if root.id in seen:
+            continue
+        stack: list[tuple[Node, int]] = [(root, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i < len(node.inputs):
+                stack.append((node, i + 1))
+                child = node.inputs[i]
+                if child.id not in seen:
+                    stack.append((child, 0))
+            elif node.id not in seen:
+                seen.add(node.id)
+                order.append(node)
+    return order
+

@@ -1,0 +1,232 @@
+"""The op table: every primitive of the IR, its kind and its shape/dtype rule.
+
+``OP_INFO`` is the single list that every other rule table (interpreter, autodiff, CPU and PTX
+lowering) is checked against by the tests. Elementwise ops take inputs of identical shape: the
+front end inserts explicit ``expand``/``reshape`` nodes for broadcasting, so that autodiff and
+lowering never need to reason about implicit broadcasting. Reductions keep reduced dimensions
+(size 1); the front end reshapes them away for ``keepdim=False``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import dtypes as dt
+from . import shapes as sh
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    name: str
+    kind: str  # leaf | elementwise | reduce | matmul | movement | index | nn
+    arity: int  # -1: variadic
+    differentiable: bool = True
+
+
+_INFOS = [
+    OpInfo("input", "leaf", 0, False),
+    OpInfo("const", "leaf", 0, False),
+    OpInfo("iota", "leaf", 0, False),
+    OpInfo("rand", "leaf", 1, False),
+    # unary elementwise
+    OpInfo("neg", "elementwise", 1),
+    OpInfo("exp", "elementwise", 1),
+    OpInfo("log", "elementwise", 1),
+    OpInfo("sqrt", "elementwise", 1),
+    OpInfo("abs", "elementwise", 1),
+    OpInfo("sign", "elementwise", 1),
+    OpInfo("tanh", "elementwise", 1),
+    OpInfo("sigmoid", "elementwise", 1),
+    OpInfo("relu", "elementwise", 1),
+    OpInfo("erf", "elementwise", 1),
+    OpInfo("not", "elementwise", 1, False),
+    OpInfo("cast", "elementwise", 1),
+    # binary elementwise
+    OpInfo("add", "elementwise", 2),
+    OpInfo("sub", "elementwise", 2),
+    OpInfo("mul", "elementwise", 2),
+    OpInfo("div", "elementwise", 2),
+    OpInfo("pow", "elementwise", 2),
+    OpInfo("maximum", "elementwise", 2),
+    OpInfo("minimum", "elementwise", 2),
+    OpInfo("lt", "elementwise", 2, False),
+    OpInfo("le", "elementwise", 2, False),
+    OpInfo("gt", "elementwise", 2, False),
+    OpInfo("ge", "elementwise", 2, False),
+    OpInfo("eq", "elementwise", 2, False),
+    OpInfo("ne", "elementwise", 2, False),
+    OpInfo("and", "elementwise", 2, False),
+    OpInfo("or", "elementwise", 2, False),
+    OpInfo("where", "elementwise", 3),
+    # reductions (keep dims)
+    OpInfo("sum", "reduce", 1),
+    OpInfo("max", "reduce", 1),
+    # linear algebra
+    OpInfo("matmul", "matmul", 2),
+    # movement
+    OpInfo("reshape", "movement", 1),
+    OpInfo("permute", "movement", 1),
+    OpInfo("expand", "movement", 1),
+    OpInfo("detach", "movement", 1, False),
+    # indexing
+    OpInfo("gather", "index", 2),
+    OpInfo("scatter_add", "index", 3),
+]
+
+OP_INFO: dict[str, OpInfo] = {i.name: i for i in _INFOS}
+
+UNARY = tuple(i.name for i in _INFOS if i.kind == "elementwise" and i.arity == 1)
+BINARY = tuple(i.name for i in _INFOS if i.kind == "elementwise" and i.arity == 2)
+COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+LOGICAL = ("and", "or", "not")
+FLOAT_ONLY = ("exp", "log", "sqrt", "tanh", "sigmoid", "erf")
+
+
+class OpError(ValueError):
+    """An op was applied to operands of the wrong shape or dtype."""
+
+
+Infer = Callable[[str, Sequence[Any], dict], tuple[sh.Shape, dt.DType]]
+SHAPE_RULES: dict[str, Infer] = {}
+
+
+def _rule(*names: str) -> Callable[[Infer], Infer]:
+    def deco(fn: Infer) -> Infer:
+        for n in names:
+            SHAPE_RULES[n] = fn
+        return fn
+
+    return deco
+
+
+def _fmt(x: Any) -> str:
+    return f"{x.dtype.short}{sh.fmt_shape(x.shape)}"
+
+
+@_rule("input", "const", "iota")
+def _leaf(op, xs, a):
+    return sh.shape(a["shape"]), a["dtype"]
+
+
+@_rule("rand")
+def _rand(op, xs, a):
+    if xs[0].dtype is not dt.int64 or xs[0].shape != ():
+        raise OpError(f"rand: seed must be an i64 scalar, got {_fmt(xs[0])}")
+    return sh.shape(a["shape"]), dt.float32
+
+
+@_rule(*[n for n in OP_INFO if OP_INFO[n].kind == "elementwise"])
+def _elementwise(op, xs, a):
+    s0 = xs[0].shape
+    for x in xs[1:]:
+        if not sh.same_shape(x.shape, s0):
+            raise OpError(
+                f"{op}: operands must have identical shapes (broadcast explicitly), got "
+                + ", ".join(_fmt(x) for x in xs)
+            )
+    if op == "cast":
+        return s0, a["dtype"]
+    if op == "where":
+        if xs[0].dtype is not dt.bool_:
+            raise OpError(f"where: condition must be bool, got {_fmt(xs[0])}")
+        if xs[1].dtype is not xs[2].dtype:
+            raise OpError(f"where: branches must share a dtype, got {_fmt(xs[1])}, {_fmt(xs[2])}")
+        return s0, xs[1].dtype
+    if len(xs) == 2 and xs[0].dtype is not xs[1].dtype:
+        raise OpError(f"{op}: operands must share a dtype, got {_fmt(xs[0])}, {_fmt(xs[1])}")
+    if op in FLOAT_ONLY and not xs[0].dtype.is_float:
+        raise OpError(f"{op}: expected a floating-point operand, got {_fmt(xs[0])}")
+    if op in COMPARE or op in LOGICAL:
+        if op in LOGICAL and xs[0].dtype is not dt.bool_:
+            raise OpError(f"{op}: expected bool operands, got {_fmt(xs[0])}")
+        return s0, dt.bool_
+    return s0, xs[0].dtype
+
+
+@_rule("sum", "max")
+def _reduce(op, xs, a):
+    axes = a["axes"]
+    s = xs[0].shape
+    for ax in axes:
+        if not 0 <= ax < len(s):
+            raise OpError(f"{op}: axis {ax} out of range for {_fmt(xs[0])}")
+    return tuple(1 if i in axes else d for i, d in enumerate(s)), xs[0].dtype
+
+
+@_rule("matmul")
+def _matmul(op, xs, a):
+    x, y = xs
+    if len(x.shape) < 2 or len(y.shape) < 2:
+        raise OpError(f"matmul: operands must be at least 2-D, got {_fmt(x)} @ {_fmt(y)}")
+    if x.dtype is not y.dtype or not x.dtype.is_float:
+        raise OpError(f"matmul: operands must share a float dtype, got {_fmt(x)} @ {_fmt(y)}")
+    if not sh.same(x.shape[-1], y.shape[-2]):
+        raise OpError(
+            f"matmul: inner dimensions differ, {_fmt(x)} @ {_fmt(y)} "
+            f"({sh.fmt_dim(x.shape[-1])} != {sh.fmt_dim(y.shape[-2])})"
+        )
+    if not sh.same_shape(x.shape[:-2], y.shape[:-2]):
+        raise OpError(f"matmul: batch dimensions differ (expand explicitly), {_fmt(x)} @ {_fmt(y)}")
+    return tuple(x.shape[:-1]) + (y.shape[-1],), x.dtype
+
+
+@_rule("reshape")
+def _reshape(op, xs, a):
+    return sh.reshape(xs[0].shape, a["shape"], "reshape"), xs[0].dtype
+
+
+@_rule("permute")
+def _permute(op, xs, a):
+    perm = a["perm"]
+    if sorted(perm) != list(range(len(xs[0].shape))):
+        raise OpError(f"permute: {perm} is not a permutation of the dims of {_fmt(xs[0])}")
+    return tuple(xs[0].shape[p] for p in perm), xs[0].dtype
+
+
+@_rule("detach")
+def _detach(op, xs, a):
+    return xs[0].shape, xs[0].dtype
+
+
+@_rule("expand")
+def _expand(op, xs, a):
+    out = sh.shape(a["shape"])
+    if len(out) != len(xs[0].shape) or not sh.can_expand(xs[0].shape, out):
+        raise OpError(f"expand: cannot expand {_fmt(xs[0])} to {sh.fmt_shape(out)}")
+    return out, xs[0].dtype
+
+
+@_rule("gather")
+def _gather(op, xs, a):
+    x, idx = xs
+    ax = a["axis"]
+    if idx.dtype is not dt.int64:
+        raise OpError(f"gather: index must be int64, got {_fmt(idx)}")
+    if len(idx.shape) != len(x.shape):
+        raise OpError(f"gather: index rank must equal input rank, got {_fmt(x)}, {_fmt(idx)}")
+    for i, (d, e) in enumerate(zip(x.shape, idx.shape)):
+        if i != ax and not sh.same(d, e):
+            raise OpError(f"gather: dims other than {ax} must agree, got {_fmt(x)}, {_fmt(idx)}")
+    return idx.shape, x.dtype
+
+
+@_rule("scatter_add")
+def _scatter_add(op, xs, a):
+    base, idx, src = xs
+    if idx.dtype is not dt.int64 or not sh.same_shape(idx.shape, src.shape):
+        raise OpError(f"scatter_add: bad index/src {_fmt(idx)}, {_fmt(src)}")
+    if base.dtype is not src.dtype:
+        raise OpError(f"scatter_add: dtypes differ {_fmt(base)}, {_fmt(src)}")
+    return base.shape, base.dtype
+
+
+def infer(op: str, inputs: Sequence[Any], attrs: dict) -> tuple[sh.Shape, dt.DType]:
+    """Shape and dtype of ``op`` applied to ``inputs`` (anything with .shape and .dtype)."""
+    info = OP_INFO.get(op)
+    if info is None:
+        raise OpError(f"unknown op {op!r}")
+    if info.arity >= 0 and len(inputs) != info.arity:
+        raise OpError(f"{op}: expected {info.arity} operands, got {len(inputs)}")
+    return SHAPE_RULES[op](op, inputs, attrs)

@@ -1,0 +1,227 @@
+"""``Optimizer``: param groups, state and the hooks that make one update rule serve both modes.
+
+An optimizer's ``step()`` is ordinary tensor code. In eager mode it runs on numpy through the
+interpreter; inside a compiled step the same code is traced into IR update nodes. Three helpers
+keep the two modes identical:
+
+- ``_hp(group, key)`` reads a hyperparameter: a float eagerly, a run-time scalar input when
+  traced (so changing ``param_groups[i]["lr"]`` takes effect without recompiling);
+- ``_on(group, key)`` reads a value that decides the graph's structure (``momentum != 0``,
+  ``nesterov``); traced, it becomes a guard that recompiles when it changes;
+- ``_state_update(p, key, ...)`` reads and writes ``state[p][key]``; traced, a buffer that
+  does not exist yet is created at call time and a presence flag selects the first-step rule.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from .. import _context
+from .. import dtypes as dt
+from ..autograd import enable_grad
+from ..tensor import Tensor
+from ..tensor_ops import where
+
+_REQUIRED = object()
+
+
+class Optimizer:
+    """Base class: holds ``param_groups``, ``defaults`` and per-parameter ``state``."""
+
+    def __init__(self, params: Any, defaults: dict[str, Any]) -> None:
+        self.defaults = dict(defaults)
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            f"Tensors or dicts, but got {type(params).__name__}")
+        if isinstance(params, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections")
+        params = list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is "
+                                f"{type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        group = dict(param_group)
+        group["params"] = params
+        for k, v in self.defaults.items():
+            if v is _REQUIRED and k not in group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {k}")
+            group.setdefault(k, v)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        if len({id(p) for p in params}) != len(params):
+            import warnings
+
+            warnings.warn("optimizer contains a parameter group with duplicate parameters",
+                          stacklevel=2)
+        self._check_group(group)
+        self.param_groups.append(group)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        """Validate hyperparameters (subclasses raise PyTorch's ValueErrors)."""
+
+    def __repr__(self) -> str:
+        lines = [type(self).__name__ + " ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(k for k in g if k != "params"):
+                lines.append(f"    {k}: {g[k]}")
+        return "\n".join(lines) + "\n)"
+
+    # -- zero_grad ----------------------------------------------------------------------
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """``set_to_none=True``: ``p.grad = None`` (step() then skips p); else zero in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none:
+                    p.grad = None
+                else:
+                    g = p.grad
+                    if g is not None:
+                        g.zero_()
+
+    # -- hooks for update rules ------------------------------------------------------------
+    def _label(self, group: dict[str, Any], key: str) -> str:
+        gi = next(i for i, g in enumerate(self.param_groups) if g is group)
+        ctx = _context.current()
+        base = ctx._names.get(id(self), "opt") if ctx is not None else "opt"
+        return f"{base}.g{gi}.{key}"
+
+    def _hp(self, group: dict[str, Any], key: str) -> Any:
+        ctx = _context.current()
+        if ctx is None:
+            return float(group[key])
+        return ctx.hyper(group, key, self._label(group, key))
+
+    def _on(self, group: dict[str, Any], key: str, test: Callable[[Any], bool] = bool) -> bool:
+        value = test(group[key])
+        ctx = _context.current()
+        if ctx is not None:
+            ctx.guard(lambda: test(group[key]), value, self._label(group, key))
+        return value
+
+    def _state_label(self, p: Tensor, key: str) -> str:
+        ctx = _context.current()
+        assert ctx is not None
+        return f"{ctx._names.get(id(self), 'opt')}.state[{ctx.tensor_name(p)}].{key}"
+
+    def _state_update(self, p: Tensor, key: str, update: Callable[[Tensor], Tensor],
+                      first: Callable[[], Tensor] | None = None, fill: float = 0.0,
+                      dtype: dt.DType | None = None, shape: Any = None) -> Tensor:
+        """``state[p][key] = update(old)`` if it exists, else ``first()`` (or ``update`` of a
+        buffer filled with ``fill`` when ``first`` is None). Returns the new value."""
+        ctx = _context.current()
+        if ctx is None:
+            st = self.state[p]
+            old = st.get(key)
+            if old is None:
+                if first is not None:
+                    new = first()
+                else:
+                    shp = p.shape if shape is None else shape
+                    init = Tensor._from_array(np.full(shp, fill, (dtype or p.dtype).np))
+                    new = update(init)
+                st[key] = Tensor._from_array(np.array(new.numpy(), copy=True))
+                return st[key]
+            return old._assign(update(old))
+        old, present = ctx.opt_state(self, p, key, self._state_label(p, key), fill, dtype,
+                                     shape)
+        new = update(old)
+        if first is not None:
+            new = where(present, new, first())
+        ctx.set_opt_state(self, p, key, new)
+        return new
+
+    # -- step ---------------------------------------------------------------------------
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        raise NotImplementedError
+
+    def _closure(self, closure: Callable[[], Any] | None) -> Any:
+        if closure is None:
+            return None
+        with enable_grad():
+            return closure()
+
+    # -- state_dict ---------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """PyTorch's layout: ``state`` keyed by parameter index, groups list indices."""
+        index: dict[int, int] = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            ids = []
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            packed["params"] = ids
+            groups.append(packed)
+        state = {}
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p in self.state and self.state[p]:
+                    state[index[id(p)]] = {
+                        k: (np.array(v.numpy(), copy=True) if isinstance(v, Tensor) else v)
+                        for k, v in self.state[p].items()
+                    }
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't "
+                                 "match the size of optimizer's group")
+        id_map = {}
+        for mine, theirs in zip(self.param_groups, groups):
+            for p, i in zip(mine["params"], theirs["params"]):
+                id_map[i] = p
+        self.state = defaultdict(dict)
+        for i, st in state_dict["state"].items():
+            p = id_map[int(i)]
+            for k, v in st.items():
+                if k == "step":
+                    arr = np.asarray(v, dtype=np.float32).reshape(())
+                    self.state[p][k] = Tensor._from_array(np.array(arr, copy=True))
+                elif hasattr(v, "__array__") or isinstance(v, np.ndarray):
+                    arr = np.asarray(v)
+                    dtype = p.dtype.np if arr.dtype.kind == "f" else arr.dtype
+                    self.state[p][k] = Tensor._from_array(np.array(arr, dtype=dtype, copy=True))
+                else:
+                    self.state[p][k] = v
+        for mine, theirs in zip(self.param_groups, groups):
+            for k, v in theirs.items():
+                if k != "params":
+                    mine[k] = v
+
+
+def params_of(groups: Iterable[dict[str, Any]]) -> list[Tensor]:
+    return [p for g in groups for p in g["params"]]

@@ -1,0 +1,232 @@
+"""Shape algebra over ints and sympy expressions.
+
+This is the only module that knows shapes can be symbolic. A dimension is either a Python
+``int`` or a sympy expression over positive integer symbols (the batch dimension ``B`` of a
+compiled step). Every shape rule in the IR (broadcasting, reshape with ``-1``, matmul, conv and
+pool output sizes, reduction divisors) goes through the helpers here, so that the same rule
+serves eager execution with concrete ints and tracing with symbols.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Union
+
+import sympy
+
+Dim = Union[int, sympy.Expr]
+Shape = tuple[Dim, ...]
+
+
+class ShapeError(ValueError):
+    """A shape rule was violated (the message names the op and the shapes)."""
+
+
+def symbol(name: str) -> sympy.Symbol:
+    """A positive integer dimension symbol (batch sizes are never zero-or-negative)."""
+    return sympy.Symbol(name, integer=True, positive=True)
+
+
+def dim(d: object) -> Dim:
+    """Normalise a dimension: sympy integers become ints, expressions are simplified."""
+    if isinstance(d, bool):
+        raise TypeError(f"dimension must be an int, got bool {d!r}")
+    if isinstance(d, int):
+        return d
+    if hasattr(d, "__index__") and not isinstance(d, sympy.Basic):
+        return int(d)  # numpy integers
+    if isinstance(d, sympy.Basic):
+        e = d
+        if e.is_Integer:
+            return int(e)
+        return e
+    raise TypeError(f"dimension must be an int or a symbolic expression, got {type(d).__name__}")
+
+
+def shape(s: Iterable[object]) -> Shape:
+    """Normalise a shape to a tuple of dims."""
+    return tuple(dim(d) for d in s)
+
+
+def is_concrete(s: Sequence[Dim]) -> bool:
+    return all(isinstance(d, int) for d in s)
+
+
+def numel(s: Sequence[Dim]) -> Dim:
+    n: Dim = 1
+    for d in s:
+        n = n * d
+    return dim(n)
+
+
+def same(a: Dim, b: Dim) -> bool:
+    """True when two dims are provably equal."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0
+
+
+def same_shape(a: Sequence[Dim], b: Sequence[Dim]) -> bool:
+    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
+def fmt_dim(d: Dim) -> str:
+    return str(d).replace(" ", "")
+
+
+def fmt_shape(s: Sequence[Dim]) -> str:
+    return "[" + ",".join(fmt_dim(d) for d in s) + "]"
+
+
+def broadcast(a: Sequence[Dim], b: Sequence[Dim], op: str = "broadcast") -> Shape:
+    """NumPy/PyTorch broadcasting of two shapes (right-aligned, size-1 dims stretch)."""
+    n = max(len(a), len(b))
+    pa = (1,) * (n - len(a)) + tuple(a)
+    pb = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(pa, pb):
+        if same(x, y):
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        elif y == 1:
+            out.append(x)
+        else:
+            raise ShapeError(
+                f"{op}: shapes {fmt_shape(a)} and {fmt_shape(b)} cannot be broadcast together"
+            )
+    return tuple(out)
+
+
+def can_expand(src: Sequence[Dim], dst: Sequence[Dim]) -> bool:
+    if len(src) > len(dst):
+        return False
+    ps = (1,) * (len(dst) - len(src)) + tuple(src)
+    return all(s == 1 or same(s, d) for s, d in zip(ps, dst))
+
+
+def reshape(src: Sequence[Dim], dst: Sequence[object], op: str = "reshape") -> Shape:
+    """Resolve a target shape (one ``-1`` allowed) against ``src``; sizes must agree exactly."""
+    dst = list(dst)
+    total = numel(src)
+    n_infer = sum(1 for d in dst if isinstance(d, int) and d == -1)
+    if n_infer > 1:
+        raise ShapeError(f"{op}: only one dimension can be -1, got {dst}")
+    if n_infer == 1:
+        known = numel([d for d in dst if not (isinstance(d, int) and d == -1)])
+        if known == 0:
+            raise ShapeError(f"{op}: cannot infer -1 in {dst} for a shape with zero elements")
+        inferred = dim(sympy.sympify(total) / sympy.sympify(known))
+        if not isinstance(inferred, int) and not inferred.is_integer:
+            raise ShapeError(
+                f"{op}: shape {fmt_shape(src)} ({fmt_dim(total)} elements) is not divisible "
+                f"into {dst}"
+            )
+        if isinstance(inferred, int) and inferred * known != total:
+            raise ShapeError(
+                f"{op}: shape {fmt_shape(src)} ({fmt_dim(total)} elements) is not divisible "
+                f"into {dst}"
+            )
+        dst = [inferred if (isinstance(d, int) and d == -1) else d for d in dst]
+    out = shape(dst)
+    for d in out:
+        if isinstance(d, int) and d < 0:
+            raise ShapeError(f"{op}: invalid dimension {d} in {list(dst)}")
+    if not same(numel(out), total):
+        raise ShapeError(
+            f"{op}: shape {fmt_shape(out)} is invalid for input of shape {fmt_shape(src)} "
+            f"({fmt_dim(total)} elements)"
+        )
+    return out
+
+
+def norm_axis(axis: int, ndim: int, op: str = "op") -> int:
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise IndexError(
+            f"{op}: dimension out of range (expected to be in range of "
+            f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {axis})"
+        )
+    return axis % max(ndim, 1)
+
+
+def norm_axes(axes: object, ndim: int, op: str = "op") -> tuple[int, ...]:
+    if axes is None:
+        return tuple(range(ndim))
+    if isinstance(axes, int):
+        axes = (axes,)
+    out = sorted({norm_axis(int(a), ndim, op) for a in axes})  # type: ignore[union-attr]
+    return tuple(out)
+
+
+def conv_out(size: Dim, kernel: int, stride: int, padding: int, dilation: int = 1,
+             ceil_mode: bool = False) -> Dim:
+    """Output size of a convolution or pooling window, as PyTorch computes it."""
+    eff = dilation * (kernel - 1) + 1
+    num = sympy.sympify(size) + 2 * padding - eff
+    if ceil_mode:
+        out = sympy.ceiling(num / stride) + 1
+        # PyTorch: the last window must start inside the input or left padding
+        if isinstance(dim(out), int) and (dim(out) - 1) * stride >= int(size) + padding:
+            out = out - 1
+    else:
+        out = sympy.floor(num / stride) + 1
+    return dim(out)
+
+
+def free_symbols(shapes: Iterable[Sequence[Dim]]) -> set[sympy.Symbol]:
+    out: set[sympy.Symbol] = set()
+    for s in shapes:
+        for d in s:
+            if not isinstance(d, int):
+                out |= d.free_symbols
+    return out
+
+
+def evaluate(d: Dim | sympy.Expr, env: Mapping[sympy.Symbol, int]) -> int:
+    """Evaluate a dim under concrete symbol values."""
+    if isinstance(d, int):
+        return d
+    v = sympy.sympify(d).subs(env)
+    if not v.is_number:
+        raise ShapeError(f"unbound symbols in {d}: {v.free_symbols}")
+    return int(v)
+
+
+def evaluate_shape(s: Sequence[Dim], env: Mapping[sympy.Symbol, int]) -> tuple[int, ...]:
+    return tuple(evaluate(d, env) for d in s)
+
+
+def bind(pattern: Sequence[Dim], actual: Sequence[int], env: dict[sympy.Symbol, int],
+         what: str) -> None:
+    """Bind symbols in ``pattern`` (only bare symbols may bind) against an actual shape.
+
+    Raises ``ValueError`` naming ``what`` when ranks differ, a fixed dim differs, or a symbol
+    is already bound to another value (the guard that two inputs share a batch size).
+    """
+    if len(pattern) != len(actual):
+        raise ValueError(
+            f"{what}: expected rank {len(pattern)} (shape {fmt_shape(pattern)}), "
+            f"got rank {len(actual)} (shape {list(actual)})"
+        )
+    for p, a in zip(pattern, actual):
+        if isinstance(p, int):
+            if p != a:
+                raise ValueError(
+                    f"{what}: expected shape {fmt_shape(pattern)}, got {list(actual)}"
+                )
+        elif isinstance(p, sympy.Symbol):
+            if p in env and env[p] != a:
+                raise ValueError(
+                    f"{what}: expected shape {fmt_shape(pattern)} with {p}={env[p]} "
+                    f"(bound by an earlier argument), got {list(actual)}"
+                )
+            if a < 1:
+                raise ValueError(f"{what}: dimension {p} must be >= 1, got shape {list(actual)}")
+            env[p] = int(a)
+        else:
+            v = evaluate(p, env)
+            if v != a:
+                raise ValueError(
+                    f"{what}: expected shape {fmt_shape(pattern)} (= {v} at {p}), "
+                    f"got {list(actual)}"
+                )

@@ -1,0 +1,430 @@
+"""Tensor operations: each one lowers to IR ops through the current builder.
+
+These functions are the shared body of ``Tensor`` methods, Python operators and
+``graphc.nn.functional``; composite ops (mean, softmax, argmax, ...) are written here in terms
+of IR primitives, so they get autodiff and native lowering for free.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _context
+from . import dtypes as dt
+from . import shapes as sh
+from .ir import Node
+from .tensor import Tensor, builder, to_array
+
+MinMax = namedtuple("MinMax", ["values", "indices"])
+
+
+def as_tensor(x: Any, dtype: dt.DType | None = None) -> Tensor:
+    if isinstance(x, Tensor):
+        return x if dtype is None or x.dtype is dtype else _apply_cast(x, dtype)
+    return Tensor._from_array(to_array(x, dtype))
+
+
+def _apply(op: str, *xs: Tensor, **attrs: Any) -> Tensor:
+    return Tensor._wrap(builder().op(op, [x.node for x in xs], **attrs))
+
+
+def _wrap(n: Node) -> Tensor:
+    return Tensor._wrap(n)
+
+
+def _apply_cast(x: Tensor, dtype: dt.DType) -> Tensor:
+    return _wrap(builder().cast(x.node, dtype))
+
+
+def _is_scalar(x: Any) -> bool:
+    return isinstance(x, (bool, int, float, np.number, np.bool_))
+
+
+def _operands(a: Any, b: Any, op: str) -> tuple[Node, Node]:
+    bld = builder()
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        an, bn = a.node, b.node
+        # 0-d tensors do not widen a dimensioned tensor of the same category (PyTorch rule)
+        if an.ndim == 0 and bn.ndim > 0 and an.dtype.is_float == bn.dtype.is_float \
+                and an.dtype is not dt.bool_:
+            t = bn.dtype
+        elif bn.ndim == 0 and an.ndim > 0 and an.dtype.is_float == bn.dtype.is_float \
+                and bn.dtype is not dt.bool_:
+            t = an.dtype
+        else:
+            t = dt.promote(an.dtype, bn.dtype)
+        return bld.cast(an, t), bld.cast(bn, t)
+    if isinstance(a, Tensor) and _is_scalar(b):
+        t = dt.promote_scalar(a.dtype, b.item() if isinstance(b, np.generic) else b)
+        return bld.cast(a.node, t), bld.const(_py(b), (), t)
+    if isinstance(b, Tensor) and _is_scalar(a):
+        t = dt.promote_scalar(b.dtype, a.item() if isinstance(a, np.generic) else a)
+        return bld.const(_py(a), (), t), bld.cast(b.node, t)
+    if isinstance(a, Tensor):
+        return _operands(a, as_tensor(b), op)
+    if isinstance(b, Tensor):
+        return _operands(as_tensor(a), b, op)
+    raise TypeError(f"{op}: unsupported operand types {type(a).__name__}, {type(b).__name__}")
+
+
+def _py(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def binary(op: str, a: Any, b: Any) -> Tensor:
+    x, y = _operands(a, b, op)
+    bld = builder()
+    if op == "div" and not x.dtype.is_float:
+        x, y = bld.cast(x, dt.float32), bld.cast(y, dt.float32)
+    return _wrap(bld.binary(op, x, y))
+
+
+def unary(op: str, x: Any) -> Tensor:
+    x = as_tensor(x)
+    n = x.node
+    if op in ("exp", "log", "sqrt", "tanh", "sigmoid", "erf") and not n.dtype.is_float:
+        n = builder().cast(n, dt.float32)
+    return _wrap(builder().op(op, (n,)))
+
+
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    c = as_tensor(cond)
+    if c.dtype is not dt.bool_:
+        c = c.to(dt.bool_)
+    x, y = _operands(a, b, "where")
+    return _wrap(builder().where(c.node, x, y))
+
+
+# -- reductions -------------------------------------------------------------------------
+def _reduce_axes(x: Tensor, dim: Any) -> tuple[int, ...]:
+    if isinstance(dim, (list, tuple)) and len(dim) == 0:
+        dim = None
+    return sh.norm_axes(dim, x.ndim, "reduce")
+
+
+def _drop(n: Node, axes: Sequence[int], keepdim: bool) -> Node:
+    if keepdim:
+        return n
+    return builder().reshape(n, [d for i, d in enumerate(n.shape) if i not in axes])
+
+
+def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:  # noqa: A001
+    x = as_tensor(x)
+    n = x.node
+    if dtype is not None:
+        n = builder().cast(n, dt.as_dtype(dtype))
+    elif not n.dtype.is_float:
+        n = builder().cast(n, dt.int64)
+    axes = _reduce_axes(x, dim)
+    if not axes:
+        return _wrap(n)
+    return _wrap(_drop(builder().op("sum", (n,), axes=axes), axes, keepdim))
+
+
+def mean(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    x = as_tensor(x)
+    n = x.node
+    if dtype is not None:
+        n = builder().cast(n, dt.as_dtype(dtype))
+    if not n.dtype.is_float:
+        raise RuntimeError(
+            f"mean(): could not infer output dtype. Input dtype must be either a floating point "
+            f"or complex dtype. Got: {x.dtype.name}"
+        )
+    axes = _reduce_axes(x, dim)
+    bld = builder()
+    count = sh.numel([n.shape[a] for a in axes])
+    s = bld.op("sum", (n,), axes=axes) if axes else n
+    s = bld.div(s, bld.const(count, (), n.dtype))
+    return _wrap(_drop(s, axes, keepdim))
+
+
+def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    x = as_tensor(x)
+    axes = _reduce_axes(x, dim)
+    if not axes:
+        return x
+    return _wrap(_drop(builder().op("max", (x.node,), axes=axes), axes, keepdim))
+
+
+def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return -amax(-as_tensor(x), dim, keepdim)
+
+
+def argmax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Index of the first maximum (NaN counts as the maximum, as in PyTorch)."""
+    x = as_tensor(x)
+    bld = builder()
+    if dim is None:
+        flat = x.reshape(-1)
+        return argmax(flat, 0, False) if not keepdim else \
+            argmax(flat, 0, False).reshape([1] * x.ndim)
+    ax = sh.norm_axis(dim, x.ndim, "argmax")
+    n = x.node
+    m = bld.op("max", (n,), axes=(ax,))
+    hit = bld.op("eq", (n, bld.expand(m, n.shape)))
+    if n.dtype.is_float:
+        hit = bld.op("or", (hit, bld.op("ne", (n, n))))
+    size = n.shape[ax]
+    iota = bld.op("iota", (), shape=n.shape, dtype=dt.int64, axis=ax)
+    cand = bld.where(hit, iota, bld.const(size, n.shape, dt.int64))
+    first = bld.neg(bld.op("max", (bld.neg(cand),), axes=(ax,)))
+    return _wrap(_drop(first, (ax,), keepdim))
+
+
+def argmin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return argmax(-as_tensor(x), dim, keepdim)
+
+
+def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    """``max(x)`` -> 0-d tensor; ``max(x, dim)`` -> (values, indices), gradient to the index."""
+    x = as_tensor(x)
+    if isinstance(dim, Tensor):
+        return binary("maximum", x, dim)
+    if dim is None:
+        return amax(x)
+    idx = argmax(x, dim, keepdim=True)
+    ax = sh.norm_axis(dim, x.ndim, "max")
+    vals = _wrap(builder().op("gather", (x.node, idx.node), axis=ax))
+    if not keepdim:
+        vals, idx = vals.squeeze(ax), idx.squeeze(ax)
+    return MinMax(vals, idx)
+
+
+def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    x = as_tensor(x)
+    if isinstance(dim, Tensor):
+        return binary("minimum", x, dim)
+    if dim is None:
+        return amin(x)
+    idx = argmin(x, dim, keepdim=True)
+    ax = sh.norm_axis(dim, x.ndim, "min")
+    vals = _wrap(builder().op("gather", (x.node, idx.node), axis=ax))
+    if not keepdim:
+        vals, idx = vals.squeeze(ax), idx.squeeze(ax)
+    return MinMax(vals, idx)
+
+
+def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    x = as_tensor(x)
+    m = amax(x, dim, keepdim=True).detach()
+    m = where(m.abs() == float("inf"), 0.0, m)
+    out = (x - m).exp().sum(dim, keepdim=True).log() + m
+    return out if keepdim else out.squeeze(dim) if isinstance(dim, int) else \
+        _wrap(_drop(out.node, _reduce_axes(x, dim), False))
+
+
+def softmax(x: Tensor, dim: int) -> Tensor:
+    x = as_tensor(x)
+    m = amax(x, dim, keepdim=True).detach()
+    e = (x - m).exp()
+    return e / e.sum(dim, keepdim=True)
+
+
+def log_softmax(x: Tensor, dim: int) -> Tensor:
+    x = as_tensor(x)
+    m = amax(x, dim, keepdim=True).detach()
+    s = x - m
+    return s - s.exp().sum(dim, keepdim=True).log()
+
+
+def var(x: Tensor, dim: Any = None, correction: int = 1, keepdim: bool = False) -> Tensor:
+    x = as_tensor(x)
+    axes = _reduce_axes(x, dim)
+    n = sh.numel([x.shape[a] for a in axes])
+    mu = x.mean(axes, keepdim=True)
+    d = x - mu
+    return (d * d).sum(axes, keepdim=keepdim) / (n - correction)
+
+
+# -- movement ---------------------------------------------------------------------------
+def _shape_args(args: Sequence[Any]) -> list[Any]:
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return list(args[0])
+    return list(args)
+
+
+def reshape(x: Tensor, *shape: Any) -> Tensor:
+    return _wrap(builder().reshape(x.node, _shape_args(shape)))
+
+
+def permute(x: Tensor, *dims: Any) -> Tensor:
+    d = [sh.norm_axis(int(a), x.ndim, "permute") for a in _shape_args(dims)]
+    if sorted(d) != list(range(x.ndim)):
+        raise RuntimeError(f"permute(): dims {d} are not a permutation of {x.ndim} dims")
+    return _wrap(builder().permute(x.node, d))
+
+
+def transpose(x: Tensor, d0: int, d1: int) -> Tensor:
+    n = x.ndim
+    if n == 0:
+        return x
+    d0, d1 = sh.norm_axis(d0, n, "transpose"), sh.norm_axis(d1, n, "transpose")
+    perm = list(range(n))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return _wrap(builder().permute(x.node, perm))
+
+
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if x.ndim == 0:
+        return x.reshape(1)
+    s = sh.norm_axis(start_dim, x.ndim, "flatten")
+    e = sh.norm_axis(end_dim, x.ndim, "flatten")
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shp = list(x.shape)
+    return x.reshape(shp[:s] + [sh.numel(shp[s:e + 1])] + shp[e + 1:])
+
+
+def unsqueeze(x: Tensor, d: int) -> Tensor:
+    d = sh.norm_axis(d, x.ndim + 1, "unsqueeze")
+    shp = list(x.shape)
+    return x.reshape(shp[:d] + [1] + shp[d:])
+
+
+def squeeze(x: Tensor, d: Any = None) -> Tensor:
+    shp = list(x.shape)
+    if d is None:
+        return x.reshape([s for s in shp if s != 1])
+    axes = sh.norm_axes(d, x.ndim, "squeeze")
+    return x.reshape([s for i, s in enumerate(shp) if not (i in axes and s == 1)])
+
+
+def expand(x: Tensor, *sizes: Any) -> Tensor:
+    sizes = _shape_args(sizes)
+    lead = len(sizes) - x.ndim
+    full = [x.shape[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(sizes)]
+    return _wrap(builder().broadcast_to(x.node, full))
+
+
+def matmul(a: Any, b: Any) -> Tensor:
+    a, b = as_tensor(a), as_tensor(b)
+    if a.dtype is not b.dtype:
+        t = dt.promote(a.dtype, b.dtype)
+        a, b = a.to(t), b.to(t)
+    if a.ndim == 0 or b.ndim == 0:
+        raise RuntimeError("both arguments to matmul need to be at least 1D")
+    if a.ndim == 1 and b.ndim == 1:
+        return (a.unsqueeze(0) @ b.unsqueeze(1)).reshape(())
+    if a.ndim == 1:
+        return (a.unsqueeze(0) @ b).squeeze(-2)
+    if b.ndim == 1:
+        return (a @ b.unsqueeze(1)).squeeze(-1)
+    bld = builder()
+    if b.ndim == 2 and a.ndim > 2:
+        lead = list(a.shape[:-1])
+        flat = bld.reshape(a.node, [-1, a.shape[-1]])
+        out = bld.op("matmul", (flat, b.node))
+        return _wrap(bld.reshape(out, lead + [b.shape[-1]]))
+    batch = sh.broadcast(a.shape[:-2], b.shape[:-2], "matmul")
+    an = bld.broadcast_to(a.node, tuple(batch) + tuple(a.shape[-2:]))
+    bn = bld.broadcast_to(b.node, tuple(batch) + tuple(b.shape[-2:]))
+    return _wrap(bld.op("matmul", (an, bn)))
+
+
+def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    out = as_tensor(x)
+    if min is not None:
+        out = binary("maximum", out, min)
+    if max is not None:
+        out = binary("minimum", out, max)
+    return out
+
+
+def _not_supported_getitem(x: Tensor, key: Any) -> Tensor:
+    raise NotImplementedError(
+        f"indexing a Tensor with {key!r} is not supported yet; use reshape, gather or "
+        "index_select"
+    )
+
+
+def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    ax = sh.norm_axis(dim, x.ndim, "gather")
+    return _wrap(builder().op("gather", (x.node, as_tensor(index).node), axis=ax))
+
+
+# -- attach to Tensor -------------------------------------------------------------------
+def _install() -> None:
+    T = Tensor
+
+    def rb(op: str) -> Any:
+        return lambda self, other: binary(op, other, self)
+
+    def fb(op: str) -> Any:
+        return lambda self, other: binary(op, self, other)
+
+    T.__add__ = fb("add")
+    T.__radd__ = rb("add")
+    T.__sub__ = fb("sub")
+    T.__rsub__ = rb("sub")
+    T.__mul__ = fb("mul")
+    T.__rmul__ = rb("mul")
+    T.__truediv__ = fb("div")
+    T.__rtruediv__ = rb("div")
+    T.__pow__ = fb("pow")
+    T.__rpow__ = rb("pow")
+    T.__lt__ = fb("lt")
+    T.__le__ = fb("le")
+    T.__gt__ = fb("gt")
+    T.__ge__ = fb("ge")
+    T.__eq__ = fb("eq")  # type: ignore[assignment]
+    T.__ne__ = fb("ne")  # type: ignore[assignment]
+    T.__and__ = fb("and")
+    T.__or__ = fb("or")
+    T.__invert__ = lambda self: unary("not", self)
+    T.__neg__ = lambda self: unary("neg", self)
+    T.__pos__ = lambda self: self
+    T.__abs__ = lambda self: unary("abs", self)
+    T.__matmul__ = lambda self, o: matmul(self, o)
+    T.__rmatmul__ = lambda self, o: matmul(o, self)
+    T.__getitem__ = _not_supported_getitem
+    for name in ("exp", "log", "sqrt", "abs", "sign", "tanh", "sigmoid", "relu", "neg", "erf"):
+        setattr(T, name, (lambda op: lambda self: unary(op, self))(name))
+    T.rsqrt = lambda self: 1.0 / unary("sqrt", self)
+    T.square = lambda self: self * self
+    T.add = lambda self, o, alpha=1: self + (o if alpha == 1 else o * alpha)
+    T.sub = lambda self, o, alpha=1: self - (o if alpha == 1 else o * alpha)
+    T.mul = fb("mul")
+    T.div = fb("div")
+    T.pow = fb("pow")
+    T.maximum = fb("maximum")
+    T.minimum = fb("minimum")
+    T.sum = sum
+    T.mean = mean
+    T.max = max
+    T.min = min
+    T.amax = amax
+    T.amin = amin
+    T.argmax = argmax
+    T.argmin = argmin
+    T.logsumexp = logsumexp
+    T.softmax = softmax
+    T.log_softmax = log_softmax
+    T.var = lambda self, dim=None, unbiased=True, keepdim=False: var(
+        self, dim, 1 if unbiased else 0, keepdim)
+    T.reshape = reshape
+    T.view = reshape
+    T.permute = permute
+    T.transpose = transpose
+    T.flatten = flatten
+    T.unsqueeze = unsqueeze
+    T.squeeze = squeeze
+    T.expand = expand
+    T.expand_as = lambda self, o: expand(self, *o.shape)
+    T.view_as = lambda self, o: reshape(self, *o.shape)
+    T.reshape_as = lambda self, o: reshape(self, *o.shape)
+    T.matmul = matmul
+    T.clamp = clamp
+    T.clip = clamp
+    T.gather = gather
+    T.T = property(lambda self: permute(self, *reversed(range(self.ndim))))
+    T.mT = property(lambda self: transpose(self, -2, -1))
+
+
+_install()
+
+__all__ = ["as_tensor", "binary", "unary", "where", "_context"]

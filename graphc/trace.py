@@ -1,0 +1,382 @@
+"""Tracing a Python training step into a Graph.
+
+While a ``TraceContext`` is current, tensor operations build symbolic IR nodes, and the calls
+that touch training state are recorded instead of executed:
+
+- tensors created outside the trace (parameters, buffers, optimizer state) become ``input``
+  nodes of the graph, read from their live numpy arrays at every call;
+- ``.grad`` is tracked per parameter as *absent* or *present(node)*. ``zero_grad()`` with
+  ``set_to_none=True`` makes it absent without reading it; reading the incoming ``.grad`` (to
+  accumulate into it, as when the step skips ``zero_grad()``) specialises the graph on whether
+  it existed at call time, checked by a guard on every call;
+- ``backward()`` runs the autodiff pass on the traced nodes and accumulates, like PyTorch;
+- in-place writes (the optimizer's parameter update, buffer updates) become state updates;
+- optimizer hyperparameters become run-time scalar inputs, and decisions that change the graph's
+  structure (``momentum != 0``, ``nesterov``) become guards.
+
+The result is a pure ``Graph`` plus a ``Signature`` that tells the runtime where each input
+comes from and where each update goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import sympy
+
+from graphc.passes.autodiff import vjp
+
+from . import _context
+from . import dtypes as dt
+from . import shapes as sh
+from .ir import Builder, Graph, Node
+from .tensor import Tensor
+
+
+@dataclass
+class Source:
+    """Where an input node's value comes from at call time."""
+
+    kind: str  # arg | tensor | grad | ostate | oflag | hyper
+    ref: Any = None  # arg index, Tensor, (opt, param, key), (group, key)
+    fill: float = 0.0  # ostate: value of a freshly created buffer
+
+
+@dataclass
+class Sink:
+    """Where an update slot's value goes after the call."""
+
+    kind: str  # tensor | grad | ostate
+    ref: Any = None
+
+
+@dataclass
+class Signature:
+    """Everything the runtime needs besides the graph itself."""
+
+    arg_names: list[str]
+    arg_types: list[tuple[dt.DType, sh.Shape]]
+    sources: dict[str, Source] = field(default_factory=dict)  # input name -> source
+    sinks: dict[str, Sink] = field(default_factory=dict)  # update slot -> sink
+    grads_to_clear: list[Tensor] = field(default_factory=list)  # set .grad = None after call
+    struct_guards: list[tuple[Callable[[], Any], Any, str]] = field(default_factory=list)
+    output_tree: Any = None
+    symbols: list[sympy.Symbol] = field(default_factory=list)
+
+
+_ABSENT = "absent"
+
+
+class TraceContext:
+    """Records one traced call. See the module docstring for the rules."""
+
+    def __init__(self, name: str, names: dict[int, str]) -> None:
+        self.builder = Builder(intern=True)
+        self.name = name
+        self._names = names  # id(tensor) -> readable name (from the function's globals)
+        self._used_names: set[str] = set()
+        self.inputs: list[Node] = []
+        self.sig: Signature | None = None
+        self.ext: dict[int, Node] = {}  # id(external tensor) -> current node
+        self.ext_tensor: dict[int, Tensor] = {}
+        self.ext_input: dict[int, Node] = {}
+        self.versions: dict[int, list[Node]] = {}
+        self.grad: dict[int, Any] = {}  # id(param) -> _ABSENT | Node
+        self.grad_alias: dict[int, Tensor] = {}  # id(trace tensor) -> param it aliases
+        self.ostate: dict[tuple[int, int, str], Node] = {}
+        self.ostate_info: dict[tuple[int, int, str], tuple[Any, Tensor, str, str]] = {}
+        self.hypers: dict[tuple[int, str], Node] = {}
+        self.updates: dict[str, Node] = {}
+        self.guard_grad: dict[int, bool] = {}
+
+    # -- naming ----------------------------------------------------------------------------
+    def _unique(self, base: str) -> str:
+        name, k = base, 1
+        while name in self._used_names:
+            k += 1
+            name = f"{base}_{k}"
+        self._used_names.add(name)
+        return name
+
+    def _input(self, base: str, kind: str, shape: Any, dtype: dt.DType, source: Source
+               ) -> Node:
+        name = self._unique(base)
+        node = self.builder.input(name, kind, shape, dtype)
+        self.inputs.append(node)
+        assert self.sig is not None
+        self.sig.sources[name] = source
+        return node
+
+    def tensor_name(self, t: Tensor) -> str:
+        return self._names.get(id(t)) or f"t{len(self.ext)}"
+
+    # -- reading and writing external tensors ---------------------------------------------
+    def read(self, t: Tensor) -> Node:
+        if t._trace is self:
+            return t._node
+        if t._trace is not None:
+            raise RuntimeError("a tensor from another traced function was used in this one")
+        key = id(t)
+        node = self.ext.get(key)
+        if node is None:
+            arr = t._node._value
+            kind = "param" if t._node.rg else "buffer"
+            node = self._input(self.tensor_name(t), kind, arr.shape, t._node.dtype,
+                               Source("tensor", t))
+            node.rg = t._node.rg
+            self.ext[key] = node
+            self.ext_tensor[key] = t
+            self.ext_input[key] = node
+            self.versions[key] = [node]
+        return node
+
+    def assign(self, t: Tensor, node: Node) -> None:
+        if t._trace is self:
+            p = self.grad_alias.get(id(t))
+            if p is not None:
+                self.grad[id(p)] = node
+            t._node = node
+            return
+        self.read(t)
+        key = id(t)
+        if t._node.rg:  # an updated parameter is a new leaf version for later forwards
+            node = self.builder.op("detach", (node,), version=len(self.versions[key]))
+            node.rg = True
+            self.versions[key].append(node)
+        self.ext[key] = node
+
+    # -- gradients ------------------------------------------------------------------------
+    def _grad_state(self, p: Tensor) -> Any:
+        key = id(p)
+        if key not in self.grad:
+            self.read(p)
+            present = p._grad is not None
+            self.guard_grad[key] = present
+            if present:
+                self.grad[key] = self._input(f"{self.tensor_name(p)}.grad", "grad",
+                                             p.shape, p.dtype, Source("grad", p))
+            else:
+                self.grad[key] = _ABSENT
+        return self.grad[key]
+
+    def get_grad(self, p: Tensor) -> Tensor | None:
+        st = self._grad_state(p)
+        if st is _ABSENT:
+            return None
+        t = Tensor(st, self)
+        self.grad_alias[id(t)] = p
+        return t
+
+    def set_grad(self, p: Tensor, value: Tensor | None) -> None:
+        self.read(p)
+        self.grad[id(p)] = _ABSENT if value is None else value.node
+
+    def backward(self, loss: Tensor, gradient: Any) -> None:
+        root = loss.node
+        if not root.rg:
+            raise RuntimeError(
+                "element 0 of tensors does not require grad and does not have a grad_fn"
+            )
+        b = self.builder
+        if gradient is None:
+            if not sh.same(sh.numel(root.shape), 1):
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            seed = b.const(1.0, root.shape, root.dtype)
+        else:
+            seed = b.broadcast_to(b.cast(gradient.node if isinstance(gradient, Tensor)
+                                         else b.const(float(gradient)), root.dtype), root.shape)
+        keys = [k for k, t in self.ext_tensor.items() if t._node.rg]
+        wrt = [v for k in keys for v in self.versions[k]]
+        from .autograd import no_grad
+
+        with no_grad():
+            grads = vjp(b, [root], [seed], wrt)
+            i = 0
+            for k in keys:
+                total = None
+                for _ in self.versions[k]:
+                    g = grads[i]
+                    i += 1
+                    if g is not None:
+                        total = g if total is None else b.add(total, g)
+                if total is None:
+                    continue
+                p = self.ext_tensor[k]
+                st = self._grad_state(p)
+                self.grad[k] = total if st is _ABSENT else b.add(st, total)
+
+    # -- optimizer state and hyperparameters ----------------------------------------------
+    def hyper(self, group: dict, key: str, label: str) -> Tensor:
+        k = (id(group), key)
+        node = self.hypers.get(k)
+        if node is None:
+            node = self._input(label, "hyper", (), dt.float64, Source("hyper", (group, key)))
+            self.hypers[k] = node
+        return Tensor(node, self)
+
+    def guard(self, read: Callable[[], Any], expected: Any, what: str) -> None:
+        assert self.sig is not None
+        self.sig.struct_guards.append((read, expected, what))
+
+    def opt_state(self, opt: Any, p: Tensor, key: str, label: str, fill: float,
+                  dtype: dt.DType | None = None, shape: Any = None) -> tuple[Tensor, Tensor]:
+        """(current value, presence flag) of ``opt.state[p][key]`` inside the trace."""
+        k = (id(opt), id(p), key)
+        node = self.ostate.get(k)
+        if node is not None:
+            return Tensor(node, self), Tensor(self.builder.const(True, (), dt.bool_), self)
+        dtype = dtype or p.dtype
+        shape = p.shape if shape is None else shape
+        node = self._input(label, "state", shape, dtype, Source("ostate", (opt, p, key), fill))
+        flag = self._input(label + "?", "flag", (), dt.bool_, Source("oflag", (opt, p, key)))
+        self.ostate[k] = node
+        self.ostate_info[k] = (opt, p, key, label)
+        return Tensor(node, self), Tensor(flag, self)
+
+    def set_opt_state(self, opt: Any, p: Tensor, key: str, value: Tensor) -> None:
+        k = (id(opt), id(p), key)
+        if k not in self.ostate:
+            raise KeyError(f"optimizer state {key!r} was not read before being written")
+        self.ostate[k] = value.node
+
+    # -- finishing ---------------------------------------------------------------------------
+    def finish(self, outputs: list[Node]) -> Graph:
+        assert self.sig is not None
+        sig = self.sig
+        updates: list[tuple[str, Node]] = []
+        for key, node in self.ext.items():
+            if node is not self.ext_input[key]:
+                name = self.ext_input[key].attrs["name"]
+                updates.append((name, _strip_detach(node)))
+                sig.sinks[name] = Sink("tensor", self.ext_tensor[key])
+        for key, st in self.grad.items():
+            p = self.ext_tensor[key]
+            if st is _ABSENT:
+                sig.grads_to_clear.append(p)
+                continue
+            if st.op == "input" and st.attrs["kind"] == "grad":
+                continue  # the incoming gradient, unchanged
+            slot = f"{self.tensor_name(p)}.grad"
+            if key not in self.guard_grad or not self.guard_grad[key]:
+                slot = self._unique(slot)  # no input of that name: claim the name
+            updates.append((slot, st))
+            sig.sinks[slot] = Sink("grad", p)
+        for k, node in self.ostate.items():
+            opt, p, key, label = self.ostate_info[k]
+            updates.append((label, node))
+            sig.sinks[label] = Sink("ostate", (opt, p, key))
+        for key, present in self.guard_grad.items():
+            p = self.ext_tensor[key]
+            sig.struct_guards.append(
+                ((lambda p=p: p._grad is not None), present, f"{self.tensor_name(p)}.grad"))
+        g = Graph(self.name, list(self.inputs), outputs, updates)
+        return g
+
+
+def _strip_detach(n: Node) -> Node:
+    while n.op == "detach":
+        n = n.inputs[0]
+    return n
+
+
+def collect_names(fn: Callable[..., Any]) -> dict[int, str]:
+    """Readable names for the tensors a step function can reach: ``model.0.weight``."""
+    from .nn.module import Module
+    from .optim.optimizer import Optimizer
+
+    names: dict[int, str] = {}
+    scopes: dict[str, Any] = dict(getattr(fn, "__globals__", {}))
+    code = getattr(fn, "__code__", None)
+    closure = getattr(fn, "__closure__", None) or ()
+    if code is not None:
+        for var, cell in zip(code.co_freevars, closure):
+            try:
+                scopes[var] = cell.cell_contents
+            except ValueError:
+                continue
+    for var, obj in scopes.items():
+        if isinstance(obj, Module):
+            for pname, p in obj.named_parameters():
+                names.setdefault(id(p), f"{var}.{pname}")
+            for bname, buf in obj.named_buffers():
+                names.setdefault(id(buf), f"{var}.{bname}")
+    for var, obj in scopes.items():
+        if isinstance(obj, Optimizer):
+            names.setdefault(id(obj), var)
+            for gi, group in enumerate(obj.param_groups):
+                for pi, p in enumerate(group["params"]):
+                    names.setdefault(id(p), f"{var}.g{gi}.p{pi}")
+    return names
+
+
+def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
+          dynamic: bool | dict[int, tuple[int, ...]] = True) -> tuple[Graph, Signature]:
+    """Trace ``fn`` on arguments of the given types; batch dims become symbols."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    arg_names = [params[i] if i < len(params) else f"arg{i}" for i in range(len(args))]
+    # symbolic dims: the first dim of every input; equal sizes share a symbol
+    sym_of_size: dict[int, sympy.Symbol] = {}
+    arg_types: list[tuple[dt.DType, sh.Shape]] = []
+    for i, a in enumerate(args):
+        dims: list[Any] = list(a.shape)
+        if isinstance(dynamic, dict):
+            sym_axes = dynamic.get(i, dynamic.get(arg_names[i], ()))
+        else:
+            sym_axes = (0,) if dynamic and a.ndim >= 1 else ()
+        for ax in sym_axes:
+            size = int(a.shape[ax])
+            if size not in sym_of_size:
+                sym_of_size[size] = sh.symbol("B" if not sym_of_size else f"B{len(sym_of_size)}")
+            dims[ax] = sym_of_size[size]
+        arg_types.append((dt.from_numpy(a.dtype), tuple(dims)))
+    ctx = TraceContext(name, collect_names(fn))
+    ctx.sig = Signature(arg_names, arg_types)
+    ctx._used_names.update(arg_names)
+    tensors = []
+    for i, (dtype, shape) in enumerate(arg_types):
+        node = ctx.builder.input(arg_names[i], "arg", shape, dtype)
+        ctx.inputs.append(node)
+        ctx.sig.sources[arg_names[i]] = Source("arg", i)
+        tensors.append(Tensor(node, ctx))
+    prev = _context.set_current(ctx)
+    try:
+        result = fn(*tensors)
+    finally:
+        _context.set_current(prev)
+    flat: list[Node] = []
+    tree = _flatten(result, flat, ctx)
+    g = ctx.finish(flat)
+    ctx.sig.output_tree = tree
+    ctx.sig.symbols = sorted(sym_of_size.values(), key=lambda s: s.name)
+    return g, ctx.sig
+
+
+def _flatten(obj: Any, out: list[Node], ctx: TraceContext) -> Any:
+    if isinstance(obj, Tensor):
+        out.append(ctx.read(obj) if obj._trace is not ctx else obj._node)
+        return ("T", len(out) - 1)
+    if isinstance(obj, (tuple, list)):
+        return (type(obj).__name__, [_flatten(o, out, ctx) for o in obj])
+    if isinstance(obj, dict):
+        return ("dict", {k: _flatten(v, out, ctx) for k, v in obj.items()})
+    return ("C", obj)
+
+
+def unflatten(tree: Any, values: list[Any]) -> Any:
+    tag, body = tree
+    if tag == "T":
+        return values[body]
+    if tag in ("tuple", "list"):
+        seq = [unflatten(t, values) for t in body]
+        return tuple(seq) if tag == "tuple" else seq
+    if tag == "dict":
+        return {k: unflatten(v, values) for k, v in body.items()}
+    return body

@@ -1,0 +1,1 @@
+"""IR-to-IR passes: autodiff, optimizer updates, simplification and the pass manager."""

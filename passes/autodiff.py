@@ -1,0 +1,241 @@
+"""Reverse-mode differentiation as an IR transform: one VJP rule per op.
+
+``vjp`` takes the nodes to differentiate (with their cotangent seeds) and the nodes to
+differentiate with respect to, and builds gradient nodes with the given builder. The same
+function serves eager ``backward()`` (on the tape's nodes, then evaluated by the interpreter)
+and compiled steps (on traced nodes, then lowered). Rules follow PyTorch's
+``derivatives.yaml`` formulas so that results agree to rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from graphc.ir import Builder, Node, toposort
+
+Rule = Callable[[Builder, Node, Node], Sequence[Node | None]]
+VJP: dict[str, Rule] = {}
+
+
+def _rule(*names: str) -> Callable[[Rule], Rule]:
+    def deco(fn: Rule) -> Rule:
+        for n in names:
+            VJP[n] = fn
+        return fn
+
+    return deco
+
+
+def _c(b: Builder, v: float, like: Node) -> Node:
+    return b.const(v, like.shape, like.dtype)
+
+
+@_rule("input", "const", "iota", "rand", "detach", "sign", "not", "lt", "le", "gt", "ge", "eq", "ne",
+       "and", "or")
+def _none(b, n, g):
+    return [None] * len(n.inputs)
+
+
+@_rule("neg")
+def _neg(b, n, g):
+    return [b.neg(g)]
+
+
+@_rule("exp")
+def _exp(b, n, g):
+    return [b.mul(g, n)]
+
+
+@_rule("log")
+def _log(b, n, g):
+    return [b.div(g, n.inputs[0])]
+
+
+@_rule("sqrt")
+def _sqrt(b, n, g):
+    return [b.div(g, b.mul(_c(b, 2.0, n), n))]
+
+
+@_rule("abs")
+def _abs(b, n, g):
+    return [b.mul(g, b.op("sign", (n.inputs[0],)))]
+
+
+@_rule("tanh")
+def _tanh(b, n, g):
+    return [b.mul(g, b.sub(_c(b, 1.0, n), b.mul(n, n)))]
+
+
+@_rule("sigmoid")
+def _sigmoid(b, n, g):
+    return [b.mul(b.mul(g, b.sub(_c(b, 1.0, n), n)), n)]
+
+
+@_rule("relu")
+def _relu(b, n, g):
+    return [b.where(b.op("le", (n, _c(b, 0.0, n))), _c(b, 0.0, n), g)]
+
+
+@_rule("erf")
+def _erf(b, n, g):
+    x = n.inputs[0]
+    e = b.op("exp", (b.neg(b.mul(x, x)),))
+    return [b.mul(g, b.mul(_c(b, 1.1283791670955126, n), e))]
+
+
+@_rule("cast")
+def _cast(b, n, g):
+    x = n.inputs[0]
+    return [b.cast(g, x.dtype) if x.dtype.is_float else None]
+
+
+@_rule("add")
+def _add(b, n, g):
+    return [g, g]
+
+
+@_rule("sub")
+def _sub(b, n, g):
+    return [g, b.neg(g)]
+
+
+@_rule("mul")
+def _mul(b, n, g):
+    x, y = n.inputs
+    return [b.mul(g, y), b.mul(g, x)]
+
+
+@_rule("div")
+def _div(b, n, g):
+    x, y = n.inputs
+    return [b.div(g, y), b.div(b.mul(b.neg(g), x), b.mul(y, y))]
+
+
+@_rule("pow")
+def _pow(b, n, g):
+    x, y = n.inputs
+    one = _c(b, 1.0, n)
+    dx = b.mul(b.mul(g, y), b.op("pow", (x, b.sub(y, one))))
+    if y.op == "const":
+        return [dx, None]
+    dy = b.mul(b.mul(g, n), b.op("log", (x,)))
+    return [dx, dy]
+
+
+def _minmax(b: Builder, n: Node, g: Node, lose: str) -> list[Node]:
+    x, y = n.inputs
+    zero, half = _c(b, 0.0, n), _c(b, 0.5, n)
+    tie = b.op("eq", (x, y))
+    gh = b.where(tie, b.mul(g, half), g)
+    dx = b.where(b.op(lose, (x, y)), zero, gh)
+    dy = b.where(b.op(lose, (y, x)), zero, gh)
+    return [dx, dy]
+
+
+@_rule("maximum")
+def _maximum(b, n, g):
+    return _minmax(b, n, g, "lt")
+
+
+@_rule("minimum")
+def _minimum(b, n, g):
+    return _minmax(b, n, g, "gt")
+
+
+@_rule("where")
+def _where(b, n, g):
+    c = n.inputs[0]
+    zero = _c(b, 0.0, n)
+    return [None, b.where(c, g, zero), b.where(c, zero, g)]
+
+
+@_rule("sum")
+def _sum(b, n, g):
+    return [b.expand(g, n.inputs[0].shape)]
+
+
+@_rule("max")
+def _max(b, n, g):
+    # amax semantics: the gradient is shared evenly between tied maxima
+    x = n.inputs[0]
+    mask = b.cast(b.op("eq", (x, b.expand(n, x.shape))), x.dtype)
+    count = b.op("sum", (mask,), axes=n.attrs["axes"])
+    return [b.mul(mask, b.expand(b.div(g, count), x.shape))]
+
+
+def _swap_last(b: Builder, x: Node) -> Node:
+    r = x.ndim
+    return b.permute(x, tuple(range(r - 2)) + (r - 1, r - 2))
+
+
+@_rule("matmul")
+def _matmul(b, n, g):
+    x, y = n.inputs
+    return [b.op("matmul", (g, _swap_last(b, y))), b.op("matmul", (_swap_last(b, x), g))]
+
+
+@_rule("reshape")
+def _reshape(b, n, g):
+    return [b.reshape(g, n.inputs[0].shape)]
+
+
+@_rule("permute")
+def _permute(b, n, g):
+    perm = n.attrs["perm"]
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return [b.permute(g, inv)]
+
+
+@_rule("expand")
+def _expand(b, n, g):
+    return [b.sum_to(g, n.inputs[0].shape)]
+
+
+@_rule("gather")
+def _gather(b, n, g):
+    x, idx = n.inputs
+    return [b.op("scatter_add", (b.const(0.0, x.shape, x.dtype), idx, g), axis=n.attrs["axis"]),
+            None]
+
+
+@_rule("scatter_add")
+def _scatter_add(b, n, g):
+    _, idx, _ = n.inputs
+    return [g, None, b.op("gather", (g, idx), axis=n.attrs["axis"])]
+
+
+def vjp(b: Builder, roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node]
+        ) -> list[Node | None]:
+    """Gradients of ``sum(seed * root)`` with respect to each node of ``wrt``.
+
+    Only nodes on a path from ``wrt`` to ``roots`` are visited; a ``wrt`` node that no root
+    depends on gets ``None`` (PyTorch leaves such a ``.grad`` untouched).
+    """
+    wrt_ids = {w.id for w in wrt}
+    order = toposort(roots)
+    # forward reachability from wrt
+    live: set[int] = set()
+    for n in order:
+        if n.id in wrt_ids or (n.rg and any(x.id in live for x in n.inputs)):
+            live.add(n.id)
+    grads: dict[int, Node] = {}
+    for r, s in zip(roots, seeds):
+        if r.id in live:
+            grads[r.id] = b.add(grads[r.id], s) if r.id in grads else s
+    for n in reversed(order):
+        g = grads.get(n.id)
+        if g is None or not n.inputs or n.id in wrt_ids and n.op == "input":
+            continue
+        if not n.dtype.is_float:
+            continue
+        contribs = VJP[n.op](b, n, g)
+        for x, gx in zip(n.inputs, contribs):
+            if gx is None or x.id not in live or not x.dtype.is_float:
+                continue
+            if gx.dtype is not x.dtype:
+                gx = b.cast(gx, x.dtype)
+            grads[x.id] = b.add(grads[x.id], gx) if x.id in grads else gx
+    return [grads.get(w.id) for w in wrt]
+

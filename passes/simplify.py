@@ -1,0 +1,57 @@
+"""Algebraic simplification, CSE and dead-code elimination in one rebuild.
+
+Takes any verified graph; gives an equivalent graph in which every node is rebuilt through an
+interning builder (so structurally equal nodes are merged), identities that are exact in
+floating point are removed (``x*1``, ``x/1``, ``--x``, same-type casts, no-op movement), and
+nodes that no output or update needs are gone. Rewrites never change a value's bits.
+"""
+
+from __future__ import annotations
+
+from graphc.ir import Builder, Graph, Node
+
+
+def _const(n: Node, value: float) -> bool:
+    return n.op == "const" and n.attrs["value"] == value and not isinstance(
+        n.attrs["value"], bool)
+
+
+def _rewrite(b: Builder, n: Node, ins: list[Node]) -> Node:
+    op = n.op
+    if op == "mul":
+        x, y = ins
+        if _const(y, 1.0) and y.dtype.is_float:
+            return x
+        if _const(x, 1.0) and x.dtype.is_float:
+            return y
+    elif op == "div" and _const(ins[1], 1.0) and ins[1].dtype.is_float:
+        return ins[0]
+    elif op == "neg" and ins[0].op == "neg":
+        return ins[0].inputs[0]
+    elif op == "cast":
+        return b.cast(ins[0], n.attrs["dtype"])
+    elif op == "reshape":
+        return b.reshape(ins[0], n.shape)
+    elif op == "permute":
+        return b.permute(ins[0], n.attrs["perm"])
+    elif op == "expand":
+        return b.expand(ins[0], n.shape)
+    elif op == "detach":
+        return ins[0]
+    elif op == "where" and ins[0].op == "const":
+        return ins[1] if ins[0].attrs["value"] else ins[2]
+    return b.op(op, ins, **n.attrs)
+
+
+def simplify(g: Graph) -> Graph:
+    b = Builder(intern=True, track_loc=False)
+    new: dict[int, Node] = {n.id: n for n in g.inputs}
+    for n in g.nodes():
+        if n.id in new:
+            continue
+        out = _rewrite(b, n, [new[x.id] for x in n.inputs])
+        if out.loc is None:
+            out.loc = n.loc
+        new[n.id] = out
+    return Graph(g.name, list(g.inputs), [new[o.id] for o in g.outputs],
+                 [(s, new[v.id]) for s, v in g.updates], list(g.guards), dict(g.meta))
