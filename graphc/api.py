@@ -82,6 +82,7 @@ class CompiledFunction:
         self.fn = fn
         self.name = getattr(fn, "__name__", "step")
         self.device = device
+        self.example_args = example_args  # kept for `graphc aot` and re-tracing
         self.dynamic = dynamic
         self.backend_name = backend or ("interp" if device == "cpu" and _NO_NATIVE else device)
         self.variants: list[Variant] = []
@@ -154,6 +155,8 @@ class CompiledFunction:
         if stage not in v.stages:
             raise ValueError(f"stage: expected one of {sorted(v.stages)}, got {stage!r}")
         s = v.stages[stage]
+        if callable(s):
+            s = v.stages[stage] = s()  # lazily rendered (LLVM IR, assembly)
         return s if isinstance(s, str) else str(s)
 
     @property

@@ -1,0 +1,198 @@
+"""The llvmlite CPU backend: JIT-compile a lowered step and call it through one pointer table.
+
+Calling costs are what matter for small steps (``../LLVMLITE_NOTES``-style measurements: a
+ctypes call with one pointer argument is ~0.15 µs, converting an array to a pointer ~1 µs).
+So the pointer table is a ctypes array built once; per call only the slots whose buffers
+changed are rewritten (argument arrays are cached by identity), hyperparameters go into one
+float64 array, and the native code does the rest.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from graphc import shapes as sh
+from graphc.executable import Runtime
+from graphc.ir import Graph
+from graphc.tensor import Tensor
+from graphc.trace import Signature
+
+from .lower import ERR_INDEX, ERR_SCRATCH, TABLE_FIXED, Lowering
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def init_llvm() -> None:
+    global _initialized
+    with _init_lock:
+        if not _initialized:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _initialized = True
+
+
+def host_target_machine(cpu: str | None = None, features: str | None = None,
+                        reloc: str = "default", codemodel: str = "jitdefault") -> Any:
+    init_llvm()
+    target = llvm.Target.from_default_triple()
+    if cpu is None or cpu == "native":
+        cpu = llvm.get_host_cpu_name()
+        features = llvm.get_host_cpu_features().flatten() if features is None else features
+    return target.create_target_machine(cpu=cpu, features=features or "", opt=3, reloc=reloc,
+                                        codemodel=codemodel)
+
+
+def optimize(mod: Any, tm: Any) -> None:
+    """Run LLVM's O3 module pipeline with both vectorisers on."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def compile_module(lowering: Lowering, tm: Any) -> Any:
+    mod = llvm.parse_assembly(str(lowering.module))
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    optimize(mod, tm)
+    return mod
+
+
+_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class CPUExecutable(Runtime):
+    """A JIT-compiled step plus the bookkeeping to call it from Python."""
+
+    def __init__(self, graph: Graph, sig: Signature, cpu: str | None = None) -> None:
+        super().__init__(graph, sig)
+        init_llvm()
+        self.lowering = Lowering(graph)
+        self.tm = host_target_machine(cpu)
+        self.mod = compile_module(self.lowering, self.tm)
+        self.engine = llvm.create_mcjit_compiler(self.mod, self.tm)
+        self.engine.finalize_object()
+        self.fn = _FN(self.engine.get_function_address(self.lowering.name))
+        n = self.lowering.table_size()
+        self.table = (ctypes.c_void_p * n)()
+        self.table_addr = ctypes.addressof(self.table)
+        self.symbols = self.lowering.symbols
+        self.sym_arr = np.zeros(max(1, len(self.symbols)), np.int64)
+        self.scratch = np.zeros(0, np.uint8)
+        self.info = np.zeros(2, np.int64)
+        self.err = np.zeros(4, np.int64)
+        self.table[0] = _ptr(self.sym_arr)
+        self.table[2] = _ptr(self.info)
+        self.table[3] = _ptr(self.err)
+        self._set_scratch(4096)
+        self._cache: list[Any] = [None] * n  # the object whose buffer is in each slot
+        self.out_shapes = [o.shape for o in graph.outputs]
+        self.out_dtypes = [o.dtype.np for o in graph.outputs]
+        self.upd_nodes = [v for _, v in graph.updates]
+        self.scalar_inputs = {}
+        for i, node in enumerate(self.input_nodes):
+            src = sig.sources[node.attrs["name"]]
+            if src.kind in ("hyper", "oflag"):
+                self.scalar_inputs[i] = np.zeros((), node.dtype.np)
+                self.table[TABLE_FIXED + i] = _ptr(self.scalar_inputs[i])
+
+    def _set_scratch(self, nbytes: int) -> None:
+        self.scratch = np.zeros(int(nbytes) + 64, np.uint8)
+        base = _ptr(self.scratch)
+        aligned = (base + 63) // 64 * 64
+        self.table[1] = aligned
+        self.info[0] = int(nbytes)
+
+    def stages(self) -> dict[str, Any]:
+        return {"llvm": lambda: str(self.mod), "asm": lambda: self.tm.emit_assembly(self.mod),
+                "llvm_unoptimized": lambda: str(self.lowering.module)}
+
+    # -- calling --------------------------------------------------------------------------
+    def _bind(self, slot: int, obj: Any, arr: np.ndarray) -> None:
+        if self._cache[slot] is not obj:
+            self.table[slot] = _ptr(arr)
+            self._cache[slot] = obj
+
+    def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
+        env = self.check_args(args)
+        for j, s in enumerate(self.symbols):
+            self.sym_arr[j] = env[s]
+        keep: list[Any] = []  # arrays that must live until the call returns
+        for i, node in enumerate(self.input_nodes):
+            slot = TABLE_FIXED + i
+            if i in self.scalar_inputs:
+                self.scalar_inputs[i][()] = self.source_value(node, args)
+                continue
+            arr = self.source_value(node, args)
+            if not arr.flags.c_contiguous:
+                arr = np.ascontiguousarray(arr)
+                keep.append(arr)
+                self._cache[slot] = None
+                self.table[slot] = _ptr(arr)
+                continue
+            self._bind(slot, arr, arr)
+        base = TABLE_FIXED + len(self.input_nodes)
+        outs = []
+        for j, (shape, dtype) in enumerate(zip(self.out_shapes, self.out_dtypes)):
+            o = np.empty(sh.evaluate_shape(shape, env), dtype)
+            outs.append(o)
+            self.table[base + j] = _ptr(o)
+            self._cache[base + j] = None
+        base += len(outs)
+        targets = []
+        for j, (slot, node) in enumerate(self.graph.updates):
+            shape = sh.evaluate_shape(node.shape, env)
+            buf = self.sink_buffer(slot, shape, node.dtype.np)
+            targets.append(buf)
+            self._bind(base + j, buf, buf)
+        rc = self.fn(self.table_addr)
+        if rc == ERR_SCRATCH:
+            self._set_scratch(int(self.info[1]) * 2)
+            rc = self.fn(self.table_addr)
+        if rc == ERR_INDEX:
+            self._raise_index_error(args)
+        if rc != 0:
+            raise RuntimeError(f"compiled step failed with code {rc}")
+        for (slot, _), buf in zip(self.graph.updates, targets):
+            self.publish(slot, buf)
+        self.finish()
+        del keep
+        return outs
+
+    def _raise_index_error(self, args: list[np.ndarray]) -> None:
+        _, node_idx, pos, value = (int(v) for v in self.err)
+        node = next((n for n in self.lowering.plan.order
+                     if self.lowering.plan.node_index.get(n.id) == node_idx), None)
+        what = "an index"
+        size: Any = "?"
+        if node is not None:
+            idx_node = node.inputs[1]
+            src = idx_node
+            while src.op in ("reshape", "expand", "permute", "detach", "cast") and src.inputs:
+                src = src.inputs[0]
+            if src.op == "input":
+                what = f"argument {src.attrs['name']!r}"
+            ax = node.attrs.get("axis", 0)
+            size = node.inputs[0].shape[ax] if node.op == "gather" else node.shape[ax]
+            env = self.check_args(args)
+            size = sh.evaluate(size, env)
+        raise IndexError(
+            f"{what}: value {value} at flat position {pos} is out of range "
+            f"[0, {size}) (no parameter was modified)"
+        )
+
+
+__all__ = ["CPUExecutable", "Tensor"]

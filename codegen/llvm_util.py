@@ -1,0 +1,157 @@
+"""Small llvmlite helpers: types, loops, symbolic-shape expressions, scalar math.
+
+These keep the kernel emitter readable (numba's ``cgutils`` style): a loop is a context
+manager, a sympy dimension becomes i64 arithmetic on the run-time symbol values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sympy
+from llvmlite import ir
+
+from graphc import dtypes as dt
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+F32 = ir.FloatType()
+F64 = ir.DoubleType()
+VOID = ir.VoidType()
+I8P = I8.as_pointer()
+
+_LL = {dt.float32: F32, dt.float64: F64, dt.int64: I64, dt.int32: I32, dt.bool_: I1}
+_MEM = {dt.float32: F32, dt.float64: F64, dt.int64: I64, dt.int32: I32, dt.bool_: I8}
+
+FAST_ADD = ("contract",)
+REDUCE_FLAGS = ("reassoc", "contract")
+
+
+def reg_type(d: dt.DType) -> ir.Type:
+    """Register type of a dtype (bool is i1)."""
+    return _LL[d]
+
+
+def mem_type(d: dt.DType) -> ir.Type:
+    """In-memory type of a dtype (bool is one byte, as numpy stores it)."""
+    return _MEM[d]
+
+
+def i64(v: int) -> ir.Constant:
+    return ir.Constant(I64, int(v))
+
+
+@contextmanager
+def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i"
+              ) -> Iterator[ir.Value]:
+    """``for i in range(start, stop)`` with an i64 induction variable (nuw/nsw increments)."""
+    pre = b.block
+    head = b.append_basic_block(f"{name}.head")
+    body = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.end")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64, name=name)
+    i.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", i, stop), body, done)
+    b.position_at_end(body)
+    yield i
+    nxt = b.add(i, i64(1), name=f"{name}.next", flags=("nuw", "nsw"))
+    i.add_incoming(nxt, b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+class SymEmitter:
+    """Emits sympy integer expressions as i64 values, caching per function."""
+
+    def __init__(self, b: ir.IRBuilder, syms: dict[sympy.Symbol, ir.Value]) -> None:
+        self.b = b
+        self.syms = syms
+        self.cache: dict[Any, ir.Value] = {}
+
+    def __call__(self, e: Any) -> ir.Value:
+        if isinstance(e, int):
+            return i64(e)
+        e = sympy.sympify(e)
+        if e.is_Integer:
+            return i64(int(e))
+        hit = self.cache.get(e)
+        if hit is not None:
+            return hit
+        v = self._emit(e)
+        self.cache[e] = v
+        return v
+
+    def _emit(self, e: sympy.Expr) -> ir.Value:
+        b = self.b
+        if e.is_Symbol:
+            return self.syms[e]
+        if e.is_Add:
+            args = [self(a) for a in e.args]
+            out = args[0]
+            for a in args[1:]:
+                out = b.add(out, a)
+            return out
+        if e.is_Mul:
+            num, den = sympy.fraction(e)
+            if den != 1:
+                return self.floordiv(self(num), self(den))
+            args = [self(a) for a in e.args]
+            out = args[0]
+            for a in args[1:]:
+                out = b.mul(out, a)
+            return out
+        if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
+            base = self(e.base)
+            out = base
+            for _ in range(int(e.exp) - 1):
+                out = b.mul(out, base)
+            return out
+        if isinstance(e, sympy.floor):
+            num, den = sympy.fraction(sympy.together(e.args[0]))
+            return self.floordiv(self(num), self(den))
+        if isinstance(e, sympy.ceiling):
+            num, den = sympy.fraction(sympy.together(e.args[0]))
+            n, d = self(num), self(den)
+            return b.sub(i64(0), self.floordiv(b.sub(i64(0), n), d))
+        if isinstance(e, sympy.Mod):
+            x, m = self(e.args[0]), self(e.args[1])
+            return b.sub(x, b.mul(self.floordiv(x, m), m))
+        if isinstance(e, (sympy.Max, sympy.Min)):
+            args = [self(a) for a in e.args]
+            out = args[0]
+            pred = ">" if isinstance(e, sympy.Max) else "<"
+            for a in args[1:]:
+                out = b.select(b.icmp_signed(pred, out, a), out, a)
+            return out
+        raise NotImplementedError(f"cannot lower shape expression {e}")
+
+    def floordiv(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        b = self.b
+        q = b.sdiv(x, y)
+        r = b.srem(x, y)
+        fix = b.and_(b.icmp_signed("!=", r, i64(0)),
+                     b.icmp_signed("!=", b.icmp_signed("<", r, i64(0)),
+                                   b.icmp_signed("<", y, i64(0))))
+        return b.sub(q, b.zext(fix, I64))
+
+
+def declare(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    fn = mod.globals.get(name)
+    if fn is None:
+        fn = ir.Function(mod, ir.FunctionType(ret, args), name)
+    return fn
+
+
+def intrinsic(mod: ir.Module, name: str, t: ir.Type, n: int = 1) -> ir.Function:
+    suffix = "f32" if t == F32 else "f64"
+    return declare(mod, f"{name}.{suffix}", t, [t] * n)
+
+
+def libm(mod: ir.Module, name: str, t: ir.Type) -> ir.Function:
+    return declare(mod, name + ("f" if t == F32 else ""), t, [t])

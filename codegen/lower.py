@@ -1,0 +1,836 @@
+"""Lowering an optimized Graph to one LLVM function (shared by the JIT and AOT paths).
+
+Plan: a node gets its own buffer (is *materialized*) when it is a reduction, a matmul, a
+scatter, a graph output or update, or when its value is used by more than one consumer; every
+other node is an *expression* that its consumer recomputes inline at each index, so chains of
+elementwise ops, broadcasts, transposes and reshapes fuse into their consumer's loop. Movement
+ops never copy: they remap the index vector (or, over a buffer, its strides).
+
+Each materialized node becomes a kernel (an internal function whose buffer arguments are
+``noalias``, so LLVM vectorises without run-time alias checks); the entry function
+``<name>(i8** table) -> i32`` reads the pointer table, checks that the scratch arena is large
+enough for the run-time shapes, runs the kernels in order and only then commits outputs and
+state updates (``memcpy``), so an error found by a kernel (an out-of-range class index) returns
+a non-zero code with no state modified.
+
+Table layout: ``[syms, scratch, scratch_info, err, inputs..., outputs..., updates...]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+from llvmlite import ir
+
+from graphc import dtypes as dt
+from graphc import ops as gops
+from graphc import shapes as sh
+from graphc.ir import Graph, Node
+
+from .llvm_util import (
+    F32,
+    F64,
+    FAST_ADD,
+    I1,
+    I8,
+    I8P,
+    I32,
+    I64,
+    REDUCE_FLAGS,
+    VOID,
+    SymEmitter,
+    declare,
+    for_range,
+    i64,
+    intrinsic,
+    libm,
+    mem_type,
+    reg_type,
+)
+
+TABLE_FIXED = 4  # syms, scratch, scratch_info, err
+ERR_OK, ERR_INDEX, ERR_SCRATCH = 0, 1, 2
+ALIGN = 64
+
+VIEW_OPS = ("reshape", "permute", "expand", "detach")
+HEAVY = ("sum", "max", "matmul", "scatter_add")
+
+
+@dataclass
+class Plan:
+    graph: Graph
+    order: list[Node]
+    materialized: list[Node]  # non-input nodes with buffers, in execution order
+    offsets: dict[int, Any] = field(default_factory=dict)  # node id -> byte offset (sympy)
+    scratch_bytes: Any = 0
+    input_index: dict[int, int] = field(default_factory=dict)  # node id -> input slot
+    node_index: dict[int, int] = field(default_factory=dict)  # node id -> printed index
+
+
+def _nbytes(n: Node) -> Any:
+    return sh.numel(n.shape) * n.dtype.itemsize
+
+
+def _align(x: Any) -> Any:
+    if isinstance(x, int):
+        return (x + ALIGN - 1) // ALIGN * ALIGN
+    return sympy.floor((x + ALIGN - 1) / ALIGN) * ALIGN
+
+
+def plan(g: Graph) -> Plan:
+    """Decide which nodes get buffers and lay them out in the scratch arena."""
+    order = g.nodes()
+    users: dict[int, list[Node]] = {n.id: [] for n in order}
+    for n in order:
+        for x in n.inputs:
+            users[x.id].append(n)
+    roots = {n.id for n in g.roots}
+
+    eff_cache: dict[int, int] = {}
+
+    def eff_users(n: Node) -> int:
+        if n.id in eff_cache:
+            return eff_cache[n.id]
+        c = 1 if n.id in roots else 0
+        for u in users[n.id]:
+            c += eff_users(u) if (u.op in VIEW_OPS and u.id not in roots) else 1
+        eff_cache[n.id] = c
+        return c
+
+    mat: set[int] = set()
+    for n in order:
+        if n.op == "input":
+            continue
+        if n.id in roots or n.op in HEAVY:
+            mat.add(n.id)
+        elif n.op not in VIEW_OPS and n.op not in ("const", "iota") and eff_users(n) > 1:
+            mat.add(n.id)
+    # matmul operands must be addressable with strides: a buffer seen through views
+    for n in order:
+        if n.op == "matmul":
+            for x in n.inputs:
+                base = x
+                while base.op in VIEW_OPS:
+                    base = base.inputs[0]
+                if base.op != "input" and base.id not in mat:
+                    mat.add(base.id)
+                if strided_view(x, lambda m: m.op == "input" or m.id in mat) is None:
+                    mat.add(x.id)
+    materialized = [n for n in order if n.id in mat]
+    p = Plan(g, order, materialized)
+    off: Any = 0
+    for n in materialized:
+        p.offsets[n.id] = off
+        off = sh.dim(off + _align(_nbytes(n)))
+    p.scratch_bytes = off
+    p.input_index = {n.id: i for i, n in enumerate(g.inputs)}
+    k = 0
+    for n in order:
+        if n.op != "input":
+            p.node_index[n.id] = k
+            k += 1
+    return p
+
+
+def contiguous_strides(shape: tuple) -> list[Any]:
+    strides: list[Any] = [1] * len(shape)
+    acc: Any = 1
+    for i in range(len(shape) - 1, -1, -1):
+        strides[i] = acc
+        acc = sh.dim(acc * shape[i])
+    return strides
+
+
+def strided_view(n: Node, is_buffer: Any) -> tuple[Node, list[Any]] | None:
+    """(buffer node, element strides) if ``n`` is a buffer seen through views, else None."""
+    if is_buffer(n):
+        return n, contiguous_strides(n.shape)
+    if n.op == "detach":
+        return strided_view(n.inputs[0], is_buffer)
+    if n.op not in ("reshape", "permute", "expand"):
+        return None
+    inner = strided_view(n.inputs[0], is_buffer)
+    if inner is None:
+        return None
+    base, st = inner
+    src = n.inputs[0].shape
+    if n.op == "permute":
+        return base, [st[p] for p in n.attrs["perm"]]
+    if n.op == "expand":
+        return base, [0 if (s == 1 and not sh.same(d, 1)) else t
+                      for s, d, t in zip(src, n.shape, st)]
+    # reshape: fine if the source is contiguous, or only size-1 dims move
+    if all(sh.same(a, b) for a, b in zip(st, contiguous_strides(src))):
+        return base, contiguous_strides(n.shape)
+    kept_src = [(d, t) for d, t in zip(src, st) if d != 1]
+    kept_dst = [d for d in n.shape if d != 1]
+    if len(kept_src) == len(kept_dst) and all(sh.same(a, b) for (a, _), b in
+                                              zip(kept_src, kept_dst)):
+        it = iter(t for _, t in kept_src)
+        return base, [0 if d == 1 else next(it) for d in n.shape]
+    return None
+
+
+class KernelEmitter:
+    """Emits one kernel function: loops over a node's index space, values computed inline."""
+
+    def __init__(self, lower: Lowering, node: Node, name: str) -> None:
+        self.L = lower
+        self.node = node
+        # buffers this kernel reads: materialized/input nodes reachable through expressions
+        self.buffers: list[Node] = []
+        self._collect(node, top=True)
+        mod = lower.module
+        arg_types = [I8P] + [I8P for _ in self.buffers] + [I64.as_pointer(), I64.as_pointer()]
+        self.fn = ir.Function(mod, ir.FunctionType(I32, arg_types), name=name)
+        self.fn.linkage = "internal"
+        for a in self.fn.args[:-2]:
+            a.add_attribute("noalias")
+        entry = self.fn.append_basic_block("entry")
+        start = self.fn.append_basic_block("start")
+        self._allocas = ir.IRBuilder(entry)
+        self._entry_br = self._allocas.branch(start)
+        self.b = ir.IRBuilder(start)
+        self.err_block: ir.Block | None = None
+        syms_ptr = self.fn.args[-2]
+        self.err_ptr = self.fn.args[-1]
+        symvals = {s: self.b.load(self.b.gep(syms_ptr, [i64(i)], inbounds=True), name=s.name)
+                   for i, s in enumerate(lower.symbols)}
+        self.sym = SymEmitter(self.b, symvals)
+        self.ptr: dict[int, ir.Value] = {}
+        out_t = mem_type(node.dtype).as_pointer()
+        self.out = self.b.bitcast(self.fn.args[0], out_t)
+        for n, a in zip(self.buffers, self.fn.args[1:-2]):
+            self.ptr[n.id] = self.b.bitcast(a, mem_type(n.dtype).as_pointer())
+
+    def _is_buffer(self, n: Node) -> bool:
+        return n.op == "input" or n.id in self.L.mat_ids
+
+    def _collect(self, n: Node, top: bool = False) -> None:
+        seen: set[int] = set()
+        stack = list(n.inputs) if top else [n]
+        while stack:
+            x = stack.pop()
+            if x.id in seen:
+                continue
+            seen.add(x.id)
+            if self._is_buffer(x):
+                if all(x is not y for y in self.buffers):
+                    self.buffers.append(x)
+                continue
+            stack.extend(x.inputs)
+
+    # -- index helpers -------------------------------------------------------------------
+    def linear(self, idx: list[ir.Value], strides: list[Any]) -> ir.Value:
+        b = self.b
+        terms = []
+        for i, s in zip(idx, strides):
+            if (isinstance(s, int) and s == 0) or (isinstance(i, ir.Constant)
+                                                   and i.constant == 0):
+                continue
+            terms.append(i if (isinstance(s, int) and s == 1)
+                         else b.mul(i, self.sym(s), flags=("nsw",)))
+        if not terms:
+            return i64(0)
+        out = terms[0]
+        for t in terms[1:]:
+            out = b.add(out, t, flags=("nsw",))
+        return out
+
+    def alloca(self, t: ir.Type) -> ir.Value:
+        """A stack slot in the entry block (allocas inside loops would grow the stack)."""
+        self._allocas.position_before(self._entry_br)
+        return self._allocas.alloca(t)
+
+    def load_buffer(self, n: Node, idx: list[ir.Value], strides: list[Any] | None = None
+                    ) -> ir.Value:
+        strides = contiguous_strides(n.shape) if strides is None else strides
+        ptr = self.b.gep(self.ptr[n.id], [self.linear(idx, strides)], inbounds=True)
+        v = self.b.load(ptr)
+        if n.dtype is dt.bool_:
+            v = self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+        return v
+
+    def store_out(self, idx: list[ir.Value], v: ir.Value) -> None:
+        ptr = self.b.gep(self.out, [self.linear(idx, contiguous_strides(self.node.shape))],
+                         inbounds=True)
+        if self.node.dtype is dt.bool_:
+            v = self.b.zext(v, I8)
+        self.b.store(v, ptr)
+
+    def out_ptr(self, idx: list[ir.Value]) -> ir.Value:
+        return self.b.gep(self.out, [self.linear(idx, contiguous_strides(self.node.shape))],
+                          inbounds=True)
+
+    # -- values --------------------------------------------------------------------------
+    def value(self, n: Node, idx: list[ir.Value]) -> ir.Value:
+        """The value of node ``n`` at multi-index ``idx`` (fusing expressions inline)."""
+        if self._is_buffer(n):
+            return self.load_buffer(n, idx)
+        return self.compute(n, idx)
+
+    def compute(self, n: Node, idx: list[ir.Value]) -> ir.Value:
+        """Like ``value`` but never loads ``n`` itself (used for the node being computed)."""
+        if n.op in VIEW_OPS:
+            sv = strided_view(n, lambda m: m is not n and self._is_buffer(m))
+            if sv is not None:
+                base, strides = sv
+                return self.load_buffer(base, idx, strides)
+            return self.value(n.inputs[0], self.map_index(n, idx))
+        rule = ELEMENT_RULES.get(n.op)
+        if rule is None:
+            raise NotImplementedError(f"no CPU lowering for op {n.op!r} used as an expression")
+        return rule(self, n, idx)
+
+    def map_index(self, n: Node, idx: list[ir.Value]) -> list[ir.Value]:
+        """Index into ``n.inputs[0]`` for index ``idx`` of view node ``n``."""
+        src = n.inputs[0].shape
+        if n.op == "detach":
+            return idx
+        if n.op == "permute":
+            out: list[Any] = [None] * len(idx)
+            for i, p in enumerate(n.attrs["perm"]):
+                out[p] = idx[i]
+            return out
+        if n.op == "expand":
+            return [i64(0) if (s == 1 and not sh.same(d, 1)) else i
+                    for s, d, i in zip(src, n.shape, idx)]
+        # reshape: linearise in the output shape, delinearise in the input shape
+        lin = self.linear(idx, contiguous_strides(n.shape))
+        res = []
+        for s, d in zip(contiguous_strides(src), src):
+            q = self.b.sdiv(lin, self.sym(s)) if s != 1 else lin
+            res.append(self.b.srem(q, self.sym(d)) if d != 1 else i64(0))
+        return res
+
+    def error_exit(self) -> ir.Block:
+        if self.err_block is None:
+            cur = self.b.block
+            self.err_block = self.fn.append_basic_block("error")
+            self.b.position_at_end(self.err_block)
+            self.b.ret(ir.Constant(I32, ERR_INDEX))
+            self.b.position_at_end(cur)
+        return self.err_block
+
+    def check_index(self, ix: ir.Value, size: Any, pos: ir.Value) -> None:
+        """Branch to the error exit (recording node, position, value) when ix ∉ [0, size)."""
+        b = self.b
+        bad = b.icmp_unsigned(">=", ix, self.sym(size))
+        ok = self.fn.append_basic_block("idx.ok")
+        fail = self.fn.append_basic_block("idx.bad")
+        b.cbranch(bad, fail, ok)
+        b.position_at_end(fail)
+        b.store(i64(self.L.plan.node_index[self.node.id]),
+                b.gep(self.err_ptr, [i64(1)], inbounds=True))
+        b.store(pos, b.gep(self.err_ptr, [i64(2)], inbounds=True))
+        b.store(ix, b.gep(self.err_ptr, [i64(3)], inbounds=True))
+        b.store(i64(ERR_INDEX), self.err_ptr)
+        b.branch(self.error_exit())
+        b.position_at_end(ok)
+
+    # -- loop nests ----------------------------------------------------------------------
+    def loops(self, shape: tuple, body: Any, order: list[int] | None = None) -> None:
+        dims = list(range(len(shape))) if order is None else order
+        idx: list[Any] = [None] * len(shape)
+
+        def rec(k: int) -> None:
+            if k == len(dims):
+                body(idx)
+                return
+            d = dims[k]
+            if shape[d] == 1:
+                idx[d] = i64(0)
+                rec(k + 1)
+                return
+            with for_range(self.b, i64(0), self.sym(shape[d]), name=f"i{d}") as i:
+                idx[d] = i
+                rec(k + 1)
+
+        rec(0)
+
+    def finish(self) -> None:
+        self.b.ret(ir.Constant(I32, ERR_OK))
+
+
+# ---------------------------------------------------------------------------------------
+# element rules: value of a node at an index, given its operands' values
+# ---------------------------------------------------------------------------------------
+ElementRule = Any
+ELEMENT_RULES: dict[str, ElementRule] = {}
+
+
+def _erule(*names: str) -> Any:
+    def deco(fn: Any) -> Any:
+        for n in names:
+            ELEMENT_RULES[n] = fn
+        return fn
+
+    return deco
+
+
+def _fconst(t: ir.Type, v: float) -> ir.Constant:
+    return ir.Constant(t, float(v))
+
+
+def _const_value(k: KernelEmitter, n: Node) -> ir.Value:
+    v = n.attrs["value"]
+    t = reg_type(n.dtype)
+    if isinstance(v, sympy.Basic):
+        num, den = sympy.fraction(sympy.together(v))
+        if n.dtype.is_float:
+            x = k.b.sitofp(k.sym(num), t)
+            return x if den == 1 else k.b.fdiv(x, k.b.sitofp(k.sym(den), t))
+        return k.b.trunc(k.sym(v), t) if t != I64 else k.sym(v)
+    if n.dtype.is_float:
+        return _fconst(t, v)
+    if n.dtype is dt.bool_:
+        return ir.Constant(I1, int(bool(v)))
+    return ir.Constant(t, int(v))
+
+
+@_erule("const")
+def _l_const(k, n, idx):
+    return _const_value(k, n)
+
+
+@_erule("iota")
+def _l_iota(k, n, idx):
+    i = idx[n.attrs["axis"]]
+    t = reg_type(n.dtype)
+    if n.dtype.is_float:
+        return k.b.sitofp(i, t)
+    return i if t == I64 else k.b.trunc(i, t)
+
+
+@_erule("rand")
+def _l_rand(k, n, idx):
+    b = k.b
+    seed = k.value(n.inputs[0], [])
+    lin = k.linear(idx, contiguous_strides(n.shape))
+    x = b.add(lin, b.mul(seed, i64(0x100000001B3)))
+    x = b.add(x, i64(0x9E3779B97F4A7C15 - (1 << 64)))
+    x = b.mul(b.xor(x, b.lshr(x, i64(30))), i64(0xBF58476D1CE4E5B9 - (1 << 64)))
+    x = b.mul(b.xor(x, b.lshr(x, i64(27))), i64(0x94D049BB133111EB - (1 << 64)))
+    x = b.xor(x, b.lshr(x, i64(31)))
+    bits = b.lshr(x, i64(40))
+    return b.fmul(b.uitofp(bits, F32), _fconst(F32, 2.0 ** -24))
+
+
+def _unary_float(k: KernelEmitter, n: Node, x: ir.Value) -> ir.Value:
+    b = k.b
+    t = x.type
+    mod = k.L.module
+    op = n.op
+    if op == "neg":
+        return b.fneg(x)
+    if op == "abs":
+        return b.call(intrinsic(mod, "llvm.fabs", t), [x])
+    if op == "sqrt":
+        return b.call(intrinsic(mod, "llvm.sqrt", t), [x])
+    if op == "exp":
+        return b.call(intrinsic(mod, "llvm.exp", t), [x])
+    if op == "log":
+        return b.call(intrinsic(mod, "llvm.log", t), [x])
+    if op == "tanh":
+        return b.call(libm(mod, "tanh", t), [x])
+    if op == "erf":
+        return b.call(libm(mod, "erf", t), [x])
+    if op == "sigmoid":
+        e = b.call(intrinsic(mod, "llvm.exp", t), [b.fneg(x)])
+        return b.fdiv(_fconst(t, 1.0), b.fadd(_fconst(t, 1.0), e))
+    if op == "relu":
+        return b.select(b.fcmp_unordered(">", x, _fconst(t, 0.0)), x, _fconst(t, 0.0))
+    if op == "sign":
+        pos = b.fcmp_ordered(">", x, _fconst(t, 0.0))
+        neg = b.fcmp_ordered("<", x, _fconst(t, 0.0))
+        return b.select(pos, _fconst(t, 1.0), b.select(neg, _fconst(t, -1.0), x))
+    raise NotImplementedError(f"no CPU lowering for {op} on floats")
+
+
+def _unary_int(k: KernelEmitter, n: Node, x: ir.Value) -> ir.Value:
+    b = k.b
+    t = x.type
+    zero = ir.Constant(t, 0)
+    op = n.op
+    if op == "not":
+        return b.not_(x)
+    if op == "neg":
+        return b.sub(zero, x)
+    if op == "abs":
+        return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
+    if op == "relu":
+        return b.select(b.icmp_signed(">", x, zero), x, zero)
+    if op == "sign":
+        pos = b.zext(b.icmp_signed(">", x, zero), t)
+        neg = b.zext(b.icmp_signed("<", x, zero), t)
+        return b.sub(pos, neg)
+    raise NotImplementedError(f"no CPU lowering for {op} on integers")
+
+
+@_erule(*[o for o in gops.UNARY if o != "cast"])
+def _l_unary(k, n, idx):
+    x = k.value(n.inputs[0], idx)
+    return _unary_float(k, n, x) if n.inputs[0].dtype.is_float else _unary_int(k, n, x)
+
+
+@_erule("cast")
+def _l_cast(k, n, idx):
+    x = k.value(n.inputs[0], idx)
+    src, dst = n.inputs[0].dtype, n.dtype
+    b = k.b
+    st, tt = reg_type(src), reg_type(dst)
+    if src is dst:
+        return x
+    if dst is dt.bool_:
+        if src.is_float:
+            return b.fcmp_unordered("!=", x, _fconst(st, 0.0))
+        return b.icmp_signed("!=", x, ir.Constant(st, 0))
+    if src is dt.bool_:
+        return b.uitofp(x, tt) if dst.is_float else b.zext(x, tt)
+    if src.is_float and dst.is_float:
+        return b.fptrunc(x, tt) if src.itemsize > dst.itemsize else b.fpext(x, tt)
+    if src.is_float:
+        return b.fptosi(x, tt)
+    if dst.is_float:
+        return b.sitofp(x, tt)
+    return b.trunc(x, tt) if src.itemsize > dst.itemsize else b.sext(x, tt)
+
+
+_FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "=="}
+_ICMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def _pow(k: KernelEmitter, n: Node, x: ir.Value, y: ir.Value) -> ir.Value:
+    b = k.b
+    e = n.inputs[1]
+    base = e
+    while base.op in ("expand", "reshape"):
+        base = base.inputs[0]
+    if base.op == "const" and not isinstance(base.attrs["value"], sympy.Basic):
+        v = float(base.attrs["value"])
+        if v == 2.0:
+            return b.fmul(x, x)
+        if v == 1.0:
+            return x
+        if v == 0.5:
+            return b.call(intrinsic(k.L.module, "llvm.sqrt", x.type), [x])
+        if v == 3.0:
+            return b.fmul(b.fmul(x, x), x)
+        if v == -1.0:
+            return b.fdiv(_fconst(x.type, 1.0), x)
+    return b.call(intrinsic(k.L.module, "llvm.pow", x.type, 2), [x, y])
+
+
+@_erule(*[o for o in gops.BINARY])
+def _l_binary(k, n, idx):
+    x = k.value(n.inputs[0], idx)
+    y = k.value(n.inputs[1], idx)
+    b = k.b
+    op = n.op
+    t = n.inputs[0].dtype
+    if t.is_float:
+        if op == "add":
+            return b.fadd(x, y, flags=FAST_ADD)
+        if op == "sub":
+            return b.fsub(x, y, flags=FAST_ADD)
+        if op == "mul":
+            return b.fmul(x, y, flags=FAST_ADD)
+        if op == "div":
+            return b.fdiv(x, y)
+        if op == "pow":
+            return _pow(k, n, x, y)
+        if op in ("maximum", "minimum"):
+            name = "llvm.maximum" if op == "maximum" else "llvm.minimum"
+            return b.call(intrinsic(k.L.module, name, x.type, 2), [x, y])
+        if op == "ne":
+            return b.fcmp_unordered("!=", x, y)
+        if op in _FCMP:
+            return b.fcmp_ordered(_FCMP[op], x, y)
+    else:
+        if op == "add":
+            return b.add(x, y)
+        if op == "sub":
+            return b.sub(x, y)
+        if op == "mul":
+            return b.mul(x, y)
+        if op == "div":
+            zero = ir.Constant(x.type, 0)
+            y1 = b.select(b.icmp_signed("==", y, zero), ir.Constant(x.type, 1), y)
+            q = b.sdiv(x, y1)
+            r = b.srem(x, y1)
+            fix = b.and_(b.icmp_signed("!=", r, zero),
+                         b.icmp_signed("!=", b.icmp_signed("<", r, zero),
+                                       b.icmp_signed("<", y1, zero)))
+            return b.sub(q, b.zext(fix, x.type))
+        if op in ("maximum", "minimum"):
+            pred = ">" if op == "maximum" else "<"
+            return b.select(b.icmp_signed(pred, x, y), x, y)
+        if op == "and":
+            return b.and_(x, y)
+        if op == "or":
+            return b.or_(x, y)
+        if op in _ICMP:
+            return b.icmp_signed(_ICMP[op], x, y) if t is not dt.bool_ else \
+                b.icmp_unsigned(_ICMP[op], x, y)
+    raise NotImplementedError(f"no CPU lowering for {op} on {t.name}")
+
+
+@_erule("where")
+def _l_where(k, n, idx):
+    c = k.value(n.inputs[0], idx)
+    return k.b.select(c, k.value(n.inputs[1], idx), k.value(n.inputs[2], idx))
+
+
+@_erule("gather")
+def _l_gather(k, n, idx):
+    x, index = n.inputs
+    ax = n.attrs["axis"]
+    ix = k.value(index, idx)
+    k.check_index(ix, x.shape[ax], k.linear(idx, contiguous_strides(n.shape)))
+    sub = list(idx)
+    sub[ax] = ix
+    return k.value(x, sub)
+
+
+# ---------------------------------------------------------------------------------------
+# kernels for materialized nodes
+# ---------------------------------------------------------------------------------------
+def _k_elementwise(k: KernelEmitter) -> None:
+    n = k.node
+    rule = ELEMENT_RULES.get(n.op)
+    if n.op in VIEW_OPS or rule is not None:
+        def body(idx: list[ir.Value]) -> None:
+            k.store_out(idx, k.compute(n, idx))
+
+        k.loops(n.shape, body)
+        return
+    raise NotImplementedError(f"no CPU kernel for op {n.op!r}")
+
+
+def _combine(k: KernelEmitter, op: str, acc: ir.Value, v: ir.Value, d: dt.DType) -> ir.Value:
+    b = k.b
+    if op == "sum":
+        return b.fadd(acc, v, flags=REDUCE_FLAGS) if d.is_float else b.add(acc, v)
+    if d.is_float:
+        return b.call(intrinsic(k.L.module, "llvm.maximum", acc.type, 2), [acc, v])
+    return b.select(b.icmp_signed(">", v, acc), v, acc)
+
+
+def _init(op: str, d: dt.DType) -> ir.Constant:
+    t = reg_type(d)
+    if op == "sum":
+        return _fconst(t, 0.0) if d.is_float else ir.Constant(t, 0)
+    if d.is_float:
+        return _fconst(t, float("-inf"))
+    return ir.Constant(t, -(1 << (8 * d.itemsize - 1)) if d is not dt.bool_ else 0)
+
+
+def _k_reduce(k: KernelEmitter) -> None:
+    n = k.node
+    x = n.inputs[0]
+    axes = set(n.attrs["axes"])
+    nd = len(x.shape)
+    b = k.b
+    if nd and (nd - 1) in axes:
+        # inner reduction: kept dims outside, reduced dims inside, accumulator in a register
+        kept = [d for d in range(nd) if d not in axes]
+        red = [d for d in range(nd) if d in axes]
+
+        def outer(idx: list[Any]) -> None:
+            acc_slot = k.alloca(reg_type(n.dtype))
+            b.store(_init(n.op, n.dtype), acc_slot)
+
+            def inner(full: list[Any]) -> None:
+                v = k.value(x, list(full))
+                b.store(_combine(k, n.op, b.load(acc_slot), v, n.dtype), acc_slot)
+
+            full = list(idx)
+            red_shape = tuple(x.shape)
+            _loops_into(k, red_shape, red, full, inner)
+            out_idx = [i64(0) if d in axes else idx[d] for d in range(nd)]
+            k.store_out(out_idx, b.load(acc_slot))
+
+        k.loops(tuple(x.shape), outer, order=kept) if kept else outer([None] * nd)
+        return
+    # outer reduction: initialise the output, then accumulate rows into it (vectorises)
+    k.loops(n.shape, lambda idx: k.store_out(idx, _init(n.op, n.dtype)))
+
+    def acc(idx: list[Any]) -> None:
+        out_idx = [i64(0) if d in axes else idx[d] for d in range(nd)]
+        ptr = k.out_ptr(out_idx)
+        v = k.value(x, list(idx))
+        b.store(_combine(k, n.op, b.load(ptr), v, n.dtype), ptr)
+
+    k.loops(tuple(x.shape), acc)
+
+
+def _loops_into(k: KernelEmitter, shape: tuple, dims: list[int], idx: list[Any], body: Any
+                ) -> None:
+    def rec(j: int) -> None:
+        if j == len(dims):
+            body(idx)
+            return
+        d = dims[j]
+        if shape[d] == 1:
+            idx[d] = i64(0)
+            rec(j + 1)
+            return
+        with for_range(k.b, i64(0), k.sym(shape[d]), name=f"r{d}") as i:
+            idx[d] = i
+            rec(j + 1)
+
+    rec(0)
+
+
+def _k_matmul(k: KernelEmitter) -> None:
+    n = k.node
+    a, bnode = n.inputs
+    sa = strided_view(a, k._is_buffer)
+    sb = strided_view(bnode, k._is_buffer)
+    assert sa is not None and sb is not None, "matmul operands must be addressable"
+    (abuf, ast), (bbuf, bst) = sa, sb
+    nb = len(n.shape) - 2
+    M, N = n.shape[-2], n.shape[-1]
+    K = a.shape[-1]
+    b = k.b
+    t = reg_type(n.dtype)
+    out_st = contiguous_strides(n.shape)
+
+    def batch_body(bidx: list[Any]) -> None:
+        if sh.same(bst[-1], 1) or not sh.same(bst[-2], 1):
+            # i-k-j: broadcast A[m,k] along a contiguous row of B (vectorises over n)
+            with for_range(b, i64(0), k.sym(M), name="m") as m:
+                with for_range(b, i64(0), k.sym(N), name="n0") as j:
+                    b.store(_fconst(t, 0.0), b.gep(k.out, [k.linear(bidx + [m, j], out_st)],
+                                                   inbounds=True))
+                with for_range(b, i64(0), k.sym(K), name="k") as kk:
+                    av = k.load_buffer(abuf, bidx + [m, kk], ast)
+                    with for_range(b, i64(0), k.sym(N), name="n") as j:
+                        ptr = b.gep(k.out, [k.linear(bidx + [m, j], out_st)], inbounds=True)
+                        bv = k.load_buffer(bbuf, bidx + [kk, j], bst)
+                        b.store(b.fadd(b.load(ptr), b.fmul(av, bv, flags=FAST_ADD),
+                                       flags=FAST_ADD), ptr)
+        else:
+            # dot products along k (B is k-contiguous, as for x @ W.T)
+            with for_range(b, i64(0), k.sym(M), name="m") as m:
+                with for_range(b, i64(0), k.sym(N), name="n") as j:
+                    acc = k.alloca(t)
+                    b.store(_fconst(t, 0.0), acc)
+                    with for_range(b, i64(0), k.sym(K), name="k") as kk:
+                        av = k.load_buffer(abuf, bidx + [m, kk], ast)
+                        bv = k.load_buffer(bbuf, bidx + [kk, j], bst)
+                        b.store(b.fadd(b.load(acc), b.fmul(av, bv, flags=REDUCE_FLAGS),
+                                       flags=REDUCE_FLAGS), acc)
+                    b.store(b.load(acc), b.gep(k.out, [k.linear(bidx + [m, j], out_st)],
+                                               inbounds=True))
+
+    if nb:
+        k.loops(tuple(n.shape[:nb]), lambda bidx: batch_body(list(bidx)))
+    else:
+        batch_body([])
+
+
+def _k_scatter_add(k: KernelEmitter) -> None:
+    n = k.node
+    base, index, src = n.inputs
+    ax = n.attrs["axis"]
+    b = k.b
+    k.loops(n.shape, lambda idx: k.store_out(idx, k.value(base, list(idx))))
+
+    def body(idx: list[Any]) -> None:
+        ix = k.value(index, list(idx))
+        k.check_index(ix, n.shape[ax], k.linear(idx, contiguous_strides(src.shape)))
+        tgt = list(idx)
+        tgt[ax] = ix
+        ptr = k.out_ptr(tgt)
+        v = k.value(src, list(idx))
+        add = b.fadd(b.load(ptr), v) if n.dtype.is_float else b.add(b.load(ptr), v)
+        b.store(add, ptr)
+
+    k.loops(tuple(src.shape), body)
+
+
+KERNELS = {"sum": _k_reduce, "max": _k_reduce, "matmul": _k_matmul,
+           "scatter_add": _k_scatter_add}
+
+
+# ---------------------------------------------------------------------------------------
+# the entry function
+# ---------------------------------------------------------------------------------------
+class Lowering:
+    """Builds the LLVM module for one graph (see the module docstring)."""
+
+    def __init__(self, g: Graph, name: str = "graphc_step", triple: str = "",
+                 data_layout: str = "") -> None:
+        self.graph = g
+        self.plan = plan(g)
+        self.mat_ids = {n.id for n in self.plan.materialized}
+        self.symbols = g.symbols()
+        self.module = ir.Module(name=name)
+        if triple:
+            self.module.triple = triple
+        if data_layout:
+            self.module.data_layout = data_layout
+        self.name = name
+        self.n_inputs = len(g.inputs)
+        self.n_outputs = len(g.outputs)
+        self.n_updates = len(g.updates)
+        self._build()
+
+    def table_size(self) -> int:
+        return TABLE_FIXED + self.n_inputs + self.n_outputs + self.n_updates
+
+    def _build(self) -> None:
+        g, p, mod = self.graph, self.plan, self.module
+        fn = ir.Function(mod, ir.FunctionType(I32, [I8P.as_pointer()]), name=self.name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        tbl = fn.args[0]
+
+        def slot(i: int) -> ir.Value:
+            return b.load(b.gep(tbl, [i64(i)], inbounds=True))
+
+        syms_ptr = b.bitcast(slot(0), I64.as_pointer())
+        scratch = slot(1)
+        info = b.bitcast(slot(2), I64.as_pointer())
+        err = b.bitcast(slot(3), I64.as_pointer())
+        symvals = {s: b.load(b.gep(syms_ptr, [i64(i)], inbounds=True), name=s.name)
+                   for i, s in enumerate(self.symbols)}
+        sym = SymEmitter(b, symvals)
+        # scratch capacity check
+        need = sym(p.scratch_bytes)
+        cap = b.load(info)
+        small = b.icmp_signed("<", cap, need)
+        with b.if_then(small, likely=False):
+            b.store(need, b.gep(info, [i64(1)], inbounds=True))
+            b.ret(ir.Constant(I32, ERR_SCRATCH))
+        b.store(i64(ERR_OK), err)
+        bufs: dict[int, ir.Value] = {}
+        for i, n in enumerate(g.inputs):
+            bufs[n.id] = slot(TABLE_FIXED + i)
+        for n in p.materialized:
+            bufs[n.id] = b.gep(scratch, [sym(p.offsets[n.id])], inbounds=True)
+        # kernels
+        for n in p.materialized:
+            name = f"k{p.node_index[n.id]}_{n.op}"
+            k = KernelEmitter(self, n, name)
+            KERNELS.get(n.op, _k_elementwise)(k)
+            k.finish()
+            args = [bufs[n.id]] + [bufs[x.id] for x in k.buffers] + [syms_ptr, err]
+            rc = b.call(k.fn, args)
+            bad = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
+            with b.if_then(bad, likely=False):
+                b.ret(rc)
+        # commit: outputs then updates
+        memcpy = declare(mod, "memcpy", I8P, [I8P, I8P, I64])
+        base = TABLE_FIXED + self.n_inputs
+        for j, o in enumerate(g.outputs):
+            b.call(memcpy, [slot(base + j), bufs[o.id], sym(_nbytes(o))])
+        base += self.n_outputs
+        for j, (_, v) in enumerate(g.updates):
+            b.call(memcpy, [slot(base + j), bufs[v.id], sym(_nbytes(v))])
+        b.ret(ir.Constant(I32, ERR_OK))
+
+
+__all__ = ["Lowering", "plan", "Plan", "F32", "F64", "VOID"]
