@@ -1,0 +1,491 @@
+"""The ``graphc`` command line: inspect and build the compiled steps a training script defines.
+
+A compiler is only as trustworthy as what its users can see of it, so ``graphc dump`` prints
+every stage of a compiled step (traced, with gradients, optimized, and whatever the backend adds:
+LLVM IR, assembly, PTX) without writing any code, and ``graphc aot`` builds the step into a C
+library. Both work on a script as it is, without running its training loop.
+
+How a script exposes a step
+---------------------------
+Define the step at the top level of the script and compile it with ``example_args``, so that
+importing the script traces and compiles it without training; keep the training loop under
+``if __name__ == "__main__":`` (the CLI imports the script under its module name, not as
+``__main__``, so that block does not run)::
+
+    # train.py
+    import numpy as np
+    import graphc as gc
+    from graphc import nn, optim
+
+    model = nn.Linear(1, 1)
+    opt = optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.L1Loss()
+    X = np.arange(0, 1, 0.02, dtype=np.float32)[:, None]
+    Y = 0.7 * X + 0.3
+
+    @gc.compile(example_args=(X, Y))      # traced at import, nothing is trained
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    if __name__ == "__main__":
+        for epoch in range(100):
+            train_step(X, Y)
+
+Then ``graphc dump train.py:train_step --stage all`` prints every stage,
+``graphc dump train.py:train_step --format dot -o step.svg`` draws the optimized graph, and
+``graphc aot train.py:train_step -o build/`` builds ``train_step.h`` and ``libtrain_step.so``.
+The script's directory is put first on ``sys.path`` while it is imported, so it can import its
+neighbours as it would when run directly.
+
+Errors a user can make (a missing file or function, a function that is not a compiled step or
+was never traced, a script that raises, a stage the step does not have) print one line on
+stderr and exit with status 1; usage errors exit with 2 (argparse); ``--debug`` adds the full
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import shutil
+import subprocess
+import sys
+import traceback
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import sympy
+
+from . import shapes as sh
+
+PROG = "graphc"
+
+# Stages the tool knows about, for the help text only: a step is dumped at whatever stages its
+# variant actually has (a backend may add more), and asking for a missing one is a clear error.
+KNOWN_STAGES = ("traced", "grad", "optimized", "fused", "llvm", "asm", "ptx")
+DEFAULT_STAGE = "optimized"
+RENDER_FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
+# input kinds that live in persistent buffers between calls (what a deployment must allocate)
+STATE_KINDS = ("param", "buffer", "grad", "state", "flag")
+
+GRAPHVIZ_HINT = ("install Graphviz, which provides it (apt install graphviz, brew install "
+                 "graphviz or conda install graphviz; pip install graphviz is not enough), "
+                 "or write the dot source with -o FILE.dot")
+
+
+class CLIError(Exception):
+    """A user error: printed as one line (``graphc: error: ...``), exit status ``code``."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# -- loading a script ------------------------------------------------------------------------
+
+def parse_target(spec: str) -> tuple[str, str]:
+    """``SCRIPT.py:FUNC`` -> (script path, function name); the last colon separates them, so
+    a Windows drive letter in the path is fine."""
+    path, sep, func = spec.rpartition(":")
+    if not sep or not path or not func:
+        raise argparse.ArgumentTypeError(
+            f"expected SCRIPT.py:FUNC (a script path, a colon, a function name), got {spec!r}")
+    return path, func
+
+
+@contextlib.contextmanager
+def _script_module(path: Path) -> Iterator[str]:
+    """Make a unique module name for ``path`` and put its directory first on ``sys.path`` for
+    the duration (restored afterwards, so in-process callers such as tests stay clean)."""
+    stem = path.stem
+    name = stem if stem.isidentifier() and stem not in sys.modules else None
+    if name is None:
+        base = "_graphc_script_" + "".join(c if c.isalnum() else "_" for c in stem)
+        name, k = base, 1
+        while name in sys.modules:
+            k += 1
+            name = f"{base}_{k}"
+    saved_path = list(sys.path)
+    sys.path.insert(0, str(path.parent))
+    try:
+        yield name
+    finally:
+        sys.path[:] = saved_path
+        sys.modules.pop(name, None)
+
+
+def _where_in_script(exc: BaseException, path: Path) -> str:
+    """`` (at SCRIPT:LINE)`` for the innermost frame of ``exc`` inside the script, if any."""
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        try:
+            if Path(frame.filename).resolve() == path:
+                line = frame.lineno
+        except OSError:
+            continue
+    return f" (at {path.name}:{line})" if line is not None else ""
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+@contextlib.contextmanager
+def loaded_step(path_str: str, func: str) -> Iterator[Any]:
+    """Import the script (not as ``__main__``) and yield its compiled step ``func``.
+
+    The script stays importable (its directory on ``sys.path``, its module registered) until
+    the block ends, because a command may call back into user code (an ahead-of-time build
+    re-traces the step); both are undone afterwards so in-process callers stay clean.
+    """
+    from .api import CompiledFunction
+
+    path = Path(path_str)
+    if not path.exists():
+        raise CLIError(f"no such file: {path_str}")
+    if not path.is_file():
+        raise CLIError(f"not a file: {path_str}")
+    path = path.resolve()
+    with _script_module(path) as modname:
+        spec = importlib.util.spec_from_file_location(modname, path)
+        if spec is None or spec.loader is None:
+            raise CLIError(f"cannot import {path_str}: not a Python script")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = module
+        try:
+            spec.loader.exec_module(module)
+        except SystemExit as e:
+            raise CLIError(f"{path_str} called sys.exit({e.code!r}) while being imported; keep "
+                           "the training code under `if __name__ == \"__main__\":`") from e
+        except Exception as e:  # noqa: BLE001 - any failure of user code is reported, not raised
+            raise CLIError(f"{path_str} raised {type(e).__name__} while being imported"
+                           f"{_where_in_script(e, path)}: {_one_line(e)}") from e
+        obj: Any = module
+        for part in func.split("."):
+            if not hasattr(obj, part):
+                raise CLIError(f"{path_str} defines no {func!r} at its top level")
+            obj = getattr(obj, part)
+        if not isinstance(obj, CompiledFunction):
+            kind = type(obj).__name__
+            raise CLIError(f"{path_str}:{func} is a {kind}, not a compiled step; decorate it "
+                           "with @gc.compile(example_args=(...))")
+        if not obj.variants:
+            raise CLIError(f"{path_str}:{func} was compiled without example_args, so importing "
+                           "the script did not trace it; use @gc.compile(example_args=(...))")
+        yield obj
+
+
+def _variant(fn: Any) -> Any:
+    """The variant whose stages ``fn.ir`` shows (the most recent one)."""
+    return fn._last or fn.variants[-1]
+
+
+def _stage_names(fn: Any) -> list[str]:
+    return list(_variant(fn).stages)
+
+
+def resolve_stages(fn: Any, stage: str, func: str) -> list[str]:
+    """The stages to show for ``--stage`` (``all`` -> every stage the variant has)."""
+    names = _stage_names(fn)
+    if stage == "all":
+        return names
+    if stage not in names:
+        hint = ""
+        if stage in ("llvm", "asm", "ptx") and getattr(fn, "backend_name", None) == "interp":
+            hint = " (it was compiled with the interpreter backend, which has no native code)"
+        raise CLIError(f"{func} has no stage {stage!r}{hint}; its stages are: "
+                       + ", ".join(names))
+    return [stage]
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+def _is_graph(obj: Any) -> bool:
+    from .ir import Graph
+
+    return isinstance(obj, Graph)
+
+
+def stage_value(fn: Any, name: str) -> Any:
+    """A stage's Graph or text. Backends may store text stages (LLVM IR, assembly) as
+    callables rendered on first use, as ``CompiledFunction.ir`` does; render and cache them."""
+    v = _variant(fn)
+    s = v.stages[name]
+    if callable(s) and not _is_graph(s):
+        s = v.stages[name] = s()
+    return s
+
+
+def dump_text(fn: Any, stages: list[str]) -> str:
+    """The IR at each stage; several stages get ``==== stage ====`` headers."""
+    if len(stages) == 1:
+        text = str(stage_value(fn, stages[0]))
+        return text if text.endswith("\n") else text + "\n"
+    parts = []
+    for name in stages:
+        text = str(stage_value(fn, name))
+        parts.append(f"==== {name} ====\n{text.rstrip()}\n")
+    return "\n".join(parts)
+
+
+def dump_dot(fn: Any, stages: list[str], func: str) -> str:
+    """One digraph per graph stage (text stages such as assembly cannot be drawn)."""
+    from .dot import format_dot
+
+    v = _variant(fn)
+    graphs = [s for s in stages if _is_graph(v.stages[s])]
+    if not graphs:
+        raise CLIError(f"stage {stages[0]!r} of {func} is text, not an IR graph; --format dot "
+                       "draws the graph stages: "
+                       + ", ".join(s for s in v.stages if _is_graph(v.stages[s])))
+    return "".join(format_dot(stage_value(fn, s), f"{func} ({s})") for s in graphs)
+
+
+def _fmt(d: Any) -> str:
+    return sh.fmt_dim(d) if isinstance(d, sympy.Basic) else str(d)
+
+
+def _counts(d: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {_fmt(v)}" for k, v in d.items()) if d else "none"
+
+
+def _add(a: Any, b: Any) -> Any:
+    return sh.dim(sympy.sympify(a) + sympy.sympify(b))
+
+
+def graph_stats(graph: Any) -> dict[str, Any]:
+    """Op counts, inputs and update slots by kind, and bytes per input kind (symbolic
+    expressions such as ``8*B`` where a shape has a batch symbol)."""
+    from .dot import slot_kind
+
+    ops: dict[str, int] = {}
+    for n in graph.nodes():
+        if n.op != "input":
+            ops[n.op] = ops.get(n.op, 0) + 1
+    inputs: dict[str, int] = {}
+    nbytes: dict[str, Any] = {}
+    for n in graph.inputs:
+        kind = str(n.attrs["kind"])
+        inputs[kind] = inputs.get(kind, 0) + 1
+        nbytes[kind] = _add(nbytes.get(kind, 0), sh.dim(sh.numel(n.shape) * n.dtype.itemsize))
+    updates: dict[str, int] = {}
+    for slot, _ in graph.updates:
+        kind = slot_kind(graph, slot)
+        updates[kind] = updates.get(kind, 0) + 1
+    state = 0
+    for k in STATE_KINDS:
+        state = _add(state, nbytes.get(k, 0))
+    return {"nodes": sum(ops.values()), "ops": dict(sorted(ops.items())), "inputs": inputs,
+            "updates": updates, "bytes": nbytes, "state_bytes": state}
+
+
+def dump_stats(fn: Any, stages: list[str], func: str) -> str:
+    """The ``--stats`` report: one block per stage."""
+    v = _variant(fn)
+    lines = [f"{func}: {len(v.stages)} stages ({', '.join(v.stages)}), "
+             f"{len(fn.variants)} variant(s), backend {getattr(fn, 'backend_name', '?')}"]
+    for name in stages:
+        s = stage_value(fn, name)
+        if not _is_graph(s):
+            text = str(s)
+            lines.append(f"stage {name}: text, {len(text.splitlines())} lines, "
+                         f"{len(text)} characters")
+            continue
+        st = graph_stats(s)
+        n_upd = sum(st["updates"].values())
+        lines += [
+            f"stage {name}: {st['nodes']} nodes",
+            f"  ops: {_counts(st['ops'])}",
+            f"  inputs: {_counts(st['inputs'])}",
+            f"  update slots: {n_upd}" + (f" ({_counts(st['updates'])})" if n_upd else ""),
+            f"  bytes by input kind: {_counts(st['bytes'])}",
+            f"  state buffer bytes ({'+'.join(STATE_KINDS)}): {_fmt(st['state_bytes'])}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_output(text: str, out: str | None, is_dot: bool) -> None:
+    """Print, write, or (for ``.svg``/``.png``/``.pdf``) render dot source with Graphviz."""
+    if out is None:
+        sys.stdout.write(text)
+        return
+    target = Path(out)
+    fmt = RENDER_FORMATS.get(target.suffix.lower())
+    if fmt is not None:
+        if not is_dot:
+            raise CLIError(f"{out}: an image needs --format dot", code=2)
+        exe = shutil.which("dot")
+        if exe is None:
+            raise CLIError(f"rendering {out} needs the Graphviz 'dot' program, which is not "
+                           f"installed: {GRAPHVIZ_HINT}")
+        try:
+            proc = subprocess.run([exe, f"-T{fmt}", "-o", str(target)], input=text, text=True,
+                                  capture_output=True, timeout=300, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise CLIError(f"running Graphviz dot failed: {_one_line(e)}") from e
+        if proc.returncode != 0:
+            raise CLIError(f"Graphviz dot failed (status {proc.returncode}): "
+                           f"{_one_line(proc.stderr) or 'no message'}")
+        return
+    try:
+        target.write_text(text)
+    except OSError as e:
+        raise CLIError(f"cannot write {out}: {e.strerror or _one_line(e)}") from e
+
+
+# -- commands --------------------------------------------------------------------------------
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    path, func = args.target
+    with loaded_step(path, func) as fn:
+        return _dump(fn, func, args)
+
+
+def _dump(fn: Any, func: str, args: argparse.Namespace) -> int:
+    stage = args.stage or ("all" if args.stats else DEFAULT_STAGE)
+    stages = resolve_stages(fn, stage, func)
+    fmt = args.format
+    if fmt is None:
+        out_suffix = Path(args.output).suffix.lower() if args.output else ""
+        fmt = "dot" if out_suffix in RENDER_FORMATS or out_suffix in (".dot", ".gv") else "text"
+    if args.stats:
+        write_output(dump_stats(fn, stages, func), args.output, False)
+    elif fmt == "dot":
+        text = dump_dot(fn, stages, func)
+        if (args.output and Path(args.output).suffix.lower() in RENDER_FORMATS
+                and sum(_is_graph(_variant(fn).stages[s]) for s in stages) > 1):
+            raise CLIError(f"{args.output}: one image holds one stage; pick one with --stage "
+                           "or write all of them with -o FILE.dot")
+        write_output(text, args.output, True)
+    else:
+        write_output(dump_text(fn, stages), args.output, False)
+    return 0
+
+
+def _aot_module() -> Any:
+    """``graphc.aot`` if this build has it (it is optional: it needs the native backend)."""
+    try:
+        spec = importlib.util.find_spec("graphc.aot")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return None
+    import graphc.aot as aot
+
+    return aot
+
+
+def cmd_aot(args: argparse.Namespace) -> int:
+    aot = _aot_module()
+    if aot is None:
+        raise CLIError("ahead-of-time builds are not available in this build", code=2)
+    path, func = args.target
+    with loaded_step(path, func) as fn:
+        return _aot(fn, path, func, aot, args)
+
+
+def _aot(fn: Any, path: str, func: str, aot: Any, args: argparse.Namespace) -> int:
+    example_args = getattr(fn, "example_args", None)
+    if example_args is None:
+        raise CLIError(f"{path}:{func} has no recorded example_args; an ahead-of-time build "
+                       "needs @gc.compile(example_args=(...))")
+    name = args.name or fn.name
+    out_dir = Path(args.output)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CLIError(f"cannot create {args.output}: {e.strerror or _one_line(e)}") from e
+    aot.build(fn, example_args, str(out_dir), name, target=args.target_cpu)
+    made = [p for p in (out_dir / f"{name}.h", out_dir / f"{name}.o", out_dir / f"lib{name}.so")
+            if p.exists()]
+    print(f"built {name} in {out_dir}" + (": " + ", ".join(p.name for p in made) if made
+                                          else ""))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true",
+                        help="show full Python tracebacks for errors")
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Inspect and build the compiled training steps a script defines. "
+                    "SCRIPT.py:FUNC names a step compiled at the script's top level with "
+                    "@gc.compile(example_args=...), so importing the script traces it "
+                    "without training.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+
+    d = sub.add_parser(
+        "dump", parents=[common], help="print the IR of a compiled step at a stage",
+        description="Print the IR of a compiled step at a stage (default: optimized), "
+                    "as text or as a Graphviz graph.")
+    d.add_argument("target", type=parse_target, metavar="SCRIPT.py:FUNC",
+                   help="the script and the compiled step defined at its top level")
+    d.add_argument("--stage", metavar="STAGE",
+                   help=f"one of the step's stages ({'|'.join(KNOWN_STAGES)}, as the backend "
+                        "provides them) or 'all' for every stage with headers "
+                        f"(default: {DEFAULT_STAGE}; with --stats: all)")
+    d.add_argument("--format", choices=("text", "dot"), default=None,
+                   help="text (default) or a Graphviz digraph of an IR graph stage "
+                        "(default dot when -o ends in .dot, .gv, .svg, .png or .pdf)")
+    d.add_argument("-o", "--output", metavar="FILE",
+                   help="write to FILE instead of stdout; .svg, .png and .pdf are rendered "
+                        "with Graphviz's dot program")
+    d.add_argument("--stats", action="store_true",
+                   help="print node counts by op, inputs and update slots by kind, and "
+                        "state buffer sizes per stage instead of the IR")
+    d.set_defaults(handler=cmd_dump)
+
+    a = sub.add_parser(
+        "aot", parents=[common], help="build a compiled step ahead of time (C header + library)",
+        description="Build the step into NAME.h, NAME.o and libNAME.so with a C ABI, using the "
+                    "step's example_args for the argument shapes.")
+    a.add_argument("target", type=parse_target, metavar="SCRIPT.py:FUNC",
+                   help="the script and the compiled step defined at its top level")
+    a.add_argument("-o", "--output", metavar="DIR", required=True,
+                   help="directory to write the build into (created if missing)")
+    a.add_argument("--name", help="base name of the outputs (default: the function's name)")
+    a.add_argument("--target", dest="target_cpu", metavar="CPU", default=None,
+                   help="CPU to generate code for (default: the host)")
+    a.set_defaults(handler=cmd_aot)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``graphc`` console script and ``python -m graphc``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is None:
+        parser.print_help()
+        return 2
+    debug = bool(getattr(args, "debug", False))
+    try:
+        if args.command == "dump" and args.stats and args.format == "dot":
+            parser.error("--stats prints a text report; drop --format dot")
+        return int(args.handler(args))
+    except CLIError as e:
+        if debug and e.__cause__ is not None:
+            traceback.print_exception(e.__cause__)
+        print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - one line unless --debug, as promised
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else " (run with --debug for the traceback)"
+        print(f"{PROG}: error: {type(e).__name__}: {_one_line(e)}{hint}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
