@@ -200,11 +200,12 @@ def gather(x: Any, dim: int, index: Any) -> Tensor:
 
 from . import nn, optim  # noqa: E402
 from .api import CompiledFunction, compile  # noqa: E402
+from .serialization import load, save  # noqa: E402
 
 __all__ = [
     "Tensor", "DType", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like",
     "ones_like", "rand", "randn", "arange", "manual_seed", "initial_seed", "no_grad",
     "enable_grad", "inference_mode", "is_grad_enabled", "set_grad_enabled", "compile",
     "CompiledFunction", "float32", "float64", "int64", "int32", "bool", "nn", "optim", "where",
-    "as_tensor", "matmul",
+    "as_tensor", "matmul", "save", "load",
 ]

@@ -1,6 +1,10 @@
 """Optimizers (``graphc.optim``), mirroring ``torch.optim``."""
 
+from . import lr_scheduler
+from .adagrad import Adagrad
+from .adam import Adam, AdamW
 from .optimizer import Optimizer
+from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]

@@ -114,11 +114,25 @@ class Optimizer:
         base = ctx._names.get(id(self), "opt") if ctx is not None else "opt"
         return f"{base}.g{gi}.{key}"
 
-    def _hp(self, group: dict[str, Any], key: str) -> Any:
+    def _hp(self, group: dict[str, Any], key: str, index: int | None = None) -> Any:
+        """``group[key]`` (or ``group[key][index]``, for tuples such as Adam's ``betas``):
+        a float eagerly, a run-time scalar input when traced, so that changing it between
+        compiled calls takes effect without recompiling."""
         ctx = _context.current()
         if ctx is None:
-            return float(group[key])
-        return ctx.hyper(group, key, self._label(group, key))
+            v = group[key] if index is None else group[key][index]
+            return float(v)
+        if index is None:
+            return ctx.hyper(group, key, self._label(group, key))
+        # The trace reads ``source[key]`` at call time; an item view keeps that protocol for
+        # one element of a tuple-valued hyperparameter (one view per group/key/index, so the
+        # trace interns it as one input).
+        views = self.__dict__.setdefault("_item_views", {})
+        vk = (id(group), key, index)
+        view = views.get(vk)
+        if view is None or view.group is not group:
+            view = views[vk] = _ItemView(group, key, index)
+        return ctx.hyper(view, key, f"{self._label(group, key)}[{index}]")
 
     def _on(self, group: dict[str, Any], key: str, test: Callable[[Any], bool] = bool) -> bool:
         value = test(group[key])
@@ -221,6 +235,18 @@ class Optimizer:
             for k, v in theirs.items():
                 if k != "params":
                     mine[k] = v
+
+
+class _ItemView:
+    """``view[key]`` -> ``group[key][index]``: one element of a tuple hyperparameter."""
+
+    __slots__ = ("group", "key", "index")
+
+    def __init__(self, group: dict[str, Any], key: str, index: int) -> None:
+        self.group, self.key, self.index = group, key, index
+
+    def __getitem__(self, key: str) -> Any:
+        return self.group[key][self.index]
 
 
 def params_of(groups: Iterable[dict[str, Any]]) -> list[Tensor]:
