@@ -23,6 +23,7 @@ from graphc.tensor import Tensor
 from graphc.trace import Signature
 
 from .lower import ERR_INDEX, ERR_SCRATCH, TABLE_FIXED, Lowering
+from .runner import build_runner
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -102,12 +103,14 @@ class CPUExecutable(Runtime):
         self.out_shapes = [o.shape for o in graph.outputs]
         self.out_dtypes = [o.dtype.np for o in graph.outputs]
         self.upd_nodes = [v for _, v in graph.updates]
+        self._keep: dict[int, np.ndarray] = {}
         self.scalar_inputs = {}
         for i, node in enumerate(self.input_nodes):
             src = sig.sources[node.attrs["name"]]
             if src.kind in ("hyper", "oflag"):
                 self.scalar_inputs[i] = np.zeros((), node.dtype.np)
                 self.table[TABLE_FIXED + i] = _ptr(self.scalar_inputs[i])
+        self._runner = build_runner(self)
 
     def _set_scratch(self, nbytes: int) -> None:
         self.scratch = np.zeros(int(nbytes) + 64, np.uint8)
@@ -121,56 +124,42 @@ class CPUExecutable(Runtime):
                 "llvm_unoptimized": lambda: str(self.lowering.module)}
 
     # -- calling --------------------------------------------------------------------------
-    def _bind(self, slot: int, obj: Any, arr: np.ndarray) -> None:
-        if self._cache[slot] is not obj:
+    def bind_input(self, slot: int, arr: np.ndarray) -> None:
+        """Point a table slot at an input buffer (copied first if it is not C-contiguous)."""
+        if not arr.flags.c_contiguous:
+            self._cache[slot] = arr
+            self._keep[slot] = arr = np.ascontiguousarray(arr)
             self.table[slot] = _ptr(arr)
-            self._cache[slot] = obj
+            return
+        self._keep.pop(slot, None)
+        self._cache[slot] = arr
+        self.table[slot] = _ptr(arr)
 
-    def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
-        env = self.check_args(args)
-        for j, s in enumerate(self.symbols):
-            self.sym_arr[j] = env[s]
-        keep: list[Any] = []  # arrays that must live until the call returns
-        for i, node in enumerate(self.input_nodes):
-            slot = TABLE_FIXED + i
-            if i in self.scalar_inputs:
-                self.scalar_inputs[i][()] = self.source_value(node, args)
-                continue
-            arr = self.source_value(node, args)
-            if not arr.flags.c_contiguous:
-                arr = np.ascontiguousarray(arr)
-                keep.append(arr)
-                self._cache[slot] = None
-                self.table[slot] = _ptr(arr)
-                continue
-            self._bind(slot, arr, arr)
-        base = TABLE_FIXED + len(self.input_nodes)
-        outs = []
-        for j, (shape, dtype) in enumerate(zip(self.out_shapes, self.out_dtypes)):
-            o = np.empty(sh.evaluate_shape(shape, env), dtype)
-            outs.append(o)
-            self.table[base + j] = _ptr(o)
-            self._cache[base + j] = None
-        base += len(outs)
-        targets = []
-        for j, (slot, node) in enumerate(self.graph.updates):
-            shape = sh.evaluate_shape(node.shape, env)
-            buf = self.sink_buffer(slot, shape, node.dtype.np)
-            targets.append(buf)
-            self._bind(base + j, buf, buf)
-        rc = self.fn(self.table_addr)
+    def bind_output(self, slot: int, shape: tuple, j: int) -> np.ndarray:
+        buf = np.empty(shape, self.out_dtypes[j])
+        self._cache[slot] = buf
+        self.table[slot] = _ptr(buf)
+        return buf
+
+    def bind_target(self, slot: int, j: int, shape: tuple) -> None:
+        name, node = self.graph.updates[j]
+        buf = self.sink_buffer(name, shape, node.dtype.np)
+        if self._cache[slot] is not buf:
+            self._cache[slot] = buf
+            self.table[slot] = _ptr(buf)
+
+    def on_error(self, rc: int, args: list[np.ndarray]) -> int:
         if rc == ERR_SCRATCH:
             self._set_scratch(int(self.info[1]) * 2)
             rc = self.fn(self.table_addr)
+            if rc == 0:
+                return 0
         if rc == ERR_INDEX:
             self._raise_index_error(args)
-        if rc != 0:
-            raise RuntimeError(f"compiled step failed with code {rc}")
-        for (slot, _), buf in zip(self.graph.updates, targets):
-            self.publish(slot, buf)
-        self.finish()
-        del keep
-        return outs
+        raise RuntimeError(f"compiled step failed with code {rc}")
+
+    def call(self, args: tuple) -> Any:
+        return self._runner(args)
 
     def _raise_index_error(self, args: list[np.ndarray]) -> None:
         _, node_idx, pos, value = (int(v) for v in self.err)
@@ -187,8 +176,7 @@ class CPUExecutable(Runtime):
                 what = f"argument {src.attrs['name']!r}"
             ax = node.attrs.get("axis", 0)
             size = node.inputs[0].shape[ax] if node.op == "gather" else node.shape[ax]
-            env = self.check_args(args)
-            size = sh.evaluate(size, env)
+            size = sh.evaluate(size, self.check_args(args))
         raise IndexError(
             f"{what}: value {value} at flat position {pos} is out of range "
             f"[0, {size}) (no parameter was modified)"

@@ -26,6 +26,7 @@ from . import dtypes as dt
 from . import shapes as sh
 from .nn import module as nn_module
 from .tensor import Tensor
+from .executable import Mismatch
 from .trace import Signature, trace, unflatten
 
 
@@ -48,27 +49,14 @@ class Variant:
         from graphc.passes.pipeline import run_pipeline
 
         self.graph_traced, self.sig = trace(fn.fn, args, fn.name, fn.dynamic)
-        self.stages = run_pipeline(self.graph_traced)
+        self.stages: dict[str, Any] = dict(run_pipeline(self.graph_traced))
         self.graph = self.stages["optimized"]
-        self.mode_flags = fn._mode_flags()
         self.exe = fn._backend(self.graph, self.sig)
         self.stages.update(self.exe.stages())
 
-    def matches(self, args: list[np.ndarray], mode_flags: tuple) -> bool:
-        sig = self.sig
-        if len(args) != len(sig.arg_types) or mode_flags != self.mode_flags:
-            return False
-        env: dict = {}
-        for a, (dtype, shape) in zip(args, sig.arg_types):
-            if a.dtype != dtype.np or a.ndim != len(shape):
-                return False
-            for p, d in zip(shape, a.shape):
-                if isinstance(p, int):
-                    if p != d:
-                        return False
-                elif env.setdefault(p, d) != d:
-                    return False
-        return all(read() == expected for read, expected, _ in sig.struct_guards)
+    def mode_ok(self) -> bool:
+        """The ``training`` flags the trace read still have the values it saw."""
+        return all(m.training == v for m, v in self.sig.mode_reads)
 
 
 class CompiledFunction:
@@ -82,13 +70,12 @@ class CompiledFunction:
         self.fn = fn
         self.name = getattr(fn, "__name__", "step")
         self.device = device
-        self.example_args = example_args  # kept for `graphc aot` and re-tracing
         self.dynamic = dynamic
-        self.backend_name = backend or ("interp" if device == "cpu" and _NO_NATIVE else device)
+        self.backend_name = backend or device
+        self.example_args = example_args
         self.variants: list[Variant] = []
         self.compile_count = 0
         self._lock = threading.Lock()
-        self._modules = _modules_of(fn)
         self._last: Variant | None = None
         self._last_epoch = -1
         functools.update_wrapper(self, fn)
@@ -104,46 +91,62 @@ class CompiledFunction:
             from graphc.codegen.ptx import PTXExecutable
 
             return PTXExecutable(graph, sig)
+        if self.backend_name != "cpu":
+            raise ValueError(f"backend: expected 'cpu', 'cuda' or 'interp', got "
+                             f"{self.backend_name!r}")
         from graphc.codegen.cpu import CPUExecutable
 
         return CPUExecutable(graph, sig)
-
-    def _mode_flags(self) -> tuple:
-        return tuple(m.training for m in self._modules)
 
     def _compile(self, args: list[np.ndarray]) -> Variant:
         v = Variant(self, args)
         self.variants.append(v)
         self.compile_count += 1
+        self._last, self._last_epoch = v, nn_module.mode_epoch[0]
         return v
 
     def _select(self, args: list[np.ndarray]) -> Variant:
-        flags = self._mode_flags()
-        for v in self.variants:
-            if v.matches(args, flags):
+        for v in reversed(self.variants):
+            if v.mode_ok() and v.exe.matches(args):
                 return v
-        if self.variants:
-            self._explain_mismatch(args)
+        self._explain_mismatch(args)
         return self._compile(args)
 
     def _explain_mismatch(self, args: list[np.ndarray]) -> None:
-        """Raise for changes that can never be right (a wrong dtype for an integer target)."""
-        ref = self.variants[0].sig
-        if len(args) != len(ref.arg_types):
-            raise TypeError(
-                f"{self.name}() takes {len(ref.arg_types)} arguments, got {len(args)}"
-            )
+        """Raise for calls that no recompilation can make right.
+
+        A different rank, dtype or non-batch size recompiles (and tracing raises a clear
+        error if the model cannot take it); but arguments that disagree on a shared batch
+        symbol (x with 8 rows, y with 9) are a user error: raise naming both.
+        """
+        for v in self.variants:
+            sig = v.sig
+            if len(args) != len(sig.arg_types):
+                raise TypeError(f"{self.name}() takes {len(sig.arg_types)} arguments "
+                                f"({', '.join(sig.arg_names)}), got {len(args)}")
+            if any(a.dtype != t.np or a.ndim != len(s) for a, (t, s) in
+                   zip(args, sig.arg_types)):
+                continue
+            fixed_ok = all(not isinstance(p, int) or p == d for a, (_, s) in
+                           zip(args, sig.arg_types) for p, d in zip(s, a.shape))
+            if fixed_ok:
+                env: dict = {}
+                for name, a, (_, s) in zip(sig.arg_names, args, sig.arg_types):
+                    sh.bind(s, a.shape, env, f"argument {name!r}")
 
     def __call__(self, *args: Any) -> Any:
-        arrays = [_as_array(a, i, f"arg{i}") for i, a in enumerate(args)]
         with self._lock:
             v = self._last
-            epoch = nn_module.mode_epoch[0]
-            if v is None or epoch != self._last_epoch or not v.matches(arrays, v.mode_flags):
-                v = self._select(arrays)
-                self._last, self._last_epoch = v, epoch
-            outs = v.exe.run(arrays)
-        return unflatten(v.sig.output_tree, [Tensor._from_array(o) for o in outs])
+            if v is not None and (self._last_epoch == nn_module.mode_epoch[0] or v.mode_ok()):
+                self._last_epoch = nn_module.mode_epoch[0]
+                try:
+                    return v.exe.call(args)
+                except Mismatch:
+                    pass
+            arrays = [_as_array(a, i, f"arg{i}") for i, a in enumerate(args)]
+            v = self._select(arrays)
+            self._last, self._last_epoch = v, nn_module.mode_epoch[0]
+            return v.exe.call(tuple(arrays))
 
     def ir(self, stage: str = "optimized") -> str:
         """The IR (or LLVM IR, assembly, PTX) of the most recent variant at ``stage``."""
@@ -163,32 +166,6 @@ class CompiledFunction:
     def stages(self) -> list[str]:
         v = self._last or (self.variants[-1] if self.variants else None)
         return list(v.stages) if v else []
-
-
-_NO_NATIVE = False
-
-
-def _modules_of(fn: Callable[..., Any]) -> list[Any]:
-    """Modules reachable from the function's globals and closure (their training flags are
-    part of the specialisation)."""
-    from .nn.module import Module
-
-    scopes = dict(getattr(fn, "__globals__", {}))
-    code = getattr(fn, "__code__", None)
-    for var, cell in zip(code.co_freevars if code else (), getattr(fn, "__closure__", None) or ()):
-        try:
-            scopes[var] = cell.cell_contents
-        except ValueError:
-            continue
-    mods: list[Any] = []
-    seen: set[int] = set()
-    for obj in scopes.values():
-        if isinstance(obj, Module):
-            for m in obj.modules():
-                if id(m) not in seen:
-                    seen.add(id(m))
-                    mods.append(m)
-    return mods
 
 
 def compile(fn: Callable[..., Any] | None = None, *, device: str = "cpu",  # noqa: A001

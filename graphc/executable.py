@@ -11,12 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import sympy
 
 from . import shapes as sh
 from .interpreter import run_graph
 from .ir import Graph
 from .tensor import Tensor
 from .trace import Signature
+
+
+class Mismatch(Exception):
+    """A call does not fit a variant's specialisation (the caller selects another)."""
 
 
 class Runtime:
@@ -28,6 +33,26 @@ class Runtime:
 
     def stages(self) -> dict[str, str]:
         return {}
+
+    def matches(self, args: list[np.ndarray]) -> bool:
+        """True when ``args`` and the structural guards fit this specialisation."""
+        sig = self.sig
+        if len(args) != len(sig.arg_types):
+            return False
+        env: dict = {}
+        for a, (dtype, shape) in zip(args, sig.arg_types):
+            if a.dtype != dtype.np or a.ndim != len(shape):
+                return False
+            for p, d in zip(shape, a.shape):
+                if isinstance(p, int):
+                    if p != d:
+                        return False
+                elif isinstance(p, sympy.Symbol):
+                    if d < 1 or env.setdefault(p, d) != d:
+                        return False
+                elif sh.evaluate(p, env) != d:
+                    return False
+        return all(read() == expected for read, expected, _ in sig.struct_guards)
 
     # -- binding --------------------------------------------------------------------------
     def check_args(self, args: list[np.ndarray]) -> dict:
@@ -103,7 +128,17 @@ class Runtime:
 class InterpreterExecutable(Runtime):
     """Runs the optimized graph with the numpy interpreter (the oracle backend)."""
 
+    def call(self, args: tuple) -> Any:
+        """Run with user arguments and return the step's result structure."""
+        from .tensor_ops import as_tensor
+        from .trace import unflatten
+
+        arrays = [np.asarray(a.numpy() if isinstance(a, Tensor) else a) for a in args]
+        return unflatten(self.sig.output_tree, [as_tensor(o) for o in self.run(arrays)])
+
     def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
+        if not self.matches(args):
+            raise Mismatch
         self.check_args(args)
         feeds = {n.attrs["name"]: self.source_value(n, args) for n in self.input_nodes}
         outs, ups = run_graph(self.graph, feeds)

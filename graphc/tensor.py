@@ -54,6 +54,10 @@ def leaf_node(value: np.ndarray, requires_grad: bool = False) -> Node:
     return n
 
 
+_DT_OF = {d.np.num: d for d in dt.ALL}
+_OUT_ATTRS = {"name": "result", "kind": "leaf"}
+
+
 def builder() -> Builder:
     ctx = _context.current()
     return ctx.builder if ctx is not None else _EAGER
@@ -99,6 +103,16 @@ class Tensor:
         t = object.__new__(cls)
         Tensor.__init__(t, leaf_node(arr, requires_grad))
         t._node.attrs["tensor"] = weakref.ref(t)
+        return t
+
+    @classmethod
+    def _from_output(cls, arr: np.ndarray) -> Tensor:
+        """Wrap a freshly computed result (no grad): the cheap path for compiled outputs."""
+        n = Node.__new__(Node)
+        n.op, n.inputs, n.shape, n.dtype = "input", (), arr.shape, _DT_OF[arr.dtype.num]
+        n.attrs, n.id, n.loc, n.rg, n._value = _OUT_ATTRS, -1, None, False, arr
+        t = object.__new__(cls)
+        t._node, t._grad, t._trace, t._inference = n, None, None, False
         return t
 
     # -- introspection -----------------------------------------------------------------

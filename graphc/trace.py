@@ -64,6 +64,7 @@ class Signature:
     grads_to_clear: list[Tensor] = field(default_factory=list)  # set .grad = None after call
     struct_guards: list[tuple[Callable[[], Any], Any, str]] = field(default_factory=list)
     output_tree: Any = None
+    mode_reads: list[tuple[Any, bool]] = field(default_factory=list)  # (module, training)
     symbols: list[sympy.Symbol] = field(default_factory=list)
 
 
@@ -109,6 +110,12 @@ class TraceContext:
         assert self.sig is not None
         self.sig.sources[name] = source
         return node
+
+    def note_mode(self, module: Any) -> None:
+        """Record that the trace depends on ``module.training``."""
+        assert self.sig is not None
+        if all(m is not module for m, _ in self.sig.mode_reads):
+            self.sig.mode_reads.append((module, module.__dict__["_training"]))
 
     def tensor_name(self, t: Tensor) -> str:
         return self._names.get(id(t)) or f"t{len(self.ext)}"

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _context
 from ..tensor import Tensor, to_array
 
 # Bumped by every train()/eval() that changes a flag: compiled steps re-check their
@@ -37,13 +38,26 @@ class Parameter(Tensor):
 class Module:
     """Base class of layers and models (``forward`` is called by ``__call__``)."""
 
-    training: bool
-
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
-        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_training", True)
+
+    @property
+    def training(self) -> bool:
+        """Train/eval flag. Reading it while tracing makes the compiled step specialise on
+        it (a module that never reads it does not force a recompile on ``eval()``)."""
+        ctx = _context.current()
+        if ctx is not None:
+            ctx.note_mode(self)
+        return self.__dict__["_training"]
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        if self.__dict__.get("_training") != mode:
+            mode_epoch[0] = next(_MODE_EPOCH)
+        self.__dict__["_training"] = bool(mode)
 
     # -- registration ------------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
@@ -157,9 +171,7 @@ class Module:
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
         for m in self.modules():
-            if m.training != mode:
-                object.__setattr__(m, "training", mode)
-                mode_epoch[0] = next(_MODE_EPOCH)
+            m.training = mode
         return self
 
     def eval(self) -> Module:

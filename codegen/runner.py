@@ -1,0 +1,170 @@
+"""Per-variant Python call wrappers, generated as source code.
+
+Calling a small step is dominated by Python work around the native call, so each compiled
+variant gets a wrapper specialised to its signature (the way JAX and numba generate dispatch
+code): argument checks are inlined comparisons, symbol values come from shapes directly,
+buffer pointers are fetched only when the object in a table slot changed (identity check),
+hyperparameters are written into one float64 array, and outputs are copied out of staging
+buffers (cheaper than fetching a fresh array's pointer).
+
+The wrapper raises ``Mismatch`` when the arguments or guards do not fit this variant; the
+caller then selects or compiles another variant (or raises a clear error).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import sympy
+
+from graphc.executable import Mismatch
+from graphc.tensor import Tensor
+
+from .lower import TABLE_FIXED
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _pyexpr(e: Any, symvar: dict[sympy.Symbol, str]) -> str:
+    """Python source for a dimension expression over the bound symbol variables."""
+    if isinstance(e, int):
+        return str(e)
+    e = sympy.sympify(e)
+    return sympy.pycode(e.subs({s: sympy.Symbol(v, integer=True) for s, v in symvar.items()}))
+
+
+def _as_array(x: Any) -> np.ndarray:
+    if isinstance(x, Tensor):
+        return x.numpy()
+    return np.asarray(x)
+
+
+def _tree_src(tree: Any, outs: list[str], ns: dict[str, Any]) -> str:
+    """Source that rebuilds the step's return value (tensors, tuples, lists, dicts)."""
+    tag, body = tree
+    if tag == "T":
+        return outs[body]
+    if tag in ("tuple", "list"):
+        inner = "".join(_tree_src(t, outs, ns) + ", " for t in body)
+        return f"({inner})" if tag == "tuple" else f"[{inner}]"
+    if tag == "dict":
+        return "{" + "".join(f"{k!r}: {_tree_src(v, outs, ns)}, " for k, v in body.items()) + "}"
+    key = f"K{len(ns)}"
+    ns[key] = body
+    return key
+
+
+def build_runner(exe: Any) -> Any:
+    """Generate ``run(args) -> list[np.ndarray]`` for a ``CPUExecutable``."""
+    sig = exe.sig
+    g = exe.graph
+    ns: dict[str, Any] = {
+        "np": np, "Mismatch": Mismatch, "_ptr": _ptr, "TBL": exe.table, "FN": exe.fn,
+        "ADDR": exe.table_addr, "SYM": exe.sym_arr, "C": exe._cache, "EXE": exe,
+        "Tensor": Tensor, "math": __import__("math"),
+    }
+    lines = ["def run(args):"]
+    emit = lines.append
+    emit(f"    if len(args) != {len(sig.arg_types)}: raise Mismatch")
+    ns["NDARRAY"] = np.ndarray
+    ns["_as_array"] = _as_array
+    symvar: dict[sympy.Symbol, str] = {}
+    for i, (dtype, shape) in enumerate(sig.arg_types):
+        ns[f"DT{i}"] = dtype.np
+        emit(f"    a{i} = args[{i}]")
+        emit(f"    if type(a{i}) is not NDARRAY: a{i} = _as_array(a{i})")
+        emit(f"    if a{i}.dtype is not DT{i} and a{i}.dtype != DT{i}: raise Mismatch")
+        emit(f"    s{i} = a{i}.shape")
+        emit(f"    if len(s{i}) != {len(shape)}: raise Mismatch")
+        for d, p in enumerate(shape):
+            if isinstance(p, int):
+                emit(f"    if s{i}[{d}] != {p}: raise Mismatch")
+            elif isinstance(p, sympy.Symbol) and p not in symvar:
+                symvar[p] = f"S_{p.name}"
+                emit(f"    S_{p.name} = s{i}[{d}]")
+                emit(f"    if S_{p.name} < 1: raise Mismatch")
+            else:
+                emit(f"    if s{i}[{d}] != {_pyexpr(p, symvar)}: raise Mismatch")
+    for j, s in enumerate(exe.symbols):
+        emit(f"    if SYM[{j}] != {symvar[s]}: SYM[{j}] = {symvar[s]}")
+    # structural guards
+    for k, (read, expected, _) in enumerate(sig.struct_guards):
+        ns[f"GR{k}"], ns[f"GE{k}"] = read, expected
+        emit(f"    if GR{k}() != GE{k}: raise Mismatch")
+    # inputs
+    for i, node in enumerate(exe.input_nodes):
+        slot = TABLE_FIXED + i
+        src = sig.sources[node.attrs["name"]]
+        if i in exe.scalar_inputs:
+            ns[f"H{i}"] = exe.scalar_inputs[i]
+            if src.kind == "hyper":
+                ns[f"HG{i}"], ns[f"HK{i}"] = src.ref
+                emit(f"    H{i}[()] = HG{i}[HK{i}]")
+            else:
+                emit(f"    H{i}[()] = EXE.source_value(EXE.input_nodes[{i}], args)")
+            continue
+        if src.kind == "arg":
+            emit(f"    if a{src.ref} is not C[{slot}]: EXE.bind_input({slot}, a{src.ref})")
+        elif src.kind == "tensor":
+            ns[f"T{i}"] = src.ref
+            emit(f"    v = T{i}._node._value")
+            emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
+        elif src.kind == "grad":
+            ns[f"T{i}"] = src.ref
+            emit(f"    v = T{i}._grad._node._value")
+            emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
+        else:  # optimizer state: resolved by the generic path (cheap once it exists)
+            emit(f"    v = EXE.source_value(EXE.input_nodes[{i}], args)")
+            emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
+    # outputs: staging buffers sized for the current symbols
+    base = TABLE_FIXED + len(exe.input_nodes)
+    out_names = []
+    for j, o in enumerate(g.outputs):
+        shape_src = "(" + "".join(_pyexpr(d, symvar) + ", " for d in o.shape) + ")"
+        emit(f"    shp = {shape_src}")
+        emit(f"    ob{j} = C[{base + j}]")
+        emit(f"    if ob{j} is None or ob{j}.shape != shp: ob{j} = EXE.bind_output({base + j}, "
+             f"shp, {j})")
+        out_names.append(f"ob{j}")
+    base += len(g.outputs)
+    # update targets
+    for j, (slot_name, node) in enumerate(g.updates):
+        sink = sig.sinks[slot_name]
+        slot = base + j
+        shape_src = "(" + "".join(_pyexpr(d, symvar) + ", " for d in node.shape) + ")"
+        if sink.kind == "tensor":
+            ns[f"U{j}"] = sink.ref
+            emit(f"    v = U{j}._node._value")
+            emit(f"    if v is not C[{slot}]: EXE.bind_target({slot}, {j}, {shape_src})")
+        elif sink.kind == "grad":
+            ns[f"U{j}"] = sink.ref
+            emit(f"    gt = U{j}._grad")
+            emit(f"    if gt is None or gt._node._value is not C[{slot}]: "
+                 f"EXE.bind_target({slot}, {j}, {shape_src})")
+        else:
+            emit(f"    EXE.bind_target({slot}, {j}, {shape_src})")
+    emit("    rc = FN(ADDR)")
+    emit("    if rc: rc = EXE.on_error(rc, args)")
+    for j, (slot_name, _) in enumerate(g.updates):
+        sink = sig.sinks[slot_name]
+        slot = base + j
+        if sink.kind == "grad":
+            emit(f"    gt = U{j}._grad")
+            emit(f"    if gt is None or gt._node._value is not C[{slot}]: "
+                 f"EXE.publish({slot_name!r}, C[{slot}])")
+        elif sink.kind == "ostate":
+            emit(f"    EXE.publish({slot_name!r}, C[{slot}])")
+    for k, p in enumerate(sig.grads_to_clear):
+        ns[f"Z{k}"] = p
+        emit(f"    Z{k}._grad = None")
+    ns["OUT"] = Tensor._from_output
+    outs = [f"OUT({o}.copy())" for o in out_names]
+    emit(f"    return {_tree_src(sig.output_tree, outs, ns)}")
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, f"<graphc runner {g.name}>", "exec"), ns)  # noqa: S102
+    run = ns["run"]
+    run.source = src
+    return run
