@@ -24,10 +24,10 @@ import numpy as np
 
 from . import dtypes as dt
 from . import shapes as sh
+from .executable import Mismatch
 from .nn import module as nn_module
 from .tensor import Tensor
-from .executable import Mismatch
-from .trace import Signature, trace, unflatten
+from .trace import Signature, trace
 
 
 def _as_array(x: Any, i: int, name: str) -> np.ndarray:

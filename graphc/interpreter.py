@@ -186,6 +186,114 @@ def _scatter_add(node, base, idx, src):
     return out
 
 
+@_impl("slice")
+def _slice(node, x, env=None):
+    a = node.attrs
+    key = tuple(slice(sh.evaluate(b, env or {}), sh.evaluate(e, env or {}), st)
+                for b, e, st in zip(a["starts"], a["stops"], a["steps"]))
+    return np.ascontiguousarray(x[key])
+
+
+@_impl("pad")
+def _pad(node, x, env=None):
+    return np.pad(x, [(sh.evaluate(lo, env or {}), sh.evaluate(hi, env or {}))
+                      for lo, hi in node.attrs["pads"]])
+
+
+def _windows(x: np.ndarray, kernel: Sequence[int], a: dict) -> np.ndarray:
+    """View (N, C, OH, OW, KH, KW) of the (already padded) input under conv attrs."""
+    n, c, h, w = x.shape
+    (sh_, sw), (dh, dw) = a["stride"], a["dilation"]
+    kh, kw = kernel
+    oh = (h - dh * (kh - 1) - 1) // sh_ + 1
+    ow = (w - dw * (kw - 1) - 1) // sw + 1
+    s = x.strides
+    return np.lib.stride_tricks.as_strided(
+        x, (n, c, oh, ow, kh, kw), (s[0], s[1], s[2] * sh_, s[3] * sw, s[2] * dh, s[3] * dw),
+        writeable=False)
+
+
+def _pad_hw(x: np.ndarray, padding: Sequence[int], value: float = 0.0) -> np.ndarray:
+    ph, pw = padding
+    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
+
+
+@_impl("conv2d")
+def _conv2d(node, x, w):
+    a = node.attrs
+    g = a["groups"]
+    win = _windows(_pad_hw(x, a["padding"]), w.shape[2:], a)  # N C OH OW KH KW
+    n, c, oh, ow = win.shape[:4]
+    o = w.shape[0]
+    win = win.reshape(n, g, c // g, oh, ow, *w.shape[2:])
+    wg = w.reshape(g, o // g, *w.shape[1:])
+    out = np.einsum("ngchwij,gocij->ngohw", win, wg, optimize=True)
+    return out.reshape(n, o, oh, ow).astype(_np(node))
+
+
+@_impl("conv2d_input_grad")
+def _conv2d_input_grad(node, gy, w):
+    a = node.attrs
+    n, c, h, wd = a["input_shape"]
+    g = a["groups"]
+    (sh_, sw), (dh, dw), (ph, pw) = a["stride"], a["dilation"], a["padding"]
+    o, cg, kh, kw = w.shape
+    oh, ow = gy.shape[2:]
+    out = np.zeros((gy.shape[0], c, h + 2 * ph, wd + 2 * pw), np.float64)
+    gyg = gy.reshape(gy.shape[0], g, o // g, oh, ow).astype(np.float64)
+    wg = w.reshape(g, o // g, cg, kh, kw).astype(np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            contrib = np.einsum("ngohw,goc->ngchw", gyg, wg[..., i, j])
+            out[:, :, i * dh:i * dh + sh_ * (oh - 1) + 1:sh_,
+                j * dw:j * dw + sw * (ow - 1) + 1:sw] += contrib.reshape(gy.shape[0], c, oh, ow)
+    return out[:, :, ph:ph + h, pw:pw + wd].astype(_np(node))
+
+
+@_impl("conv2d_weight_grad")
+def _conv2d_weight_grad(node, x, gy):
+    a = node.attrs
+    g = a["groups"]
+    o, cg, kh, kw = a["weight_shape"]
+    win = _windows(_pad_hw(x, a["padding"]), (kh, kw), a)
+    n, c, oh, ow = win.shape[:4]
+    win = win.reshape(n, g, cg, oh, ow, kh, kw).astype(np.float64)
+    gyg = gy.reshape(n, g, o // g, oh, ow).astype(np.float64)
+    out = np.einsum("ngchwij,ngohw->gocij", win, gyg, optimize=True)
+    return out.reshape(o, cg, kh, kw).astype(_np(node))
+
+
+@_impl("pool_argmax")
+def _pool_argmax(node, x):
+    """PyTorch's max_pool2d index rule: first maximum in window order, NaN wins."""
+    a = node.attrs
+    n, c, oh, ow = node.shape
+    h, w = x.shape[2:]
+    (kh, kw), (sh_, sw), (ph, pw), (dh, dw) = a["kernel"], a["stride"], a["padding"], \
+        a["dilation"]
+    out = np.zeros((n, c, oh, ow), np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            best = np.full((n, c), -np.inf, x.dtype)
+            hs, ws = i * sh_ - ph, j * sw - pw
+            while hs < 0:
+                hs += dh
+            while ws < 0:
+                ws += dw
+            arg = np.full((n, c), hs * w + ws, np.int64)
+            for u in range(kh):
+                for v in range(kw):
+                    y, z = i * sh_ - ph + u * dh, j * sw - pw + v * dw
+                    if not (0 <= y < h and 0 <= z < w):
+                        continue
+                    val = x[:, :, y, z]
+                    take = (val > best) | np.isnan(val)
+                    best = np.where(take, val, best)
+                    arg = np.where(take, y * w + z, arg)
+            out[:, :, i, j] = arg
+    return out
+
+
 def _concrete(shape: Sequence[Any], env: Mapping[sympy.Symbol, int] | None) -> tuple[int, ...]:
     return sh.evaluate_shape(shape, env or {})
 
@@ -216,7 +324,7 @@ def _rand(node, seed, env=None):
     return rand_values(int(seed), int(np.prod(shape, dtype=np.int64))).reshape(shape)
 
 
-_NEEDS_ENV = {"const", "iota", "reshape", "expand", "rand"}
+_NEEDS_ENV = {"const", "iota", "reshape", "expand", "rand", "slice", "pad"}
 
 
 def run_node(node: Node, args: Sequence[np.ndarray], env: Mapping[sympy.Symbol, int] | None = None

@@ -24,8 +24,8 @@ import sympy
 
 from . import dtypes as dt
 from . import ops
-from .autograd import is_grad_enabled
 from . import shapes as sh
+from .autograd import is_grad_enabled
 
 _ids = itertools.count()
 

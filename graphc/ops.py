@@ -70,9 +70,16 @@ _INFOS = [
     OpInfo("permute", "movement", 1),
     OpInfo("expand", "movement", 1),
     OpInfo("detach", "movement", 1, False),
+    OpInfo("slice", "movement", 1),
+    OpInfo("pad", "movement", 1),
     # indexing
     OpInfo("gather", "index", 2),
     OpInfo("scatter_add", "index", 3),
+    # convolution and pooling (NCHW); the two gradient ops are the adjoints of conv2d
+    OpInfo("conv2d", "nn", 2),
+    OpInfo("conv2d_input_grad", "nn", 2),
+    OpInfo("conv2d_weight_grad", "nn", 2),
+    OpInfo("pool_argmax", "nn", 1, False),
 ]
 
 OP_INFO: dict[str, OpInfo] = {i.name: i for i in _INFOS}
@@ -220,6 +227,97 @@ def _scatter_add(op, xs, a):
     if base.dtype is not src.dtype:
         raise OpError(f"scatter_add: dtypes differ {_fmt(base)}, {_fmt(src)}")
     return base.shape, base.dtype
+
+
+@_rule("slice")
+def _slice(op, xs, a):
+    """``starts``/``stops`` are resolved, in-range bounds; ``steps`` are positive."""
+    s = xs[0].shape
+    starts, stops, steps = a["starts"], a["stops"], a["steps"]
+    if not len(starts) == len(stops) == len(steps) == len(s):
+        raise OpError(f"slice: need one (start, stop, step) per dim of {_fmt(xs[0])}")
+    if any(not isinstance(st, int) or st < 1 for st in steps):
+        raise OpError(f"slice: steps must be positive ints, got {steps}")
+    return tuple(sh.slice_len(b, e, st) for b, e, st in zip(starts, stops, steps)), xs[0].dtype
+
+
+@_rule("pad")
+def _pad(op, xs, a):
+    """Zero padding: ``pads`` is one (before, after) pair of non-negative dims per dim."""
+    s = xs[0].shape
+    pads = a["pads"]
+    if len(pads) != len(s) or any(isinstance(v, int) and v < 0 for p in pads for v in p):
+        raise OpError(f"pad: need one non-negative (before, after) pair per dim of {_fmt(xs[0])},"
+                      f" got {pads}")
+    return tuple(sh.dim(d + lo + hi) for d, (lo, hi) in zip(s, pads)), xs[0].dtype
+
+
+def _conv_check(op: str, x: Any, w: Any, a: dict) -> None:
+    if len(x.shape) != 4 or len(w.shape) != 4:
+        raise OpError(f"{op}: expected 4-D operands, got {_fmt(x)}, {_fmt(w)}")
+    if x.dtype is not w.dtype or not x.dtype.is_float:
+        raise OpError(f"{op}: operands must share a float dtype, got {_fmt(x)}, {_fmt(w)}")
+    for k in ("stride", "padding", "dilation"):
+        if len(a[k]) != 2:
+            raise OpError(f"{op}: {k} must be a pair, got {a[k]}")
+
+
+def conv_out_hw(hw: Sequence[Any], kernel: Sequence[int], a: dict) -> tuple[Any, Any]:
+    """Spatial output size of a convolution with the attrs of a conv op."""
+    return tuple(sh.conv_out(hw[i], kernel[i], a["stride"][i], a["padding"][i],
+                             a["dilation"][i]) for i in range(2))
+
+
+@_rule("conv2d")
+def _conv2d(op, xs, a):
+    x, w = xs
+    _conv_check(op, x, w, a)
+    g = a["groups"]
+    if not sh.same(x.shape[1], w.shape[1] * g) or w.shape[0] % g:
+        raise OpError(f"conv2d: input {_fmt(x)} and weight {_fmt(w)} do not agree for "
+                      f"groups={g}")
+    oh, ow = conv_out_hw(x.shape[2:], w.shape[2:], a)
+    if not (isinstance(oh, int) and isinstance(ow, int)) or oh < 1 or ow < 1:
+        raise OpError(f"conv2d: output size ({oh}, {ow}) is not positive for {_fmt(x)}")
+    return (x.shape[0], w.shape[0], oh, ow), x.dtype
+
+
+@_rule("conv2d_input_grad")
+def _conv2d_input_grad(op, xs, a):
+    """(grad_out, weight) -> grad of conv2d's input, whose shape is the ``input_shape`` attr."""
+    g, w = xs
+    _conv_check(op, g, w, a)
+    shape = sh.shape(a["input_shape"])
+    if not sh.same(g.shape[0], shape[0]) or g.shape[1] != w.shape[0]:
+        raise OpError(f"{op}: grad {_fmt(g)} does not match weight {_fmt(w)}")
+    if tuple(conv_out_hw(shape[2:], w.shape[2:], a)) != tuple(g.shape[2:]):
+        raise OpError(f"{op}: grad {_fmt(g)} is not the output of input {shape}")
+    return shape, g.dtype
+
+
+@_rule("conv2d_weight_grad")
+def _conv2d_weight_grad(op, xs, a):
+    """(input, grad_out) -> grad of conv2d's weight, whose shape is the ``weight_shape`` attr."""
+    x, g = xs
+    _conv_check(op, x, g, a)
+    shape = sh.shape(a["weight_shape"])
+    if not sh.same(g.shape[0], x.shape[0]) or g.shape[1] != shape[0]:
+        raise OpError(f"{op}: grad {_fmt(g)} does not match input {_fmt(x)}")
+    if tuple(conv_out_hw(x.shape[2:], shape[2:], a)) != tuple(g.shape[2:]):
+        raise OpError(f"{op}: grad {_fmt(g)} is not the output of input {_fmt(x)}")
+    return shape, x.dtype
+
+
+@_rule("pool_argmax")
+def _pool_argmax(op, xs, a):
+    """Flat index (into H*W) of each max-pool window's maximum, as PyTorch's indices."""
+    x = xs[0]
+    if len(x.shape) != 4 or not x.dtype.is_float:
+        raise OpError(f"pool_argmax: expected a 4-D float input, got {_fmt(x)}")
+    k = a["kernel"]
+    hw = tuple(sh.conv_out(x.shape[2 + i], k[i], a["stride"][i], a["padding"][i],
+                           a["dilation"][i], a["ceil_mode"]) for i in range(2))
+    return (x.shape[0], x.shape[1]) + hw, dt.int64
 
 
 def infer(op: str, inputs: Sequence[Any], attrs: dict) -> tuple[sh.Shape, dt.DType]:

@@ -10,11 +10,10 @@ serves eager execution with concrete ints and tracing with symbols.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Union
 
 import sympy
 
-Dim = Union[int, sympy.Expr]
+Dim = int | sympy.Expr
 Shape = tuple[Dim, ...]
 
 
@@ -171,6 +170,29 @@ def conv_out(size: Dim, kernel: int, stride: int, padding: int, dilation: int = 
     else:
         out = sympy.floor(num / stride) + 1
     return dim(out)
+
+
+def slice_len(start: Dim, stop: Dim, step: int) -> Dim:
+    """Number of elements of ``range(start, stop, step)`` (bounds already resolved)."""
+    n = sympy.floor((sympy.sympify(stop) - sympy.sympify(start) + step - 1) / step)
+    return dim(sympy.Max(0, n))
+
+
+def resolve_slice(size: Dim, start: int | None, stop: int | None, step: int
+                  ) -> tuple[Dim, Dim]:
+    """Python's slice rules (negative bounds count from the end, clamped to the dim).
+
+    For a symbolic ``size`` the result stays symbolic (``Min``/``Max`` of the size).
+    """
+    def res(v: int | None, default: Dim) -> Dim:
+        if v is None:
+            return default
+        e = sympy.sympify(size) + v if v < 0 else sympy.sympify(v)
+        return dim(sympy.Min(sympy.Max(e, 0), size))
+
+    b = res(start, 0)
+    e = res(stop, size)
+    return b, dim(sympy.Max(b, e))
 
 
 def free_symbols(shapes: Iterable[Sequence[Dim]]) -> set[sympy.Symbol]:

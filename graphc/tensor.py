@@ -21,7 +21,7 @@ from . import dtypes as dt
 from . import shapes as sh
 from .autograd import is_grad_enabled, is_inference_mode_enabled, no_grad
 from .interpreter import run_node
-from .ir import Builder, Node, toposort
+from .ir import Builder, Node
 
 
 class EagerBuilder(Builder):

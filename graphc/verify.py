@@ -56,7 +56,8 @@ def verify(g: Graph) -> None:
             raise VerifyError(f"state slot {slot!r} updated twice")
         slots.add(slot)
         src = by_name.get(slot)
-        if src is not None and (not sh.same_shape(src.shape, val.shape) or src.dtype is not val.dtype):
+        if src is not None and (not sh.same_shape(src.shape, val.shape)
+                                or src.dtype is not val.dtype):
             raise VerifyError(
                 f"update {slot}: slot is {src.dtype.short}{sh.fmt_shape(src.shape)}, value is "
                 f"{val.dtype.short}{sh.fmt_shape(val.shape)}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from graphc import shapes as sh
 from graphc.ir import Builder, Node, toposort
 
 Rule = Callable[[Builder, Node, Node], Sequence[Node | None]]
@@ -30,7 +31,8 @@ def _c(b: Builder, v: float, like: Node) -> Node:
     return b.const(v, like.shape, like.dtype)
 
 
-@_rule("input", "const", "iota", "rand", "detach", "sign", "not", "lt", "le", "gt", "ge", "eq", "ne",
+@_rule("input", "const", "iota", "rand", "detach", "pool_argmax", "sign",
+        "not", "lt", "le", "gt", "ge", "eq", "ne",
        "and", "or")
 def _none(b, n, g):
     return [None] * len(n.inputs)
@@ -204,6 +206,87 @@ def _gather(b, n, g):
 def _scatter_add(b, n, g):
     _, idx, _ = n.inputs
     return [g, None, b.op("gather", (g, idx), axis=n.attrs["axis"])]
+
+
+@_rule("slice")
+def _slice(b, n, g):
+    # the adjoint of taking a window is zero-padding back to the input's extent
+    x = n.inputs[0]
+    a = n.attrs
+    if any(st != 1 for st in a["steps"]):
+        # strided slice: scatter through a padded, interleaved layout
+        return [_strided_slice_vjp(b, n, g)]
+    pads = []
+    for d, lo, hi in zip(x.shape, a["starts"], a["stops"]):
+        pads.append((lo, sh.dim(d - hi)))
+    return [b.op("pad", (g,), pads=tuple(pads))]
+
+
+def _strided_slice_vjp(b: Builder, n: Node, g: Node) -> Node:
+    """Place g[i] at start + i*step: pad each strided axis to (len, step), flatten, trim."""
+    x = n.inputs[0]
+    a = n.attrs
+    out = g
+    for ax, (lo, hi, st) in enumerate(zip(a["starts"], a["stops"], a["steps"])):
+        if st == 1:
+            continue
+        m = out.shape[ax]
+        shp = list(out.shape)
+        # (.., m, ..) -> (.., m, 1, ..) -> pad to (.., m, st, ..) -> (.., m*st, ..)
+        out = b.reshape(out, shp[:ax + 1] + [1] + shp[ax + 1:])
+        pads = [(0, 0)] * len(out.shape)
+        pads[ax + 1] = (0, st - 1)
+        out = b.op("pad", (out,), pads=tuple(pads))
+        out = b.reshape(out, shp[:ax] + [m * st] + shp[ax + 1:])
+        # now element i sits at i*step; keep exactly hi - lo positions from lo
+        shp = list(out.shape)
+        keep = [(0, d, 1) for d in shp]
+        keep[ax] = (0, hi - lo if (hi - lo) < m * st else m * st, 1)
+        out = b.op("slice", (out,), starts=tuple(k[0] for k in keep),
+                   stops=tuple(k[1] for k in keep), steps=(1,) * len(shp))
+    pads = [(lo, sh.dim(d - lo - out.shape[i])) for i, (d, lo) in
+            enumerate(zip(x.shape, a["starts"]))]
+    return b.op("pad", (out,), pads=tuple(pads))
+
+
+@_rule("pad")
+def _pad(b, n, g):
+    x = n.inputs[0]
+    pads = n.attrs["pads"]
+    return [b.op("slice", (g,), starts=tuple(lo for lo, _ in pads),
+                 stops=tuple(lo + d for (lo, _), d in zip(pads, x.shape)),
+                 steps=(1,) * len(pads))]
+
+
+def _conv_attrs(n: Node) -> dict:
+    return {k: n.attrs[k] for k in ("stride", "padding", "dilation", "groups")}
+
+
+@_rule("conv2d")
+def _conv2d(b, n, g):
+    # dx is conv2d's adjoint in x (a transposed convolution), dw its adjoint in w
+    x, w = n.inputs
+    a = _conv_attrs(n)
+    return [b.op("conv2d_input_grad", (g, w), input_shape=tuple(x.shape), **a),
+            b.op("conv2d_weight_grad", (x, g), weight_shape=tuple(w.shape), **a)]
+
+
+@_rule("conv2d_input_grad")
+def _conv2d_input_grad(b, n, g):
+    # y = Ig(gy, w) is bilinear; <g, Ig(gy, w)> = <conv2d(g, w), gy> = <Wg(g, gy), w>
+    gy, w = n.inputs
+    a = _conv_attrs(n)
+    return [b.op("conv2d", (g, w), **a),
+            b.op("conv2d_weight_grad", (g, gy), weight_shape=tuple(w.shape), **a)]
+
+
+@_rule("conv2d_weight_grad")
+def _conv2d_weight_grad(b, n, g):
+    # <g, Wg(x, gy)> = <conv2d(x, g), gy> = <Ig(gy, g), x>
+    x, gy = n.inputs
+    a = _conv_attrs(n)
+    return [b.op("conv2d_input_grad", (gy, g), input_shape=tuple(x.shape), **a),
+            b.op("conv2d", (x, g), **a)]
 
 
 def vjp(b: Builder, roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node]
