@@ -7,6 +7,7 @@ of IR primitives, so they get autodiff and native lowering for free.
 
 from __future__ import annotations
 
+import builtins
 from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
@@ -304,8 +305,13 @@ def expand(x: Tensor, *sizes: Any) -> Tensor:
 def matmul(a: Any, b: Any) -> Tensor:
     a, b = as_tensor(a), as_tensor(b)
     if a.dtype is not b.dtype:
-        t = dt.promote(a.dtype, b.dtype)
-        a, b = a.to(t), b.to(t)
+        from .ir import user_location
+
+        loc = user_location()
+        raise TypeError(
+            f"matmul: expected both operands to have the same dtype, got {a.dtype.name} "
+            f"{list(a.shape)} @ {b.dtype.name} {list(b.shape)}" + (f" (at {loc})" if loc else "")
+        )
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D")
     if a.ndim == 1 and b.ndim == 1:
@@ -335,11 +341,123 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     return out
 
 
-def _not_supported_getitem(x: Tensor, key: Any) -> Tensor:
-    raise NotImplementedError(
-        f"indexing a Tensor with {key!r} is not supported yet; use reshape, gather or "
-        "index_select"
-    )
+def slice_dims(x: Tensor, starts: Sequence[Any], stops: Sequence[Any],
+               steps: Sequence[int] | None = None) -> Tensor:
+    """The ``slice`` view with resolved bounds (identity slices are dropped)."""
+    n = x.node
+    steps = tuple(steps) if steps is not None else (1,) * n.ndim
+    if all(sh.same(b, 0) and sh.same(e, d) and st == 1
+           for b, e, st, d in zip(starts, stops, steps, n.shape)):
+        return x
+    return _wrap(builder().op("slice", (n,), starts=tuple(sh.dim(b) for b in starts),
+                              stops=tuple(sh.dim(e) for e in stops), steps=steps))
+
+
+def pad(x: Tensor, pads: Sequence[tuple[Any, Any]]) -> Tensor:
+    """Zero padding, one (before, after) pair per dim (the ``pad`` view)."""
+    if all(sh.same(lo, 0) and sh.same(hi, 0) for lo, hi in pads):
+        return x
+    return _wrap(builder().op("pad", (x.node,), pads=tuple((sh.dim(lo), sh.dim(hi))
+                                                            for lo, hi in pads)))
+
+
+def getitem(x: Tensor, key: Any) -> Tensor:
+    """Basic indexing: ints, slices with positive steps, None and Ellipsis (views)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    for k in key:
+        if isinstance(k, (Tensor, list, np.ndarray)) or (
+                not isinstance(k, (int, np.integer, slice)) and k is not None
+                and k is not Ellipsis):
+            raise NotImplementedError(
+                f"indexing a Tensor with {k!r} is not supported; use gather or index_select "
+                "for tensor indices")
+    n_ell = builtins.sum(1 for k in key if k is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > x.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
+    if n_ell:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (x.ndim - used) + key[i + 1:]
+    else:
+        key = key + (slice(None),) * (x.ndim - used)
+    shape = list(x.shape)
+    starts, stops, steps = [], [], []
+    out_shape: list[Any] = []  # after the slice: ints dropped, None inserted
+    d = 0
+    for k in key:
+        if k is None:
+            out_shape.append(1)
+            continue
+        size = shape[d]
+        if isinstance(k, slice):
+            st = 1 if k.step is None else int(k.step)
+            if st <= 0:
+                raise ValueError("step must be greater than zero")
+            b, e = sh.resolve_slice(size, k.start, k.stop, st)
+            starts.append(b)
+            stops.append(e)
+            steps.append(st)
+            out_shape.append(sh.slice_len(b, e, st))
+        else:
+            i = int(k)
+            if isinstance(size, int) and not -size <= i < size:
+                raise IndexError(
+                    f"index {i} is out of bounds for dimension {d} with size {size}")
+            b = sh.dim(size + i) if i < 0 else i
+            starts.append(b)
+            stops.append(sh.dim(b + 1))
+            steps.append(1)
+        d += 1
+    out = slice_dims(x, starts, stops, steps)
+    return out.reshape(out_shape) if tuple(out_shape) != tuple(out.shape) else out
+
+
+def cat(tensors: Sequence[Any], dim: int = 0) -> Tensor:
+    """Concatenation as a sum of zero-padded views: exact, and it fuses into consumers."""
+    ts = [as_tensor(t) for t in tensors]
+    if not ts:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    ts = [t for t in ts if not (t.ndim == 1 and sh.same(t.shape[0], 0))] or ts[:1]
+    if len(ts) == 1:
+        return ts[0]
+    t0 = ts[0]
+    ax = sh.norm_axis(dim, t0.ndim, "cat")
+    dtype = t0.dtype
+    for t in ts[1:]:
+        dtype = dt.promote(dtype, t.dtype)
+        if t.ndim != t0.ndim or not all(sh.same(a, b) for i, (a, b) in
+                                        enumerate(zip(t.shape, t0.shape)) if i != ax):
+            raise RuntimeError(
+                f"torch.cat(): sizes of tensors must match except in dimension {ax}, got "
+                f"{tuple(t0.shape)} and {tuple(t.shape)}")
+    total = _sum_dims([t.shape[ax] for t in ts])
+    out = None
+    off: Any = 0
+    for t in ts:
+        pads = [(0, 0)] * t0.ndim
+        pads[ax] = (off, sh.dim(total - off - t.shape[ax]))
+        p = pad(t.to(dtype), pads)
+        out = p if out is None else (out | p if dtype is dt.bool_ else out + p)
+        off = sh.dim(off + t.shape[ax])
+    return out
+
+
+def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
+    ts = [as_tensor(t) for t in tensors]
+    if not ts:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    ax = sh.norm_axis(dim, ts[0].ndim + 1, "stack")
+    return cat([t.unsqueeze(ax) for t in ts], ax)
+
+
+def _sum_dims(ds: Sequence[Any]) -> Any:
+    total: Any = 0
+    for d in ds:
+        total = sh.dim(total + d)
+    return total
 
 
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -381,7 +499,7 @@ def _install() -> None:
     T.__abs__ = lambda self: unary("abs", self)
     T.__matmul__ = lambda self, o: matmul(self, o)
     T.__rmatmul__ = lambda self, o: matmul(o, self)
-    T.__getitem__ = _not_supported_getitem
+    T.__getitem__ = getitem
     for name in ("exp", "log", "sqrt", "abs", "sign", "tanh", "sigmoid", "relu", "neg", "erf"):
         setattr(T, name, (lambda op: lambda self: unary(op, self))(name))
     T.rsqrt = lambda self: 1.0 / unary("sqrt", self)
@@ -427,4 +545,5 @@ def _install() -> None:
 
 _install()
 
-__all__ = ["as_tensor", "binary", "unary", "where", "_context"]
+__all__ = ["as_tensor", "binary", "unary", "where", "_context", "cat", "stack", "pad",
+           "getitem", "slice_dims"]

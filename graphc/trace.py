@@ -40,7 +40,7 @@ from .tensor import Tensor
 class Source:
     """Where an input node's value comes from at call time."""
 
-    kind: str  # arg | tensor | grad | ostate | oflag | hyper
+    kind: str  # arg | tensor | grad | ostate | oflag | hyper | seed
     ref: Any = None  # arg index, Tensor, (opt, param, key), (group, key)
     fill: float = 0.0  # ostate: value of a freshly created buffer
 
@@ -79,6 +79,7 @@ class TraceContext:
         self.name = name
         self._names = names  # id(tensor) -> readable name (from the function's globals)
         self._used_names: set[str] = set()
+        self._tnames: dict[int, str] = {}
         self.inputs: list[Node] = []
         self.sig: Signature | None = None
         self.ext: dict[int, Node] = {}  # id(external tensor) -> current node
@@ -118,7 +119,14 @@ class TraceContext:
             self.sig.mode_reads.append((module, module.__dict__["_training"]))
 
     def tensor_name(self, t: Tensor) -> str:
-        return self._names.get(id(t)) or f"t{len(self.ext)}"
+        """A stable readable name: from the function's globals, else ``t<k>`` (unique)."""
+        name = self._tnames.get(id(t))
+        if name is None:
+            name = self._names.get(id(t)) or f"t{len(self._tnames)}"
+            if name in self._tnames.values():
+                name = f"{name}_{len(self._tnames)}"
+            self._tnames[id(t)] = name
+        return name
 
     # -- reading and writing external tensors ---------------------------------------------
     def read(self, t: Tensor) -> Node:
@@ -224,6 +232,14 @@ class TraceContext:
             self.hypers[k] = node
         return Tensor(node, self)
 
+    def seed_input(self) -> Node:
+        """A fresh i64 scalar input fed from ``graphc.random.next_seed()`` on every call.
+
+        Random ops (dropout) take their seed from it, so a compiled step draws a new mask each
+        call, from the same stream (and in the same order) as eager execution would.
+        """
+        return self._input("seed", "seed", (), dt.int64, Source("seed"))
+
     def guard(self, read: Callable[[], Any], expected: Any, what: str) -> None:
         assert self.sig is not None
         self.sig.struct_guards.append((read, expected, what))
@@ -240,7 +256,7 @@ class TraceContext:
         node = self._input(label, "state", shape, dtype, Source("ostate", (opt, p, key), fill))
         flag = self._input(label + "?", "flag", (), dt.bool_, Source("oflag", (opt, p, key)))
         self.ostate[k] = node
-        self.ostate_info[k] = (opt, p, key, label)
+        self.ostate_info[k] = (opt, p, key, node.attrs["name"])
         return Tensor(node, self), Tensor(flag, self)
 
     def set_opt_state(self, opt: Any, p: Tensor, key: str, value: Tensor) -> None:
