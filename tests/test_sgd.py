@@ -6,14 +6,18 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from _parity import (  # noqa: I001
+    MODES,
+    assert_close,
+    assert_same_state,
+    batches,
+    groups,
+    make_models,
+    run_parity,
+)
 
 import graphc as gc
 from graphc import nn, optim
-
-from _parity import (  # noqa: I001
-    MODES, assert_close, assert_same_state, batches, groups, make_models,
-    run_parity,
-)
 
 COMBOS = [
     dict(momentum=m, dampening=d, nesterov=n, weight_decay=w, maximize=x)
