@@ -53,6 +53,8 @@ _VERSION = 1
 
 def _encode(obj: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
     """The JSON node for ``obj``; arrays are collected into ``arrays``."""
+    if isinstance(obj, np.generic):  # before float: np.float64 subclasses float
+        return _encode_array(obj, arrays, where, "$scalar")
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, int):
@@ -63,14 +65,8 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
         return {"$float": "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")}
     if isinstance(obj, Tensor):
         obj = obj.numpy()
-    if isinstance(obj, (np.ndarray, np.generic)):
-        arr = np.asarray(obj)
-        if arr.dtype.hasobject:
-            raise TypeError(f"gc.save: {where}: arrays of Python objects cannot be saved "
-                            "without pickle")
-        name = f"a{len(arrays)}"
-        arrays[name] = np.ascontiguousarray(arr)
-        return {"$scalar" if isinstance(obj, np.generic) else "$array": name}
+    if isinstance(obj, np.ndarray):
+        return _encode_array(obj, arrays, where, "$array")
     if isinstance(obj, Counter):
         return {"$counter": [[_encode(k, arrays, f"{where} key"),
                               _encode(v, arrays, f"{where}[{k!r}]")] for k, v in obj.items()]}
@@ -84,6 +80,17 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
     raise TypeError(f"gc.save: {where}: cannot save an object of type {type(obj).__name__} "
                     "(supported: dict, list, tuple, numpy arrays, Tensors, numbers, strings, "
                     "None)")
+
+
+def _encode_array(obj: Any, arrays: dict[str, np.ndarray], where: str, tag: str
+                  ) -> dict[str, str]:
+    arr = np.asarray(obj)
+    if arr.dtype.hasobject:
+        raise TypeError(f"gc.save: {where}: arrays of Python objects cannot be saved "
+                        "without pickle")
+    name = f"a{len(arrays)}"
+    arrays[name] = arr  # (np.ascontiguousarray would turn a 0-d array into 1-d)
+    return {tag: name}
 
 
 def _decode(node: Any, z: Any) -> Any:
