@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks of graphc against PyTorch (and JAX, torch.compile when present)."""

@@ -1,0 +1,149 @@
+"""The benchmark workloads (see the project's benchmark table), built in graphc and PyTorch
+from the same initial weights and the same input arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import graphc as gc
+from graphc import nn, optim
+
+
+@dataclass
+class Workload:
+    name: str
+    graphc_step: Callable[[], Any]
+    torch_step: Callable[[], Any] | None
+    flops: float  # per step (0 when not a GEMM-bound workload)
+    compile_seconds: float = 0.0
+
+
+def _mlp_flops(batch: int, dims: list[int], train: bool) -> float:
+    layers = list(zip(dims[:-1], dims[1:]))
+    if not train:
+        return 2.0 * batch * sum(i * o for i, o in layers)
+    first = 4.0 * batch * layers[0][0] * layers[0][1]
+    return first + 6.0 * batch * sum(i * o for i, o in layers[1:])
+
+
+def _graphc_mlp(dims: list[int]) -> nn.Module:
+    mods: list[Any] = []
+    for k, (i, o) in enumerate(zip(dims[:-1], dims[1:])):
+        mods.append(nn.Linear(i, o))
+        if k < len(dims) - 2:
+            mods.append(nn.ReLU())
+    return nn.Sequential(*mods)
+
+
+def _torch_mlp(torch: Any, gm: nn.Module, dims: list[int]) -> Any:
+    mods: list[Any] = []
+    for k, (i, o) in enumerate(zip(dims[:-1], dims[1:])):
+        mods.append(torch.nn.Linear(i, o))
+        if k < len(dims) - 2:
+            mods.append(torch.nn.ReLU())
+    tm = torch.nn.Sequential(*mods)
+    with torch.no_grad():
+        for (k, v) in tm.state_dict().items():
+            v.copy_(torch.from_numpy(gm.state_dict()[k]))
+    return tm
+
+
+def seed(torch: Any) -> Workload:
+    X = np.arange(0, 1, 0.02, dtype=np.float32)[:40, None]
+    Y = (0.7 * X + 0.3).astype(np.float32)
+    m, lf = nn.Linear(1, 1), nn.L1Loss()
+    opt = optim.SGD(m.parameters(), lr=0.01)
+
+    @gc.compile(example_args=(X, Y))
+    def step(x: Any, y: Any) -> Any:
+        loss = lf(m(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    tstep = None
+    if torch is not None:
+        tm = torch.nn.Linear(1, 1)
+        to = torch.optim.SGD(tm.parameters(), lr=0.01)
+        tl = torch.nn.L1Loss()
+        tx, ty = torch.from_numpy(X), torch.from_numpy(Y)
+
+        def tstep() -> Any:
+            loss = tl(tm(tx), ty)
+            to.zero_grad()
+            loss.backward()
+            to.step()
+            return loss
+
+    return Workload("seed", lambda: step(X, Y), tstep, 0.0)
+
+
+def mlp(torch: Any, name: str, dims: list[int], batch: int, make_opt: Callable, train: bool = True
+        ) -> Workload:
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((batch, dims[0])).astype(np.float32)
+    Y = rng.integers(0, dims[-1], batch).astype(np.int64)
+    gm = _graphc_mlp(dims)
+    flops = _mlp_flops(batch, dims, train)
+    has_ce = hasattr(nn, "CrossEntropyLoss")
+    Yf = np.eye(dims[-1], dtype=np.float32)[Y]
+    if train:
+        gopt = make_opt(optim, gm.parameters())
+        lf = nn.CrossEntropyLoss() if has_ce else nn.MSELoss()
+        target = Y if has_ce else Yf
+
+        @gc.compile(example_args=(X, target))
+        def step(x: Any, y: Any) -> Any:
+            gopt.zero_grad()
+            loss = lf(gm(x), y)
+            loss.backward()
+            gopt.step()
+            return loss
+
+        gfn = lambda: step(X, target)  # noqa: E731
+    else:
+        @gc.compile(example_args=(X,))
+        def infer(x: Any) -> Any:
+            with gc.inference_mode():
+                return gm(x)
+
+        gfn = lambda: infer(X)  # noqa: E731
+    tfn = None
+    if torch is not None:
+        tm = _torch_mlp(torch, gm, dims)
+        tx = torch.from_numpy(X)
+        ty = torch.from_numpy(Y if has_ce else Yf)
+        if train:
+            topt = make_opt(torch.optim, tm.parameters())
+            tlf = torch.nn.CrossEntropyLoss() if has_ce else torch.nn.MSELoss()
+
+            def tfn() -> Any:
+                topt.zero_grad()
+                loss = tlf(tm(tx), ty)
+                loss.backward()
+                topt.step()
+                return loss
+        else:
+            def tfn() -> Any:
+                with torch.inference_mode():
+                    return tm(tx)
+    return Workload(name, gfn, tfn, flops)
+
+
+def all_workloads(torch: Any) -> list[Workload]:
+    sgd_small = lambda o, p: o.SGD(p, lr=1e-3, momentum=0.9, weight_decay=1e-4)  # noqa: E731
+    out = [
+        seed(torch),
+        mlp(torch, "mlp_small", [784, 256, 10], 64, sgd_small),
+        mlp(torch, "mlp_large", [784, 1024, 1024, 10], 256,
+            lambda o, p: o.SGD(p, lr=1e-3, momentum=0.9)),
+        mlp(torch, "infer", [784, 256, 10], 64, sgd_small, train=False),
+    ]
+    if hasattr(optim, "Adam"):
+        out.append(mlp(torch, "adam", [784, 256, 10], 64, lambda o, p: o.Adam(p, lr=1e-3)))
+    return out
