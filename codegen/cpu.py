@@ -49,6 +49,14 @@ def host_target_machine(cpu: str | None = None, features: str | None = None,
                                         codemodel=codemodel)
 
 
+def has_avx512(tm: Any, cpu: str | None = None) -> bool:
+    """Whether the target has 512-bit vectors (decides GEMM tile shapes)."""
+    if cpu in (None, "native"):
+        return "+avx512f" in llvm.get_host_cpu_features().flatten()
+    return cpu in ("x86-64-v4", "skylake-avx512", "icelake-server", "sapphirerapids",
+                   "znver4", "znver5")
+
+
 def optimize(mod: Any, tm: Any) -> None:
     """Run LLVM's O3 module pipeline with both vectorisers on."""
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
@@ -81,8 +89,8 @@ class CPUExecutable(Runtime):
     def __init__(self, graph: Graph, sig: Signature, cpu: str | None = None) -> None:
         super().__init__(graph, sig)
         init_llvm()
-        self.lowering = Lowering(graph)
         self.tm = host_target_machine(cpu)
+        self.lowering = Lowering(graph, wide=has_avx512(self.tm, cpu))
         self.mod = compile_module(self.lowering, self.tm)
         self.engine = llvm.create_mcjit_compiler(self.mod, self.tm)
         self.engine.finalize_object()
@@ -107,7 +115,7 @@ class CPUExecutable(Runtime):
         self.scalar_inputs = {}
         for i, node in enumerate(self.input_nodes):
             src = sig.sources[node.attrs["name"]]
-            if src.kind in ("hyper", "oflag"):
+            if src.kind in ("hyper", "oflag", "seed"):
                 self.scalar_inputs[i] = np.zeros((), node.dtype.np)
                 self.table[TABLE_FIXED + i] = _ptr(self.scalar_inputs[i])
         self._runner = build_runner(self)

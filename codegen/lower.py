@@ -29,6 +29,7 @@ from graphc import ops as gops
 from graphc import shapes as sh
 from graphc.ir import Graph, Node
 
+from .gemm import choose_tile, emit_gemm, workspace_bytes
 from .llvm_util import (
     F32,
     F64,
@@ -54,8 +55,12 @@ TABLE_FIXED = 4  # syms, scratch, scratch_info, err
 ERR_OK, ERR_INDEX, ERR_SCRATCH = 0, 1, 2
 ALIGN = 64
 
-VIEW_OPS = ("reshape", "permute", "expand", "detach")
-HEAVY = ("sum", "max", "matmul", "scatter_add")
+VIEW_OPS = ("reshape", "permute", "expand", "detach", "slice", "pad")
+HEAVY = ("sum", "max", "matmul", "scatter_add", "conv2d", "conv2d_input_grad",
+         "conv2d_weight_grad", "pool_argmax")
+# ops whose kernels read every operand element many times: operands get their own buffers
+# (or are buffers seen through strided views) instead of being recomputed inline
+DENSE_OPERANDS = ("matmul", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "pool_argmax")
 
 
 @dataclass
@@ -65,6 +70,7 @@ class Plan:
     materialized: list[Node]  # non-input nodes with buffers, in execution order
     offsets: dict[int, Any] = field(default_factory=dict)  # node id -> byte offset (sympy)
     scratch_bytes: Any = 0
+    work_offset: Any = 0  # GEMM packing workspace (shared: kernels run one at a time)
     input_index: dict[int, int] = field(default_factory=dict)  # node id -> input slot
     node_index: dict[int, int] = field(default_factory=dict)  # node id -> printed index
 
@@ -79,7 +85,7 @@ def _align(x: Any) -> Any:
     return sympy.floor((x + ALIGN - 1) / ALIGN) * ALIGN
 
 
-def plan(g: Graph) -> Plan:
+def plan(g: Graph, wide: bool = True) -> Plan:
     """Decide which nodes get buffers and lay them out in the scratch arena."""
     order = g.nodes()
     users: dict[int, list[Node]] = {n.id: [] for n in order}
@@ -107,9 +113,9 @@ def plan(g: Graph) -> Plan:
             mat.add(n.id)
         elif n.op not in VIEW_OPS and n.op not in ("const", "iota") and eff_users(n) > 1:
             mat.add(n.id)
-    # matmul operands must be addressable with strides: a buffer seen through views
+    # matmul/conv operands must be addressable with strides: a buffer seen through views
     for n in order:
-        if n.op == "matmul":
+        if n.op in DENSE_OPERANDS:
             for x in n.inputs:
                 base = x
                 while base.op in VIEW_OPS:
@@ -124,7 +130,15 @@ def plan(g: Graph) -> Plan:
     for n in materialized:
         p.offsets[n.id] = off
         off = sh.dim(off + _align(_nbytes(n)))
-    p.scratch_bytes = off
+    work: Any = 0
+    for n in materialized:
+        if n.op == "matmul" and n.dtype.is_float:
+            t = choose_tile(n.shape[-1], wide, n.dtype.itemsize)
+            need = workspace_bytes(n.shape[-2], n.shape[-1], n.inputs[0].shape[-1], t,
+                                   n.dtype.itemsize)
+            work = need if isinstance(work, int) and work == 0 else sympy.Max(work, need)
+    p.work_offset = off
+    p.scratch_bytes = sh.dim(off + _align(work))
     p.input_index = {n.id: i for i, n in enumerate(g.inputs)}
     k = 0
     for n in order:
@@ -183,11 +197,13 @@ class KernelEmitter:
         self.buffers: list[Node] = []
         self._collect(node, top=True)
         mod = lower.module
-        arg_types = [I8P] + [I8P for _ in self.buffers] + [I64.as_pointer(), I64.as_pointer()]
+        arg_types = [I8P] + [I8P for _ in self.buffers] + [I8P, I64.as_pointer(),
+                                                           I64.as_pointer()]
         self.fn = ir.Function(mod, ir.FunctionType(I32, arg_types), name=name)
         self.fn.linkage = "internal"
         for a in self.fn.args[:-2]:
             a.add_attribute("noalias")
+        self.work = self.fn.args[-3]
         entry = self.fn.append_basic_block("entry")
         start = self.fn.append_basic_block("start")
         self._allocas = ir.IRBuilder(entry)
@@ -202,7 +218,7 @@ class KernelEmitter:
         self.ptr: dict[int, ir.Value] = {}
         out_t = mem_type(node.dtype).as_pointer()
         self.out = self.b.bitcast(self.fn.args[0], out_t)
-        for n, a in zip(self.buffers, self.fn.args[1:-2]):
+        for n, a in zip(self.buffers, self.fn.args[1:-3]):
             self.ptr[n.id] = self.b.bitcast(a, mem_type(n.dtype).as_pointer())
 
     def _is_buffer(self, n: Node) -> bool:
@@ -273,6 +289,8 @@ class KernelEmitter:
 
     def compute(self, n: Node, idx: list[ir.Value]) -> ir.Value:
         """Like ``value`` but never loads ``n`` itself (used for the node being computed)."""
+        if n.op == "pad":
+            return self._padded(n, idx)
         if n.op in VIEW_OPS:
             sv = strided_view(n, lambda m: m is not n and self._is_buffer(m))
             if sv is not None:
@@ -284,11 +302,45 @@ class KernelEmitter:
             raise NotImplementedError(f"no CPU lowering for op {n.op!r} used as an expression")
         return rule(self, n, idx)
 
+    def _padded(self, n: Node, idx: list[ir.Value]) -> ir.Value:
+        """Zero padding without branches: clamp the index into the source, load, select.
+
+        The clamped load is always in bounds, so the loop stays straight-line code that
+        LLVM can vectorise; positions in the padding select zero.
+        """
+        b = self.b
+        src = n.inputs[0].shape
+        inside: ir.Value | None = None
+        sub = []
+        for i, (d, (lo, _)) in zip(idx, zip(src, n.attrs["pads"])):
+            if isinstance(lo, int) and lo == 0 and sh.same(d, n.shape[len(sub)]):
+                sub.append(i)
+                continue
+            j = b.sub(i, self.sym(lo)) if not (isinstance(lo, int) and lo == 0) else i
+            ok = b.and_(b.icmp_signed(">=", j, i64(0)), b.icmp_signed("<", j, self.sym(d)))
+            inside = ok if inside is None else b.and_(inside, ok)
+            top = b.sub(self.sym(d), i64(1))
+            j = b.select(b.icmp_signed("<", j, i64(0)), i64(0), j)
+            sub.append(b.select(b.icmp_signed(">", j, top), top, j))
+        v = self.value(n.inputs[0], sub)
+        if inside is None:
+            return v
+        t = reg_type(n.dtype)
+        zero = _fconst(t, 0.0) if n.dtype.is_float else ir.Constant(t, 0)
+        return b.select(inside, v, zero)
+
     def map_index(self, n: Node, idx: list[ir.Value]) -> list[ir.Value]:
         """Index into ``n.inputs[0]`` for index ``idx`` of view node ``n``."""
         src = n.inputs[0].shape
         if n.op == "detach":
             return idx
+        if n.op == "slice":
+            out = []
+            for i, b0, st in zip(idx, n.attrs["starts"], n.attrs["steps"]):
+                j = i if st == 1 else self.b.mul(i, i64(st), flags=("nsw",))
+                out.append(j if (isinstance(b0, int) and b0 == 0)
+                           else self.b.add(j, self.sym(b0), flags=("nsw",)))
+            return out
         if n.op == "permute":
             out: list[Any] = [None] * len(idx)
             for i, p in enumerate(n.attrs["perm"]):
@@ -699,6 +751,14 @@ def _k_matmul(k: KernelEmitter) -> None:
     out_st = contiguous_strides(n.shape)
 
     def batch_body(bidx: list[Any]) -> None:
+        if n.dtype.is_float:
+            tile = choose_tile(N, k.L.wide, n.dtype.itemsize)
+            origin = b.gep(k.out, [k.linear(bidx + [i64(0), i64(0)], out_st)], inbounds=True)
+            emit_gemm(k, origin, out_st[-2:],
+                      lambda r, c: k.load_buffer(abuf, bidx + [r, c], ast),
+                      lambda r, c: k.load_buffer(bbuf, bidx + [r, c], bst),
+                      M, N, K, k.work, tile, t)
+            return
         if sh.same(bst[-1], 1) or not sh.same(bst[-2], 1):
             # i-k-j: broadcast A[m,k] along a contiguous row of B (vectorises over n)
             with for_range(b, i64(0), k.sym(M), name="m") as m:
@@ -752,8 +812,195 @@ def _k_scatter_add(k: KernelEmitter) -> None:
     k.loops(tuple(src.shape), body)
 
 
+@dataclass
+class _ConvIdx:
+    nb: ir.Value  # batch
+    o: ir.Value  # output channel
+    c: ir.Value  # input channel within the group (weight dim 1)
+    ci: ir.Value  # input channel in the full input
+    kh: ir.Value
+    kw: ir.Value
+    oh: ir.Value
+    ow: ir.Value
+    ih: ir.Value
+    iw: ir.Value
+
+
+def _conv_loops(k: KernelEmitter, x_shape: tuple, w_shape: tuple, y_shape: tuple,
+                body: Any, batch_inner: bool = False, before: Any = None,
+                after: Any = None) -> None:
+    """The loop nest shared by the three convolution kernels.
+
+    ``for n, o, c, kh, kw: for oh in [lo, hi): for ow in [lo, hi): body(ix)``, with the output
+    ranges narrowed per kernel tap to the positions whose input pixel lies inside the image:
+    the inner loop needs no padding test and vectorises along ``ow``. With ``batch_inner``
+    the batch loop moves inside the taps (the weight gradient reduces over it), and
+    ``before``/``after`` run around the reduction loops for each (o, c, kh, kw).
+    """
+    a = k.node.attrs
+    b = k.b
+    (sh_, sw), (ph, pw), (dh, dw) = a["stride"], a["padding"], a["dilation"]
+    H, W = x_shape[2:]
+    OC, Cg, KH, KW = w_shape
+    OH, OW = y_shape[2:]
+    Og = OC // a["groups"]
+
+    def out_range(tap: ir.Value, d: int, p: int, s: int, size: int, osize: int
+                  ) -> tuple[ir.Value, ir.Value]:
+        # o*s + tap*d - p must lie in [0, size): o in [ceil(off/s), floor((off+size-1)/s)]
+        off = b.sub(i64(p), b.mul(tap, i64(d)))
+        lo = b.sub(i64(0), k.sym.floordiv(b.sub(i64(0), off), i64(s)))
+        lo = b.select(b.icmp_signed("<", lo, i64(0)), i64(0), lo)
+        hi = b.add(k.sym.floordiv(b.add(off, i64(size - 1)), i64(s)), i64(1))
+        hi = b.select(b.icmp_signed(">", hi, i64(osize)), i64(osize), hi)
+        return lo, hi
+
+    def spatial(nb: ir.Value, o: ir.Value, c: ir.Value, ci: ir.Value, kh: ir.Value,
+                kw: ir.Value) -> None:
+        hlo, hhi = out_range(kh, dh, ph, sh_, H, OH)
+        wlo, whi = out_range(kw, dw, pw, sw, W, OW)
+        with for_range(b, hlo, hhi, name="oh") as oh:
+            ih = b.add(b.mul(oh, i64(sh_)), b.sub(b.mul(kh, i64(dh)), i64(ph)))
+            with for_range(b, wlo, whi, name="ow") as ow:
+                iw = b.add(b.mul(ow, i64(sw)), b.sub(b.mul(kw, i64(dw)), i64(pw)))
+                body(_ConvIdx(nb, o, c, ci, kh, kw, oh, ow, ih, iw))
+
+    def channels(nb: ir.Value | None) -> None:
+        with for_range(b, i64(0), i64(OC), name="o") as o:
+            with for_range(b, i64(0), i64(Cg), name="c") as c:
+                ci = b.add(b.mul(b.udiv(o, i64(Og)), i64(Cg)), c) if a["groups"] > 1 else c
+                with for_range(b, i64(0), i64(KH), name="kh") as kh:
+                    with for_range(b, i64(0), i64(KW), name="kw") as kw:
+                        if nb is not None:
+                            spatial(nb, o, c, ci, kh, kw)
+                        else:
+                            state = before(o, c, kh, kw) if before else None
+                            with for_range(b, i64(0), k.sym(x_shape[0]), name="n") as nb2:
+                                spatial(nb2, o, c, ci, kh, kw)
+                            if after:
+                                after(o, c, kh, kw, state)
+
+    if batch_inner:
+        channels(None)
+    else:
+        with for_range(b, i64(0), k.sym(x_shape[0]), name="n") as nb:
+            channels(nb)
+
+
+def _zero_out(k: KernelEmitter) -> None:
+    t = reg_type(k.node.dtype)
+    k.loops(k.node.shape, lambda idx: k.store_out(idx, _fconst(t, 0.0)))
+
+
+def _k_conv2d(k: KernelEmitter) -> None:
+    """y[n,o,oh,ow] += x[n,ci,ih,iw] * w[o,c,kh,kw], accumulated in the output buffer."""
+    n = k.node
+    x, w = n.inputs
+    b = k.b
+    _zero_out(k)
+
+    def body(ix: _ConvIdx) -> None:
+        ptr = k.out_ptr([ix.nb, ix.o, ix.oh, ix.ow])
+        prod = b.fmul(k.value(x, [ix.nb, ix.ci, ix.ih, ix.iw]),
+                      k.value(w, [ix.o, ix.c, ix.kh, ix.kw]), flags=FAST_ADD)
+        b.store(b.fadd(b.load(ptr), prod, flags=FAST_ADD), ptr)
+
+    _conv_loops(k, x.shape, w.shape, n.shape, body)
+
+
+def _k_conv2d_input_grad(k: KernelEmitter) -> None:
+    """dx[n,ci,ih,iw] += gy[n,o,oh,ow] * w[o,c,kh,kw] (the transposed convolution)."""
+    n = k.node
+    gy, w = n.inputs
+    b = k.b
+    _zero_out(k)
+
+    def body(ix: _ConvIdx) -> None:
+        ptr = k.out_ptr([ix.nb, ix.ci, ix.ih, ix.iw])
+        prod = b.fmul(k.value(gy, [ix.nb, ix.o, ix.oh, ix.ow]),
+                      k.value(w, [ix.o, ix.c, ix.kh, ix.kw]), flags=FAST_ADD)
+        b.store(b.fadd(b.load(ptr), prod, flags=FAST_ADD), ptr)
+
+    _conv_loops(k, n.shape, w.shape, gy.shape, body)
+
+
+def _k_conv2d_weight_grad(k: KernelEmitter) -> None:
+    """dw[o,c,kh,kw] = sum over n, oh, ow of gy[n,o,oh,ow] * x[n,ci,ih,iw] (a register sum)."""
+    n = k.node
+    x, gy = n.inputs
+    b = k.b
+    t = reg_type(n.dtype)
+    slot: list[Any] = [None]
+
+    def before(o: ir.Value, c: ir.Value, kh: ir.Value, kw: ir.Value) -> None:
+        if slot[0] is None:
+            slot[0] = k.alloca(t)
+        b.store(_fconst(t, 0.0), slot[0])
+
+    def body(ix: _ConvIdx) -> None:
+        prod = b.fmul(k.value(gy, [ix.nb, ix.o, ix.oh, ix.ow]),
+                      k.value(x, [ix.nb, ix.ci, ix.ih, ix.iw]), flags=REDUCE_FLAGS)
+        b.store(b.fadd(b.load(slot[0]), prod, flags=REDUCE_FLAGS), slot[0])
+
+    def after(o: ir.Value, c: ir.Value, kh: ir.Value, kw: ir.Value, _: Any) -> None:
+        k.store_out([o, c, kh, kw], b.load(slot[0]))
+
+    _conv_loops(k, x.shape, n.shape, gy.shape, body, batch_inner=True, before=before,
+                after=after)
+
+
+def _k_pool_argmax(k: KernelEmitter) -> None:
+    """PyTorch's max-pool index rule: first strict maximum in window order, NaN wins.
+
+    Window taps outside the image are skipped by a select (the load index is clamped), so the
+    body is branch-free.
+    """
+    n = k.node
+    x = n.inputs[0]
+    a = n.attrs
+    b = k.b
+    (KH, KW), (sh_, sw), (ph, pw), (dh, dw) = a["kernel"], a["stride"], a["padding"], \
+        a["dilation"]
+    H, W = x.shape[2:]
+    t = reg_type(x.dtype)
+    best_slot, arg_slot = k.alloca(t), k.alloca(I64)
+
+    def first(o: ir.Value, s: int, p: int, d: int) -> ir.Value:
+        # hstart = o*s - p, advanced by dilation steps until it is >= 0
+        h0 = b.sub(b.mul(o, i64(s)), i64(p))
+        steps = b.sdiv(b.add(b.sub(i64(0), h0), i64(d - 1)), i64(d))
+        return b.select(b.icmp_signed("<", h0, i64(0)), b.add(h0, b.mul(steps, i64(d))), h0)
+
+    def clamp(v: ir.Value, size: int) -> tuple[ir.Value, ir.Value]:
+        ok = b.and_(b.icmp_signed(">=", v, i64(0)), b.icmp_signed("<", v, i64(size)))
+        v = b.select(b.icmp_signed("<", v, i64(0)), i64(0), v)
+        return b.select(b.icmp_signed(">=", v, i64(size)), i64(size - 1), v), ok
+
+    def window(idx: list[Any]) -> None:
+        nb, c, oh, ow = idx
+        b.store(_fconst(t, float("-inf")), best_slot)
+        b.store(b.add(b.mul(first(oh, sh_, ph, dh), i64(W)), first(ow, sw, pw, dw)), arg_slot)
+        with for_range(b, i64(0), i64(KH), name="u") as u:
+            ih, okh = clamp(b.add(b.sub(b.mul(oh, i64(sh_)), i64(ph)), b.mul(u, i64(dh))), H)
+            with for_range(b, i64(0), i64(KW), name="v") as v:
+                iw, okw = clamp(b.add(b.sub(b.mul(ow, i64(sw)), i64(pw)), b.mul(v, i64(dw))),
+                                W)
+                val = k.value(x, [nb, c, ih, iw])
+                best = b.load(best_slot)
+                take = b.or_(b.fcmp_ordered(">", val, best), b.fcmp_unordered("uno", val, val))
+                take = b.and_(take, b.and_(okh, okw))
+                b.store(b.select(take, val, best), best_slot)
+                flat = b.add(b.mul(ih, i64(W)), iw)
+                b.store(b.select(take, flat, b.load(arg_slot)), arg_slot)
+        k.store_out(list(idx), b.load(arg_slot))
+
+    k.loops(n.shape, window)
+
+
 KERNELS = {"sum": _k_reduce, "max": _k_reduce, "matmul": _k_matmul,
-           "scatter_add": _k_scatter_add}
+           "scatter_add": _k_scatter_add, "conv2d": _k_conv2d,
+           "conv2d_input_grad": _k_conv2d_input_grad,
+           "conv2d_weight_grad": _k_conv2d_weight_grad, "pool_argmax": _k_pool_argmax}
 
 
 # ---------------------------------------------------------------------------------------
@@ -763,9 +1010,10 @@ class Lowering:
     """Builds the LLVM module for one graph (see the module docstring)."""
 
     def __init__(self, g: Graph, name: str = "graphc_step", triple: str = "",
-                 data_layout: str = "") -> None:
+                 data_layout: str = "", wide: bool = True) -> None:
         self.graph = g
-        self.plan = plan(g)
+        self.wide = wide
+        self.plan = plan(g, wide)
         self.mat_ids = {n.id for n in self.plan.materialized}
         self.symbols = g.symbols()
         self.module = ir.Module(name=name)
@@ -811,13 +1059,14 @@ class Lowering:
             bufs[n.id] = slot(TABLE_FIXED + i)
         for n in p.materialized:
             bufs[n.id] = b.gep(scratch, [sym(p.offsets[n.id])], inbounds=True)
+        work = b.gep(scratch, [sym(p.work_offset)], inbounds=True)
         # kernels
         for n in p.materialized:
             name = f"k{p.node_index[n.id]}_{n.op}"
             k = KernelEmitter(self, n, name)
             KERNELS.get(n.op, _k_elementwise)(k)
             k.finish()
-            args = [bufs[n.id]] + [bufs[x.id] for x in k.buffers] + [syms_ptr, err]
+            args = [bufs[n.id]] + [bufs[x.id] for x in k.buffers] + [work, syms_ptr, err]
             rc = b.call(k.fn, args)
             bad = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
             with b.if_then(bad, likely=False):
