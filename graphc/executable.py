@@ -82,6 +82,10 @@ class Runtime:
         if k == "oflag":
             opt, p, key = src.ref
             return np.array(p in opt.state and opt.state[p].get(key) is not None)
+        if k == "seed":
+            from . import random as grandom
+
+            return np.array(grandom.next_seed(), np.int64)
         if k == "hyper":
             group, key = src.ref
             return np.array(float(group[key]), np.float64)

@@ -267,7 +267,8 @@ def _conv2d_weight_grad(node, x, gy):
 def _pool_argmax(node, x):
     """PyTorch's max_pool2d index rule: first maximum in window order, NaN wins."""
     a = node.attrs
-    n, c, oh, ow = node.shape
+    n, c = x.shape[:2]
+    oh, ow = node.shape[2:]
     h, w = x.shape[2:]
     (kh, kw), (sh_, sw), (ph, pw), (dh, dw) = a["kernel"], a["stride"], a["padding"], \
         a["dilation"]

@@ -460,6 +460,25 @@ def _sum_dims(ds: Sequence[Any]) -> Any:
     return total
 
 
+def seed_tensor() -> Tensor:
+    """An i64 scalar seed for counter-based random ops.
+
+    Eagerly it is drawn now from the global generator; while tracing it is a run-time input
+    drawn on every call of the compiled step (in the same order as eager execution draws).
+    """
+    ctx = _context.current()
+    if ctx is not None:
+        return _wrap(ctx.seed_input())
+    from . import random as grandom
+
+    return Tensor._from_array(np.array(grandom.next_seed(), np.int64))
+
+
+def rand_like(x: Tensor) -> Tensor:
+    """Uniform [0, 1) float32 values of ``x``'s shape from a fresh seed (the ``rand`` op)."""
+    return _wrap(builder().op("rand", (seed_tensor().node,), shape=tuple(x.shape)))
+
+
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     ax = sh.norm_axis(dim, x.ndim, "gather")
     return _wrap(builder().op("gather", (x.node, as_tensor(index).node), axis=ax))

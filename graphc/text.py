@@ -13,7 +13,7 @@ import sympy
 from . import shapes as sh
 from .ir import Graph, Node
 
-_KIND_ORDER = ("arg", "param", "grad", "state", "flag", "hyper")
+_KIND_ORDER = ("arg", "param", "buffer", "grad", "state", "flag", "hyper", "seed")
 
 
 def type_str(n: Node) -> str:
