@@ -61,7 +61,7 @@ class SGD(Optimizer):
                 if use_mom:
                     buf = self._state_update(
                         p, "momentum_buffer",
-                        update=lambda b, g=g: b * mu + g * (1 - damp),
+                        update=lambda b, g=g, mu=mu, damp=damp: b * mu + g * (1 - damp),
                         first=lambda g=g: g.clone(),
                     )
                     g = g + buf * mu if nesterov else buf
