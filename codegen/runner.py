@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from graphc.executable import Mismatch
+from graphc.executable import Mismatch, check_shape_guards
 from graphc.tensor import Tensor
 
 from .lower import TABLE_FIXED
@@ -29,11 +29,35 @@ def _ptr(a: np.ndarray) -> int:
 
 
 def _pyexpr(e: Any, symvar: dict[sympy.Symbol, str]) -> str:
-    """Python source for a dimension expression over the bound symbol variables."""
+    """Python source (integer arithmetic only) for a dimension expression."""
     if isinstance(e, int):
         return str(e)
     e = sympy.sympify(e)
-    return sympy.pycode(e.subs({s: sympy.Symbol(v, integer=True) for s, v in symvar.items()}))
+    r = lambda x: _pyexpr(x, symvar)  # noqa: E731
+    if e.is_Integer:
+        return str(int(e))
+    if e.is_Symbol:
+        return symvar[e]
+    if e.is_Add:
+        return "(" + " + ".join(r(a) for a in e.args) + ")"
+    if e.is_Mul:
+        num, den = sympy.fraction(e)
+        if den != 1:
+            return f"({r(num)} // {r(den)})"
+        return "(" + " * ".join(r(a) for a in e.args) + ")"
+    if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
+        return f"({r(e.base)} ** {int(e.exp)})"
+    if isinstance(e, (sympy.floor, sympy.ceiling)):
+        num, den = sympy.fraction(sympy.together(e.args[0]))
+        if isinstance(e, sympy.floor):
+            return f"({r(num)} // {r(den)})"
+        return f"(-(-{r(num)} // {r(den)}))"
+    if isinstance(e, sympy.Mod):
+        return f"({r(e.args[0])} % {r(e.args[1])})"
+    if isinstance(e, (sympy.Max, sympy.Min)):
+        f = "max" if isinstance(e, sympy.Max) else "min"
+        return f"{f}(" + ", ".join(r(a) for a in e.args) + ")"
+    raise NotImplementedError(f"cannot evaluate shape expression {e}")
 
 
 def _as_array(x: Any) -> np.ndarray:
@@ -90,6 +114,14 @@ def build_runner(exe: Any) -> Any:
                 emit(f"    if s{i}[{d}] != {_pyexpr(p, symvar)}: raise Mismatch")
     for j, s in enumerate(exe.symbols):
         emit(f"    if SYM[{j}] != {symvar[s]}: SYM[{j}] = {symvar[s]}")
+    if sig.shape_guards:
+        ns["_check_guards"] = check_shape_guards
+        ns["SIG"] = sig
+        ns["SYMS"] = list(exe.symbols)
+        conds = " and ".join(f"({_pyexpr(sympy.Mod(c.lhs.args[0], c.lhs.args[1]), symvar)})"
+                             f" == 0" for c, _ in sig.shape_guards)
+        env = "{" + ", ".join(f"SYMS[{j}]: {symvar[s]}" for j, s in enumerate(exe.symbols))
+        emit(f"    if not ({conds}): _check_guards(SIG, {env}}})")
     # structural guards
     for k, (read, expected, _) in enumerate(sig.struct_guards):
         ns[f"GR{k}"], ns[f"GE{k}"] = read, expected

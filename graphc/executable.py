@@ -20,6 +20,16 @@ from .tensor import Tensor
 from .trace import Signature
 
 
+def check_shape_guards(sig: Signature, env: dict) -> None:
+    """Raise ValueError when a shape condition recorded at trace time fails for ``env``."""
+    for cond, what in sig.shape_guards:
+        if not bool(cond.subs(env)):
+            vals = ", ".join(f"{s}={v}" for s, v in env.items())
+            shapes = ", ".join(f"{n}: {list(sh.evaluate_shape(s, env))}" for n, (_, s) in
+                               zip(sig.arg_names, sig.arg_types))
+            raise ValueError(f"shape guard failed: {what} (with {vals}; arguments {shapes})")
+
+
 class Mismatch(Exception):
     """A call does not fit a variant's specialisation (the caller selects another)."""
 
@@ -62,6 +72,7 @@ class Runtime:
             if a.dtype != dtype.np:
                 raise TypeError(f"argument {name!r}: expected dtype {dtype.name}, got {a.dtype}")
             sh.bind(shape, a.shape, env, f"argument {name!r}")
+        check_shape_guards(self.sig, env)
         return env
 
     def source_value(self, node: Any, args: list[np.ndarray]) -> np.ndarray:

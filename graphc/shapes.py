@@ -117,10 +117,15 @@ def reshape(src: Sequence[Dim], dst: Sequence[object], op: str = "reshape") -> S
             raise ShapeError(f"{op}: cannot infer -1 in {dst} for a shape with zero elements")
         inferred = dim(sympy.sympify(total) / sympy.sympify(known))
         if not isinstance(inferred, int) and not inferred.is_integer:
-            raise ShapeError(
-                f"{op}: shape {fmt_shape(src)} ({fmt_dim(total)} elements) is not divisible "
-                f"into {dst}"
-            )
+            # divisible only for some symbol values: a run-time guard while tracing
+            cond = sympy.Eq(sympy.Mod(sympy.sympify(total), sympy.sympify(known)), 0)
+            if not _GUARDS or cond is sympy.false:
+                raise ShapeError(
+                    f"{op}: shape {fmt_shape(src)} ({fmt_dim(total)} elements) is not "
+                    f"divisible into {dst}"
+                )
+            _GUARDS[-1](cond, f"{op}: {fmt_dim(total)} elements divisible by "
+                              f"{fmt_dim(known)}")
         if isinstance(inferred, int) and inferred * known != total:
             raise ShapeError(
                 f"{op}: shape {fmt_shape(src)} ({fmt_dim(total)} elements) is not divisible "
@@ -137,6 +142,19 @@ def reshape(src: Sequence[Dim], dst: Sequence[object], op: str = "reshape") -> S
             f"({fmt_dim(total)} elements)"
         )
     return out
+
+
+# Active guard sinks (the trace context pushes one): shape rules that hold only for some
+# symbol values report the condition here instead of failing.
+_GUARDS: list = []
+
+
+def push_guard_sink(fn: object) -> None:
+    _GUARDS.append(fn)
+
+
+def pop_guard_sink() -> None:
+    _GUARDS.pop()
 
 
 def norm_axis(axis: int, ndim: int, op: str = "op") -> int:

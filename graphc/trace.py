@@ -65,6 +65,8 @@ class Signature:
     struct_guards: list[tuple[Callable[[], Any], Any, str]] = field(default_factory=list)
     output_tree: Any = None
     mode_reads: list[tuple[Any, bool]] = field(default_factory=list)  # (module, training)
+    # shape conditions checked at every call: (sympy relational, description)
+    shape_guards: list[tuple[Any, str]] = field(default_factory=list)
     symbols: list[sympy.Symbol] = field(default_factory=list)
 
 
@@ -369,16 +371,24 @@ def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
         ctx.inputs.append(node)
         ctx.sig.sources[arg_names[i]] = Source("arg", i)
         tensors.append(Tensor(node, ctx))
+    def add_guard(cond: Any, what: str) -> None:
+        if all(cond != c for c, _ in ctx.sig.shape_guards):
+            ctx.sig.shape_guards.append((cond, what))
+
     prev = _context.set_current(ctx)
+    sh.push_guard_sink(add_guard)
     try:
         result = fn(*tensors)
     finally:
+        sh.pop_guard_sink()
         _context.set_current(prev)
     flat: list[Node] = []
     tree = _flatten(result, flat, ctx)
     g = ctx.finish(flat)
     ctx.sig.output_tree = tree
     ctx.sig.symbols = sorted(sym_of_size.values(), key=lambda s: s.name)
+    g.guards = [f"{s} >= 1" for s in ctx.sig.symbols] + [
+        f"{str(c).replace(' ', '')}  # {what}" for c, what in ctx.sig.shape_guards]
     return g, ctx.sig
 
 

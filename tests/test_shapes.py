@@ -1,0 +1,128 @@
+"""Shape algebra on concrete and symbolic shapes (graphc.shapes) and its run-time guards."""
+
+import numpy as np
+import pytest
+import sympy
+
+import graphc as gc
+from graphc import shapes as sh
+
+B = sh.symbol("B")
+
+
+def test_broadcast_concrete_and_symbolic():
+    assert sh.broadcast((3, 1), (1, 4)) == (3, 4)
+    assert sh.broadcast((B, 1), (5,)) == (B, 5)
+    assert sh.broadcast((B, 5), (B, 1)) == (B, 5)
+    assert sh.broadcast((), (B, 2)) == (B, 2)
+    with pytest.raises(sh.ShapeError, match=r"\[B,3\] and \[4\]"):
+        sh.broadcast((B, 3), (4,))
+    with pytest.raises(sh.ShapeError):
+        sh.broadcast((B,), (sh.symbol("C"),))
+
+
+@pytest.mark.parametrize("src, dst, out", [
+    ((B, 784), (B, -1), (B, 784)),
+    ((B, 28, 28), (-1, 784), (B, 784)),
+    ((B, 16, 7, 7), (B, -1), (B, 784)),
+    ((2, 3, 4), (-1,), (24,)),
+    ((2, 3, 4), (6, -1), (6, 4)),
+    ((B, 6), (-1, 3), (2 * B, 3)),
+])
+def test_reshape_infers_minus_one(src, dst, out):
+    got = sh.reshape(src, dst)
+    assert sh.same_shape(got, out), (got, out)
+
+
+def test_reshape_errors():
+    with pytest.raises(sh.ShapeError, match="only one"):
+        sh.reshape((2, 3), (-1, -1))
+    with pytest.raises(sh.ShapeError, match="invalid for input"):
+        sh.reshape((2, 3), (4, 2))
+    with pytest.raises(sh.ShapeError, match="divisible"):
+        sh.reshape((5, 3), (-1, 2))
+    with pytest.raises(sh.ShapeError, match="divisible"):  # outside a trace: no guard sink
+        sh.reshape((B, 3), (-1, 2))
+
+
+@pytest.mark.parametrize("size, k, s, p, d, ceil, expected", [
+    (28, 3, 1, 1, 1, False, 28),
+    (28, 2, 2, 0, 1, False, 14),
+    (7, 2, 2, 0, 1, False, 3),
+    (7, 2, 2, 0, 1, True, 4),
+    (5, 3, 2, 1, 2, False, 2),
+    (6, 3, 3, 1, 1, True, 3),  # the last window would start in the right padding: dropped
+])
+def test_conv_pool_output_sizes_match_pytorch(size, k, s, p, d, ceil, expected):
+    assert sh.conv_out(size, k, s, p, d, ceil) == expected
+    torch = pytest.importorskip("torch")
+    x = torch.zeros(1, 1, size, size)
+    if d == 1:
+        y = torch.nn.functional.max_pool2d(x, k, s, p, ceil_mode=ceil) if p <= k // 2 else None
+        if y is not None:
+            assert y.shape[-1] == expected
+
+
+def test_conv_out_symbolic():
+    out = sh.conv_out(B, 3, 2, 1)
+    for b in (1, 2, 7, 28, 257):
+        assert sh.evaluate(out, {B: b}) == (b + 2 - 3) // 2 + 1
+
+
+def test_numel_flatten_and_evaluate():
+    s = (B, 16, 7, 7)
+    assert sh.numel(s) == 784 * B
+    assert sh.evaluate_shape(sh.reshape(s, (B, -1)), {B: 5}) == (5, 784)
+
+
+def test_bind_names_argument_and_both_values():
+    env: dict = {}
+    sh.bind((B, 3), (8, 3), env, "argument 'x'")
+    with pytest.raises(ValueError, match=r"argument 'y'.*B=8.*\[9, 3\]"):
+        sh.bind((B, 3), (9, 3), env, "argument 'y'")
+    with pytest.raises(ValueError, match="rank"):
+        sh.bind((B, 3), (9,), env, "argument 'z'")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interp"])
+def test_reshape_guard_checked_at_call_time(backend):
+    @gc.compile(backend=backend)
+    def f(x):
+        return x.reshape(-1, 2).sum(1)
+
+    np.testing.assert_allclose(f(np.arange(6, dtype=np.float32).reshape(2, 3)).numpy(),
+                               [1, 5, 9])
+    np.testing.assert_allclose(f(np.arange(12, dtype=np.float32).reshape(4, 3)).numpy(),
+                               [1, 5, 9, 13, 17, 21])
+    with pytest.raises(ValueError, match=r"divisible.*B=3"):
+        f(np.ones((3, 3), np.float32))
+    assert f.compile_count == 1
+    assert "Mod(B,2)" in f.ir("optimized") and "guards: B >= 1" in f.ir("optimized")
+
+
+def test_mean_divisor_is_symbolic_and_exact():
+    @gc.compile
+    def f(x):
+        return x.mean()
+
+    for b in (1, 3, 10, 257):
+        x = np.random.default_rng(b).standard_normal((b, 4)).astype(np.float32)
+        np.testing.assert_allclose(f(x).item(), x.mean(), rtol=1e-5)
+    assert f.compile_count == 1
+    assert "const 4*B" in f.ir("optimized")
+
+
+def test_dynamic_false_specialises_every_shape():
+    @gc.compile(dynamic=False)
+    def f(x):
+        return x.sum()
+
+    f(np.ones((2, 3), np.float32))
+    f(np.ones((4, 3), np.float32))
+    assert f.compile_count == 2
+    assert "f32[4,3]" in f.ir("optimized")
+
+
+def test_symbols_are_positive_integers():
+    assert B.is_integer and B.is_positive
+    assert sympy.floor(B * 784 / 784) == B
