@@ -70,7 +70,8 @@ def to_array(data: Any, dtype: dt.DType | None = None) -> np.ndarray:
     else:
         arr = np.asarray(data)
     if dtype is not None:
-        return np.ascontiguousarray(arr, dtype=dtype.np)
+        # reshape: ascontiguousarray turns 0-d arrays into 1-d ones
+        return np.ascontiguousarray(arr, dtype=dtype.np).reshape(arr.shape)
     if arr.dtype == np.float64 and not isinstance(data, np.ndarray):
         arr = arr.astype(np.float32)  # Python floats default to float32, like torch.tensor
     elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
@@ -78,7 +79,7 @@ def to_array(data: Any, dtype: dt.DType | None = None) -> np.ndarray:
     elif arr.dtype.kind == "u" or arr.dtype == np.float16:
         raise TypeError(f"dtype {arr.dtype} is not supported")
     dt.from_numpy(arr.dtype)
-    return np.ascontiguousarray(arr)
+    return np.ascontiguousarray(arr).reshape(arr.shape)
 
 
 class Tensor:

@@ -2,10 +2,23 @@
 
 from . import functional, init, utils
 from .layers import Flatten, Identity, Linear, ModuleList, ReLU, Sequential, Sigmoid, Tanh
-from .loss import L1Loss, MSELoss
+from .layers2d import (
+    GELU,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv2d,
+    Dropout,
+    Embedding,
+    LayerNorm,
+    MaxPool2d,
+)
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module, Parameter
 
 __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Tanh", "Sigmoid", "Flatten", "Identity",
     "Sequential", "ModuleList", "L1Loss", "MSELoss", "functional", "init", "utils",
+    "Conv2d", "MaxPool2d", "AvgPool2d", "Dropout", "LayerNorm", "BatchNorm1d", "BatchNorm2d",
+    "Embedding", "GELU", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss", "SmoothL1Loss",
 ]

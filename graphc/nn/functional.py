@@ -74,3 +74,42 @@ def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = No
     _check_target_size("mse_loss", input, target)
     d = input - target
     return _reduce(d * d, _reduction(size_average, reduce, reduction))
+
+
+# -- layers and losses implemented in their own modules (re-exported, as torch's F) ----------
+from ._fconv import avg_pool2d, conv2d, max_pool2d  # noqa: E402
+from ._floss import (  # noqa: E402
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    log_sigmoid,
+    nll_loss,
+    smooth_l1_loss,
+)
+from ._fnorm import batch_norm, dropout, embedding, gelu, layer_norm  # noqa: E402
+
+
+def pad(input: Any, pad: Any, mode: str = "constant", value: float = 0.0) -> Tensor:
+    """``F.pad`` with zero constant padding (pairs from the last dim backwards, as torch)."""
+    if mode != "constant" or value != 0:
+        raise NotImplementedError("pad: only mode='constant' with value=0 is supported")
+    x = T.as_tensor(input)
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ValueError(f"pad: padding length must be even and at most 2*ndim, got {pad}")
+    pairs = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        lo, hi = int(pad[2 * i]), int(pad[2 * i + 1])
+        ax = x.ndim - 1 - i
+        if lo < 0 or hi < 0:
+            x = T.slice_dims(x, [max(0, -lo) if a == ax else 0 for a in range(x.ndim)],
+                             [x.shape[a] - max(0, -hi) if a == ax else x.shape[a]
+                              for a in range(x.ndim)])
+        pairs[ax] = (max(lo, 0), max(hi, 0))
+    return T.pad(x, pairs)
+
+
+__all__ = [
+    "relu", "tanh", "sigmoid", "softmax", "log_softmax", "linear", "l1_loss", "mse_loss",
+    "conv2d", "max_pool2d", "avg_pool2d", "batch_norm", "layer_norm", "dropout", "embedding",
+    "gelu", "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "smooth_l1_loss",
+    "log_sigmoid", "pad",
+]

@@ -1,0 +1,135 @@
+"""Normalisation, dropout, embedding and GELU in tensor operations.
+
+All are composites of IR primitives (so eager, interpreter and native share one definition).
+Batch-norm running statistics are written with ``Tensor._assign`` under ``no_grad``: eagerly
+that copies into the buffer, and inside a compiled step it becomes a state update.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .. import shapes as sh
+from .. import tensor_ops as T
+from ..autograd import no_grad
+from ..tensor import Tensor, builder
+
+
+def _count(x: Tensor, axes: Sequence[int]) -> Any:
+    return sh.numel([x.shape[a] for a in axes])
+
+
+def _scalar(value: Any, like: Tensor) -> Tensor:
+    """A 0-d constant of ``like``'s dtype; ``value`` may be a symbolic dimension."""
+    return Tensor._wrap(builder().const(value, (), like.dtype))
+
+
+def layer_norm(input: Any, normalized_shape: Any, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    x = T.as_tensor(input)
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(ns)
+    if tuple(x.shape[x.ndim - k:]) != tuple(ns):
+        raise RuntimeError(f"layer_norm: expected input with trailing shape {ns}, got "
+                           f"{tuple(x.shape)}")
+    axes = tuple(range(x.ndim - k, x.ndim))
+    mu = x.mean(axes, keepdim=True)
+    d = x - mu
+    var = (d * d).mean(axes, keepdim=True)
+    y = d * (var + eps).rsqrt()
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def batch_norm(input: Any, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None,
+               training: bool = False, momentum: Any = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise over every dim but 1. Training uses batch statistics (biased variance) and
+    moves the running statistics with the unbiased variance, as PyTorch does. ``momentum``
+    may be a 0-d tensor (the cumulative average's 1/num_batches_tracked)."""
+    x = T.as_tensor(input)
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: expected at least 2D input (got {x.ndim}D input)")
+    axes = tuple(a for a in range(x.ndim) if a != 1)
+    bshape = [1, -1] + [1] * (x.ndim - 2)
+    if training or running_mean is None:
+        n = _count(x, axes)
+        if isinstance(n, int) and n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {tuple(x.shape)}")
+        mean = x.mean(axes, keepdim=True)
+        d = x - mean
+        ssq = (d * d).sum(axes, keepdim=True)
+        var = ssq / _scalar(n, x)
+        if training and running_mean is not None:
+            with no_grad():
+                m = momentum if isinstance(momentum, Tensor) else float(momentum)
+                rm, rv = running_mean, running_var
+                unbiased = ssq.detach().reshape(-1) / _scalar(sh.dim(n - 1), x)
+                rm._assign(rm * (1.0 - m) + mean.detach().reshape(-1) * m)
+                rv._assign(rv * (1.0 - m) + unbiased * m)
+    else:
+        mean = running_mean.reshape(bshape)
+        var = running_var.reshape(bshape)
+        d = x - mean
+    y = d * (var + eps).rsqrt()
+    if weight is not None:
+        y = y * weight.reshape(bshape)
+    if bias is not None:
+        y = y + bias.reshape(bshape)
+    return y
+
+
+def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``.
+
+    The mask comes from the counter-based ``rand`` op seeded from the global generator (a
+    run-time input in compiled steps), so eager and compiled runs agree under one seed.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    x = T.as_tensor(input)
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = T.rand_like(x) < (1.0 - p)
+    return x * keep.to(x.dtype) * (1.0 / (1.0 - p))
+
+
+def embedding(input: Any, weight: Tensor, padding_idx: int | None = None,
+              max_norm: Any = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:
+    """Rows of ``weight`` by index, through the bounds-checked ``gather``; rows read at
+    ``padding_idx`` get no gradient."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
+                                  "supported")
+    idx = T.as_tensor(input)
+    if idx.dtype.is_float:
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
+                           f"following scalar types: Long, Int; but got {idx.dtype.name}")
+    idx = idx.long()
+    w = T.as_tensor(weight)
+    dim = w.shape[1]
+    flat = idx.reshape(-1, 1).expand(-1, dim)
+    out = T.gather(w, 0, flat)
+    if padding_idx is not None:
+        pad = padding_idx + w.shape[0] if padding_idx < 0 else padding_idx
+        out = T.where(flat == pad, out.detach(), out)
+    return out.reshape(list(idx.shape) + [dim])
+
+
+def gelu(input: Any, approximate: str = "none") -> Tensor:
+    x = T.as_tensor(input)
+    if approximate == "none":
+        return x * 0.5 * ((x * (1.0 / math.sqrt(2.0))).erf() + 1.0)
+    if approximate == "tanh":
+        inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
+        return x * 0.5 * (inner.tanh() + 1.0)
+    raise ValueError(f"approximate argument must be either none or tanh, got {approximate!r}")

@@ -1,0 +1,274 @@
+"""Convolution, pooling, normalisation, dropout, embedding and GELU modules (as torch.nn's).
+
+Parameter shapes, buffer names and default initialisation follow PyTorch, so a PyTorch
+model's ``state_dict`` loads unchanged and ``gc.manual_seed`` gives PyTorch's initial weights.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes
+from .. import tensor_ops as T
+from ..autograd import no_grad
+from ..tensor import Tensor
+from . import functional as F
+from . import init
+from ._fconv import pair
+from .module import Module, Parameter
+
+
+def _np_dtype(dtype: Any) -> Any:
+    return np.float32 if dtype is None else dtypes.as_dtype(dtype).np
+
+
+class Conv2d(Module):
+    """2-D convolution over NCHW input; weight (out, in/groups, kh, kw) and bias (out)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError("in_channels and out_channels must be divisible by groups")
+        if padding_mode != "zeros":
+            raise NotImplementedError("Conv2d: only padding_mode='zeros' is supported")
+        if isinstance(padding, str) and padding not in ("same", "valid"):
+            raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                             "{'valid', 'same'}")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = pair(kernel_size)
+        self.stride = pair(stride)
+        if isinstance(padding, str) and padding == "same" and self.stride != (1, 1):
+            raise ValueError("padding='same' is not supported for strided convolutions")
+        self.padding = padding if isinstance(padding, str) else pair(padding)
+        self.dilation = pair(dilation)
+        self.groups = groups
+        self.padding_mode = padding_mode
+        npd = _np_dtype(dtype)
+        self.weight = Parameter(np.empty((out_channels, in_channels // groups,
+                                          *self.kernel_size), npd))
+        if bias:
+            self.bias = Parameter(np.empty((out_channels,), npd))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # PyTorch: kaiming_uniform_(a=sqrt(5)) then bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x: Any) -> Tensor:
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}")
+
+
+class MaxPool2d(Module):
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 dilation: Any = 1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def forward(self, x: Any) -> Any:
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(Module):
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: int | None = None) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, x: Any) -> Tensor:
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class Dropout(Module):
+    """Zeroes elements with probability ``p`` in training mode (identity in eval mode)."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, x: Any) -> Tensor:
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape: Any, eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        ns = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(int(d) for d in ns)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        npd = _np_dtype(dtype)
+        if elementwise_affine:
+            self.weight = Parameter(np.ones(self.normalized_shape, npd))
+            if bias:
+                self.bias = Parameter(np.zeros(self.normalized_shape, npd))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Any) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class _BatchNorm(Module):
+    """Batch normalisation with PyTorch's buffers: ``running_mean``, ``running_var`` and the
+    int64 ``num_batches_tracked``. In a compiled training step their updates are state
+    updates of the step (``_assign`` on a buffer)."""
+
+    _ranks: Sequence[int] = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        npd = _np_dtype(dtype)
+        if affine:
+            self.weight = Parameter(np.ones(num_features, npd))
+            self.bias = Parameter(np.zeros(num_features, npd))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", Tensor._from_array(np.zeros(num_features, npd)))
+            self.register_buffer("running_var", Tensor._from_array(np.ones(num_features, npd)))
+            self.register_buffer("num_batches_tracked",
+                                 Tensor._from_array(np.zeros((), np.int64)))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1.0)
+                self.num_batches_tracked.zero_()
+
+    def forward(self, x: Any) -> Tensor:
+        x = T.as_tensor(x)
+        if x.ndim not in self._ranks:
+            raise ValueError(f"expected {' or '.join(f'{r}D' for r in self._ranks)} input "
+                             f"(got {x.ndim}D input)")
+        if not (self.training or self.track_running_stats):
+            use_batch = True
+        else:
+            use_batch = self.training or self.running_mean is None
+        momentum = 0.0 if self.momentum is None else self.momentum
+        update = self.training and self.track_running_stats
+        if update:
+            with no_grad():
+                self.num_batches_tracked._assign(self.num_batches_tracked + 1)
+            if self.momentum is None:  # cumulative moving average
+                momentum = 1.0 / self.num_batches_tracked.to(x.dtype)
+        keep = update or not use_batch
+        return F.batch_norm(x, self.running_mean if keep else None,
+                            self.running_var if keep else None, self.weight, self.bias,
+                            use_batch, momentum, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    _ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    _ranks = (4,)
+
+
+class Embedding(Module):
+    """A lookup table (num_embeddings, embedding_dim), initialised N(0, 1) as PyTorch's."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: Any = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False, _weight: Any = None, _freeze: bool = False,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            if padding_idx < 0:
+                padding_idx += num_embeddings
+        self.padding_idx = padding_idx
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        npd = _np_dtype(dtype)
+        if _weight is None:
+            self.weight = Parameter(np.empty((num_embeddings, embedding_dim), npd),
+                                    requires_grad=not _freeze)
+            init.normal_(self.weight)
+            if padding_idx is not None:
+                self.weight._node._value[padding_idx] = 0
+        else:
+            self.weight = Parameter(np.asarray(_weight, npd), requires_grad=not _freeze)
+
+    def forward(self, idx: Any) -> Tensor:
+        return F.embedding(idx, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"approximate argument must be either none or tanh, got "
+                             f"{approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x: Any) -> Tensor:
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
