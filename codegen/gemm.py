@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from graphc import shapes as sh
 
-from .llvm_util import F32, I32, I64, declare, for_range, i64
+from .llvm_util import F32, I8P, I32, I64, declare, for_range, i64
 
 KC = 256
 
@@ -65,19 +65,54 @@ def workspace_bytes(m: Any, n: Any, k: Any, tile: Tile, itemsize: int) -> Any:
     return sh.dim((mp + np_) * kc * itemsize + 128)
 
 
-def emit_gemm(k: Any, out: ir.Value, out_strides: list[Any], a: tuple, b: tuple, M: Any,
-              N: Any, K: Any, work: ir.Value, tile: Tile, elt: ir.Type) -> None:
-    """Emit ``out[m, n] = sum_k A[m, k] B[k, n]`` into kernel ``k`` (a KernelEmitter).
+def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
+    """The GEMM for one tile shape, emitted once per module and shared by every matmul.
 
-    ``a``/``b``: (load function taking (row, col) i64 values -> element). ``out`` is a pointer
-    to C's first element with row stride ``out_strides[0]`` and unit column stride.
+    ``gemm(A, sAm, sAk, B, sBk, sBn, C, ldc, M, N, K, work)``: C[m, n] = sum_k A[m, k]
+    B[k, n] with element strides for A and B (any layout, e.g. transposed views), C row-major
+    with row stride ``ldc``, ``work`` a scratch area of ``workspace_bytes`` bytes. One shared,
+    ``noinline`` function keeps compile time flat however many matmuls a step has.
     """
-    bld = k.b
+    name = f"graphc_gemm_{'f32' if elt == F32 else 'f64'}_{tile.mr}x{tile.nv}x{tile.vw}"
+    fn = mod.globals.get(name)
+    if fn is not None:
+        return fn
+    ep = elt.as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ep, I64, I64, ep, I64, I64, ep, I64,
+                                                           I64, I64, I64, I8P]), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    for i in (0, 3, 6, 11):
+        fn.args[i].add_attribute("noalias")
+    a, sam, sak, b, sbk, sbn, c, ldc, m, n, kk, work = fn.args
+    entry = fn.append_basic_block("entry")
+    start = fn.append_basic_block("start")
+    allocas = ir.IRBuilder(entry)
+    br = allocas.branch(start)
+    bld = ir.IRBuilder(start)
+
+    def alloca(t: ir.Type) -> ir.Value:
+        allocas.position_before(br)
+        return allocas.alloca(t)
+
+    def load(base: ir.Value, s0: ir.Value, s1: ir.Value, r: ir.Value, col: ir.Value
+             ) -> ir.Value:
+        off = bld.add(bld.mul(r, s0), bld.mul(col, s1))
+        return bld.load(bld.gep(base, [off], inbounds=True))
+
+    _gemm_body(bld, mod, alloca, c, ldc, lambda r, col: load(a, sam, sak, r, col),
+               lambda r, col: load(b, sbk, sbn, r, col), m, n, kk, work, tile, elt)
+    bld.ret_void()
+    return fn
+
+
+def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ldc: ir.Value,
+               a: Any, b: Any, Mv: ir.Value, Nv: ir.Value, Kv: ir.Value, work: ir.Value,
+               tile: Tile, elt: ir.Type) -> None:
+    """The packed GEMM loops (see the module docstring); ``a``/``b`` load one element."""
     vt = ir.VectorType(elt, tile.vw)
     suffix = f"v{tile.vw}{'f32' if elt == F32 else 'f64'}"
-    fma = declare(k.L.module, f"llvm.fmuladd.{suffix}", vt, [vt, vt, vt])
-    Mv, Nv, Kv = k.sym(M), k.sym(N), k.sym(K)
-    ldc = k.sym(out_strides[0])
+    fma = declare(mod, f"llvm.fmuladd.{suffix}", vt, [vt, vt, vt])
     mr, nr, nv, vw = tile.mr, tile.nr, tile.nv, tile.vw
     zero = ir.Constant(elt, 0.0)
     zvec = ir.Constant(vt, [0.0] * vw)
@@ -91,8 +126,8 @@ def emit_gemm(k: Any, out: ir.Value, out_strides: list[Any], a: tuple, b: tuple,
     wi = bld.ptrtoint(wf, I64)
     wi = bld.and_(bld.add(wi, i64(63)), i64(-64))
     packb = bld.inttoptr(wi, elt.as_pointer())
-    accs = [[k.alloca(vt) for _ in range(nv)] for _ in range(mr)]
-    tilebuf = k.alloca(ir.ArrayType(elt, mr * nr))
+    accs = [[alloca(vt) for _ in range(nv)] for _ in range(mr)]
+    tilebuf = alloca(ir.ArrayType(elt, mr * nr))
     tptr = bld.bitcast(tilebuf, elt.as_pointer())
 
     nblk = _ceildiv(bld, Kv, KC)

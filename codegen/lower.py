@@ -29,7 +29,7 @@ from graphc import ops as gops
 from graphc import shapes as sh
 from graphc.ir import Graph, Node
 
-from .gemm import choose_tile, emit_gemm, workspace_bytes
+from .gemm import choose_tile, gemm_function, workspace_bytes
 from .llvm_util import (
     F32,
     F64,
@@ -753,11 +753,14 @@ def _k_matmul(k: KernelEmitter) -> None:
     def batch_body(bidx: list[Any]) -> None:
         if n.dtype.is_float:
             tile = choose_tile(N, k.L.wide, n.dtype.itemsize)
+            fn = gemm_function(k.L.module, tile, t)
             origin = b.gep(k.out, [k.linear(bidx + [i64(0), i64(0)], out_st)], inbounds=True)
-            emit_gemm(k, origin, out_st[-2:],
-                      lambda r, c: k.load_buffer(abuf, bidx + [r, c], ast),
-                      lambda r, c: k.load_buffer(bbuf, bidx + [r, c], bst),
-                      M, N, K, k.work, tile, t)
+            zero2 = [i64(0), i64(0)]
+            pa = b.gep(k.ptr[abuf.id], [k.linear(bidx + zero2, ast)], inbounds=True)
+            pb = b.gep(k.ptr[bbuf.id], [k.linear(bidx + zero2, bst)], inbounds=True)
+            b.call(fn, [pa, k.sym(ast[-2]), k.sym(ast[-1]), pb, k.sym(bst[-2]),
+                        k.sym(bst[-1]), origin, k.sym(out_st[-2]), k.sym(M), k.sym(N),
+                        k.sym(K), k.work])
             return
         if sh.same(bst[-1], 1) or not sh.same(bst[-2], 1):
             # i-k-j: broadcast A[m,k] along a contiguous row of B (vectorises over n)

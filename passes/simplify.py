@@ -33,7 +33,15 @@ def _rewrite(b: Builder, n: Node, ins: list[Node]) -> Node:
     elif op == "reshape":
         return b.reshape(ins[0], n.shape)
     elif op == "permute":
-        return b.permute(ins[0], n.attrs["perm"])
+        x, perm = ins[0], tuple(n.attrs["perm"])
+        r = len(perm)
+        if x.op == "matmul" and r >= 2 and perm == tuple(range(r - 2)) + (r - 1, r - 2):
+            # (A B)^T = B^T A^T: the same products summed in the same order, but the result
+            # is produced in the layout its consumers read (weight gradients feed updates)
+            swap = tuple(range(r - 2)) + (r - 1, r - 2)
+            a, bb = x.inputs
+            return b.op("matmul", (b.permute(bb, swap), b.permute(a, swap)))
+        return b.permute(x, perm)
     elif op == "expand":
         return b.expand(ins[0], n.shape)
     elif op == "detach":
