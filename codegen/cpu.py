@@ -22,6 +22,7 @@ from graphc.ir import Graph
 from graphc.tensor import Tensor
 from graphc.trace import Signature
 
+from . import cache
 from .lower import ERR_INDEX, ERR_SCRATCH, TABLE_FIXED, Lowering
 from .runner import build_runner
 
@@ -90,15 +91,27 @@ class CPUExecutable(Runtime):
         super().__init__(graph, sig)
         init_llvm()
         self.tm = host_target_machine(cpu)
-        self.lowering = Lowering(graph, wide=has_avx512(self.tm, cpu))
-        self.mod = compile_module(self.lowering, self.tm)
-        self.engine = llvm.create_mcjit_compiler(self.mod, self.tm)
+        self.wide = has_avx512(self.tm, cpu)
+        self.name = "graphc_step"
+        target = f"{self.tm.triple}|{llvm.get_host_cpu_name() if cpu in (None, 'native') else cpu}" \
+                 f"|{llvm.get_host_cpu_features().flatten() if cpu in (None, 'native') else ''}" \
+                 f"|{self.wide}"
+        self.cache_key = cache.key(str(graph), target)
+        self._lowering: Lowering | None = None
+        self._mod: Any = None
+        obj = cache.load(self.cache_key)
+        self.cache_hit = obj is not None
+        if obj is None:
+            obj = self.tm.emit_object(self.mod)
+            cache.store(self.cache_key, obj)
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
+        self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self.engine.finalize_object()
-        self.fn = _FN(self.engine.get_function_address(self.lowering.name))
-        n = self.lowering.table_size()
+        self.fn = _FN(self.engine.get_function_address(self.name))
+        self.symbols = graph.symbols()
+        n = TABLE_FIXED + len(graph.inputs) + len(graph.outputs) + len(graph.updates)
         self.table = (ctypes.c_void_p * n)()
         self.table_addr = ctypes.addressof(self.table)
-        self.symbols = self.lowering.symbols
         self.sym_arr = np.zeros(max(1, len(self.symbols)), np.int64)
         self.scratch = np.zeros(0, np.uint8)
         self.info = np.zeros(2, np.int64)
@@ -126,6 +139,20 @@ class CPUExecutable(Runtime):
         aligned = (base + 63) // 64 * 64
         self.table[1] = aligned
         self.info[0] = int(nbytes)
+
+    @property
+    def lowering(self) -> Lowering:
+        """The LLVM lowering (built lazily: a cache hit does not need it)."""
+        if self._lowering is None:
+            self._lowering = Lowering(self.graph, name=self.name, wide=self.wide)
+        return self._lowering
+
+    @property
+    def mod(self) -> Any:
+        """The optimized LLVM module (built lazily, like ``lowering``)."""
+        if self._mod is None:
+            self._mod = compile_module(self.lowering, self.tm)
+        return self._mod
 
     def stages(self) -> dict[str, Any]:
         return {"llvm": lambda: str(self.mod), "asm": lambda: self.tm.emit_assembly(self.mod),

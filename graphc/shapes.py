@@ -62,6 +62,12 @@ def same(a: Dim, b: Dim) -> bool:
     """True when two dims are provably equal."""
     if isinstance(a, int) and isinstance(b, int):
         return a == b
+    if a is b or a == b:  # structural equality: the common case, no algebra needed
+        return True
+    if isinstance(a, int) or isinstance(b, int):
+        e = a if isinstance(b, int) else b
+        if e.is_Symbol:  # a bare symbol is never provably a constant
+            return False
     return sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0
 
 
