@@ -1,0 +1,47 @@
+"""The on-disk compile cache: a second process reuses object code; a corrupt entry is ignored."""
+
+import os
+import subprocess
+import sys
+
+SCRIPT = r'''
+import numpy as np, graphc as gc
+from graphc import nn, optim
+m = nn.Linear(3, 2)
+opt = optim.SGD(m.parameters(), lr=0.1)
+@gc.compile(example_args=(np.ones((4, 3), np.float32), np.ones((4, 2), np.float32)))
+def step(x, y):
+    loss = nn.functional.mse_loss(m(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    return loss
+exe = step.variants[0].exe
+print("HIT" if exe.cache_hit else "MISS", step(np.ones((4, 3), np.float32),
+      np.zeros((4, 2), np.float32)).item())
+'''
+
+
+def _run(env):
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_second_process_hits_cache_and_computes_the_same(tmp_path):
+    env = {**os.environ, "GRAPHC_CACHE_DIR": str(tmp_path)}
+    first = _run(env)
+    second = _run(env)
+    assert first[0] == "MISS" and second[0] == "HIT"
+    assert first[1] == second[1]
+    # a corrupt entry is ignored (recompiled), never loaded
+    for f in tmp_path.iterdir():
+        f.write_bytes(b"garbage")
+    third = _run(env)
+    assert third[0] == "MISS" and third[1] == first[1]
+
+
+def test_cache_can_be_disabled(tmp_path):
+    env = {**os.environ, "GRAPHC_CACHE_DIR": str(tmp_path), "GRAPHC_CACHE": "0"}
+    assert _run(env)[0] == "MISS"
+    assert _run(env)[0] == "MISS"
+    assert not any(tmp_path.iterdir())
