@@ -93,9 +93,10 @@ class CPUExecutable(Runtime):
         self.tm = host_target_machine(cpu)
         self.wide = has_avx512(self.tm, cpu)
         self.name = "graphc_step"
-        target = f"{self.tm.triple}|{llvm.get_host_cpu_name() if cpu in (None, 'native') else cpu}" \
-                 f"|{llvm.get_host_cpu_features().flatten() if cpu in (None, 'native') else ''}" \
-                 f"|{self.wide}"
+        native = cpu in (None, "native")
+        cpu_name = llvm.get_host_cpu_name() if native else cpu
+        feats = llvm.get_host_cpu_features().flatten() if native else ""
+        target = f"{self.tm.triple}|{cpu_name}|{feats}|{self.wide}"
         self.cache_key = cache.key(str(graph), target)
         self._lowering: Lowering | None = None
         self._mod: Any = None
