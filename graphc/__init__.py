@@ -198,6 +198,19 @@ def gather(x: Any, dim: int, index: Any) -> Tensor:
     return as_tensor(x).gather(dim, index)
 
 
+def cat(tensors: Any, dim: int = 0) -> Tensor:
+    """``torch.cat``: concatenation along ``dim`` (zero-padded views summed, so it fuses)."""
+    return _op("cat")(tensors, dim)
+
+
+concat = cat
+
+
+def stack(tensors: Any, dim: int = 0) -> Tensor:
+    """``torch.stack``: a new dimension ``dim`` joining same-shaped tensors."""
+    return _op("stack")(tensors, dim)
+
+
 from . import nn, optim  # noqa: E402
 from .api import CompiledFunction, compile  # noqa: E402
 from .serialization import load, save  # noqa: E402
