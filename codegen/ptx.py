@@ -1,0 +1,286 @@
+"""The PTX backend: an optimized Graph -> NVPTX LLVM module -> PTX text, plus its executable.
+
+Same plan as the CPU (``lower.plan``: which nodes get buffers in the scratch arena and which
+are recomputed inline), different execution: each materialized node becomes one or two
+``.entry`` kernels (see ``ptx_kernels``), launched in plan order on one stream; then one
+*commit* copy kernel per state update copies the new value over the device-resident state,
+and does nothing if a kernel has set the error flag, so a step that failed (a class index out
+of range) leaves every parameter as it was, as on the CPU.
+
+Nothing here needs a GPU: the module is built with llvmlite and emitted by LLVM's NVPTX
+target, so ``ir("ptx")`` works anywhere. Because LLVM aborts the whole process on an
+intrinsic NVPTX cannot lower, ``validate`` checks every op before any IR is built and
+``check_declarations`` checks every external the module calls before LLVM sees it.
+
+The architecture is ``sm_80`` unless ``GRAPHC_CUDA_ARCH`` (or ``DEFAULT_ARCH``) says otherwise;
+``sm_80`` PTX also runs on Hopper and later (the driver JIT-compiles it).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+import sympy
+from llvmlite import ir
+
+from graphc import shapes as sh
+from graphc.executable import Mismatch, Runtime
+from graphc.ir import Graph, Node
+from graphc.tensor import Tensor
+from graphc.trace import Signature
+
+from .llvm_util import I64, VOID, i64, mem_type
+from .lower import Plan, plan
+from .ptx_kernels import (
+    BLOCK,
+    TILE_M,
+    TILE_N,
+    PTXKernel,
+    is_small_reduction,
+    kernels_for,
+    strided_for,
+    supported_ops,
+)
+
+TRIPLE = "nvptx64-nvidia-cuda"
+DEFAULT_ARCH = "sm_80"
+ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120")
+MAX_GRID = 4096  # grid-stride loops cover the rest; ~30 blocks of 256 per SM on big GPUs
+# externals NVPTX lowers without libm (anything else could abort LLVM: checked up front)
+_ALLOWED_PREFIXES = ("llvm.nvvm.", "llvm.fabs.", "llvm.sqrt.", "llvm.rint.", "llvm.fma.",
+                     "llvm.fmuladd.", "llvm.maximum.", "llvm.minimum.", "llvm.minnum.",
+                     "llvm.maxnum.")
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def init_nvptx() -> None:
+    global _initialized
+    with _init_lock:
+        if not _initialized:
+            llvm.initialize_all_targets()
+            llvm.initialize_all_asmprinters()
+            _initialized = True
+
+
+def default_arch() -> str:
+    return os.environ.get("GRAPHC_CUDA_ARCH", DEFAULT_ARCH)
+
+
+def target_machine(arch: str) -> Any:
+    if arch not in ARCHS:
+        raise ValueError(f"cuda arch: expected one of {', '.join(ARCHS)}, got {arch!r}")
+    init_nvptx()
+    return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=arch, features="", opt=3)
+
+
+def validate(g: Graph) -> None:
+    """Raise NotImplementedError naming the first op the PTX backend cannot lower."""
+    ok = supported_ops()
+    for n in g.nodes():
+        if n.op not in ok:
+            where = f" (at {n.loc})" if n.loc else ""
+            raise NotImplementedError(f"PTX backend: no lowering for op {n.op!r}{where}")
+
+
+def check_declarations(mod: ir.Module) -> None:
+    """Every function the module calls but does not define must be NVPTX-lowerable."""
+    for fn in mod.functions:
+        if fn.is_declaration and not fn.name.startswith(_ALLOWED_PREFIXES):
+            raise NotImplementedError(
+                f"PTX backend: the kernels would call {fn.name!r}, which NVPTX cannot lower "
+                "(this is a bug in the PTX rules; the CPU backend handles this graph)")
+
+
+def _ceil_div(x: Any, d: int) -> Any:
+    return (x + d - 1) // d if isinstance(x, int) else sympy.floor((x + d - 1) / d)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of the step: what it computes and how many blocks it needs."""
+
+    kernel: str
+    node: Node
+    args: tuple[Node, ...]  # buffer parameters, output first; then symbols, then err
+    kind: str  # flat: a thread per element | blocks: a block per element
+    work: Any  # elements (flat) or work items for blocks (sympy over the batch symbols)
+
+    def grid(self, env: dict) -> int:
+        w = int(sh.evaluate(self.work, env)) if not isinstance(self.work, int) else self.work
+        if w <= 0:
+            return 0
+        return min(MAX_GRID, _ceil_div(w, BLOCK) if self.kind == "flat" else w)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Copy an update's value over its state buffer (skipped on device if err is set)."""
+
+    kernel: str
+    slot: int  # index into graph.updates
+    node: Node
+    numel: Any
+
+
+def _launch_work(n: Node, kind: str) -> tuple[str, Any]:
+    if kind == "flat":
+        return "flat", sh.numel(n.shape)
+    if kind == "src":
+        return "flat", sh.numel(n.inputs[2].shape)
+    if kind == "reduce":
+        return ("flat" if is_small_reduction(n) else "blocks"), sh.numel(n.shape)
+    if kind == "gemm":
+        m, nn = n.shape[-2], n.shape[-1]
+        return "blocks", sh.dim(_ceil_div(m, TILE_M) * _ceil_div(nn, TILE_N)
+                                * sh.numel(n.shape[:-2]))
+    return "blocks", sh.numel(n.shape)
+
+
+class PTXProgram:
+    """The kernels of one graph for one architecture, their launches and the PTX text."""
+
+    def __init__(self, g: Graph, arch: str | None = None, name: str = "graphc") -> None:
+        self.graph = g
+        self.arch = arch or default_arch()
+        self.tm = target_machine(self.arch)
+        validate(g)
+        self.plan: Plan = plan(g, wide=False)
+        self.mat_ids = {n.id for n in self.plan.materialized}
+        self.symbols = g.symbols()
+        self.wide = False
+        self.module = ir.Module(name=name)
+        self.module.triple = TRIPLE
+        self.module.data_layout = str(self.tm.target_data)
+        self.launches: list[Launch] = []
+        self.commits: list[Commit] = []
+        self.kernel_names: list[str] = []
+        self._build()
+        check_declarations(self.module)
+        self.llvm_unoptimized = str(self.module)
+        mod = llvm.parse_assembly(self.llvm_unoptimized)
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pb = llvm.create_pass_builder(self.tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        self.llvm_module = mod
+        self.ptx = self.tm.emit_assembly(mod)
+
+    # graph-level index of a node (kernel names and error reports use the printed numbering)
+    @property
+    def node_index(self) -> dict[int, int]:
+        return self.plan.node_index
+
+    def _build(self) -> None:
+        p = self.plan
+        for n in p.materialized:
+            for suffix, emit, kind in kernels_for(n):
+                name = f"k{p.node_index[n.id]}_{n.op}{suffix}"
+                k = PTXKernel(self, n, name)
+                emit(k)
+                k.finish()
+                how, work = _launch_work(n, kind)
+                self.launches.append(Launch(name, n, (n, *k.buffers), how, work))
+                self.kernel_names.append(name)
+        copies: dict[str, str] = {}
+        for j, (_, v) in enumerate(self.graph.updates):
+            t = mem_type(v.dtype)
+            if str(t) not in copies:
+                copies[str(t)] = self._copy_kernel(t)
+            self.commits.append(Commit(copies[str(t)], j, v, sh.numel(v.shape)))
+
+    def _copy_kernel(self, t: ir.Type) -> str:
+        """``commit_T(dst, src, n, err)``: dst[i] = src[i] unless err[0] != 0."""
+        name = f"commit_{t}".replace(" ", "")
+        p1 = t.as_pointer(1)
+        fn = ir.Function(self.module, ir.FunctionType(VOID, [p1, p1, I64, I64.as_pointer(1)]),
+                         name=name)
+        fn.calling_convention = "ptx_kernel"
+        fn.args[0].add_attribute("noalias")
+        fn.args[1].add_attribute("noalias")
+        k = _CopyEmitter(self.module, fn)
+        b = k.b
+        ok = b.icmp_signed("==", b.load(fn.args[3]), i64(0))
+        with b.if_then(ok):
+            with k.grid_stride(fn.args[2]) as i:
+                v = b.load(b.gep(fn.args[1], [i], inbounds=True))
+                b.store(v, b.gep(fn.args[0], [i], inbounds=True))
+        b.ret_void()
+        self.kernel_names.append(name)
+        return name
+
+    def describe(self) -> str:
+        """The launch sequence, for ``ir("kernels")`` and debugging."""
+        lines = [f"// {len(self.launches)} launches + {len(self.commits)} commits, "
+                 f"{BLOCK} threads per block, target {self.arch}"]
+        for la in self.launches:
+            unit = "elements" if la.kind == "flat" else "blocks"
+            lines.append(f"{la.kernel}: {la.work} {unit} <- "
+                         + ", ".join(f"%{self.node_index.get(a.id, 'in:' + str(a.name))}"
+                                     for a in la.args[1:]))
+        for c in self.commits:
+            lines.append(f"{c.kernel}: update {self.graph.updates[c.slot][0]} <- "
+                         f"%{self.node_index.get(c.node.id, c.node.name)} ({c.numel} elements)")
+        return "\n".join(lines) + "\n"
+
+
+class _CopyEmitter:
+    """The thread-geometry part of ``PTXKernel`` for the node-less commit kernels."""
+
+    def __init__(self, mod: ir.Module, fn: ir.Function) -> None:
+        self.L = type("L", (), {"module": mod})
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def sreg(self, name: str) -> ir.Value:
+        from .llvm_util import I32, declare
+
+        fn = declare(self.L.module, f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
+        return self.b.zext(self.b.call(fn, []), I64)
+
+    def grid_stride(self, total: ir.Value) -> Any:
+        b = self.b
+        start = b.add(b.mul(self.sreg("ctaid.x"), self.sreg("ntid.x")), self.sreg("tid.x"))
+        return strided_for(b, start, total, b.mul(self.sreg("nctaid.x"), self.sreg("ntid.x")),
+                           "gs")
+
+
+class PTXExecutable(Runtime):
+    """A step compiled to PTX; runs through the CUDA driver when one is present.
+
+    Lowering happens here, at compile time, so compile errors surface at ``gc.compile``;
+    the driver is touched only by ``call`` (``ptx_runtime.DeviceStep``).
+    """
+
+    def __init__(self, graph: Graph, sig: Signature, arch: str | None = None) -> None:
+        super().__init__(graph, sig)
+        self.program = PTXProgram(graph, arch, name=graph.name or "graphc")
+        self._device: Any = None
+
+    def stages(self) -> dict[str, Any]:
+        p = self.program
+        return {"ptx": p.ptx, "asm": p.ptx, "llvm": lambda: str(p.llvm_module),
+                "llvm_unoptimized": p.llvm_unoptimized, "kernels": p.describe}
+
+    def call(self, args: tuple) -> Any:
+        from graphc.tensor_ops import as_tensor
+        from graphc.trace import unflatten
+
+        from .ptx_runtime import DeviceStep
+
+        arrays = [np.asarray(a.numpy() if isinstance(a, Tensor) else a) for a in args]
+        if not self.matches(arrays):
+            raise Mismatch
+        env = self.check_args(arrays)  # raises before anything is touched
+        if self._device is None:
+            self._device = DeviceStep(self)  # raises the no-GPU RuntimeError
+        outs = self._device.run(arrays, env)
+        return unflatten(self.sig.output_tree, [as_tensor(o) for o in outs])
+
+
+__all__ = ["PTXExecutable", "PTXProgram", "Launch", "Commit", "validate", "DEFAULT_ARCH"]

@@ -1,0 +1,673 @@
+"""PTX kernel emitters: one ``.entry`` per materialized node (two for scatter_add).
+
+``PTXKernel`` reuses the CPU lowering's ``KernelEmitter`` for everything that is about *values*
+(``value``/``compute`` fuse elementwise and view chains at a multi-index, views remap indices or
+strides), and replaces what is about *execution*: kernels are ``ptx_kernel`` functions over
+``addrspace(1)`` buffers, batch symbols arrive as ``i64`` parameters, loops over the output
+become grid-stride loops (any symbolic batch size runs with any grid), index errors set a flag
+in device memory instead of returning early (a thread that leaves a kernel early would skip
+the barriers its block waits on), and the few element rules that would call libm intrinsics
+(fatal on NVPTX) are replaced by ``ptx_math``.
+
+Kernel shapes (``BLOCK`` threads each):
+
+- elementwise / fused expression: one thread per output element;
+- reduction: one block per output element, threads stride over the reduced elements, then a
+  warp shuffle tree and one shared-memory exchange between warps; a reduction over a small
+  static extent runs one thread per output instead;
+- matmul: 64x64 output tiles through shared memory (16 deep), each thread a 4x4 register tile;
+  operands are read through their strides, so transposed views cost nothing. Tensor-core
+  ``mma.sync`` (tf32/bf16) would be the next step; it changes float32 rounding, so it would be
+  opt-in;
+- scatter_add: copy ``base``, then ``atomicrmw add`` per source element;
+- convolutions and max-pool indices: one thread per output element with the taps in a loop
+  (the weight gradient, which sums over the batch, is a block reduction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sympy
+from llvmlite import ir
+
+from graphc import dtypes as dt
+from graphc import ops as gops
+from graphc import shapes as sh
+from graphc.ir import Node
+
+from .llvm_util import (
+    F32,
+    I1,
+    I8,
+    I32,
+    I64,
+    VOID,
+    SymEmitter,
+    declare,
+    for_range,
+    i64,
+    mem_type,
+    reg_type,
+)
+from .lower import (
+    ELEMENT_RULES,
+    ERR_INDEX,
+    VIEW_OPS,
+    KernelEmitter,
+    contiguous_strides,
+    strided_view,
+)
+from .ptx_math import UNARY as MATH_UNARY
+from .ptx_math import Math
+
+BLOCK = 256
+SMALL_REDUCTION = 64  # static reduced extents up to this run one thread per output
+TILE_M = TILE_N = 64
+TILE_K = 16
+GLOBAL = 1
+SHARED = 3
+
+
+def fconst(t: ir.Type, v: float) -> ir.Constant:
+    return ir.Constant(t, float(v))
+
+
+@contextmanager
+def strided_for(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
+                name: str) -> Iterator[ir.Value]:
+    """``for i in range(start, stop, step)`` (i64, step > 0): the grid-stride loop."""
+    pre = b.block
+    head = b.append_basic_block(f"{name}.head")
+    body = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.end")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64, name=name)
+    i.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", i, stop), body, done)
+    b.position_at_end(body)
+    yield i
+    i.add_incoming(b.add(i, step, flags=("nsw",)), b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+class PTXKernel(KernelEmitter):
+    """A ``.entry`` kernel for one node: ``(out, buffers..., syms..., err)``.
+
+    ``__init__`` deliberately does not call ``KernelEmitter.__init__`` (which builds a CPU
+    function); it sets up the same attributes over a kernel signature instead.
+    """
+
+    def __init__(self, lower: Any, node: Node, name: str) -> None:
+        self.L = lower
+        self.node = node
+        self.buffers: list[Node] = []
+        self._collect(node, top=True)
+        mod = lower.module
+        ptrs = [mem_type(node.dtype).as_pointer(GLOBAL)] + \
+            [mem_type(x.dtype).as_pointer(GLOBAL) for x in self.buffers]
+        arg_types = ptrs + [I64] * len(lower.symbols) + [I64.as_pointer(GLOBAL)]
+        self.fn = ir.Function(mod, ir.FunctionType(VOID, arg_types), name=name)
+        self.fn.calling_convention = "ptx_kernel"
+        for a in self.fn.args[:len(ptrs)]:
+            a.add_attribute("noalias")
+        self.name = name
+        self.work = None
+        entry = self.fn.append_basic_block("entry")
+        start = self.fn.append_basic_block("start")
+        self._allocas = ir.IRBuilder(entry)
+        self._entry_br = self._allocas.branch(start)
+        self.b = ir.IRBuilder(start)
+        self.err_block = None
+        self.err_ptr = self.fn.args[-1]
+        syms = self.fn.args[len(ptrs):len(ptrs) + len(lower.symbols)]
+        hoist = ir.IRBuilder(entry)
+        hoist.position_before(self._entry_br)
+        # shape expressions are emitted in the entry block, so they dominate every loop
+        self.sym = SymEmitter(_Hoisted(hoist, self._entry_br), dict(zip(lower.symbols, syms)))
+        self.out = self.fn.args[0]
+        self.ptr = {n.id: a for n, a in zip(self.buffers, self.fn.args[1:len(ptrs)])}
+        self.math = Math(self.b, mod)
+        self._sreg: dict[str, ir.Value] = {}
+
+    # -- thread geometry ------------------------------------------------------------------
+    def sreg(self, name: str) -> ir.Value:
+        """``%tid.x`` and friends as i64, read once in the entry block."""
+        if name not in self._sreg:
+            fn = declare(self.L.module, f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
+            self._allocas.position_before(self._entry_br)
+            self._sreg[name] = self._allocas.zext(self._allocas.call(fn, []), I64)
+        return self._sreg[name]
+
+    def barrier(self) -> None:
+        self.b.call(declare(self.L.module, "llvm.nvvm.barrier0", VOID, []), [])
+
+    def shared(self, t: ir.Type, n: int, tag: str) -> ir.Value:
+        arr = ir.ArrayType(t, n)
+        gv = ir.GlobalVariable(self.L.module, arr, f"{self.name}.{tag}", addrspace=SHARED)
+        gv.linkage = "internal"
+        gv.initializer = ir.Constant(arr, ir.Undefined)
+        return gv
+
+    def smem_ptr(self, gv: ir.Value, i: ir.Value) -> ir.Value:
+        return self.b.gep(gv, [ir.Constant(I32, 0), i], inbounds=True)
+
+    def grid_stride(self, total: ir.Value, per_block: bool = False) -> Any:
+        """Loop over ``range(total)``: by thread (default) or by block (``per_block``)."""
+        if per_block:
+            return strided_for(self.b, self.sreg("ctaid.x"), total, self.sreg("nctaid.x"),
+                               "blk")
+        b = self.b
+        start = b.add(b.mul(self.sreg("ctaid.x"), self.sreg("ntid.x")), self.sreg("tid.x"))
+        step = b.mul(self.sreg("nctaid.x"), self.sreg("ntid.x"))
+        return strided_for(b, start, total, step, "gs")
+
+    def numel(self, shape: tuple) -> ir.Value:
+        return self.sym(sh.numel(shape))
+
+    def delin(self, lin: ir.Value, shape: tuple) -> list[ir.Value]:
+        """Multi-index of flat position ``lin`` in a contiguous ``shape``."""
+        b = self.b
+        out = []
+        first = True
+        for d, st in zip(shape, contiguous_strides(shape)):
+            if d == 1:
+                out.append(i64(0))
+                continue
+            q = lin if (isinstance(st, int) and st == 1) else b.udiv(lin, self.sym(st))
+            out.append(q if first else b.urem(q, self.sym(d)))
+            first = False
+        return out
+
+    # -- values ---------------------------------------------------------------------------
+    def compute(self, n: Node, idx: list[ir.Value]) -> ir.Value:
+        rule = PTX_RULES.get(n.op)
+        if rule is not None and (n.op not in MATH_UNARY or n.dtype.is_float):
+            return rule(self, n, idx)
+        return super().compute(n, idx)
+
+    def flag_index_error(self, ix: ir.Value, size: Any, pos: ir.Value) -> ir.Value:
+        """Record (node, position, value) once if ix is out of range; returns 'in range'.
+
+        The first failing thread wins a compare-and-swap on the error code, so the three
+        detail words always describe one element. Callers keep going with a clamped index.
+        """
+        b = self.b
+        ok = b.icmp_unsigned("<", ix, self.sym(size))
+        with b.if_then(b.not_(ok), likely=False):
+            res = b.cmpxchg(self.err_ptr, i64(0), i64(ERR_INDEX), "monotonic", "monotonic")
+            with b.if_then(b.extract_value(res, 1)):
+                for slot, v in ((1, i64(self.L.plan.node_index[self.node.id])), (2, pos),
+                                (3, ix)):
+                    b.store(v, b.gep(self.err_ptr, [i64(slot)], inbounds=True))
+        return ok
+
+    def check_index(self, ix: ir.Value, size: Any, pos: ir.Value) -> None:
+        self.flag_index_error(ix, size, pos)
+
+    def store_flat(self, lin: ir.Value, v: ir.Value) -> None:
+        if self.node.dtype is dt.bool_:
+            v = self.b.zext(v, I8)
+        self.b.store(v, self.b.gep(self.out, [lin], inbounds=True))
+
+    def finish(self) -> None:
+        self.b.ret_void()
+
+
+class _Hoisted:
+    """An IRBuilder stand-in that always inserts at the end of the entry block."""
+
+    def __init__(self, b: ir.IRBuilder, term: ir.Instruction) -> None:
+        self._b = b
+        self._term = term
+
+    def __getattr__(self, name: str) -> Any:
+        self._b.position_before(self._term)
+        return getattr(self._b, name)
+
+
+# ---------------------------------------------------------------------------------------
+# element rules that differ from the CPU's
+# ---------------------------------------------------------------------------------------
+def _r_math(k: PTXKernel, n: Node, idx: list[ir.Value]) -> ir.Value:
+    return getattr(k.math, n.op)(k.value(n.inputs[0], idx))
+
+
+def _r_pow(k: PTXKernel, n: Node, idx: list[ir.Value]) -> ir.Value:
+    x = k.value(n.inputs[0], idx)
+    y = k.value(n.inputs[1], idx)
+    base = n.inputs[1]
+    while base.op in ("expand", "reshape"):
+        base = base.inputs[0]
+    if base.op == "const" and not isinstance(base.attrs["value"], sympy.Basic):
+        v = float(base.attrs["value"])
+        b = k.b
+        if v == 2.0:
+            return b.fmul(x, x)
+        if v == 1.0:
+            return x
+        if v == 3.0:
+            return b.fmul(b.fmul(x, x), x)
+        if v == -1.0:
+            return b.fdiv(fconst(x.type, 1.0), x)
+        if v == 0.5:
+            return b.call(declare(k.L.module, f"llvm.sqrt.f{32 if x.type == F32 else 64}",
+                                  x.type, [x.type]), [x])
+    return k.math.pow(x, y)
+
+
+def _r_gather(k: PTXKernel, n: Node, idx: list[ir.Value]) -> ir.Value:
+    x, index = n.inputs
+    ax = n.attrs["axis"]
+    b = k.b
+    ix = k.value(index, idx)
+    ok = k.flag_index_error(ix, x.shape[ax], k.linear(idx, contiguous_strides(n.shape)))
+    sub = list(idx)
+    sub[ax] = b.select(ok, ix, i64(0))
+    return k.value(x, sub)
+
+
+PTX_RULES: dict[str, Callable[[PTXKernel, Node, list[ir.Value]], ir.Value]] = {
+    **{op: _r_math for op in MATH_UNARY}, "pow": _r_pow, "gather": _r_gather,
+}
+# ops that can be computed inline (expressions) by a PTX kernel
+EXPRESSION_OPS = frozenset(ELEMENT_RULES) | frozenset(PTX_RULES) | frozenset(VIEW_OPS)
+
+
+# ---------------------------------------------------------------------------------------
+# kernels
+# ---------------------------------------------------------------------------------------
+def k_elementwise(k: PTXKernel) -> None:
+    n = k.node
+    with k.grid_stride(k.numel(n.shape)) as lin:
+        k.store_flat(lin, k.compute(n, k.delin(lin, n.shape)))
+
+
+def reduce_init(op: str, d: dt.DType) -> ir.Constant:
+    t = reg_type(d)
+    if op == "sum":
+        return fconst(t, 0.0) if d.is_float else ir.Constant(t, 0)
+    if d.is_float:
+        return fconst(t, float("-inf"))
+    return ir.Constant(t, 0 if d is dt.bool_ else -(1 << (8 * d.itemsize - 1)))
+
+
+def reduce_combine(k: PTXKernel, op: str, acc: ir.Value, v: ir.Value, d: dt.DType
+                   ) -> ir.Value:
+    b = k.b
+    if op == "sum":
+        return b.fadd(acc, v, flags=("reassoc", "contract")) if d.is_float else b.add(acc, v)
+    if d.is_float:
+        w = 32 if acc.type == F32 else 64
+        return b.call(declare(k.L.module, f"llvm.maximum.f{w}", acc.type, [acc.type] * 2),
+                      [acc, v])
+    if d is dt.bool_:
+        return b.or_(acc, v)
+    return b.select(b.icmp_signed(">", v, acc), v, acc)
+
+
+def shfl_xor(k: PTXKernel, v: ir.Value, lane_mask: int) -> ir.Value:
+    """``__shfl_xor_sync(0xffffffff, v, lane_mask)`` for any register type (split in i32s)."""
+    b = k.b
+    mod = k.L.module
+    args = [ir.Constant(I32, -1), None, ir.Constant(I32, lane_mask), ir.Constant(I32, 31)]
+    if v.type == F32:
+        fn = declare(mod, "llvm.nvvm.shfl.sync.bfly.f32", F32, [I32, F32, I32, I32])
+        return b.call(fn, [args[0], v] + args[2:])
+    fn = declare(mod, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32, I32, I32, I32])
+    if v.type in (I1, I8, I32):
+        w = v if v.type == I32 else b.zext(v, I32)
+        r = b.call(fn, [args[0], w] + args[2:])
+        return r if v.type == I32 else b.trunc(r, v.type)
+    bits = v if v.type == I64 else b.bitcast(v, I64)
+    lo = b.call(fn, [args[0], b.trunc(bits, I32)] + args[2:])
+    hi = b.call(fn, [args[0], b.trunc(b.lshr(bits, i64(32)), I32)] + args[2:])
+    r = b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), i64(32)))
+    return r if v.type == I64 else b.bitcast(r, v.type)
+
+
+def block_reduce(k: PTXKernel, v: ir.Value, combine: Callable[[ir.Value, ir.Value], ir.Value],
+                 init: ir.Value, smem: ir.Value) -> ir.Value:
+    """Reduce ``v`` over the block: warp butterflies, one smem exchange, warp butterflies.
+
+    Every thread of the block must call this (it has barriers and full-mask shuffles); the
+    result is valid in thread 0. It ends with a barrier so ``smem`` may be reused at once.
+    """
+    b = k.b
+    for off in (16, 8, 4, 2, 1):
+        v = combine(v, shfl_xor(k, v, off))
+    tid = k.sreg("tid.x")
+    lane = b.and_(tid, i64(31))
+    warp = b.lshr(tid, i64(5))
+    mt = smem.type.pointee.element
+    with b.if_then(b.icmp_unsigned("==", lane, i64(0))):
+        b.store(b.zext(v, mt) if v.type != mt else v, k.smem_ptr(smem, warp))
+    k.barrier()
+    nwarps = b.lshr(b.add(k.sreg("ntid.x"), i64(31)), i64(5))
+    w = b.load(k.smem_ptr(smem, lane))
+    w = b.trunc(w, v.type) if w.type != v.type else w
+    w = b.select(b.icmp_unsigned("<", lane, nwarps), w, init)
+    for off in (16, 8, 4, 2, 1):
+        w = combine(w, shfl_xor(k, w, off))
+    k.barrier()
+    return w
+
+
+def _split_reduce(x_shape: tuple, axes: set[int]) -> tuple[tuple, tuple]:
+    kept = tuple(1 if i in axes else d for i, d in enumerate(x_shape))
+    red = tuple(d if i in axes else 1 for i, d in enumerate(x_shape))
+    return kept, red
+
+
+def is_small_reduction(n: Node) -> bool:
+    ext = sh.numel(_split_reduce(n.inputs[0].shape, set(n.attrs["axes"]))[1])
+    return (isinstance(ext, int) or getattr(ext, "is_Integer", False)) and \
+        int(ext) <= SMALL_REDUCTION
+
+
+def k_reduce(k: PTXKernel) -> None:
+    n = k.node
+    x = n.inputs[0]
+    kept, red = _split_reduce(x.shape, set(n.attrs["axes"]))
+    b = k.b
+    t = reg_type(n.dtype)
+    init = reduce_init(n.op, n.dtype)
+
+    def element(o_idx: list[ir.Value], r: ir.Value) -> ir.Value:
+        r_idx = k.delin(r, red)
+        full = [ri if d == 1 else oi for oi, ri, d in zip(o_idx, r_idx, kept)]
+        return k.value(x, full)
+
+    if is_small_reduction(n):
+        with k.grid_stride(k.numel(n.shape)) as o:
+            o_idx = k.delin(o, n.shape)
+            acc = k.alloca(t)
+            b.store(init, acc)
+            with for_range(b, i64(0), k.numel(red), name="r") as r:
+                b.store(reduce_combine(k, n.op, b.load(acc), element(o_idx, r), n.dtype), acc)
+            k.store_flat(o, b.load(acc))
+        return
+    smem = k.shared(mem_type(n.dtype) if n.dtype is not dt.bool_ else I8, 32, "warps")
+    with k.grid_stride(k.numel(n.shape), per_block=True) as o:
+        o_idx = k.delin(o, n.shape)
+        acc = k.alloca(t)
+        b.store(init, acc)
+        with strided_for(b, k.sreg("tid.x"), k.numel(red), k.sreg("ntid.x"), "r") as r:
+            b.store(reduce_combine(k, n.op, b.load(acc), element(o_idx, r), n.dtype), acc)
+        total = block_reduce(k, b.load(acc), lambda p, q: reduce_combine(k, n.op, p, q,
+                                                                          n.dtype),
+                             init, smem)
+        with b.if_then(b.icmp_unsigned("==", k.sreg("tid.x"), i64(0))):
+            k.store_flat(o, total)
+
+
+def k_matmul(k: PTXKernel) -> None:
+    """Tiled GEMM: 64x64 tiles of C per block iteration, K in steps of 16 through smem."""
+    n = k.node
+    a, bn = n.inputs
+    sa, sb = strided_view(a, k._is_buffer), strided_view(bn, k._is_buffer)
+    assert sa is not None and sb is not None, "matmul operands must be addressable"
+    (abuf, ast), (bbuf, bst) = sa, sb
+    nbat = len(n.shape) - 2
+    bshape = tuple(n.shape[:nbat])
+    M, N, K = n.shape[-2], n.shape[-1], a.shape[-1]
+    b = k.b
+    t = reg_type(n.dtype)
+    As = k.shared(t, TILE_K * TILE_M, "As")
+    Bs = k.shared(t, TILE_K * TILE_N, "Bs")
+    Mv, Nv, Kv = k.sym(M), k.sym(N), k.sym(K)
+    tiles_m = b.udiv(b.add(Mv, i64(TILE_M - 1)), i64(TILE_M))
+    tiles_n = b.udiv(b.add(Nv, i64(TILE_N - 1)), i64(TILE_N))
+    total = b.mul(b.mul(tiles_m, tiles_n), k.numel(bshape))
+    tid = k.sreg("tid.x")
+    tx, ty = b.urem(tid, i64(16)), b.udiv(tid, i64(16))
+    acc = [[k.alloca(t) for _ in range(4)] for _ in range(4)]
+    zero = fconst(t, 0.0)
+    out_st = contiguous_strides(n.shape)
+
+    def guarded_load(buf: Node, idx: list[ir.Value], st: list[Any], ok: ir.Value) -> ir.Value:
+        safe = [b.select(ok, i, i64(0)) for i in idx]
+        return b.select(ok, k.load_buffer(buf, safe, st), zero)
+
+    with k.grid_stride(total, per_block=True) as tile:
+        tn = b.urem(tile, tiles_n)
+        tm = b.urem(b.udiv(tile, tiles_n), tiles_m)
+        bidx = k.delin(b.udiv(tile, b.mul(tiles_n, tiles_m)), bshape) if nbat else []
+        m0, n0 = b.mul(tm, i64(TILE_M)), b.mul(tn, i64(TILE_N))
+        for row in acc:
+            for slot in row:
+                b.store(zero, slot)
+        with strided_for(b, i64(0), Kv, i64(TILE_K), "k0") as k0:
+            for i in range(TILE_K * TILE_M // BLOCK):
+                e = b.add(tid, i64(BLOCK * i))
+                kk, mm = b.urem(e, i64(TILE_K)), b.udiv(e, i64(TILE_K))
+                m, kx = b.add(m0, mm), b.add(k0, kk)
+                ok = b.and_(b.icmp_signed("<", m, Mv), b.icmp_signed("<", kx, Kv))
+                v = guarded_load(abuf, bidx + [m, kx], ast, ok)
+                b.store(v, k.smem_ptr(As, b.add(b.mul(kk, i64(TILE_M)), mm)))
+            for i in range(TILE_K * TILE_N // BLOCK):
+                e = b.add(tid, i64(BLOCK * i))
+                nn, kk = b.urem(e, i64(TILE_N)), b.udiv(e, i64(TILE_N))
+                col, kx = b.add(n0, nn), b.add(k0, kk)
+                ok = b.and_(b.icmp_signed("<", col, Nv), b.icmp_signed("<", kx, Kv))
+                v = guarded_load(bbuf, bidx + [kx, col], bst, ok)
+                b.store(v, k.smem_ptr(Bs, b.add(b.mul(kk, i64(TILE_N)), nn)))
+            k.barrier()
+            for kk in range(TILE_K):
+                av = [b.load(k.smem_ptr(As, b.add(ty, i64(kk * TILE_M + 16 * i))))
+                      for i in range(4)]
+                bv = [b.load(k.smem_ptr(Bs, b.add(tx, i64(kk * TILE_N + 16 * j))))
+                      for j in range(4)]
+                for i in range(4):
+                    for j in range(4):
+                        s = acc[i][j]
+                        b.store(b.fadd(b.load(s), b.fmul(av[i], bv[j], flags=("contract",)),
+                                       flags=("contract",)), s)
+            k.barrier()
+        for i in range(4):
+            for j in range(4):
+                m = b.add(m0, b.add(ty, i64(16 * i)))
+                col = b.add(n0, b.add(tx, i64(16 * j)))
+                ok = b.and_(b.icmp_signed("<", m, Mv), b.icmp_signed("<", col, Nv))
+                with b.if_then(ok):
+                    b.store(b.load(acc[i][j]),
+                            b.gep(k.out, [k.linear(bidx + [m, col], out_st)], inbounds=True))
+
+
+def k_scatter_init(k: PTXKernel) -> None:
+    """First scatter_add kernel: out = base (the atomics need the whole copy done first)."""
+    n = k.node
+    with k.grid_stride(k.numel(n.shape)) as lin:
+        k.store_flat(lin, k.value(n.inputs[0], k.delin(lin, n.shape)))
+
+
+def k_scatter_atomic(k: PTXKernel) -> None:
+    """Second scatter_add kernel: out[.., index, ..] += src, one atomic per source element."""
+    n = k.node
+    _, index, src = n.inputs
+    ax = n.attrs["axis"]
+    b = k.b
+    with k.grid_stride(k.numel(src.shape)) as lin:
+        idx = k.delin(lin, src.shape)
+        ix = k.value(index, idx)
+        ok = k.flag_index_error(ix, n.shape[ax], lin)
+        with b.if_then(ok):
+            tgt = list(idx)
+            tgt[ax] = ix
+            v = k.value(src, idx)
+            op = "fadd" if n.dtype.is_float else "add"
+            b.atomic_rmw(op, k.out_ptr(tgt), v, "monotonic")
+
+
+def _conv_geometry(n: Node, x_shape: tuple, w_shape: tuple) -> dict[str, Any]:
+    a = n.attrs
+    return dict(s=a["stride"], p=a["padding"], d=a["dilation"], H=x_shape[2], W=x_shape[3],
+                OC=w_shape[0], Cg=w_shape[1], KH=w_shape[2], KW=w_shape[3],
+                Og=w_shape[0] // a["groups"])
+
+
+def _in_range(b: ir.IRBuilder, v: ir.Value, size: int) -> ir.Value:
+    return b.and_(b.icmp_signed(">=", v, i64(0)), b.icmp_signed("<", v, i64(size)))
+
+
+def k_conv2d(k: PTXKernel) -> None:
+    """y[n,o,oh,ow] = sum over c, kh, kw of x[n, g*Cg+c, ih, iw] * w[o,c,kh,kw]."""
+    n = k.node
+    x, w = n.inputs
+    g = _conv_geometry(n, x.shape, w.shape)
+    b = k.b
+    t = reg_type(n.dtype)
+    acc = k.alloca(t)
+    with k.grid_stride(k.numel(n.shape)) as lin:
+        nb, o, oh, ow = k.delin(lin, n.shape)
+        b.store(fconst(t, 0.0), acc)
+        cbase = b.mul(b.udiv(o, i64(g["Og"])), i64(g["Cg"]))
+        with for_range(b, i64(0), i64(g["Cg"]), name="c") as c, \
+                for_range(b, i64(0), i64(g["KH"]), name="kh") as kh:
+            ih = b.add(b.sub(b.mul(oh, i64(g["s"][0])), i64(g["p"][0])),
+                       b.mul(kh, i64(g["d"][0])))
+            with for_range(b, i64(0), i64(g["KW"]), name="kw") as kw:
+                iw = b.add(b.sub(b.mul(ow, i64(g["s"][1])), i64(g["p"][1])),
+                           b.mul(kw, i64(g["d"][1])))
+                ok = b.and_(_in_range(b, ih, g["H"]), _in_range(b, iw, g["W"]))
+                xi = [nb, b.add(cbase, c), b.select(ok, ih, i64(0)), b.select(ok, iw, i64(0))]
+                prod = b.fmul(k.value(x, xi), k.value(w, [o, c, kh, kw]), flags=("contract",))
+                b.store(b.fadd(b.load(acc), b.select(ok, prod, fconst(t, 0.0)),
+                               flags=("contract",)), acc)
+        k.store_flat(lin, b.load(acc))
+
+
+def k_conv2d_input_grad(k: PTXKernel) -> None:
+    """dx[n,ci,ih,iw] = sum over o in ci's group, kh, kw with an integral in-range (oh, ow)."""
+    n = k.node
+    gy, w = n.inputs
+    g = _conv_geometry(n, n.shape, w.shape)
+    OH, OW = gy.shape[2], gy.shape[3]
+    b = k.b
+    t = reg_type(n.dtype)
+    acc = k.alloca(t)
+
+    def out_pos(i: ir.Value, tap: ir.Value, dim: int, size: int) -> tuple[ir.Value, ir.Value]:
+        num = b.sub(b.add(i, i64(g["p"][dim])), b.mul(tap, i64(g["d"][dim])))
+        s = i64(g["s"][dim])
+        nonneg = b.icmp_signed(">=", num, i64(0))
+        safe = b.select(nonneg, num, i64(0))
+        q = b.udiv(safe, s)
+        ok = b.and_(nonneg, b.and_(b.icmp_unsigned("==", b.urem(safe, s), i64(0)),
+                                   b.icmp_signed("<", q, i64(size))))
+        return b.select(ok, q, i64(0)), ok
+
+    with k.grid_stride(k.numel(n.shape)) as lin:
+        nb, ci, ih, iw = k.delin(lin, n.shape)
+        b.store(fconst(t, 0.0), acc)
+        grp = b.udiv(ci, i64(g["Cg"]))
+        c = b.urem(ci, i64(g["Cg"]))
+        with for_range(b, i64(0), i64(g["Og"]), name="oo") as oo, \
+                for_range(b, i64(0), i64(g["KH"]), name="kh") as kh:
+            o = b.add(b.mul(grp, i64(g["Og"])), oo)
+            oh, okh = out_pos(ih, kh, 0, OH)
+            with for_range(b, i64(0), i64(g["KW"]), name="kw") as kw:
+                ow, okw = out_pos(iw, kw, 1, OW)
+                prod = b.fmul(k.value(gy, [nb, o, oh, ow]), k.value(w, [o, c, kh, kw]),
+                              flags=("contract",))
+                b.store(b.fadd(b.load(acc), b.select(b.and_(okh, okw), prod, fconst(t, 0.0)),
+                               flags=("contract",)), acc)
+        k.store_flat(lin, b.load(acc))
+
+
+def k_conv2d_weight_grad(k: PTXKernel) -> None:
+    """dw[o,c,kh,kw] = sum over n, oh, ow of gy * x: a block per weight, threads over (n,oh,ow)."""
+    n = k.node
+    x, gy = n.inputs
+    g = _conv_geometry(n, x.shape, n.shape)
+    red = (gy.shape[0], gy.shape[2], gy.shape[3])
+    b = k.b
+    t = reg_type(n.dtype)
+    smem = k.shared(t, 32, "warps")
+    acc = k.alloca(t)
+    with k.grid_stride(k.numel(n.shape), per_block=True) as lin:
+        o, c, kh, kw = k.delin(lin, n.shape)
+        ci = b.add(b.mul(b.udiv(o, i64(g["Og"])), i64(g["Cg"])), c)
+        b.store(fconst(t, 0.0), acc)
+        with strided_for(b, k.sreg("tid.x"), k.numel(red), k.sreg("ntid.x"), "r") as r:
+            nb, oh, ow = k.delin(r, red)
+            ih = b.add(b.sub(b.mul(oh, i64(g["s"][0])), i64(g["p"][0])),
+                       b.mul(kh, i64(g["d"][0])))
+            iw = b.add(b.sub(b.mul(ow, i64(g["s"][1])), i64(g["p"][1])),
+                       b.mul(kw, i64(g["d"][1])))
+            ok = b.and_(_in_range(b, ih, g["H"]), _in_range(b, iw, g["W"]))
+            xv = k.value(x, [nb, ci, b.select(ok, ih, i64(0)), b.select(ok, iw, i64(0))])
+            prod = b.fmul(k.value(gy, [nb, o, oh, ow]), xv, flags=("contract",))
+            b.store(b.fadd(b.load(acc), b.select(ok, prod, fconst(t, 0.0)),
+                           flags=("reassoc", "contract")), acc)
+        total = block_reduce(k, b.load(acc), lambda p, q: b.fadd(p, q), fconst(t, 0.0), smem)
+        with b.if_then(b.icmp_unsigned("==", k.sreg("tid.x"), i64(0))):
+            k.store_flat(lin, total)
+
+
+def k_pool_argmax(k: PTXKernel) -> None:
+    """PyTorch's max-pool index rule (first strict maximum in window order, NaN wins)."""
+    n = k.node
+    x = n.inputs[0]
+    a = n.attrs
+    (KH, KW), (sh_, sw), (ph, pw), (dh, dw) = a["kernel"], a["stride"], a["padding"], \
+        a["dilation"]
+    H, W = x.shape[2], x.shape[3]
+    b = k.b
+    t = reg_type(x.dtype)
+    best_slot, arg_slot = k.alloca(t), k.alloca(I64)
+
+    def first(o: ir.Value, s: int, p: int, d: int) -> ir.Value:
+        h0 = b.sub(b.mul(o, i64(s)), i64(p))
+        steps = b.sdiv(b.add(b.sub(i64(0), h0), i64(d - 1)), i64(d))
+        return b.select(b.icmp_signed("<", h0, i64(0)), b.add(h0, b.mul(steps, i64(d))), h0)
+
+    with k.grid_stride(k.numel(n.shape)) as lin:
+        nb, c, oh, ow = k.delin(lin, n.shape)
+        b.store(fconst(t, float("-inf")), best_slot)
+        b.store(b.add(b.mul(first(oh, sh_, ph, dh), i64(W)), first(ow, sw, pw, dw)), arg_slot)
+        with for_range(b, i64(0), i64(KH), name="u") as u:
+            ih = b.add(b.sub(b.mul(oh, i64(sh_)), i64(ph)), b.mul(u, i64(dh)))
+            okh = _in_range(b, ih, H)
+            with for_range(b, i64(0), i64(KW), name="v") as v:
+                iw = b.add(b.sub(b.mul(ow, i64(sw)), i64(pw)), b.mul(v, i64(dw)))
+                ok = b.and_(okh, _in_range(b, iw, W))
+                val = k.value(x, [nb, c, b.select(ok, ih, i64(0)), b.select(ok, iw, i64(0))])
+                best = b.load(best_slot)
+                take = b.or_(b.fcmp_ordered(">", val, best), b.fcmp_unordered("uno", val, val))
+                take = b.and_(take, ok)
+                b.store(b.select(take, val, best), best_slot)
+                flat = b.add(b.mul(ih, i64(W)), iw)
+                b.store(b.select(take, flat, b.load(arg_slot)), arg_slot)
+        k.store_flat(lin, b.load(arg_slot))
+
+
+# node op -> the kernels it runs, in order (suffix, emitter, launch kind)
+KERNELS: dict[str, list[tuple[str, Callable[[PTXKernel], None], str]]] = {
+    "sum": [("", k_reduce, "reduce")],
+    "max": [("", k_reduce, "reduce")],
+    "matmul": [("", k_matmul, "gemm")],
+    "scatter_add": [("_init", k_scatter_init, "flat"), ("_atomic", k_scatter_atomic, "src")],
+    "conv2d": [("", k_conv2d, "flat")],
+    "conv2d_input_grad": [("", k_conv2d_input_grad, "flat")],
+    "conv2d_weight_grad": [("", k_conv2d_weight_grad, "blocks")],
+    "pool_argmax": [("", k_pool_argmax, "flat")],
+}
+ELEMENTWISE = [("", k_elementwise, "flat")]
+
+
+def kernels_for(n: Node) -> list[tuple[str, Callable[[PTXKernel], None], str]]:
+    if n.op in KERNELS:
+        return KERNELS[n.op]
+    if n.op in EXPRESSION_OPS:
+        return ELEMENTWISE
+    raise NotImplementedError(f"no PTX kernel for op {n.op!r}")
+
+
+def supported_ops() -> set[str]:
+    """Ops the PTX backend lowers (checked against ``ops.OP_INFO`` by the tests)."""
+    return (set(EXPRESSION_OPS) | set(KERNELS) | {"input"}) & set(gops.OP_INFO)
