@@ -15,6 +15,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 import numpy as np
+import sympy
 
 from graphc import shapes as sh
 from graphc.executable import Runtime
@@ -154,6 +155,24 @@ class CPUExecutable(Runtime):
         if self._mod is None:
             self._mod = compile_module(self.lowering, self.tm)
         return self._mod
+
+    def memory_report(self) -> str:
+        """Peak memory of one step: the scratch arena (after buffer reuse) and the state."""
+        p = self.lowering.plan
+        state = sh.dim(sum((sh.numel(n.shape) * n.dtype.itemsize for n in self.graph.inputs
+                            if n.attrs["kind"] in ("param", "grad", "state", "buffer")), 0))
+        env = self.sig.example_env
+        at = ", ".join(f"{s}={v}" for s, v in env.items())
+
+        def fmt(e: Any) -> str:
+            e = sympy.sympify(e)
+            mb = f"{sh.evaluate(e, env) / 2**20:.2f} MiB"
+            return mb if e.is_number else f"{mb} at {at}"
+
+        return (f"# memory: scratch arena {fmt(p.scratch_bytes)} (intermediates "
+                f"{fmt(p.work_offset)}, {fmt(p.no_reuse_bytes)} without buffer reuse; GEMM "
+                f"packing {fmt(sympy.sympify(p.scratch_bytes) - p.work_offset)}); persistent "
+                f"state {fmt(state)}\n# scratch bytes = {sh.fmt_dim(p.scratch_bytes)}")
 
     def stages(self) -> dict[str, Any]:
         return {"llvm": lambda: str(self.mod), "asm": lambda: self.tm.emit_assembly(self.mod),

@@ -71,6 +71,8 @@ class Plan:
     offsets: dict[int, Any] = field(default_factory=dict)  # node id -> byte offset (sympy)
     scratch_bytes: Any = 0
     work_offset: Any = 0  # GEMM packing workspace (shared: kernels run one at a time)
+    no_reuse_bytes: Any = 0  # what the buffers would take without reuse (for reports)
+    direct: dict[int, int] = field(default_factory=dict)  # node id -> update it writes in place
     input_index: dict[int, int] = field(default_factory=dict)  # node id -> input slot
     node_index: dict[int, int] = field(default_factory=dict)  # node id -> printed index
 
@@ -126,10 +128,8 @@ def plan(g: Graph, wide: bool = True) -> Plan:
                     mat.add(x.id)
     materialized = [n for n in order if n.id in mat]
     p = Plan(g, order, materialized)
-    off: Any = 0
-    for n in materialized:
-        p.offsets[n.id] = off
-        off = sh.dim(off + _align(_nbytes(n)))
+    _plan_direct_writes(p, mat)
+    off = _assign_offsets(p, mat, roots)
     work: Any = 0
     for n in materialized:
         if n.op == "matmul" and n.dtype.is_float:
@@ -146,6 +146,134 @@ def plan(g: Graph, wide: bool = True) -> Plan:
             p.node_index[n.id] = k
             k += 1
     return p
+
+
+def _reads(n: Node, mat: set[int]) -> list[Node]:
+    """Buffers (materialized or input nodes) that the kernel computing ``n`` reads."""
+    out: list[Node] = []
+    seen: set[int] = set()
+    stack = list(n.inputs)
+    while stack:
+        x = stack.pop()
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        if x.op == "input" or x.id in mat:
+            out.append(x)
+        else:
+            stack.extend(x.inputs)
+    return out
+
+
+CHECKED_OPS = ("gather", "scatter_add")  # ops whose kernels may stop with an error code
+
+
+def _closure(n: Node, mat: set[int]) -> list[Node]:
+    """``n`` and the expression nodes its kernel computes inline."""
+    out, seen, stack = [n], {n.id}, list(n.inputs)
+    while stack:
+        x = stack.pop()
+        if x.id in seen or x.op == "input" or x.id in mat:
+            continue
+        seen.add(x.id)
+        out.append(x)
+        stack.extend(x.inputs)
+    return out
+
+
+def _pointwise(v: Node, old: Node, mat: set[int]) -> bool:
+    """True when every read of ``old`` in ``v``'s kernel is at ``v``'s own index (only
+    elementwise ops between them), so writing ``v`` over ``old`` in place is safe."""
+    closure = _closure(v, mat)
+    ids = {x.id for x in closure}
+    memo: dict[int, bool] = {}
+
+    def reaches(x: Node) -> bool:
+        if x is old:
+            return True
+        if x.id not in ids:
+            return False
+        if x.id not in memo:
+            memo[x.id] = any(reaches(y) for y in x.inputs)
+        return memo[x.id]
+
+    return all(gops.OP_INFO[x.op].kind == "elementwise" for x in closure if reaches(x))
+
+
+def _plan_direct_writes(p: Plan, mat: set[int]) -> None:
+    """Let an update's kernel write straight into the state buffer when that is safe.
+
+    Safe means: no kernel after it reads the old state, its own reads of the old state are
+    pointwise, and no kernel that can fail (an index check) runs after it — so a failing step
+    still changes nothing. This removes a scratch copy and a commit ``memcpy`` per update.
+    """
+    g = p.graph
+    index = {n.id: i for i, n in enumerate(p.materialized)}
+    reads = [{x.id for x in _reads(n, mat)} for n in p.materialized]
+    may_fail = [i for i, n in enumerate(p.materialized)
+                if any(x.op in CHECKED_OPS for x in _closure(n, mat))]
+    last_fail = max(may_fail, default=-1)
+    by_name = {n.attrs["name"]: n for n in g.inputs}
+    outputs = {o.id for o in g.outputs}
+    for j, (slot, v) in enumerate(g.updates):
+        i = index.get(v.id)
+        if i is None or i <= last_fail or v.id in p.direct or v.id in outputs:
+            continue
+        old = by_name.get(slot)
+        if old is not None:
+            readers = [k for k, r in enumerate(reads) if old.id in r]
+            if any(k > i for k in readers):
+                continue
+            if i in readers and not _pointwise(v, old, mat):
+                continue
+        p.direct[v.id] = j
+
+
+def _provably_ge(a: Any, b: Any) -> bool:
+    """a >= b for every positive value of the symbols (polynomials with nonneg coefficients)."""
+    d = sympy.expand(sympy.sympify(a) - sympy.sympify(b))
+    if d.is_number:
+        return bool(d >= 0)
+    poly = d.as_poly()
+    return poly is not None and all(c >= 0 for c in poly.coeffs())
+
+
+def _assign_offsets(p: Plan, mat: set[int], roots: set[int]) -> Any:
+    """Memory planning: buffers get arena offsets, reusing space whose last reader has run.
+
+    A buffer is live from its kernel until the last kernel that reads it (outputs and state
+    updates stay live to the end: they are committed after the last kernel). A freed block is
+    reused by a later buffer that provably fits in it for every value of the batch symbols.
+    Returns the arena size before the GEMM workspace.
+    """
+    index = {n.id: i for i, n in enumerate(p.materialized)}
+    end = len(p.materialized)
+    last = {n.id: (end if n.id in roots else index[n.id]) for n in p.materialized}
+    for i, n in enumerate(p.materialized):
+        for x in _reads(n, mat):
+            if x.id in last and x.id not in roots:
+                last[x.id] = max(last[x.id], i)
+    free: list[tuple[Any, Any]] = []  # (offset, size)
+    live: list[tuple[int, Any, Any]] = []  # (last use, offset, size)
+    top: Any = 0
+    for i, n in enumerate(p.materialized):
+        still = []
+        for lu, o, sz in live:
+            (free.append((o, sz)) if lu < i else still.append((lu, o, sz)))
+        live = still
+        if n.id in p.direct:
+            continue  # written straight into its state buffer
+        need = _align(_nbytes(n))
+        pick = next((j for j, (_, sz) in enumerate(free) if _provably_ge(sz, need)), None)
+        if pick is not None:
+            o, sz = free.pop(pick)
+        else:
+            o, sz = top, need
+            top = sh.dim(top + need)
+        p.offsets[n.id] = o
+        live.append((last[n.id], o, sz))
+    p.no_reuse_bytes = sh.dim(sum((_align(_nbytes(n)) for n in p.materialized), 0))
+    return top
 
 
 def contiguous_strides(shape: tuple) -> list[Any]:
@@ -1060,8 +1188,12 @@ class Lowering:
         bufs: dict[int, ir.Value] = {}
         for i, n in enumerate(g.inputs):
             bufs[n.id] = slot(TABLE_FIXED + i)
+        upd_base = TABLE_FIXED + self.n_inputs + self.n_outputs
         for n in p.materialized:
-            bufs[n.id] = b.gep(scratch, [sym(p.offsets[n.id])], inbounds=True)
+            if n.id in p.direct:
+                bufs[n.id] = slot(upd_base + p.direct[n.id])
+            else:
+                bufs[n.id] = b.gep(scratch, [sym(p.offsets[n.id])], inbounds=True)
         work = b.gep(scratch, [sym(p.work_offset)], inbounds=True)
         # kernels
         for n in p.materialized:
@@ -1081,7 +1213,8 @@ class Lowering:
             b.call(memcpy, [slot(base + j), bufs[o.id], sym(_nbytes(o))])
         base += self.n_outputs
         for j, (_, v) in enumerate(g.updates):
-            b.call(memcpy, [slot(base + j), bufs[v.id], sym(_nbytes(v))])
+            if p.direct.get(v.id) != j:
+                b.call(memcpy, [slot(base + j), bufs[v.id], sym(_nbytes(v))])
         b.ret(ir.Constant(I32, ERR_OK))
 
 

@@ -54,6 +54,7 @@ class Variant:
         self.exe = fn._backend(self.graph, self.sig)
         self.stages.update(self.exe.stages())
 
+
     def mode_ok(self) -> bool:
         """The ``training`` flags the trace read still have the values it saw."""
         return all(m.training == v for m, v in self.sig.mode_reads)
@@ -160,7 +161,10 @@ class CompiledFunction:
         s = v.stages[stage]
         if callable(s):
             s = v.stages[stage] = s()  # lazily rendered (LLVM IR, assembly)
-        return s if isinstance(s, str) else str(s)
+        text = s if isinstance(s, str) else str(s)
+        if stage == "optimized" and hasattr(v.exe, "memory_report"):
+            text += v.exe.memory_report() + "\n"
+        return text
 
     @property
     def stages(self) -> list[str]:

@@ -67,6 +67,7 @@ class Signature:
     mode_reads: list[tuple[Any, bool]] = field(default_factory=list)  # (module, training)
     # shape conditions checked at every call: (sympy relational, description)
     shape_guards: list[tuple[Any, str]] = field(default_factory=list)
+    example_env: dict = field(default_factory=dict)  # symbol values of the traced call
     symbols: list[sympy.Symbol] = field(default_factory=list)
 
 
@@ -387,6 +388,7 @@ def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
     g = ctx.finish(flat)
     ctx.sig.output_tree = tree
     ctx.sig.symbols = sorted(sym_of_size.values(), key=lambda s: s.name)
+    ctx.sig.example_env = {s: size for size, s in sym_of_size.items()}
     g.guards = [f"{s} >= 1" for s in ctx.sig.symbols] + [
         f"{str(c).replace(' ', '')}  # {what}" for c, what in ctx.sig.shape_guards]
     return g, ctx.sig
