@@ -163,7 +163,10 @@ class PTXProgram:
         self.kernel_names: list[str] = []
         self._build()
         check_declarations(self.module)
-        self.llvm_unoptimized = str(self.module)
+        # every launch uses BLOCK threads: telling ptxas (.maxntid) lets it budget registers
+        self.llvm_unoptimized = "\n".join(
+            line + f' "nvvm.maxntid"="{BLOCK}"' if line.startswith("define ptx_kernel") else line
+            for line in str(self.module).splitlines())
         mod = llvm.parse_assembly(self.llvm_unoptimized)
         mod.verify()
         pto = llvm.create_pipeline_tuning_options(speed_level=3)
