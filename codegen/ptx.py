@@ -5,7 +5,9 @@ are recomputed inline), different execution: each materialized node becomes one 
 ``.entry`` kernels (see ``ptx_kernels``), launched in plan order on one stream; then one
 *commit* copy kernel per state update copies the new value over the device-resident state,
 and does nothing if a kernel has set the error flag, so a step that failed (a class index out
-of range) leaves every parameter as it was, as on the CPU.
+of range) leaves every parameter as it was, as on the CPU. Updates the plan computes straight
+into their state buffer (``Plan.direct``: every kernel that can fail runs before them) need
+no commit; their kernels return at once when the error flag is set.
 
 Nothing here needs a GPU: the module is built with llvmlite and emitted by LLVM's NVPTX
 target, so ``ir("ptx")`` works anywhere. Because LLVM aborts the whole process on an

@@ -113,8 +113,11 @@ class PTXKernel(KernelEmitter):
         arg_types = ptrs + [I64] * len(lower.symbols) + [I64.as_pointer(GLOBAL)]
         self.fn = ir.Function(mod, ir.FunctionType(VOID, arg_types), name=name)
         self.fn.calling_convention = "ptx_kernel"
-        for a in self.fn.args[:len(ptrs)]:
-            a.add_attribute("noalias")
+        # a node the plan writes straight over its state buffer reads that buffer too
+        self.direct = node.id in lower.plan.direct
+        if not self.direct:
+            for a in self.fn.args[:len(ptrs)]:
+                a.add_attribute("noalias")
         self.name = name
         self.work = None
         entry = self.fn.append_basic_block("entry")
@@ -133,6 +136,13 @@ class PTXKernel(KernelEmitter):
         self.ptr = {n.id: a for n, a in zip(self.buffers, self.fn.args[1:len(ptrs)])}
         self.math = Math(self.b, mod)
         self._sreg: dict[str, ir.Value] = {}
+        if self.direct:
+            # it overwrites state: do nothing if an earlier kernel flagged an error (the
+            # plan puts every kernel that can fail before such kernels)
+            b = self.b
+            failed = b.icmp_signed("!=", b.load(self.err_ptr), i64(0))
+            with b.if_then(failed, likely=False):
+                b.ret_void()
 
     # -- thread geometry ------------------------------------------------------------------
     def sreg(self, name: str) -> ir.Value:

@@ -19,8 +19,9 @@ Coherence (the Python objects must show exactly what the CPU backend shows):
   ``GRAPHC_CUDA_STATE=resident`` skips that upload: faster, for loops that touch the model
   only through the compiled step.
 
-An index error found on the device sets the error record; the commit kernels then copy
-nothing, no copy-back happens, and the step raises IndexError with parameters unchanged.
+An index error found on the device sets the error record; the commit kernels and the kernels
+that write state in place (``Plan.direct``) then write nothing, no copy-back happens, and the
+step raises IndexError with parameters unchanged.
 """
 
 from __future__ import annotations
@@ -141,7 +142,13 @@ class DeviceStep:
         drv.htod(self.small_dev, self.small)
         arena = self.ensure("arena", int(sh.evaluate(prog.plan.work_offset, env)))
         for n in prog.plan.materialized:
-            ptr[n.id] = arena + int(sh.evaluate(prog.plan.offsets[n.id], env))
+            j = prog.plan.direct.get(n.id)
+            if j is None:
+                ptr[n.id] = arena + int(sh.evaluate(prog.plan.offsets[n.id], env))
+            else:  # computed straight into its state buffer (no commit copy needed)
+                ptr[n.id] = self.ensure(self._sink_key(g.updates[j][0]),
+                                        int(sh.evaluate(sh.numel(n.shape), env))
+                                        * n.dtype.itemsize)
         err = self.small_dev
         for la, par in zip(prog.launches, self.params):
             grid = la.grid(env)

@@ -200,6 +200,23 @@ def test_partitioning_reuses_the_cpu_plan() -> None:
             assert la.kind == "blocks"  # reduces over the batch: a block per output
 
 
+def test_in_place_updates_check_the_error_flag() -> None:
+    """Kernels the plan writes over state (Plan.direct) drop noalias and test err first."""
+    step, args = _mlp_step("ce", "sgd")[:2]
+    fn = gc.compile(step, device="cuda", example_args=args)
+    prog = fn.variants[-1].exe.program
+    direct = [la.kernel for la in prog.launches if la.node.id in prog.plan.direct]
+    if not direct:
+        pytest.skip("the plan writes no update in place")
+    text = prog.llvm_unoptimized
+    for name in direct:
+        body = text[text.index(f'@"{name}"'):]
+        header, rest = body.split("\n", 1)
+        assert "noalias" not in header
+        assert "ret void" in rest.split("define ", 1)[0]
+        assert rest.index("load i64") < rest.index("ret void")
+
+
 def test_scatter_add_has_init_and_atomic_kernels() -> None:
     fn = _op_step("scatter_add")
     prog = fn.variants[-1].exe.program
