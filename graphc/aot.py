@@ -52,7 +52,7 @@ import sympy
 
 from . import dtypes as dt
 
-__all__ = ["build", "AotModel", "StateTensor", "describe", "AOTError"]
+__all__ = ["build", "save_state", "AotModel", "StateTensor", "describe", "AOTError"]
 
 
 class AOTError(RuntimeError):
@@ -361,6 +361,26 @@ def _run(cmd: list[str], what: str) -> None:
         raise AOTError(f"{what} failed ({' '.join(cmd)}):\n{r.stderr.strip()}")
 
 
+def _privatize(mod: Any, entry: str) -> None:
+    """Keep the kernel object's symbols out of the way of other libraries.
+
+    Helper functions and globals the lowering defines (GEMM routines, the JIT's thread-pool
+    hook, which stays null here: AOT steps run on the calling thread) get internal linkage, so
+    two AOT objects link into one program without duplicate symbols; the entry point is
+    hidden, so only the wrapper's ``NAME_*`` functions are exported from ``libNAME.so``.
+    """
+    for fn in mod.functions:
+        if fn.name == entry:
+            fn.visibility = "hidden"
+        elif not fn.is_declaration and str(fn.linkage) not in ("Linkage.internal",
+                                                               "Linkage.private"):
+            fn.linkage = "internal"
+    for gv in mod.global_variables:
+        if not gv.is_declaration and str(gv.linkage) not in ("Linkage.internal",
+                                                             "Linkage.private"):
+            gv.linkage = "internal"
+
+
 def _data_object(tm: Any, model: AotModel) -> tuple[bytes, list[int]]:
     """An object file holding the initial state values as one aligned read-only blob."""
     import llvmlite.binding as llvm
@@ -416,7 +436,7 @@ def build(fn: Any, example_args: Any, out_dir: str | os.PathLike[str], name: str
     lowering = Lowering(variant.graph, name=f"{name}_kernel", triple=tm.triple,
                         data_layout=str(tm.target_data), wide=wide)
     mod = compile_module(lowering, tm)
-    mod.get_function(lowering.name).visibility = "hidden"
+    _privatize(mod, lowering.name)
     kernel_obj = tm.emit_object(mod)
     data_obj, offsets = _data_object(tm, model)
 
@@ -446,3 +466,54 @@ def build(fn: Any, example_args: Any, out_dir: str | os.PathLike[str], name: str
         _run([cc, "-shared", "-o", paths["shared"], paths["object"], "-lm"],
              "linking the shared library")
     return paths
+
+
+def save_state(fn: Any, path: str | os.PathLike[str], name: str | None = None,
+               example_args: Any = None) -> None:
+    """Write the step's *current* Python state as a checkpoint ``NAME_load`` reads.
+
+    So a model trained (or loaded) in Python can continue training in C: the archive has one
+    ``.npy`` entry per present state tensor, named as in the C library, plus the step count
+    (0) and the current run-time hyperparameters, in the ``gc.load`` format (written by numpy,
+    atomically as ``gc.save`` does).
+    """
+    import json
+
+    from .api import _as_array
+    from .serialization import _encode, _fsync_dir
+
+    ex = example_args if example_args is not None else fn.example_args
+    if ex is None:
+        raise ValueError("example_args: needed to pick the step's variant")
+    v = _variant_for(fn, [_as_array(a, i, f"arg{i}") for i, a in enumerate(ex)])
+    model = describe(fn, v, name or fn.name)
+    arrays: dict[str, np.ndarray] = {}
+    entries = []
+    for t in model.tensors:
+        if t.present:
+            arrays[t.name] = t.init
+        entries.append([t.name, {"$array": t.name} if t.present else None])
+    arrays["__aot_steps__"] = np.array(0, np.int64)
+    arrays["__aot_hyper__"] = np.array([h.default for h in model.hypers], np.float64)
+    root = {"$dict": [
+        ["format", "graphc.aot.state"], ["version", 1], ["name", model.name],
+        ["steps", {"$scalar": "__aot_steps__"}], ["tensors", {"$dict": entries}],
+        ["hyper", {"$dict": [[h.label, _encode(h.default, {}, h.label)]
+                             for h in model.hypers]}]]}
+    doc = json.dumps({"format": "graphc.checkpoint", "version": 1, "root": root},
+                     allow_nan=False)
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                               dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, __graphc__=np.array(doc), **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)

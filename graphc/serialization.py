@@ -9,6 +9,10 @@ with ``allow_pickle=False``:
   ``{"format": "graphc.checkpoint", "version": 1, "root": <node>}``;
 - ``a0``, ``a1``, ...: one entry per array in the saved object.
 
+The document refers to entries by name, so readers must not assume the ``aN`` names: the
+ahead-of-time C libraries (``graphc/aot_c.py``) name entries after their state tensors
+(``model.0.weight``) so that C code finds them without parsing JSON.
+
 ``<node>`` is JSON. ``null``, booleans, integers, finite floats and strings stand for
 themselves; lists are JSON lists; everything else is an object with one ``$``-key:
 

@@ -264,6 +264,31 @@ def test_save_load_round_trip(adam: Any, tmp_path: Path) -> None:
         lib.f("destroy")(t)
 
 
+def test_python_state_continues_in_c(adam: Any, tmp_path: Path) -> None:
+    """gc.aot.save_state (numpy-written zip) -> NAME_load -> the C step continues exactly."""
+    _, paths = adam
+    lib = CLib(paths, "mlp")
+    m = ex.make_mlp("adam")
+    for i in range(0, 150, 50):
+        m.step(m.X[i:i + 50], m.y[i:i + 50])
+    path = tmp_path / "py_state.npz"
+    gc.aot.save_state(m.step, path, "mlp")
+    assert gc.load(path)["tensors"]["model.0.weight.grad"] is not None
+    s = lib.create()
+    try:
+        assert lib.f("load")(s, str(path).encode()) == 0
+        xb, yb = m.X[150:214], m.y[150:214]
+        assert lib.step(s, xb, yb) == 0
+        m.step(xb, yb)
+        for name, p in m.model.named_parameters():
+            assert np.array_equal(lib.get(s, f"model.{name}"), p.numpy()), name
+        st = m.opt.state[m.model[0].weight]
+        assert np.array_equal(lib.get(s, "opt.state[model.0.weight].exp_avg_sq"),
+                              st["exp_avg_sq"].numpy())
+    finally:
+        lib.f("destroy")(s)
+
+
 def test_errors_leave_state_untouched(adam: Any) -> None:
     _, paths = adam
     lib = CLib(paths, "mlp")
@@ -401,6 +426,10 @@ def test_object_exports_only_the_abi(adam: Any) -> None:
     assert "mlp_step" in names and "mlp_save" in names
     assert not {"mlp_kernel", "mlp_init_blob"} & names
     assert all(n.startswith("mlp_") or n.startswith("_") for n in names), names
+    # and the object defines nothing global outside its prefix (two libraries link together)
+    syms = subprocess.run(["nm", "-g", "--defined-only", adam[1]["object"]],
+                          capture_output=True, text=True, check=True).stdout
+    assert all(ln.split()[-1].startswith("mlp_") for ln in syms.splitlines() if ln.strip())
 
 
 def test_cli_aot_end_to_end(tmp_path: Path) -> None:
