@@ -24,7 +24,8 @@ from graphc.tensor import Tensor
 from graphc.trace import Signature
 
 from . import cache
-from .lower import ERR_INDEX, ERR_SCRATCH, TABLE_FIXED, Lowering
+from .lower import ERR_INDEX, ERR_SCRATCH, RUN2_SYMBOL, TABLE_FIXED, Lowering
+from .parallel import dispatch_address
 from .runner import build_runner
 
 _init_lock = threading.Lock()
@@ -110,6 +111,9 @@ class CPUExecutable(Runtime):
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self.engine.finalize_object()
         self.fn = _FN(self.engine.get_function_address(self.name))
+        run2 = self.engine.get_global_value_address(RUN2_SYMBOL)
+        if run2:
+            ctypes.c_void_p.from_address(run2).value = dispatch_address() or None
         self.symbols = graph.symbols()
         n = TABLE_FIXED + len(graph.inputs) + len(graph.outputs) + len(graph.updates)
         self.table = (ctypes.c_void_p * n)()

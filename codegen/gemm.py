@@ -106,6 +106,72 @@ def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     return fn
 
 
+PAR_MIN_MACS = 1 << 19  # below ~1 MFLOP the split does not pay for the hand-off
+
+
+def _ctx_type(elt: ir.Type) -> ir.LiteralStructType:
+    ep = elt.as_pointer()
+    return ir.LiteralStructType([ep, I64, I64, ep, I64, I64, ep, I64, I64, I64, I64, I8P, I8P])
+
+
+def gemm_task(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
+    """``task(ctx, part)`` for the thread pool: part 0 computes the first ~half of C's rows
+    (a multiple of MR), part 1 the rest, each with its own packing workspace."""
+    name = f"graphc_gemm_task_{'f32' if elt == F32 else 'f64'}_{tile.mr}x{tile.nv}x{tile.vw}"
+    fn = mod.globals.get(name)
+    if fn is not None:
+        return fn
+    gemm = gemm_function(mod, tile, elt)
+    ct = _ctx_type(elt)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I8P, I64]), name=name)
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ctx = b.bitcast(fn.args[0], ct.as_pointer())
+    part = fn.args[1]
+    f = [b.load(b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, i)])) for i in range(13)]
+    a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k, w0, w1 = f
+    half = b.mul(_ceildiv(b, _ceildiv(b, m, 2), tile.mr), i64(tile.mr))
+    half = b.select(b.icmp_signed("<", half, m), half, m)
+    first = b.icmp_signed("==", part, i64(0))
+    row0 = b.select(first, i64(0), half)
+    rows = b.select(first, half, b.sub(m, half))
+    work = b.select(first, w0, w1)
+    has = b.icmp_signed(">", rows, i64(0))
+    with b.if_then(has):
+        pa = b.gep(a, [b.mul(row0, sam)], inbounds=True)
+        pc = b.gep(c, [b.mul(row0, ldc)], inbounds=True)
+        b.call(gemm, [pa, sam, sak, bb, sbk, sbn, pc, ldc, rows, n, k, work])
+    b.ret_void()
+    return fn
+
+
+def emit_gemm_call(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt: ir.Type,
+                   args: list[ir.Value], work: ir.Value, work_bytes: ir.Value,
+                   run2: ir.GlobalVariable | None) -> None:
+    """Call the GEMM, split over two threads when the pool is there and it pays off."""
+    gemm = gemm_function(mod, tile, elt)
+    if run2 is None:
+        b.call(gemm, args + [work])
+        return
+    a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k = args
+    disp = b.load(run2)
+    macs = b.mul(b.mul(m, n), k)
+    par = b.and_(b.icmp_unsigned("!=", b.ptrtoint(disp, I64), i64(0)),
+                 b.and_(b.icmp_signed(">=", macs, i64(PAR_MIN_MACS)),
+                        b.icmp_signed(">=", m, i64(2 * tile.mr))))
+    with b.if_else(par) as (then, otherwise):
+        with then:
+            ct = _ctx_type(elt)
+            ctx = alloca(ct)
+            w1 = b.gep(work, [work_bytes], inbounds=True)
+            for i, v in enumerate(args + [work, w1]):
+                b.store(v, b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
+            task = gemm_task(mod, tile, elt)
+            b.call(disp, [task, b.bitcast(ctx, I8P)])
+        with otherwise:
+            b.call(gemm, args + [work])
+
+
 def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ldc: ir.Value,
                a: Any, b: Any, Mv: ir.Value, Nv: ir.Value, Kv: ir.Value, work: ir.Value,
                tile: Tile, elt: ir.Type) -> None:

@@ -29,7 +29,7 @@ from graphc import ops as gops
 from graphc import shapes as sh
 from graphc.ir import Graph, Node
 
-from .gemm import choose_tile, gemm_function, workspace_bytes
+from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .llvm_util import (
     F32,
     F64,
@@ -52,6 +52,7 @@ from .llvm_util import (
 )
 
 TABLE_FIXED = 4  # syms, scratch, scratch_info, err
+RUN2_SYMBOL = "graphc_parallel_run2"
 ERR_OK, ERR_INDEX, ERR_SCRATCH = 0, 1, 2
 ALIGN = 64
 
@@ -136,6 +137,7 @@ def plan(g: Graph, wide: bool = True) -> Plan:
             t = choose_tile(n.shape[-1], wide, n.dtype.itemsize)
             need = workspace_bytes(n.shape[-2], n.shape[-1], n.inputs[0].shape[-1], t,
                                    n.dtype.itemsize)
+            need = 2 * _align(need)  # one packing area per thread
             work = need if isinstance(work, int) and work == 0 else sympy.Max(work, need)
     p.work_offset = off
     p.scratch_bytes = sh.dim(off + _align(work))
@@ -881,14 +883,15 @@ def _k_matmul(k: KernelEmitter) -> None:
     def batch_body(bidx: list[Any]) -> None:
         if n.dtype.is_float:
             tile = choose_tile(N, k.L.wide, n.dtype.itemsize)
-            fn = gemm_function(k.L.module, tile, t)
             origin = b.gep(k.out, [k.linear(bidx + [i64(0), i64(0)], out_st)], inbounds=True)
             zero2 = [i64(0), i64(0)]
             pa = b.gep(k.ptr[abuf.id], [k.linear(bidx + zero2, ast)], inbounds=True)
             pb = b.gep(k.ptr[bbuf.id], [k.linear(bidx + zero2, bst)], inbounds=True)
-            b.call(fn, [pa, k.sym(ast[-2]), k.sym(ast[-1]), pb, k.sym(bst[-2]),
-                        k.sym(bst[-1]), origin, k.sym(out_st[-2]), k.sym(M), k.sym(N),
-                        k.sym(K), k.work])
+            args = [pa, k.sym(ast[-2]), k.sym(ast[-1]), pb, k.sym(bst[-2]), k.sym(bst[-1]),
+                    origin, k.sym(out_st[-2]), k.sym(M), k.sym(N), k.sym(K)]
+            wbytes = k.sym(_align(workspace_bytes(M, N, K, tile, n.dtype.itemsize)))
+            emit_gemm_call(b, k.L.module, k.alloca, tile, t, args, k.work, wbytes,
+                           k.L.run2_global())
             return
         if sh.same(bst[-1], 1) or not sh.same(bst[-2], 1):
             # i-k-j: broadcast A[m,k] along a contiguous row of B (vectorises over n)
@@ -1157,6 +1160,18 @@ class Lowering:
         self.n_outputs = len(g.outputs)
         self.n_updates = len(g.updates)
         self._build()
+
+    def run2_global(self) -> ir.GlobalVariable:
+        """``graphc_parallel_run2``: the thread pool's dispatch function, set by the JIT
+        runtime after loading (null — single-threaded — in ahead-of-time builds)."""
+        g = self.module.globals.get(RUN2_SYMBOL)
+        if g is None:
+            from .parallel import TASK
+
+            fty = ir.FunctionType(VOID, [TASK.as_pointer(), I8P]).as_pointer()
+            g = ir.GlobalVariable(self.module, fty, RUN2_SYMBOL)
+            g.initializer = ir.Constant(fty, None)
+        return g
 
     def table_size(self) -> int:
         return TABLE_FIXED + self.n_inputs + self.n_outputs + self.n_updates
