@@ -227,12 +227,12 @@ class CPUExecutable(Runtime):
         what = "an index"
         size: Any = "?"
         if node is not None:
-            idx_node = node.inputs[1]
-            src = idx_node
-            while src.op in ("reshape", "expand", "permute", "detach", "cast") and src.inputs:
-                src = src.inputs[0]
-            if src.op == "input":
-                what = f"argument {src.attrs['name']!r}"
+            from graphc.ir import toposort
+
+            named = [x for x in toposort([node.inputs[1]])
+                     if x.op == "input" and x.attrs["kind"] == "arg" and not x.dtype.is_float]
+            if named:
+                what = f"argument {named[0].attrs['name']!r}"
             ax = node.attrs.get("axis", 0)
             size = node.inputs[0].shape[ax] if node.op == "gather" else node.shape[ax]
             size = sh.evaluate(size, self.check_args(args))

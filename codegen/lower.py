@@ -496,15 +496,19 @@ class KernelEmitter:
             self.b.position_at_end(cur)
         return self.err_block
 
-    def check_index(self, ix: ir.Value, size: Any, pos: ir.Value) -> None:
-        """Branch to the error exit (recording node, position, value) when ix ∉ [0, size)."""
+    def check_index(self, ix: ir.Value, size: Any, pos: ir.Value, node: Node | None = None
+                    ) -> None:
+        """Branch to the error exit (recording node, position, value) when ix ∉ [0, size).
+
+        ``node`` is the indexing op (it may be computed inline inside another node's kernel);
+        its index lets the runtime name the offending argument."""
         b = self.b
         bad = b.icmp_unsigned(">=", ix, self.sym(size))
         ok = self.fn.append_basic_block("idx.ok")
         fail = self.fn.append_basic_block("idx.bad")
         b.cbranch(bad, fail, ok)
         b.position_at_end(fail)
-        b.store(i64(self.L.plan.node_index[self.node.id]),
+        b.store(i64(self.L.plan.node_index[(node or self.node).id]),
                 b.gep(self.err_ptr, [i64(1)], inbounds=True))
         b.store(pos, b.gep(self.err_ptr, [i64(2)], inbounds=True))
         b.store(ix, b.gep(self.err_ptr, [i64(3)], inbounds=True))
@@ -770,7 +774,7 @@ def _l_gather(k, n, idx):
     x, index = n.inputs
     ax = n.attrs["axis"]
     ix = k.value(index, idx)
-    k.check_index(ix, x.shape[ax], k.linear(idx, contiguous_strides(n.shape)))
+    k.check_index(ix, x.shape[ax], k.linear(idx, contiguous_strides(n.shape)), n)
     sub = list(idx)
     sub[ax] = ix
     return k.value(x, sub)
@@ -935,7 +939,7 @@ def _k_scatter_add(k: KernelEmitter) -> None:
 
     def body(idx: list[Any]) -> None:
         ix = k.value(index, list(idx))
-        k.check_index(ix, n.shape[ax], k.linear(idx, contiguous_strides(src.shape)))
+        k.check_index(ix, n.shape[ax], k.linear(idx, contiguous_strides(src.shape)), n)
         tgt = list(idx)
         tgt[ax] = ix
         ptr = k.out_ptr(tgt)

@@ -200,7 +200,8 @@ class PTXKernel(KernelEmitter):
             return rule(self, n, idx)
         return super().compute(n, idx)
 
-    def flag_index_error(self, ix: ir.Value, size: Any, pos: ir.Value) -> ir.Value:
+    def flag_index_error(self, ix: ir.Value, size: Any, pos: ir.Value, node: Any = None
+                         ) -> ir.Value:
         """Record (node, position, value) once if ix is out of range; returns 'in range'.
 
         The first failing thread wins a compare-and-swap on the error code, so the three
@@ -211,13 +212,13 @@ class PTXKernel(KernelEmitter):
         with b.if_then(b.not_(ok), likely=False):
             res = b.cmpxchg(self.err_ptr, i64(0), i64(ERR_INDEX), "monotonic", "monotonic")
             with b.if_then(b.extract_value(res, 1)):
-                for slot, v in ((1, i64(self.L.plan.node_index[self.node.id])), (2, pos),
+                for slot, v in ((1, i64(self.L.plan.node_index[(node or self.node).id])), (2, pos),
                                 (3, ix)):
                     b.store(v, b.gep(self.err_ptr, [i64(slot)], inbounds=True))
         return ok
 
-    def check_index(self, ix: ir.Value, size: Any, pos: ir.Value) -> None:
-        self.flag_index_error(ix, size, pos)
+    def check_index(self, ix: ir.Value, size: Any, pos: ir.Value, node: Any = None) -> None:
+        self.flag_index_error(ix, size, pos, node)
 
     def store_flat(self, lin: ir.Value, v: ir.Value) -> None:
         if self.node.dtype is dt.bool_:
@@ -275,7 +276,7 @@ def _r_gather(k: PTXKernel, n: Node, idx: list[ir.Value]) -> ir.Value:
     ax = n.attrs["axis"]
     b = k.b
     ix = k.value(index, idx)
-    ok = k.flag_index_error(ix, x.shape[ax], k.linear(idx, contiguous_strides(n.shape)))
+    ok = k.flag_index_error(ix, x.shape[ax], k.linear(idx, contiguous_strides(n.shape)), n)
     sub = list(idx)
     sub[ax] = b.select(ok, ix, i64(0))
     return k.value(x, sub)
@@ -504,7 +505,7 @@ def k_scatter_atomic(k: PTXKernel) -> None:
     with k.grid_stride(k.numel(src.shape)) as lin:
         idx = k.delin(lin, src.shape)
         ix = k.value(index, idx)
-        ok = k.flag_index_error(ix, n.shape[ax], lin)
+        ok = k.flag_index_error(ix, n.shape[ax], lin, n)
         with b.if_then(ok):
             tgt = list(idx)
             tgt[ax] = ix
