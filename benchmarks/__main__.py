@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("workloads", nargs="*")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--blocks", type=int, default=7)
+    ap.add_argument("--torch-compile", action="store_true",
+                    help="also time torch.compile (default mode) on each PyTorch step")
+    ap.add_argument("--write", metavar="FILE", help="append the table to FILE (markdown)")
     a = ap.parse_args(argv)
     try:
         import torch
@@ -53,26 +56,45 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     wls = [w for w in all_workloads(torch) if not a.workloads or w.name in a.workloads]
     print(f"built and compiled {len(wls)} workloads in {time.perf_counter() - t0:.2f} s")
-    print(f"{'workload':<10} {'graphc us':>10} {'torch us':>10} {'ratio':>7} {'GFLOP/s':>8} "
-          f"{'% peak':>7}")
+    head = (f"{'workload':<10} {'graphc us':>10} {'torch us':>10} {'ratio':>7} {'GFLOP/s':>8} "
+            f"{'% peak':>7}" + (f" {'t.compile us':>12} {'ratio':>6} {'compile s':>9}"
+                                if a.torch_compile else ""))
+    print(head)
+    rows = []
     for w in wls:
+        tc, tc_compile = None, float("nan")
+        if a.torch_compile and w.torch_step is not None and torch is not None:
+            tc = torch.compile(w.torch_step)
+            t1 = time.perf_counter()
+            tc()
+            tc_compile = time.perf_counter() - t1
         for _ in range(3):
             w.graphc_step()
             if w.torch_step:
                 w.torch_step()
         ng = _calibrate(w.graphc_step)
         nt = _calibrate(w.torch_step) if w.torch_step else 0
-        gs, ts = [], []
+        nc = _calibrate(tc) if tc is not None else 0
+        gs, ts, cs = [], [], []
         for _ in range(a.blocks):
             gs.append(_time_block(w.graphc_step, ng))
             if w.torch_step:
                 ts.append(_time_block(w.torch_step, nt))
+            if tc is not None:
+                cs.append(_time_block(tc, nc))
         g = statistics.median(gs)
         t = statistics.median(ts) if ts else float("nan")
+        c = statistics.median(cs) if cs else float("nan")
         gf = w.flops / g / 1e9 if w.flops else float("nan")
         peak = 100 * gf / (PEAK_PER_CORE * a.threads) if w.flops else float("nan")
-        print(f"{w.name:<10} {g * 1e6:>10.1f} {t * 1e6:>10.1f} {t / g:>7.2f} {gf:>8.1f} "
-              f"{peak:>7.1f}")
+        row = (f"{w.name:<10} {g * 1e6:>10.1f} {t * 1e6:>10.1f} {t / g:>7.2f} {gf:>8.1f} "
+               f"{peak:>7.1f}" + (f" {c * 1e6:>12.1f} {c / g:>6.2f} {tc_compile:>9.1f}"
+                                  if a.torch_compile else ""))
+        print(row)
+        rows.append(row)
+    if a.write:
+        with open(a.write, "a") as f:
+            f.write(f"\n```\n{head}\n" + "\n".join(rows) + "\n```\n")
     return 0
 
 
