@@ -9,6 +9,7 @@ FMA peak (about 116 GFLOP/s a core on Zen 4). Machines are noisy: read medians a
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -43,7 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torch-compile", action="store_true",
                     help="also time torch.compile (default mode) on each PyTorch step")
     ap.add_argument("--write", metavar="FILE", help="append the table to FILE (markdown)")
+    ap.add_argument("--no-jax", action="store_true", help="skip JAX even when installed")
     a = ap.parse_args(argv)
+    # the same thread count for every system
+    os.environ["GRAPHC_NUM_THREADS"] = str(a.threads)
+    os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen={str(a.threads > 1).lower()}"
+                          f" intra_op_parallelism_threads={a.threads}")
     try:
         import torch
 
@@ -56,9 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     wls = [w for w in all_workloads(torch) if not a.workloads or w.name in a.workloads]
     print(f"built and compiled {len(wls)} workloads in {time.perf_counter() - t0:.2f} s")
+    from . import jax_workloads
+
+    jax_steps = jax_workloads.steps() if (not a.no_jax and jax_workloads.available()) else {}
     head = (f"{'workload':<10} {'graphc us':>10} {'torch us':>10} {'ratio':>7} {'GFLOP/s':>8} "
             f"{'% peak':>7}" + (f" {'t.compile us':>12} {'ratio':>6} {'compile s':>9}"
-                                if a.torch_compile else ""))
+                                if a.torch_compile else "")
+            + (f" {'jax us':>8} {'ratio':>6}" if jax_steps else ""))
     print(head)
     rows = []
     for w in wls:
@@ -75,21 +85,30 @@ def main(argv: list[str] | None = None) -> int:
         ng = _calibrate(w.graphc_step)
         nt = _calibrate(w.torch_step) if w.torch_step else 0
         nc = _calibrate(tc) if tc is not None else 0
-        gs, ts, cs = [], [], []
+        jx = jax_steps.get(w.name)
+        if jx is not None:
+            for _ in range(3):
+                jx()
+        nj = _calibrate(jx) if jx is not None else 0
+        gs, ts, cs, js = [], [], [], []
         for _ in range(a.blocks):
             gs.append(_time_block(w.graphc_step, ng))
             if w.torch_step:
                 ts.append(_time_block(w.torch_step, nt))
             if tc is not None:
                 cs.append(_time_block(tc, nc))
+            if jx is not None:
+                js.append(_time_block(jx, nj))
         g = statistics.median(gs)
         t = statistics.median(ts) if ts else float("nan")
         c = statistics.median(cs) if cs else float("nan")
+        j = statistics.median(js) if js else float("nan")
         gf = w.flops / g / 1e9 if w.flops else float("nan")
         peak = 100 * gf / (PEAK_PER_CORE * a.threads) if w.flops else float("nan")
         row = (f"{w.name:<10} {g * 1e6:>10.1f} {t * 1e6:>10.1f} {t / g:>7.2f} {gf:>8.1f} "
                f"{peak:>7.1f}" + (f" {c * 1e6:>12.1f} {c / g:>6.2f} {tc_compile:>9.1f}"
-                                  if a.torch_compile else ""))
+                                  if a.torch_compile else "")
+               + (f" {j * 1e6:>8.1f} {j / g:>6.2f}" if jax_steps else ""))
         print(row)
         rows.append(row)
     if a.write:

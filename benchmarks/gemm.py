@@ -1,0 +1,71 @@
+"""GEMM microbenchmark: graphc's packed GEMM vs numpy's sgemm, side by side.
+
+``python -m benchmarks.gemm [--threads N]`` times C = A @ B (and A @ B.T, the layout of a
+Linear forward) at 256, 512 and 1024 and in the shapes of mlp_large's forward and backward
+GEMMs, alternating timed blocks between the two, and prints medians in GFLOP/s and the ratio
+(above 1: graphc is faster). numpy's BLAS gets the same thread count (OPENBLAS_NUM_THREADS /
+OMP_NUM_THREADS are set before numpy is imported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.gemm")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--blocks", type=int, default=7)
+    a = ap.parse_args(argv)
+    if "numpy" in sys.modules:
+        print("note: numpy was imported before the thread count could be set")
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(a.threads)
+    os.environ["GRAPHC_NUM_THREADS"] = str(a.threads)
+    import numpy as np
+
+    import graphc as gc
+
+    rng = np.random.default_rng(0)
+    shapes = [(256, 256, 256, False), (512, 512, 512, False), (1024, 1024, 1024, False),
+              (256, 784, 1024, True),    # mlp_large layer 1 forward: x @ W1.T
+              (256, 1024, 1024, True),   # layer 2 forward
+              (256, 1024, 784, False),   # input gradient: g @ W1
+              (1024, 256, 784, False)]   # weight gradient: g.T @ x (as laid out here)
+    print(f"threads {a.threads}")
+    print(f"{'M x K x N':<18} {'layout':<6} {'graphc':>8} {'numpy':>8} {'ratio':>6}  (GFLOP/s)")
+    for m, k, n, nt in shapes:
+        A = rng.standard_normal((m, k)).astype(np.float32)
+        B = rng.standard_normal((n, k) if nt else (k, n)).astype(np.float32)
+        W = gc.tensor(B)
+        if nt:
+            f = gc.compile(lambda x, W=W: x @ W.T, dynamic=False)
+            g = lambda x, B=B: x @ B.T  # noqa: E731
+        else:
+            f = gc.compile(lambda x, W=W: x @ W, dynamic=False)
+            g = lambda x, B=B: x @ B  # noqa: E731
+        np.testing.assert_allclose(f(A).numpy(), g(A), rtol=2e-3, atol=2e-3)
+        flops = 2.0 * m * n * k
+        reps = max(3, int(2e9 / flops))
+        tf, tn = [], []
+        for _ in range(a.blocks):
+            t = time.perf_counter()
+            for _ in range(reps):
+                f(A)
+            tf.append((time.perf_counter() - t) / reps)
+            t = time.perf_counter()
+            for _ in range(reps):
+                g(A)
+            tn.append((time.perf_counter() - t) / reps)
+        gf, gn = flops / statistics.median(tf) / 1e9, flops / statistics.median(tn) / 1e9
+        print(f"{f'{m}x{k}x{n}':<18} {'NT' if nt else 'NN':<6} {gf:>8.1f} {gn:>8.1f} "
+              f"{gf / gn:>6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
