@@ -145,11 +145,54 @@ def gemm_task(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     return fn
 
 
+SMALL_MACS = 8192  # below this, packing costs more than the multiply: plain loops
+
+
+def gemm_small_function(mod: ir.Module, elt: ir.Type) -> ir.Function:
+    """Unpacked triple loop for tiny products (the seed's 40x1x1): no packing, no tiles."""
+    name = f"graphc_gemm_small_{'f32' if elt == F32 else 'f64'}"
+    fn = mod.globals.get(name)
+    if fn is not None:
+        return fn
+    ep = elt.as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ep, I64, I64, ep, I64, I64, ep, I64,
+                                                           I64, I64, I64]), name=name)
+    fn.linkage = "internal"
+    a, sam, sak, b, sbk, sbn, c, ldc, m, n, k = fn.args
+    entry = fn.append_basic_block("entry")
+    bld = ir.IRBuilder(entry)
+    acc = bld.alloca(elt)
+    with for_range(bld, i64(0), m, name="m") as i:
+        with for_range(bld, i64(0), n, name="n") as j:
+            bld.store(ir.Constant(elt, 0.0), acc)
+            with for_range(bld, i64(0), k, name="k") as kk:
+                av = bld.load(bld.gep(a, [bld.add(bld.mul(i, sam), bld.mul(kk, sak))],
+                                      inbounds=True))
+                bv = bld.load(bld.gep(b, [bld.add(bld.mul(kk, sbk), bld.mul(j, sbn))],
+                                      inbounds=True))
+                bld.store(bld.fadd(bld.load(acc), bld.fmul(av, bv)), acc)
+            bld.store(bld.load(acc), bld.gep(c, [bld.add(bld.mul(i, ldc), j)], inbounds=True))
+    bld.ret_void()
+    return fn
+
+
 def emit_gemm_call(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt: ir.Type,
                    args: list[ir.Value], work: ir.Value, work_bytes: ir.Value,
                    run2: ir.GlobalVariable | None) -> None:
     """Call the GEMM, split over two threads when the pool is there and it pays off."""
     gemm = gemm_function(mod, tile, elt)
+    a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k = args
+    small = b.icmp_signed("<", b.mul(b.mul(m, n), k), i64(SMALL_MACS))
+    with b.if_else(small) as (tiny, big):
+        with tiny:
+            b.call(gemm_small_function(mod, elt), args)
+        with big:
+            _emit_gemm_big(b, mod, alloca, tile, elt, args, work, work_bytes, run2, gemm)
+
+
+def _emit_gemm_big(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt: ir.Type,
+                   args: list[ir.Value], work: ir.Value, work_bytes: ir.Value,
+                   run2: ir.GlobalVariable | None, gemm: ir.Function) -> None:
     if run2 is None:
         b.call(gemm, args + [work])
         return
