@@ -1,0 +1,41 @@
+"""The ``fused`` stage: how the optimized graph is cut into native kernels.
+
+One block per kernel (a materialized node): the nodes it computes inline, the buffers it
+reads, where its result lives (arena offset, or written in place into a state buffer), and
+the arena size — so a user can see what fused with what, and why a buffer exists.
+"""
+
+from __future__ import annotations
+
+from graphc import shapes as sh
+from graphc.ir import Graph
+from graphc.text import type_str
+
+from .lower import Plan, _closure, _reads
+
+
+def format_plan(g: Graph, p: Plan) -> str:
+    names: dict[int, str] = {n.id: n.attrs["name"] for n in g.inputs}
+    for n in p.order:
+        if n.op != "input":
+            names[n.id] = f"%{p.node_index[n.id]}"
+    mat = {n.id for n in p.materialized}
+    slots = [s for s, _ in g.updates]
+    lines = [f"kernels of {g.name}: {len(p.materialized)} kernels, "
+             f"{sum(len(_closure(n, mat)) for n in p.materialized)} nodes"]
+    for i, n in enumerate(p.materialized):
+        inline = [x for x in _closure(n, mat) if x is not n]
+        reads = ", ".join(names[x.id] for x in _reads(n, mat))
+        if n.id in p.direct:
+            where = f"in place -> {slots[p.direct[n.id]]}"
+        else:
+            where = f"arena+{sh.fmt_dim(p.offsets[n.id])}"
+        lines.append(f"k{i}: {names[n.id]} = {n.op} : {type_str(n)}  [{where}]")
+        if inline:
+            fused = ", ".join(f"{names[x.id]} {x.op}" for x in
+                              sorted(inline, key=lambda x: p.node_index[x.id]))
+            lines.append(f"    fuses: {fused}")
+        lines.append(f"    reads: {reads}")
+    lines.append(f"arena: {sh.fmt_dim(p.scratch_bytes)} bytes (GEMM packing from "
+                 f"{sh.fmt_dim(p.work_offset)})")
+    return "\n".join(lines) + "\n"
