@@ -46,10 +46,11 @@ from .llvm_util import (
     for_range,
     i64,
     intrinsic,
-    libm,
     mem_type,
     reg_type,
 )
+from .vmath import UNARY as VMATH_UNARY
+from .vmath import VMath
 
 TABLE_FIXED = 4  # syms, scratch, scratch_info, err
 RUN2_SYMBOL = "graphc_parallel_run2"
@@ -615,17 +616,9 @@ def _unary_float(k: KernelEmitter, n: Node, x: ir.Value) -> ir.Value:
         return b.call(intrinsic(mod, "llvm.fabs", t), [x])
     if op == "sqrt":
         return b.call(intrinsic(mod, "llvm.sqrt", t), [x])
-    if op == "exp":
-        return b.call(intrinsic(mod, "llvm.exp", t), [x])
-    if op == "log":
-        return b.call(intrinsic(mod, "llvm.log", t), [x])
-    if op == "tanh":
-        return b.call(libm(mod, "tanh", t), [x])
-    if op == "erf":
-        return b.call(libm(mod, "erf", t), [x])
-    if op == "sigmoid":
-        e = b.call(intrinsic(mod, "llvm.exp", t), [b.fneg(x)])
-        return b.fdiv(_fconst(t, 1.0), b.fadd(_fconst(t, 1.0), e))
+    if op in VMATH_UNARY:
+        # inline IR, not libm: LLVM would scalarise llvm.exp & co. into one call per lane
+        return getattr(VMath(b, mod), op)(x)
     if op == "relu":
         return b.select(b.fcmp_unordered(">", x, _fconst(t, 0.0)), x, _fconst(t, 0.0))
     if op == "sign":
@@ -706,6 +699,8 @@ def _pow(k: KernelEmitter, n: Node, x: ir.Value, y: ir.Value) -> ir.Value:
             return b.fmul(b.fmul(x, x), x)
         if v == -1.0:
             return b.fdiv(_fconst(x.type, 1.0), x)
+    if x.type == F32:
+        return VMath(b, k.L.module).pow(x, y)  # vectorisable, evaluated in f64
     return b.call(intrinsic(k.L.module, "llvm.pow", x.type, 2), [x, y])
 
 
