@@ -1,0 +1,128 @@
+"""Datasets and mini-batch loading over numpy arrays (``torch.utils.data``'s interface).
+
+A PyTorch loop ``for inputs, labels in train_loader:`` ports unchanged. Batches are numpy
+arrays (what compiled steps take without copying): a ``TensorDataset`` batch is gathered with
+one fancy-indexing operation per array, other datasets are collated item by item with
+``np.stack``. Shuffling is deterministic: without a ``generator`` each epoch's permutation is
+seeded from graphc's global stream, so ``gc.manual_seed`` fixes it, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from graphc import random as _random
+
+
+class Dataset:
+    """Base class: ``__getitem__(i)`` and ``__len__()``."""
+
+    def __getitem__(self, index: int) -> Any:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+
+class TensorDataset(Dataset):
+    """Rows of equally long arrays (numpy arrays, graphc tensors or anything array-like)."""
+
+    def __init__(self, *tensors: Any) -> None:
+        arrays = [np.asarray(t) for t in tensors]
+        if not arrays:
+            raise ValueError("TensorDataset needs at least one array")
+        n = len(arrays[0])
+        if any(a.ndim == 0 or len(a) != n for a in arrays):
+            raise ValueError("Size mismatch between tensors: every array needs the same "
+                             f"first dimension (got {[a.shape for a in arrays]})")
+        self.tensors = tuple(arrays)
+
+    def __getitem__(self, index: Any) -> tuple[np.ndarray, ...]:
+        return tuple(a[index] for a in self.tensors)
+
+    def __len__(self) -> int:
+        return len(self.tensors[0])
+
+
+def default_collate(items: Sequence[Any]) -> Any:
+    """Stack a list of samples: tuples/lists field by field, dicts key by key, arrays by
+    ``np.stack``, Python scalars into a 1-d array."""
+    first = items[0]
+    if isinstance(first, (tuple, list)):
+        return [default_collate([it[j] for it in items]) for j in range(len(first))]
+    if isinstance(first, dict):
+        return {k: default_collate([it[k] for it in items]) for k in first}
+    return np.stack([np.asarray(it) for it in items])
+
+
+def _rng(generator: Any) -> np.random.Generator:
+    if generator is None:
+        return np.random.default_rng(_random.next_seed())
+    if isinstance(generator, np.random.Generator):
+        return generator
+    if isinstance(generator, np.random.RandomState):
+        return np.random.default_rng(generator.randint(0, 2**31))
+    return np.random.default_rng(int(generator))
+
+
+class DataLoader:
+    """Mini-batches of a dataset (``batch_size=None`` yields single samples, uncollated).
+
+    ``generator``: a ``np.random.Generator`` (or an int seed, or a ``RandomState``) that
+    drives the shuffling; by default each epoch draws its seed from ``gc.manual_seed``'s
+    stream. The last partial batch is kept unless ``drop_last``.
+    """
+
+    def __init__(self, dataset: Any, batch_size: int | None = 1, shuffle: bool = False,
+                 drop_last: bool = False, generator: Any = None,
+                 collate_fn: Any = None) -> None:
+        if batch_size is not None and int(batch_size) <= 0:
+            raise ValueError(f"batch_size should be a positive integer, got {batch_size}")
+        self.dataset = dataset
+        self.batch_size = None if batch_size is None else int(batch_size)
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.generator = generator
+        self.collate_fn = collate_fn
+        # an int seed becomes one generator, so successive epochs get different orders
+        if generator is not None and not isinstance(generator, np.random.Generator):
+            self.generator = _rng(generator)
+
+    def __len__(self) -> int:
+        n = len(self.dataset)
+        if self.batch_size is None:
+            return n
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _order(self) -> np.ndarray:
+        n = len(self.dataset)
+        if not self.shuffle:
+            return np.arange(n)
+        return _rng(self.generator).permutation(n)
+
+    def __iter__(self) -> Iterator[Any]:
+        order = self._order()
+        ds = self.dataset
+        if self.batch_size is None:
+            for i in order:
+                yield ds[int(i)]
+            return
+        bs = self.batch_size
+        stop = len(order) - (len(order) % bs if self.drop_last else 0)
+        fast = isinstance(ds, TensorDataset) and self.collate_fn is None
+        for s in range(0, stop, bs):
+            idx = order[s:s + bs]
+            if fast:
+                # contiguous slices stay views when not shuffling; fancy indexing otherwise
+                sel: Any = slice(int(idx[0]), int(idx[0]) + len(idx)) if not self.shuffle \
+                    else idx
+                yield [a[sel] for a in ds.tensors]
+            else:
+                batch = [ds[int(i)] for i in idx]
+                yield (self.collate_fn or default_collate)(batch)
+
+
+__all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate"]

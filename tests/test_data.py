@@ -1,0 +1,103 @@
+"""graphc.utils.data: TensorDataset and DataLoader behave like torch.utils.data's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import graphc as gc
+from graphc.utils.data import DataLoader, Dataset, TensorDataset
+
+
+def _ds(n: int = 10) -> TensorDataset:
+    x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+    y = np.arange(n, dtype=np.int64)
+    return TensorDataset(x, y)
+
+
+def test_tensor_dataset_items_and_len() -> None:
+    ds = _ds()
+    assert len(ds) == 10
+    x, y = ds[4]
+    np.testing.assert_array_equal(x, [12, 13, 14])
+    assert y == 4
+    with pytest.raises(ValueError, match="Size mismatch"):
+        TensorDataset(np.zeros((3, 2)), np.zeros(4))
+
+
+def test_batches_in_order_last_partial_kept() -> None:
+    dl = DataLoader(_ds(), batch_size=4)
+    assert len(dl) == 3
+    batches = list(dl)
+    assert [len(b[1]) for b in batches] == [4, 4, 2]
+    np.testing.assert_array_equal(np.concatenate([b[1] for b in batches]), np.arange(10))
+    assert batches[0][0].dtype == np.float32 and batches[0][1].dtype == np.int64
+    xb, yb = batches[2]  # unpacks like PyTorch's list batch
+    assert xb.shape == (2, 3)
+
+
+def test_drop_last() -> None:
+    dl = DataLoader(_ds(), batch_size=4, drop_last=True)
+    assert len(dl) == 2
+    assert [len(y) for _, y in dl] == [4, 4]
+
+
+def test_shuffle_is_a_permutation_and_seeded() -> None:
+    gc.manual_seed(0)
+    a = np.concatenate([y for _, y in DataLoader(_ds(), batch_size=3, shuffle=True)])
+    b = np.concatenate([y for _, y in DataLoader(_ds(), batch_size=3, shuffle=True)])
+    assert sorted(a) == list(range(10))
+    assert not np.array_equal(a, np.arange(10)) or not np.array_equal(b, np.arange(10))
+    gc.manual_seed(0)
+    a2 = np.concatenate([y for _, y in DataLoader(_ds(), batch_size=3, shuffle=True)])
+    np.testing.assert_array_equal(a, a2)  # gc.manual_seed fixes the order
+
+
+def test_generator_drives_shuffling() -> None:
+    ds = _ds(50)
+    dl1 = DataLoader(ds, batch_size=7, shuffle=True, generator=np.random.default_rng(3))
+    dl2 = DataLoader(ds, batch_size=7, shuffle=True, generator=np.random.default_rng(3))
+    e1 = [np.concatenate([y for _, y in dl1]) for _ in range(2)]
+    e2 = [np.concatenate([y for _, y in dl2]) for _ in range(2)]
+    np.testing.assert_array_equal(e1[0], e2[0])
+    np.testing.assert_array_equal(e1[1], e2[1])
+    assert not np.array_equal(e1[0], e1[1])  # a new order every epoch
+    x, y = next(iter(DataLoader(ds, batch_size=5, shuffle=True, generator=7)))
+    np.testing.assert_array_equal(x[:, 0], y * 3)  # rows stay aligned
+
+
+def test_default_batch_size_and_generic_dataset() -> None:
+    class Squares(Dataset):
+        def __len__(self) -> int:
+            return 5
+
+        def __getitem__(self, i: int) -> tuple[np.ndarray, int]:
+            return np.full(2, i, np.float32), i * i
+
+    batches = list(DataLoader(Squares(), batch_size=2))
+    assert len(batches) == 3
+    np.testing.assert_array_equal(batches[1][0], [[2, 2], [3, 3]])
+    np.testing.assert_array_equal(batches[1][1], [4, 9])
+    assert len(list(DataLoader(_ds(3)))) == 3  # batch_size=1
+    assert [int(y[0]) for _, y in DataLoader(_ds(3))] == [0, 1, 2]
+
+
+def test_batches_feed_a_compiled_step() -> None:
+    gc.manual_seed(0)
+    model = gc.nn.Linear(3, 2)
+    opt = gc.optim.SGD(model.parameters(), lr=0.01)
+    lf = gc.nn.CrossEntropyLoss()
+
+    @gc.compile
+    def step(x: np.ndarray, y: np.ndarray) -> gc.Tensor:
+        opt.zero_grad()
+        loss = lf(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    x = np.random.default_rng(0).standard_normal((10, 3)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    for xb, yb in DataLoader(TensorDataset(x, y), batch_size=4, shuffle=True):
+        assert np.isfinite(step(xb, yb).item())
+    assert step.compile_count == 1  # the partial batch reuses the symbolic batch size
