@@ -135,6 +135,56 @@ def mlp(torch: Any, name: str, dims: list[int], batch: int, make_opt: Callable, 
     return Workload(name, gfn, tfn, flops)
 
 
+def _cnn_flops(batch: int) -> float:
+    """Multiply-adds of the two convolutions and the linear layer, times 2 (forward), 4 for
+    the backward (weight and input gradients; the first layer's input needs none)."""
+    c1 = 28 * 28 * 8 * 1 * 9  # per image
+    c2 = 14 * 14 * 16 * 8 * 9
+    lin = 784 * 10
+    return batch * (2 * (c1 + c2 + lin) + 2 * c1 + 4 * (c2 + lin))
+
+
+def cnn(torch: Any, batch: int = 64) -> Workload:
+    """Conv(1->8,3,p1)-ReLU-MaxPool2-Conv(8->16,3,p1)-ReLU-MaxPool2-Flatten-Linear(784,10)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((batch, 1, 28, 28)).astype(np.float32)
+    Y = rng.integers(0, 10, batch).astype(np.int64)
+    gm = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                       nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                       nn.Flatten(), nn.Linear(784, 10))
+    gopt = optim.SGD(gm.parameters(), lr=1e-2, momentum=0.9)
+    lf = nn.CrossEntropyLoss()
+
+    @gc.compile(example_args=(X, Y))
+    def step(x: Any, y: Any) -> Any:
+        gopt.zero_grad()
+        loss = lf(gm(x), y)
+        loss.backward()
+        gopt.step()
+        return loss
+
+    tfn = None
+    if torch is not None:
+        tn = torch.nn
+        tm = tn.Sequential(tn.Conv2d(1, 8, 3, padding=1), tn.ReLU(), tn.MaxPool2d(2),
+                           tn.Conv2d(8, 16, 3, padding=1), tn.ReLU(), tn.MaxPool2d(2),
+                           tn.Flatten(), tn.Linear(784, 10))
+        tm.load_state_dict({k: torch.from_numpy(np.array(v))
+                            for k, v in gm.state_dict().items()})
+        topt = torch.optim.SGD(tm.parameters(), lr=1e-2, momentum=0.9)
+        tlf = tn.CrossEntropyLoss()
+        tx, ty = torch.from_numpy(X), torch.from_numpy(Y)
+
+        def tfn() -> Any:
+            topt.zero_grad()
+            loss = tlf(tm(tx), ty)
+            loss.backward()
+            topt.step()
+            return loss
+
+    return Workload("cnn", lambda: step(X, Y), tfn, _cnn_flops(batch))
+
+
 def all_workloads(torch: Any) -> list[Workload]:
     sgd_small = lambda o, p: o.SGD(p, lr=1e-3, momentum=0.9, weight_decay=1e-4)  # noqa: E731
     out = [
@@ -143,6 +193,7 @@ def all_workloads(torch: Any) -> list[Workload]:
         mlp(torch, "mlp_large", [784, 1024, 1024, 10], 256,
             lambda o, p: o.SGD(p, lr=1e-3, momentum=0.9)),
         mlp(torch, "infer", [784, 256, 10], 64, sgd_small, train=False),
+        cnn(torch),
     ]
     if hasattr(optim, "Adam"):
         out.append(mlp(torch, "adam", [784, 256, 10], 64, lambda o, p: o.Adam(p, lr=1e-3)))
