@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-_state = {"rs": np.random.RandomState(0), "seed": 0, "calls": 0}
+_state: dict = {"rs": np.random.RandomState(0), "seed": 0, "calls": 0, "next_normal": None}
 
 
 def manual_seed(seed: int) -> None:
@@ -19,6 +19,7 @@ def manual_seed(seed: int) -> None:
     _state["rs"] = np.random.RandomState(seed & 0xFFFFFFFF)
     _state["seed"] = seed
     _state["calls"] = 0
+    _state["next_normal"] = None
 
 
 def initial_seed() -> int:
@@ -42,20 +43,61 @@ def uniform(shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype = np.f
     if np.dtype(dtype) == np.float64:
         rs = _state["rs"]
         w = rs.randint(0, 2**32, size=(n, 2), dtype=np.uint32).astype(np.uint64)
-        r64 = (w[:, 1] << np.uint64(32)) | w[:, 0] if n else np.zeros(0, np.uint64)
+        r64 = (w[:, 0] << np.uint64(32)) | w[:, 1] if n else np.zeros(0, np.uint64)
         u = (r64 & np.uint64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
     else:
         u = (_words(n) & 0xFFFFFF).astype(np.float64) * 2.0 ** -24
     return (u * (hi - lo) + lo).astype(dtype).reshape(shape)
 
 
+def _u24(n: int) -> np.ndarray:
+    return ((_words(n) & 0xFFFFFF).astype(np.float64) * 2.0 ** -24).astype(np.float32)
+
+
+def _fill16(d: np.ndarray, mean: float, std: float) -> None:
+    """PyTorch's ``normal_fill_16``: Box-Muller over 8+8 uniforms, in the tensor's dtype."""
+    t = d.dtype.type
+    u1 = t(1) - d[:8]
+    u2 = d[8:16].copy()
+    radius = np.sqrt(t(-2) * np.log(u1))
+    theta = t(2.0 * np.pi) * u2
+    d[:8] = radius * np.cos(theta) * t(std) + t(mean)
+    d[8:16] = radius * np.sin(theta) * t(std) + t(mean)
+
+
 def normal(shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0,
            dtype: np.dtype = np.float32) -> np.ndarray:
-    """Box-Muller normals from the same stream (PyTorch's exact normal stream is not copied)."""
+    """Normal samples with PyTorch's CPU algorithm and stream (``normal_``/``randn``).
+
+    Tensors of 16 or more elements: all uniforms are drawn first, then transformed 16 at a
+    time (a partial last block redraws 16 fresh uniforms over the tail), as ATen's
+    ``normal_fill``. Smaller tensors: one double-precision Box-Muller sample per element with
+    the cached second sample, as ``at::normal_distribution<double>``.
+    """
     n = int(np.prod(shape, dtype=np.int64))
-    m = n + (n & 1)
-    u = uniform((m,), 0.0, 1.0, np.float64)
-    u1, u2 = 1.0 - u[: m // 2], u[m // 2:]
-    r = np.sqrt(-2.0 * np.log(u1))
-    z = np.concatenate([r * np.cos(2 * np.pi * u2), r * np.sin(2 * np.pi * u2)])[:n]
-    return (z * std + mean).astype(dtype).reshape(shape)
+    dt = np.dtype(dtype)
+    if n >= 16:
+        data = _u24(n).astype(dt) if dt == np.float32 else uniform((n,), 0.0, 1.0, np.float64)
+        for i in range(0, n - 15, 16):
+            _fill16(data[i:i + 16], mean, std)
+        if n % 16:
+            tail = _u24(16).astype(dt) if dt == np.float32 else uniform((16,), 0.0, 1.0,
+                                                                         np.float64)
+            data[n - 16:] = tail
+            seg = data[n - 16:].copy()
+            _fill16(seg, mean, std)
+            data[n - 16:] = seg
+        return data.reshape(shape)
+    out = np.empty(n, np.float64)
+    for i in range(n):
+        cached = _state["next_normal"]
+        if cached is not None:
+            _state["next_normal"] = None
+            out[i] = cached * std + mean
+            continue
+        u1, u2 = uniform((2,), 0.0, 1.0, np.float64)
+        r = np.sqrt(-2.0 * np.log1p(-u2))
+        theta = 2.0 * np.pi * u1
+        _state["next_normal"] = r * np.sin(theta)
+        out[i] = r * np.cos(theta) * std + mean
+    return out.astype(dt).reshape(shape)
