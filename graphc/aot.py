@@ -161,6 +161,9 @@ def describe(fn: Any, variant: Any, name: str) -> AotModel:
     from .tensor import Tensor
 
     g, sig = variant.graph, variant.sig
+    if sig.collectives:
+        raise AOTError(f"{name}: a DistributedDataParallel step reduces gradients between "
+                       "processes; ahead-of-time builds do not support that")
     scopes = _scopes(fn.fn)
     module_of: dict[int, tuple[str, str]] = {}
     optims: list[tuple[str, Any]] = []

@@ -84,6 +84,10 @@ class CompiledFunction:
             self._compile([_as_array(a, i, f"arg{i}") for i, a in enumerate(example_args)])
 
     def _backend(self, graph: Any, sig: Signature) -> Any:
+        if sig.collectives:  # gradients reduced between processes: two native functions
+            from .distributed.executable import DistributedExecutable
+
+            return DistributedExecutable(graph, sig, self._backend)
         if self.backend_name == "interp":
             from .executable import InterpreterExecutable
 

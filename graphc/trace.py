@@ -69,6 +69,8 @@ class Signature:
     shape_guards: list[tuple[Any, str]] = field(default_factory=list)
     example_env: dict = field(default_factory=dict)  # symbol values of the traced call
     symbols: list[sympy.Symbol] = field(default_factory=list)
+    # gradient reductions recorded by ``graphc.distributed`` (the backend splits around them)
+    collectives: list[Any] = field(default_factory=list)
 
 
 _ABSENT = "absent"
@@ -96,6 +98,8 @@ class TraceContext:
         self.hypers: dict[tuple[int, str], Node] = {}
         self.updates: dict[str, Node] = {}
         self.guard_grad: dict[int, bool] = {}
+        # called as hook(ctx) after each backward() (graphc.distributed reduces gradients)
+        self.backward_hooks: list[Callable[[TraceContext], None]] = []
 
     # -- naming ----------------------------------------------------------------------------
     def _unique(self, base: str) -> str:
@@ -225,6 +229,8 @@ class TraceContext:
                 p = self.ext_tensor[k]
                 st = self._grad_state(p)
                 self.grad[k] = total if st is _ABSENT else b.add(st, total)
+            for hook in list(self.backward_hooks):
+                hook(self)
 
     # -- optimizer state and hyperparameters ----------------------------------------------
     def hyper(self, group: dict, key: str, label: str) -> Tensor:
