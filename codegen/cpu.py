@@ -24,7 +24,16 @@ from graphc.tensor import Tensor
 from graphc.trace import Signature
 
 from . import cache
-from .lower import ERR_INDEX, ERR_SCRATCH, RUN2_SYMBOL, TABLE_FIXED, Lowering
+from .guard import GuardMixin
+from .lower import (
+    ERR_BOUNDS,
+    ERR_INDEX,
+    ERR_NONFINITE,
+    ERR_SCRATCH,
+    RUN2_SYMBOL,
+    TABLE_FIXED,
+    Lowering,
+)
 from .parallel import dispatch_address
 from .runner import build_runner
 
@@ -86,11 +95,31 @@ def _ptr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-class CPUExecutable(Runtime):
+def _position_in_argument(sig: Signature, name: str, args: Any, value: int, pos: int) -> Any:
+    """Where ``value`` first occurs in argument ``name`` (flat, and as an index for rank > 1);
+    the kernel's ``pos`` counts elements of the indexing op instead (an Embedding's gather
+    runs over [B, n, dim]), which is what remains when the value was computed, not passed."""
+    from .runner import _as_array
+
+    try:
+        a = _as_array(args[sig.arg_names.index(name)])
+        hits = np.flatnonzero(a.reshape(-1) == value)
+    except Exception:  # noqa: BLE001 - a best-effort refinement of the message
+        return pos
+    if not len(hits):
+        return f"{pos} of the indexing op"
+    flat = int(hits[0])
+    index = tuple(int(i) for i in np.unravel_index(flat, a.shape))
+    return flat if a.ndim <= 1 else f"{flat} (index {index})"
+
+
+class CPUExecutable(GuardMixin, Runtime):
     """A JIT-compiled step plus the bookkeeping to call it from Python."""
 
-    def __init__(self, graph: Graph, sig: Signature, cpu: str | None = None) -> None:
+    def __init__(self, graph: Graph, sig: Signature, cpu: str | None = None,
+                 debug: bool = False) -> None:
         super().__init__(graph, sig)
+        self.debug = debug
         init_llvm()
         self.tm = host_target_machine(cpu)
         self.wide = has_avx512(self.tm, cpu)
@@ -98,7 +127,7 @@ class CPUExecutable(Runtime):
         native = cpu in (None, "native")
         cpu_name = llvm.get_host_cpu_name() if native else cpu
         feats = llvm.get_host_cpu_features().flatten() if native else ""
-        target = f"{self.tm.triple}|{cpu_name}|{feats}|{self.wide}"
+        target = f"{self.tm.triple}|{cpu_name}|{feats}|{self.wide}" + ("|debug" if debug else "")
         self.cache_key = cache.key(str(graph), target)
         self._lowering: Lowering | None = None
         self._mod: Any = None
@@ -137,6 +166,7 @@ class CPUExecutable(Runtime):
             if src.kind in ("hyper", "oflag", "seed"):
                 self.scalar_inputs[i] = np.zeros((), node.dtype.np)
                 self.table[TABLE_FIXED + i] = _ptr(self.scalar_inputs[i])
+        self._init_guard()
         self._runner = build_runner(self)
 
     def _set_scratch(self, nbytes: int) -> None:
@@ -150,7 +180,8 @@ class CPUExecutable(Runtime):
     def lowering(self) -> Lowering:
         """The LLVM lowering (built lazily: a cache hit does not need it)."""
         if self._lowering is None:
-            self._lowering = Lowering(self.graph, name=self.name, wide=self.wide)
+            self._lowering = Lowering(self.graph, name=self.name, wide=self.wide,
+                                      debug=self.debug)
         return self._lowering
 
     @property
@@ -184,14 +215,16 @@ class CPUExecutable(Runtime):
 
     # -- calling --------------------------------------------------------------------------
     def bind_input(self, slot: int, arr: np.ndarray) -> None:
-        """Point a table slot at an input buffer (copied first if it is not C-contiguous)."""
+        """Point a table slot at an input buffer (copied first if it is not C-contiguous;
+        a copy is not cached by identity: the caller may change the original in place)."""
+        self.rebound = True
         if not arr.flags.c_contiguous:
-            self._cache[slot] = arr
-            self._keep[slot] = arr = np.ascontiguousarray(arr)
+            self._cache[slot] = None
+            self._keep[slot] = self._bound[slot] = arr = np.ascontiguousarray(arr)
             self.table[slot] = _ptr(arr)
             return
         self._keep.pop(slot, None)
-        self._cache[slot] = arr
+        self._cache[slot] = self._bound[slot] = arr
         self.table[slot] = _ptr(arr)
 
     def bind_output(self, slot: int, shape: tuple, j: int) -> np.ndarray:
@@ -204,8 +237,9 @@ class CPUExecutable(Runtime):
         name, node = self.graph.updates[j]
         buf = self.sink_buffer(name, shape, node.dtype.np)
         if self._cache[slot] is not buf:
-            self._cache[slot] = buf
+            self._cache[slot] = self._bound[slot] = buf
             self.table[slot] = _ptr(buf)
+            self.rebound = True
 
     def on_error(self, rc: int, args: list[np.ndarray]) -> int:
         if rc == ERR_SCRATCH:
@@ -215,6 +249,10 @@ class CPUExecutable(Runtime):
                 return 0
         if rc == ERR_INDEX:
             self._raise_index_error(args)
+        if rc == ERR_NONFINITE:
+            self._raise_nonfinite()
+        if rc == ERR_BOUNDS:
+            self._raise_bounds()
         raise RuntimeError(f"compiled step failed with code {rc}")
 
     def call(self, args: tuple) -> Any:
@@ -233,6 +271,7 @@ class CPUExecutable(Runtime):
                      if x.op == "input" and x.attrs["kind"] == "arg" and not x.dtype.is_float]
             if named:
                 what = f"argument {named[0].attrs['name']!r}"
+                pos = _position_in_argument(self.sig, named[0].attrs["name"], args, value, pos)
             ax = node.attrs.get("axis", 0)
             size = node.inputs[0].shape[ax] if node.op == "gather" else node.shape[ax]
             size = sh.evaluate(size, self.check_args(args))

@@ -55,6 +55,9 @@ from .vmath import VMath
 TABLE_FIXED = 4  # syms, scratch, scratch_info, err
 RUN2_SYMBOL = "graphc_parallel_run2"
 ERR_OK, ERR_INDEX, ERR_SCRATCH = 0, 1, 2
+# check_finite: a flag kernel found NaN/Inf (err = [code, check number, flag kernel, 0]);
+# debug builds: a load/store left its buffer (err = [code, node index, element, extent])
+ERR_NONFINITE, ERR_BOUNDS = 3, 4
 ALIGN = 64
 
 VIEW_OPS = ("reshape", "permute", "expand", "detach", "slice", "pad")
@@ -89,8 +92,11 @@ def _align(x: Any) -> Any:
     return sympy.floor((x + ALIGN - 1) / ALIGN) * ALIGN
 
 
-def plan(g: Graph, wide: bool = True) -> Plan:
-    """Decide which nodes get buffers and lay them out in the scratch arena."""
+def plan(g: Graph, wide: bool = True, debug: bool = False) -> Plan:
+    """Decide which nodes get buffers and lay them out in the scratch arena.
+
+    ``debug``: every kernel may stop with a bounds error, so no update is written in place
+    (a failing debug step must still change nothing)."""
     order = g.nodes()
     users: dict[int, list[Node]] = {n.id: [] for n in order}
     for n in order:
@@ -130,7 +136,8 @@ def plan(g: Graph, wide: bool = True) -> Plan:
                     mat.add(x.id)
     materialized = [n for n in order if n.id in mat]
     p = Plan(g, order, materialized)
-    _plan_direct_writes(p, mat)
+    if not debug:
+        _plan_direct_writes(p, mat)
     off = _assign_offsets(p, mat, roots)
     work: Any = 0
     for n in materialized:
@@ -213,8 +220,9 @@ def _plan_direct_writes(p: Plan, mat: set[int]) -> None:
     g = p.graph
     index = {n.id: i for i, n in enumerate(p.materialized)}
     reads = [{x.id for x in _reads(n, mat)} for n in p.materialized]
+    flags = {n.id for n in g.meta.get("finite_flags", ())}  # check_finite: may stop too
     may_fail = [i for i, n in enumerate(p.materialized)
-                if any(x.op in CHECKED_OPS for x in _closure(n, mat))]
+                if n.id in flags or any(x.op in CHECKED_OPS for x in _closure(n, mat))]
     last_fail = max(may_fail, default=-1)
     by_name = {n.attrs["name"]: n for n in g.inputs}
     outputs = {o.id for o in g.outputs}
@@ -321,6 +329,8 @@ def strided_view(n: Node, is_buffer: Any) -> tuple[Node, list[Any]] | None:
 class KernelEmitter:
     """Emits one kernel function: loops over a node's index space, values computed inline."""
 
+    debug = False  # bounds checks (set per instance; subclasses with their own __init__: off)
+
     def __init__(self, lower: Lowering, node: Node, name: str) -> None:
         self.L = lower
         self.node = node
@@ -346,6 +356,10 @@ class KernelEmitter:
         symvals = {s: self.b.load(self.b.gep(syms_ptr, [i64(i)], inbounds=True), name=s.name)
                    for i, s in enumerate(lower.symbols)}
         self.sym = SymEmitter(self.b, symvals)
+        # debug builds: buffer extents, emitted here so that they dominate every check
+        self.debug = getattr(lower, "debug", False)  # the PTX backend reuses this class
+        self.extent = {n.id: self.sym(sh.numel(n.shape)) for n in [node] + self.buffers} \
+            if self.debug else {}
         self.ptr: dict[int, ir.Value] = {}
         out_t = mem_type(node.dtype).as_pointer()
         self.out = self.b.bitcast(self.fn.args[0], out_t)
@@ -394,22 +408,42 @@ class KernelEmitter:
     def load_buffer(self, n: Node, idx: list[ir.Value], strides: list[Any] | None = None
                     ) -> ir.Value:
         strides = contiguous_strides(n.shape) if strides is None else strides
-        ptr = self.b.gep(self.ptr[n.id], [self.linear(idx, strides)], inbounds=True)
+        lin = self.linear(idx, strides)
+        if self.debug:
+            self.check_bounds(lin, n)
+        ptr = self.b.gep(self.ptr[n.id], [lin], inbounds=True)
         v = self.b.load(ptr)
         if n.dtype is dt.bool_:
             v = self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
         return v
 
     def store_out(self, idx: list[ir.Value], v: ir.Value) -> None:
-        ptr = self.b.gep(self.out, [self.linear(idx, contiguous_strides(self.node.shape))],
-                         inbounds=True)
+        ptr = self.out_ptr(idx)
         if self.node.dtype is dt.bool_:
             v = self.b.zext(v, I8)
         self.b.store(v, ptr)
 
     def out_ptr(self, idx: list[ir.Value]) -> ir.Value:
-        return self.b.gep(self.out, [self.linear(idx, contiguous_strides(self.node.shape))],
-                          inbounds=True)
+        lin = self.linear(idx, contiguous_strides(self.node.shape))
+        if self.debug:
+            self.check_bounds(lin, self.node)
+        return self.b.gep(self.out, [lin], inbounds=True)
+
+    def check_bounds(self, lin: ir.Value, buf: Node) -> None:
+        """Debug builds: stop with ERR_BOUNDS (node, element, extent) unless ``lin`` is an
+        element of ``buf``'s buffer."""
+        b = self.b
+        size = self.extent[buf.id]
+        bad = b.icmp_unsigned(">=", lin, size)
+        ok = self.fn.append_basic_block("bounds.ok")
+        fail = self.fn.append_basic_block("bounds.bad")
+        b.cbranch(bad, fail, ok)
+        b.position_at_end(fail)
+        for j, v in enumerate((i64(ERR_BOUNDS), i64(self.L.plan.node_index[self.node.id]),
+                               lin, size)):
+            b.store(v, b.gep(self.err_ptr, [i64(j)], inbounds=True))
+        b.ret(ir.Constant(I32, ERR_BOUNDS))
+        b.position_at_end(ok)
 
     # -- values --------------------------------------------------------------------------
     def value(self, n: Node, idx: list[ir.Value]) -> ir.Value:
@@ -889,6 +923,14 @@ def _k_matmul(k: KernelEmitter) -> None:
             args = [pa, k.sym(ast[-2]), k.sym(ast[-1]), pb, k.sym(bst[-2]), k.sym(bst[-1]),
                     origin, k.sym(out_st[-2]), k.sym(M), k.sym(N), k.sym(K)]
             wbytes = k.sym(_align(workspace_bytes(M, N, K, tile, n.dtype.itemsize)))
+            if k.debug and not any(isinstance(d, int) and d == 0 for d in (M, N, K)):
+                # the GEMM's first and last element of each operand must be in range
+                last = [k.sym(sh.dim(d - 1)) for d in (M, K, N)]
+                for buf, st, i0, i1 in ((abuf, ast, last[0], last[1]),
+                                        (bbuf, bst, last[1], last[2])):
+                    k.check_bounds(k.linear(bidx + zero2, st), buf)
+                    k.check_bounds(k.linear(bidx + [i0, i1], st), buf)
+                k.check_bounds(k.linear(bidx + [last[0], last[2]], out_st), n)
             emit_gemm_call(b, k.L.module, k.alloca, tile, t, args, k.work, wbytes,
                            k.L.run2_global())
             return
@@ -896,12 +938,11 @@ def _k_matmul(k: KernelEmitter) -> None:
             # i-k-j: broadcast A[m,k] along a contiguous row of B (vectorises over n)
             with for_range(b, i64(0), k.sym(M), name="m") as m:
                 with for_range(b, i64(0), k.sym(N), name="n0") as j:
-                    b.store(_fconst(t, 0.0), b.gep(k.out, [k.linear(bidx + [m, j], out_st)],
-                                                   inbounds=True))
+                    b.store(_fconst(t, 0.0), k.out_ptr(bidx + [m, j]))
                 with for_range(b, i64(0), k.sym(K), name="k") as kk:
                     av = k.load_buffer(abuf, bidx + [m, kk], ast)
                     with for_range(b, i64(0), k.sym(N), name="n") as j:
-                        ptr = b.gep(k.out, [k.linear(bidx + [m, j], out_st)], inbounds=True)
+                        ptr = k.out_ptr(bidx + [m, j])
                         bv = k.load_buffer(bbuf, bidx + [kk, j], bst)
                         b.store(b.fadd(b.load(ptr), b.fmul(av, bv, flags=FAST_ADD),
                                        flags=FAST_ADD), ptr)
@@ -916,8 +957,7 @@ def _k_matmul(k: KernelEmitter) -> None:
                         bv = k.load_buffer(bbuf, bidx + [kk, j], bst)
                         b.store(b.fadd(b.load(acc), b.fmul(av, bv, flags=REDUCE_FLAGS),
                                        flags=REDUCE_FLAGS), acc)
-                    b.store(b.load(acc), b.gep(k.out, [k.linear(bidx + [m, j], out_st)],
-                                               inbounds=True))
+                    b.store(b.load(acc), k.out_ptr(bidx + [m, j]))
 
     if nb:
         k.loops(tuple(n.shape[:nb]), lambda bidx: batch_body(list(bidx)))
@@ -1136,6 +1176,19 @@ KERNELS = {"sum": _k_reduce, "max": _k_reduce, "matmul": _k_matmul,
            "conv2d_weight_grad": _k_conv2d_weight_grad, "pool_argmax": _k_pool_argmax}
 
 
+def _emit_finite_exit(b: ir.IRBuilder, flag: Node, buf: ir.Value, err: ir.Value, check: int,
+                      node_index: int) -> None:
+    """check_finite: return ERR_NONFINITE when a flag (sum of x*0, NaN iff some x is NaN or
+    Inf) is not zero. Emitted right after the flag's kernel, so before any in-place write
+    that follows it (``_plan_direct_writes`` counts flag kernels as kernels that may fail)."""
+    v = b.load(b.bitcast(buf, mem_type(flag.dtype).as_pointer()))
+    bad = b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+    with b.if_then(bad, likely=False):
+        for j, x in enumerate((ERR_NONFINITE, check, node_index, 0)):
+            b.store(i64(x), b.gep(err, [i64(j)], inbounds=True))
+        b.ret(ir.Constant(I32, ERR_NONFINITE))
+
+
 # ---------------------------------------------------------------------------------------
 # the entry function
 # ---------------------------------------------------------------------------------------
@@ -1143,10 +1196,11 @@ class Lowering:
     """Builds the LLVM module for one graph (see the module docstring)."""
 
     def __init__(self, g: Graph, name: str = "graphc_step", triple: str = "",
-                 data_layout: str = "", wide: bool = True) -> None:
+                 data_layout: str = "", wide: bool = True, debug: bool = False) -> None:
         self.graph = g
         self.wide = wide
-        self.plan = plan(g, wide)
+        self.debug = debug  # bounds-check every load and store (graphc.debug)
+        self.plan = plan(g, wide, debug)
         self.mat_ids = {n.id for n in self.plan.materialized}
         self.symbols = g.symbols()
         self.module = ir.Module(name=name)
@@ -1209,6 +1263,7 @@ class Lowering:
             else:
                 bufs[n.id] = b.gep(scratch, [sym(p.offsets[n.id])], inbounds=True)
         work = b.gep(scratch, [sym(p.work_offset)], inbounds=True)
+        finite = {n.id: i for i, n in enumerate(g.meta.get("finite_flags", ()))}
         # kernels
         for n in p.materialized:
             name = f"k{p.node_index[n.id]}_{n.op}"
@@ -1220,6 +1275,8 @@ class Lowering:
             bad = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
             with b.if_then(bad, likely=False):
                 b.ret(rc)
+            if n.id in finite:
+                _emit_finite_exit(b, n, bufs[n.id], err, finite[n.id], p.node_index[n.id])
         # commit: outputs then updates
         memcpy = declare(mod, "memcpy", I8P, [I8P, I8P, I64])
         base = TABLE_FIXED + self.n_inputs

@@ -8,12 +8,14 @@ them. A step whose pointer is null (ahead-of-time builds, ``GRAPHC_NUM_THREADS=1
 halves itself, so correctness never depends on the pool.
 
 ``run2(task, ctx)``: the worker runs ``task(ctx, 1)`` while the caller runs ``task(ctx, 0)``;
-it returns when both are done. Part 1 is *claimed* with a compare-and-swap: if the worker has
-not claimed it by the time the caller finishes part 0 (its core is busy with another process,
-or it is asleep), the caller runs part 1 itself — so a contended second core costs a few
-nanoseconds, never a scheduler quantum. The worker spins ~50 µs after each task (steps issue
-several GEMMs back to back), then blocks in ``futex(FUTEX_WAIT)``; ``run2`` wakes it only when
-it sleeps.
+it returns when both are done. The pool serves one caller at a time: ``run2`` takes it with a
+compare-and-swap on ``busy``, and a caller that finds it taken (another Python thread running
+another compiled step, with the GIL released) runs both parts itself. Part 1 is *claimed* with
+a compare-and-swap: if the worker has not claimed it by the time the caller finishes part 0
+(its core is busy with another process, or it is asleep), the caller runs part 1 itself — so a
+contended second core costs a few nanoseconds, never a scheduler quantum. The worker spins ~50
+µs after each task (steps issue several GEMMs back to back), then blocks in
+``futex(FUTEX_WAIT)``; ``run2`` wakes it only when it sleeps.
 """
 
 from __future__ import annotations
@@ -40,11 +42,11 @@ def _module(triple: str) -> ir.Module:
     mod.triple = triple
     # pool state: gen (futex word), done, sleeping, stop, started
     words = [ir.GlobalVariable(mod, I32, f"pool_{n}") for n in
-             ("gen", "done", "sleeping", "stop", "started", "claim")]
+             ("gen", "done", "sleeping", "stop", "started", "claim", "busy")]
     for w in words:
         w.initializer = ir.Constant(I32, 0)
         w.linkage = "internal"
-    gen, done, sleeping, stop, started, claim = words
+    gen, done, sleeping, stop, started, claim, busy = words
     task_g = ir.GlobalVariable(mod, TASK.as_pointer(), "pool_task")
     task_g.initializer = ir.Constant(TASK.as_pointer(), None)
     task_g.linkage = "internal"
@@ -119,8 +121,14 @@ def _module(triple: str) -> ir.Module:
     task, ctx = run2.args
     serial = run2.append_basic_block("serial")
     par = run2.append_basic_block("parallel")
+    take = run2.append_basic_block("take")
     b.cbranch(b.icmp_unsigned("==", b.load_atomic(started, "acquire", 4), ir.Constant(I32, 0)),
-              serial, par)
+              serial, take)
+    b.position_at_end(take)
+    # one caller at a time: concurrent steps (other threads) run their halves serially
+    took = b.extract_value(b.cmpxchg(busy, ir.Constant(I32, 0), ir.Constant(I32, 1), "acquire",
+                                     "monotonic"), 1)
+    b.cbranch(took, par, serial)
     b.position_at_end(serial)
     b.call(task, [ctx, ir.Constant(I64, 0)])
     b.call(task, [ctx, ir.Constant(I64, 1)])
@@ -169,6 +177,7 @@ def _module(triple: str) -> ir.Module:
     b.call(sched_yield, [])
     b.branch(wait2)
     b.position_at_end(fin)
+    b.store_atomic(ir.Constant(I32, 0), busy, "release", 4)
     b.ret_void()
 
     # start / stop

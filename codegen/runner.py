@@ -60,6 +60,18 @@ def _pyexpr(e: Any, symvar: dict[sympy.Symbol, str]) -> str:
     raise NotImplementedError(f"cannot evaluate shape expression {e}")
 
 
+def _guard_src(cond: Any, symvar: dict[sympy.Symbol, str]) -> str:
+    """Python source testing a shape guard (``Eq(lhs, rhs)``; sympy may have rewritten
+    ``Mod(3*B, 6)`` as ``3*Mod(B, 2)``, so the sides are translated as they are). Anything
+    else defers to the sympy check, which is exact but slow."""
+    if isinstance(cond, sympy.Eq):
+        try:
+            return f"({_pyexpr(cond.lhs, symvar)}) == ({_pyexpr(cond.rhs, symvar)})"
+        except NotImplementedError:
+            pass
+    return "False"
+
+
 def _as_array(x: Any) -> np.ndarray:
     if isinstance(x, Tensor):
         return x.numpy()
@@ -81,8 +93,12 @@ def _tree_src(tree: Any, outs: list[str], ns: dict[str, Any]) -> str:
     return key
 
 
-def build_runner(exe: Any) -> Any:
-    """Generate ``run(args) -> list[np.ndarray]`` for a ``CPUExecutable``."""
+def build_runner(exe: Any, safe: bool = True) -> Any:
+    """Generate ``run(args) -> list[np.ndarray]`` for a ``CPUExecutable``.
+
+    ``safe=False`` leaves out the aliasing check and the interrupt-safe publishing (see
+    ``codegen/guard.py``); only ``benchmarks/overhead.py`` uses it, to measure what they cost.
+    """
     sig = exe.sig
     g = exe.graph
     ns: dict[str, Any] = {
@@ -118,8 +134,7 @@ def build_runner(exe: Any) -> Any:
         ns["_check_guards"] = check_shape_guards
         ns["SIG"] = sig
         ns["SYMS"] = list(exe.symbols)
-        conds = " and ".join(f"({_pyexpr(sympy.Mod(c.lhs.args[0], c.lhs.args[1]), symvar)})"
-                             f" == 0" for c, _ in sig.shape_guards)
+        conds = " and ".join(_guard_src(c, symvar) for c, _ in sig.shape_guards)
         env = "{" + ", ".join(f"SYMS[{j}]: {symvar[s]}" for j, s in enumerate(exe.symbols))
         emit(f"    if not ({conds}): _check_guards(SIG, {env}}})")
     # structural guards
@@ -178,20 +193,34 @@ def build_runner(exe: Any) -> Any:
                  f"EXE.bind_target({slot}, {j}, {shape_src})")
         else:
             emit(f"    EXE.bind_target({slot}, {j}, {shape_src})")
-    emit("    rc = FN(ADDR)")
-    emit("    if rc: rc = EXE.on_error(rc, args)")
+    # inputs that overlap state buffers are copied first (checked only after a rebinding)
+    if safe:
+        emit("    if EXE.rebound: EXE.resolve_aliasing()")
+    # ERR[0] = -1 marks "native step not run"; the native code stores 0 when it starts and
+    # cannot be interrupted, so after a signal ERR[0] == 0 means the state was committed
+    # and publishing must be completed before the exception propagates (see on_interrupt)
+    ns["ERR"] = memoryview(exe.err)  # item assignment cheaper than through numpy
+    if safe:
+        emit("    ERR[0] = -1")
+    emit("    try:" if safe else "    if True:")
+    emit("        rc = FN(ADDR)")
+    emit("        if rc: rc = EXE.on_error(rc, args)")
     for j, (slot_name, _) in enumerate(g.updates):
         sink = sig.sinks[slot_name]
         slot = base + j
         if sink.kind == "grad":
-            emit(f"    gt = U{j}._grad")
-            emit(f"    if gt is None or gt._node._value is not C[{slot}]: "
+            emit(f"        gt = U{j}._grad")
+            emit(f"        if gt is None or gt._node._value is not C[{slot}]: "
                  f"EXE.publish({slot_name!r}, C[{slot}])")
         elif sink.kind == "ostate":
-            emit(f"    EXE.publish({slot_name!r}, C[{slot}])")
+            emit(f"        EXE.publish({slot_name!r}, C[{slot}])")
     for k, p in enumerate(sig.grads_to_clear):
         ns[f"Z{k}"] = p
-        emit(f"    Z{k}._grad = None")
+        emit(f"        Z{k}._grad = None")
+    if safe:
+        emit("    except BaseException:")
+        emit("        EXE.on_interrupt()")
+        emit("        raise")
     ns["OUT"] = Tensor._from_output
     outs = [f"OUT({o}.copy())" for o in out_names]
     emit(f"    return {_tree_src(sig.output_tree, outs, ns)}")

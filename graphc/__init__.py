@@ -213,6 +213,7 @@ def stack(tensors: Any, dim: int = 0) -> Tensor:
 
 from . import aot, nn, optim  # noqa: E402
 from .api import CompiledFunction, compile  # noqa: E402
+from .checks import DebugBoundsError, NonFiniteError  # noqa: E402
 from .serialization import load, save  # noqa: E402
 
 __all__ = [
@@ -220,5 +221,5 @@ __all__ = [
     "ones_like", "rand", "randn", "arange", "manual_seed", "initial_seed", "no_grad",
     "enable_grad", "inference_mode", "is_grad_enabled", "set_grad_enabled", "compile",
     "CompiledFunction", "float32", "float64", "int64", "int32", "bool", "nn", "optim", "where",
-    "as_tensor", "matmul", "save", "load", "aot",
+    "as_tensor", "matmul", "save", "load", "aot", "NonFiniteError", "DebugBoundsError",
 ]

@@ -515,6 +515,7 @@ def generate_source(m: AotModel, offsets: list[int]) -> str:  # noqa: C901
     w(f"extern const unsigned char {n}_init_blob[];\n")
     w(f"#define NT {max(nt, 1)}\n#define NH {max(nh, 1)}\n#define NTABLE {table}")
     w(f"#define NOUT {max(n_out, 1)}\n#define NFLAGS {max(n_flags, 1)}")
+    w(f"#define NARG {max(len(m.args), 1)}")
     w(f"#define NSEEDS {max(m.n_seeds, 1)}\n#define NSYM {max(nsym, 1)}\n")
     # tensor metadata
     w(f"static const {n}_tensor_info TENSORS[NT] = {{")
@@ -559,6 +560,8 @@ def generate_source(m: AotModel, offsets: list[int]) -> str:  # noqa: C901
     int64_t steps;
     void* out_stage[NOUT];    /* staging for results the caller discards */
     size_t out_cap[NOUT];
+    void* in_stage[NARG];     /* private copies of arguments that overlap a state tensor */
+    size_t in_cap[NARG];
 }};
 
 static void* aligned_alloc64(size_t n, void** raw) {{
@@ -632,6 +635,7 @@ void {n}_destroy({n}_state* s) {{
     if (!s) return;
     for (i = 0; i < NT; i++) free(s->raw[i]);
     for (i = 0; i < NOUT; i++) free(s->out_stage[i]);
+    for (i = 0; i < NARG; i++) free(s->in_stage[i]);
     free(s->scratch_raw);
     free(s);
 }}
@@ -663,6 +667,32 @@ static int stage_output({n}_state* s, int j, size_t nbytes) {{
         s->out_stage[j] = p;
         s->out_cap[j] = nbytes;
     }}
+    return GRAPHC_OK;
+}}
+
+/* 1 if [p, p + nbytes) shares a byte with a state tensor. Arguments that do are copied
+ * first (the kernel writes state in place while it may still read its arguments, and its
+ * buffer arguments are noalias); results that do are refused (GRAPHC_EINVAL). */
+static int overlaps_state(const {n}_state* s, const void* p, size_t nbytes) {{
+    size_t i;
+    uintptr_t lo = (uintptr_t)p, hi = lo + nbytes;
+    if (!nbytes) return 0;
+    for (i = 0; i < NT && i < {nt}; i++) {{
+        uintptr_t a = (uintptr_t)s->data[i], b = a + TENSORS[i].nbytes;
+        if (lo < b && a < hi) return 1;
+    }}
+    return 0;
+}}
+
+static int stage_input({n}_state* s, int k, const void* p, size_t nbytes) {{
+    if (s->in_cap[k] < nbytes || !s->in_stage[k]) {{
+        void* q = malloc(nbytes ? nbytes : 1);
+        if (!q) return GRAPHC_ENOMEM;
+        free(s->in_stage[k]);
+        s->in_stage[k] = q;
+        s->in_cap[k] = nbytes;
+    }}
+    memcpy(s->in_stage[k], p, nbytes);
     return GRAPHC_OK;
 }}
 
@@ -703,7 +733,7 @@ void {n}_set_seed({n}_state* s, uint64_t seed) {{
     # step
     params = _step_params(m, names)
     w(f"int {n}_step({n}_state* s,\n" + ",\n".join(f"        {d}" for d, _ in params) + ") {")
-    w(f"    int rc, tries;\n    uint64_t rng;\n    {n}_hyper dflt;")
+    w(f"    int rc, tries;\n    size_t nb;\n    uint64_t rng;\n    {n}_hyper dflt;")
     w("    if (!s) return GRAPHC_EINVAL;")
     for s_ in m.symbols:
         v = names.syms[s_]
@@ -721,13 +751,20 @@ void {n}_set_seed({n}_state* s, uint64_t seed) {{
     fi = 0
     for i, (kind, idx) in enumerate(m.inputs):
         if kind == "arg":
-            w(f"    s->table[{4 + i}] = (void*){names.args[idx]};")
+            a, cn = m.args[idx], names.args[idx]
+            w(f"    nb = (size_t)({_numel_c(names, a.shape)}) * sizeof({_C_TYPE[a.dtype]});")
+            w(f"    if (overlaps_state(s, {cn}, nb)) {{ rc = stage_input(s, {idx}, {cn}, nb); "
+              f"if (rc) return rc; s->table[{4 + i}] = s->in_stage[{idx}]; }}")
+            w(f"    else s->table[{4 + i}] = (void*){cn};")
         elif kind == "flag":
             w(f"    s->flags[{fi}] = s->present[{idx}];")
             fi += 1
     w("    rng = s->rng;")
     for k in range(m.n_seeds):
         w(f"    s->seeds[{k}] = (int64_t)(splitmix64(&rng) & 0x7FFFFFFFFFFFFFFFull);")
+    for (dtype, shape), cn in zip(m.outputs, names.outs):
+        w(f"    if ({cn} && overlaps_state(s, {cn}, (size_t)({_numel_c(names, shape)}) * "
+          f"sizeof({_C_TYPE[dtype]}))) return GRAPHC_EINVAL;")
     for j, ((dtype, shape), cn) in enumerate(zip(m.outputs, names.outs)):
         slot = 4 + n_in + j
         w(f"    if ({cn}) s->table[{slot}] = {cn};")

@@ -51,6 +51,10 @@ class Variant:
         self.graph_traced, self.sig = trace(fn.fn, args, fn.name, fn.dynamic)
         self.stages: dict[str, Any] = dict(run_pipeline(self.graph_traced))
         self.graph = self.stages["optimized"]
+        if fn.check_finite:
+            from .checks import add_finite_checks
+
+            self.graph = self.stages["optimized"] = add_finite_checks(self.graph, self.sig)
         self.exe = fn._backend(self.graph, self.sig)
         self.stages.update(self.exe.stages())
 
@@ -65,9 +69,16 @@ class CompiledFunction:
 
     def __init__(self, fn: Callable[..., Any], device: str = "cpu",
                  example_args: tuple | None = None, dynamic: Any = True,
-                 backend: str | None = None) -> None:
+                 backend: str | None = None, check_finite: bool = False,
+                 debug: bool | None = None) -> None:
         if device not in ("cpu", "cuda"):
             raise ValueError(f"device: expected 'cpu' or 'cuda', got {device!r}")
+        if check_finite and (backend or device) == "cuda":
+            raise ValueError("check_finite: supported by the 'cpu' and 'interp' backends only")
+        from .checks import debug_default
+
+        self.check_finite = bool(check_finite)
+        self.debug = debug_default() if debug is None else bool(debug)
         self.fn = fn
         self.name = getattr(fn, "__name__", "step")
         self.device = device
@@ -101,7 +112,7 @@ class CompiledFunction:
                              f"{self.backend_name!r}")
         from graphc.codegen.cpu import CPUExecutable
 
-        return CPUExecutable(graph, sig)
+        return CPUExecutable(graph, sig, debug=self.debug)
 
     def _compile(self, args: list[np.ndarray]) -> Variant:
         v = Variant(self, args)
@@ -178,15 +189,21 @@ class CompiledFunction:
 
 def compile(fn: Callable[..., Any] | None = None, *, device: str = "cpu",  # noqa: A001
             example_args: tuple | None = None, dynamic: Any = True,
-            backend: str | None = None) -> Any:
+            backend: str | None = None, check_finite: bool = False,
+            debug: bool | None = None) -> Any:
     """Compile a training (or inference) step; usable as ``@gc.compile`` or with arguments.
 
     ``dynamic``: True (default) makes the first dimension of every argument symbolic;
     False specialises on every shape; a dict ``{arg index or name: (axes...)}`` picks axes.
+    ``check_finite``: raise ``gc.NonFiniteError`` (a ``FloatingPointError`` and a
+    ``ValueError``) when the loss or a gradient holds NaN/Inf, without applying the update.
+    ``debug``: bounds-check every native load and store (default: ``GRAPHC_DEBUG`` is set).
+    See ``graphc/checks.py``.
     """
     if fn is None:
-        return lambda f: CompiledFunction(f, device, example_args, dynamic, backend)
-    return CompiledFunction(fn, device, example_args, dynamic, backend)
+        return lambda f: CompiledFunction(f, device, example_args, dynamic, backend,
+                                          check_finite, debug)
+    return CompiledFunction(fn, device, example_args, dynamic, backend, check_finite, debug)
 
 
 __all__ = ["compile", "CompiledFunction", "dt", "sh"]

@@ -107,7 +107,12 @@ class Runtime:
         """The array an update slot is written to (created on first use)."""
         sink = self.sig.sinks[slot]
         if sink.kind == "tensor":
-            return sink.ref._node._value
+            v = sink.ref._node._value
+            if not (v.flags.writeable and v.flags.c_contiguous):
+                # a read-only (or strided) parameter array is never written through: the
+                # parameter gets a private writeable C-order copy, like load_state_dict makes
+                v = sink.ref._node._value = np.array(v, order="C")
+            return v
         if sink.kind == "grad":
             p = sink.ref
             g = p._grad
@@ -157,6 +162,12 @@ class InterpreterExecutable(Runtime):
         self.check_args(args)
         feeds = {n.attrs["name"]: self.source_value(n, args) for n in self.input_nodes}
         outs, ups = run_graph(self.graph, feeds)
+        if self.graph.meta.get("finite_flags"):
+            from .checks import NonFiniteError, first_nonfinite, nonfinite_message
+
+            bad = first_nonfinite(self.graph, outs, ups)
+            if bad is not None:
+                raise NonFiniteError(nonfinite_message(bad))
         for slot, val in ups.items():
             buf = self.sink_buffer(slot, val.shape, val.dtype)
             np.copyto(buf, val)

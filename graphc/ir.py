@@ -259,7 +259,10 @@ class Graph:
 
     @property
     def roots(self) -> list[Node]:
-        return list(self.outputs) + [n for _, n in self.updates]
+        # check_finite flags come first, so each is computed right after the tensor it checks
+        # (before the state updates that read it); see graphc/checks.py
+        return (list(self.meta.get("finite_flags", ())) + list(self.outputs)
+                + [n for _, n in self.updates])
 
     def nodes(self) -> list[Node]:
         """All nodes reachable from the outputs and updates, in a deterministic topo order."""

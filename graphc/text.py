@@ -64,6 +64,8 @@ def format_graph(g: Graph) -> str:
         lines.append("  return (" + ", ".join(names[o.id] for o in g.outputs) + ")")
     for slot, n in g.updates:
         lines.append(f"  update {slot} <- {names[n.id]}")
+    for n, what in zip(g.meta.get("finite_flags", ()), g.meta.get("finite_names", ())):
+        lines.append(f"  check_finite {names[n.id]}  # {what}")
     lines.append("}")
     if g.guards:
         lines.append("guards: " + "; ".join(g.guards))

@@ -1,0 +1,117 @@
+"""Call-boundary safety for the CPU backend (mixed into ``CPUExecutable``).
+
+* **Aliasing.** The kernels' buffer arguments are ``noalias`` and state updates may be written
+  in place while later kernels still read the inputs, so an argument that shares memory with a
+  parameter, gradient or optimizer state (``step(model.weight.numpy(), y)``) would read values
+  the step is overwriting. After any slot was rebound (the identity cache missed), the few
+  argument ranges are compared with the state ranges (pointer arithmetic, no numpy call); an
+  overlapping argument is replaced by a private copy for this call.
+* **Copies are per call.** An argument bound through a copy (not C-contiguous, or aliasing) is
+  recorded with an empty identity-cache entry, so the next call copies it again: the caller
+  may have changed the original in place since.
+* **Signals.** The native step cannot be interrupted; the Python publishing after it (new
+  ``.grad`` tensors and optimizer state, cleared gradients) can. ``on_interrupt`` finishes that
+  publishing when the native step committed (``err[0] == 0``), so a ``KeyboardInterrupt``
+  leaves parameters, gradients and optimizer state either untouched or fully updated.
+* **Error codes** from ``check_finite`` flags and debug bounds checks become exceptions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graphc import shapes as sh
+
+from .lower import TABLE_FIXED
+
+
+def _range(a: np.ndarray) -> tuple[int, int]:
+    """Address range [lo, hi) of the bytes an array spans (any strides)."""
+    lo = hi = a.__array_interface__["data"][0]
+    if a.size == 0:
+        return lo, lo
+    for n, st in zip(a.shape, a.strides):
+        if st < 0:
+            lo += (n - 1) * st
+        else:
+            hi += (n - 1) * st
+    return lo, hi + a.itemsize
+
+
+class GuardMixin:
+    """Binding bookkeeping, aliasing resolution, interrupt-safe publishing, error reports."""
+
+    table: Any
+    _cache: list[Any]
+    _keep: dict[int, np.ndarray]
+
+    def _init_guard(self) -> None:
+        self.rebound = True  # some slot changed since the last aliasing check
+        self._bound: dict[int, np.ndarray] = {}  # slot -> array whose pointer is in the table
+        g, sig = self.graph, self.sig  # type: ignore[attr-defined]
+        self._arg_slots = [TABLE_FIXED + i for i, n in enumerate(g.inputs)
+                           if sig.sources[n.attrs["name"]].kind == "arg"]
+        upd = TABLE_FIXED + len(g.inputs) + len(g.outputs)
+        self._state_slots = [TABLE_FIXED + i for i, n in enumerate(g.inputs)
+                             if sig.sources[n.attrs["name"]].kind in ("tensor", "grad", "ostate")]
+        self._state_slots += [upd + j for j in range(len(g.updates))]
+        self._upd_base = upd
+
+    def resolve_aliasing(self) -> None:
+        """Copy arguments that overlap a state buffer (see the module docstring)."""
+        self.rebound = False
+        state = [_range(self._bound[s]) for s in self._state_slots if s in self._bound]
+        for slot in self._arg_slots:
+            a = self._bound.get(slot)
+            if a is None or a.size == 0:
+                continue
+            lo, hi = _range(a)
+            if any(lo < h and l_ < hi for l_, h in state if l_ != h):
+                copy = np.array(a, order="C")
+                self._keep[slot] = self._bound[slot] = copy
+                self.table[slot] = copy.__array_interface__["data"][0]
+                self._cache[slot] = None  # copy again next call
+                self.rebound = True
+
+    def on_interrupt(self) -> None:
+        """An exception (a signal, or an error report) stopped the wrapper after the native
+        call may have run: complete the idempotent publishing if it committed."""
+        if int(self.err[0]) != 0:  # type: ignore[attr-defined]
+            return  # the native step did not run, or it failed and changed nothing
+        for _ in range(100):  # further interrupts restart the (idempotent) publishing
+            try:
+                self._publish_all()
+                return
+            except KeyboardInterrupt:
+                continue
+
+    def _publish_all(self) -> None:
+        g, sig = self.graph, self.sig  # type: ignore[attr-defined]
+        for j, (slot_name, _) in enumerate(g.updates):
+            if sig.sinks[slot_name].kind in ("grad", "ostate"):
+                self.publish(slot_name, self._cache[self._upd_base + j])  # type: ignore
+        for p in sig.grads_to_clear:
+            p._grad = None
+
+    def _raise_nonfinite(self) -> None:
+        from graphc.checks import NonFiniteError, nonfinite_message
+
+        names = self.graph.meta.get("finite_names", ())  # type: ignore[attr-defined]
+        k = int(self.err[1])  # type: ignore[attr-defined]
+        what = names[k] if 0 <= k < len(names) else f"checked tensor {k}"
+        raise NonFiniteError(nonfinite_message(what))
+
+    def _raise_bounds(self) -> None:
+        from graphc.checks import DebugBoundsError, printed_line
+
+        _, node_idx, lin, extent = (int(v) for v in self.err)  # type: ignore[attr-defined]
+        line = printed_line(self.graph, node_idx)  # type: ignore[attr-defined]
+        op = line.split(" = ", 1)[1].split(" ", 1)[0] if " = " in line else "?"
+        raise DebugBoundsError(
+            f"debug bounds check: op {op} (node %{node_idx}: {line}) accessed element {lin} "
+            f"of a buffer with {extent} elements; no parameter was modified")
+
+
+__all__ = ["GuardMixin", "sh"]
