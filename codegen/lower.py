@@ -29,6 +29,9 @@ from graphc import ops as gops
 from graphc import shapes as sh
 from graphc.ir import Graph, Node
 
+from . import conv as conv_lowering
+from . import pool as pool_lowering
+from . import reduce as reduce_lowering
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .llvm_util import (
     F32,
@@ -147,6 +150,10 @@ def plan(g: Graph, wide: bool = True, debug: bool = False) -> Plan:
                                    n.dtype.itemsize)
             need = 2 * _align(need)  # one packing area per thread
             work = need if isinstance(work, int) and work == 0 else sympy.Max(work, need)
+        elif n.op in conv_lowering.OPS:
+            need = conv_lowering.workspace_bytes(n, wide)  # weight repack, padded grids
+            if not (isinstance(need, int) and need == 0):
+                work = need if isinstance(work, int) and work == 0 else sympy.Max(work, need)
     p.work_offset = off
     p.scratch_bytes = sh.dim(off + _align(work))
     p.input_index = {n.id: i for i, n in enumerate(g.inputs)}
@@ -1170,10 +1177,12 @@ def _k_pool_argmax(k: KernelEmitter) -> None:
     k.loops(n.shape, window)
 
 
-KERNELS = {"sum": _k_reduce, "max": _k_reduce, "matmul": _k_matmul,
-           "scatter_add": _k_scatter_add, "conv2d": _k_conv2d,
-           "conv2d_input_grad": _k_conv2d_input_grad,
-           "conv2d_weight_grad": _k_conv2d_weight_grad, "pool_argmax": _k_pool_argmax}
+KERNELS = {"sum": reduce_lowering.kernel(_k_reduce), "max": reduce_lowering.kernel(_k_reduce),
+           "matmul": _k_matmul,
+           "scatter_add": _k_scatter_add, "conv2d": conv_lowering.kernel(_k_conv2d),
+           "conv2d_input_grad": conv_lowering.kernel(_k_conv2d_input_grad),
+           "conv2d_weight_grad": conv_lowering.kernel(_k_conv2d_weight_grad),
+           "pool_argmax": pool_lowering.kernel(_k_pool_argmax)}
 
 
 def _emit_finite_exit(b: ir.IRBuilder, flag: Node, buf: ir.Value, err: ir.Value, check: int,

@@ -1,0 +1,507 @@
+"""Convolutions as implicit GEMMs over a padded grid (CPU backend).
+
+The direct loops over ``(n, o, c, kh, kw, oh, ow)`` vectorise along ``ow`` only, 14 or 28
+columns for the usual small images: too short for 16-wide vectors. These kernels copy each
+image's source channels once into a zero-bordered *grid* (row stride ``wg = OW + (KW-1)*dw``,
+so a tap ``(kh, kw)`` of channel ``c`` is a constant offset ``c*hg*wg + kh*dh*wg + kw*dw``
+from the output position ``oh*wg + ow``). Every tap is then a contiguous vector load at
+``offset[k] + start`` and the convolution is a register-blocked GEMM whose ``B`` operand is
+the grid itself: no im2col matrix, no packing, the padding costs nothing in the inner loop.
+
+- ``conv2d``: ``y[m, oh, ow] = sum_k A[k, m] * grid[offset[k] + oh*wg + ow]`` with ``A`` the
+  weight repacked once per call as ``[group][k][m]`` (``k = (c, kh, kw)``); an ``RM x NV``
+  tile of accumulators (RM output channels, NV vectors of output positions) takes one
+  broadcast per row and one grid load per vector for each ``k``. Lanes past ``OW`` in a row
+  compute garbage and are not stored (masked stores).
+- ``conv2d_input_grad`` (stride 1): the same kernel on the output gradient, padded by
+  ``(KH-1)*dh - ph``, with the weight flipped and transposed (``k = (o, kh', kw')``).
+- ``conv2d_weight_grad``: ``dW[m, k] = sum_n sum_pos dY[n, m, pos] * grid_n[offset[k] + pos]``,
+  both operands contiguous along positions: an ``RO x RK`` tile of vector accumulators runs
+  over every image and position (masked loads zero the lanes past ``OW``, so data from the
+  next row never meets a zero and ``Inf * 0`` cannot appear), then reduces across lanes once.
+
+Strided forward and weight-gradient convolutions use *phase grids*: the padded input split by
+``(row mod s, col mod s)``, so each tap again reads contiguous vectors of one phase. The
+strided input gradient (output positions with different tap sets per phase) and debug builds
+(bounds-checked loads) use the direct loops in ``lower.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+from llvmlite import ir
+
+from graphc import shapes as sh
+from graphc.ir import Node
+
+from .llvm_util import F32, I1, I32, I64, declare, for_range, i64, mem_type
+
+ALIGN = 64
+OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One convolution op seen as an implicit GEMM over padded grids of its source.
+
+    ``src`` (channels ``G*S``, spatial ``H x W``) is copied per image into ``phases`` grids of
+    ``S x hg x wg``; grid ``(a, b)`` row ``r`` column ``col`` holds source pixel
+    ``(r*s + a - ph, col*s + b - pw)`` (zero outside). Output position ``(oh, ow)`` of tap
+    ``(kh, kw)`` reads phase ``(kh*dh % s, kw*dw % s)`` at ``(oh + kh*dh // s, ...)``.
+    """
+
+    G: int  # groups
+    M: int  # GEMM rows per group: result channels (forward, input grad) or weight rows
+    S: int  # source channels per group
+    H: int
+    W: int
+    ph: int
+    pw: int
+    KH: int
+    KW: int
+    dh: int
+    dw: int
+    s: int  # stride (equal in both dims on this path)
+    OH: int
+    OW: int
+    lanes: int
+
+    @property
+    def K(self) -> int:  # noqa: N802 - the GEMM's K
+        return self.S * self.KH * self.KW
+
+    @property
+    def hg(self) -> int:
+        return self.OH + (self.KH - 1) * self.dh // self.s
+
+    @property
+    def wg(self) -> int:
+        return self.OW + (self.KW - 1) * self.dw // self.s
+
+    @property
+    def qv(self) -> int:  # vectors per output row
+        return -(-self.OW // self.lanes)
+
+    @property
+    def phase_elems(self) -> int:
+        return self.S * self.hg * self.wg
+
+    @property
+    def grid_elems(self) -> int:
+        # two vectors of zeroed slack: the last row's garbage lanes read past the end
+        return self.s * self.s * self.phase_elems + 2 * self.lanes
+
+    def offsets(self) -> list[int]:
+        """Grid offset of each ``k = (c, kh, kw)`` relative to the output position."""
+        out = []
+        for c in range(self.S):
+            for kh in range(self.KH):
+                for kw in range(self.KW):
+                    a, r = divmod(kh * self.dh, self.s)
+                    b, q = divmod(kw * self.dw, self.s)
+                    out.append((r * self.s + q) * self.phase_elems + c * self.hg * self.wg
+                               + a * self.wg + b)
+        return out
+
+
+def lanes_for(itemsize: int, wide: bool) -> int:
+    return (64 if wide else 32) // itemsize
+
+
+def problem(n: Node, wide: bool) -> Problem | None:
+    """The implicit-GEMM view of conv node ``n``, or None when the direct loops must run."""
+    if n.op not in OPS or not n.dtype.is_float:
+        return None
+    a = n.attrs
+    (sh_, sw), (ph, pw), (dh, dw), g = a["stride"], a["padding"], a["dilation"], a["groups"]
+    if sh_ != sw or (n.op == "conv2d_input_grad" and sh_ != 1):
+        return None
+    if n.op == "conv2d":
+        x, w = n.inputs
+        src, y = x, n
+    elif n.op == "conv2d_input_grad":
+        gy, w = n.inputs
+        src, y = gy, n
+    else:
+        x, gy = n.inputs
+        w, src, y = n, x, gy
+    oc, Cg, KH, KW = w.shape
+    dims = list(src.shape[1:]) + list(y.shape[1:]) + [oc, Cg]
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    lanes = lanes_for(n.dtype.itemsize, wide)
+    OH, OW = y.shape[2:]
+    H, W = src.shape[2:]
+    if n.op == "conv2d_input_grad":
+        # a stride-1 convolution of the output gradient with the flipped, transposed weight
+        return Problem(g, Cg, oc // g, H, W, (KH - 1) * dh - ph, (KW - 1) * dw - pw, KH, KW,
+                       dh, dw, 1, OH, OW, lanes)
+    return Problem(g, oc // g, Cg, H, W, ph, pw, KH, KW, dh, dw, sh_, OH, OW, lanes)
+
+
+def _align(x: Any) -> Any:
+    if isinstance(x, int):
+        return (x + ALIGN - 1) // ALIGN * ALIGN
+    return sympy.floor((x + ALIGN - 1) / ALIGN) * ALIGN
+
+
+@dataclass(frozen=True)
+class Tile:
+    rm: int  # accumulator rows
+    nv: int  # accumulator vectors per row (forward) or columns (weight grad)
+
+
+def pick_tile(m: int, n: int, wide: bool, max_rm: int = 16, max_nv: int = 8) -> Tile:
+    """The ``rm x nv`` accumulator tile that covers an ``m x n`` block (n in vectors or
+    columns) with the fewest cycles: a step costs max(FMAs, loads)/2 plus loop overhead,
+    so tiles that do not divide the block pay for their padding; tiles that would spill
+    registers are not considered."""
+    regs = 32 if wide else 16
+    best: tuple[float, Tile] | None = None
+    for rm in range(1, max_rm + 1):
+        for nv in range(1, max_nv + 1):
+            if rm * nv + nv + 1 > regs:  # accumulators, the nv loaded vectors, a broadcast
+                continue
+            steps = -(-m // rm) * -(-n // nv)
+            cost = steps * (max(rm * nv, rm + nv) / 2 + 1.5)
+            if best is None or cost < best[0]:
+                best = (cost, Tile(rm, nv))
+    assert best is not None
+    return best[1]
+
+
+def workspace_bytes(n: Node, wide: bool) -> Any:
+    """Scratch that conv node ``n``'s kernel needs (0 when it runs the direct loops):
+    the repacked weight and one image's grid, or, for the weight gradient, every image's
+    grid (the tiles accumulate over the whole batch in registers)."""
+    p = problem(n, wide)
+    if p is None:
+        return 0
+    it = n.dtype.itemsize
+    if n.op == "conv2d_weight_grad":
+        return _align(sh.dim(n.inputs[0].shape[0] * _align(p.grid_elems * it))) + ALIGN
+    t = pick_tile(p.M, p.OH * p.qv, wide)
+    mp = -(-p.M // t.rm) * t.rm
+    return _align(p.G * p.K * mp * it) + _align(p.grid_elems * it) + ALIGN
+
+
+# ---------------------------------------------------------------------------------------
+# emission helpers
+# ---------------------------------------------------------------------------------------
+class _V:
+    """Vector helpers for one element type and width."""
+
+    def __init__(self, b: ir.IRBuilder, mod: ir.Module, elt: ir.Type, lanes: int) -> None:
+        self.b, self.elt, self.lanes = b, elt, lanes
+        self.vt = ir.VectorType(elt, lanes)
+        sfx = f"v{lanes}{'f32' if elt == F32 else 'f64'}"
+        self.fma = declare(mod, f"llvm.fmuladd.{sfx}", self.vt, [self.vt] * 3)
+        ep = elt.as_pointer()
+        mt = ir.VectorType(I1, lanes)
+        self.mload = declare(mod, f"llvm.masked.load.{sfx}.p0", self.vt, [ep, mt, self.vt])
+        self.mstore = declare(mod, f"llvm.masked.store.{sfx}.p0", ir.VoidType(),
+                              [self.vt, ep, mt])
+        self.zero = ir.Constant(self.vt, [0.0] * lanes)
+        self.iota = ir.Constant(ir.VectorType(I32, lanes), list(range(lanes)))
+
+    def splat(self, v: ir.Value) -> ir.Value:
+        b = self.b
+        one = b.insert_element(ir.Constant(self.vt, ir.Undefined), v, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, ir.Constant(self.vt, ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
+
+    def load(self, p: ir.Value) -> ir.Value:
+        return self.b.load(self.b.bitcast(p, self.vt.as_pointer()), align=4)
+
+    def const_mask(self, n: int) -> ir.Constant:
+        return ir.Constant(ir.VectorType(I1, self.lanes), [int(i < n) for i in range(self.lanes)])
+
+    def mask(self, n: ir.Value) -> ir.Value:
+        """Lanes ``< n`` (a run-time i64)."""
+        b = self.b
+        n32 = b.trunc(n, I32)
+        one = b.insert_element(ir.Constant(self.iota.type, ir.Undefined), n32,
+                               ir.Constant(I32, 0))
+        sp = b.shuffle_vector(one, ir.Constant(self.iota.type, ir.Undefined),
+                              ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
+        return b.icmp_signed("<", self.iota, sp)
+
+    def hsum(self, v: ir.Value) -> ir.Value:
+        b = self.b
+        w = self.lanes
+        while w > 1:
+            h = w // 2
+            undef = ir.Constant(ir.VectorType(self.elt, w), ir.Undefined)
+            lo = b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, h), list(range(h))))
+            hi = b.shuffle_vector(v, undef,
+                                  ir.Constant(ir.VectorType(I32, h), list(range(h, w))))
+            v = b.fadd(lo, hi)
+            w = h
+        return b.extract_element(v, ir.Constant(I32, 0))
+
+
+def _gep(b: ir.IRBuilder, p: ir.Value, i: ir.Value) -> ir.Value:
+    return b.gep(p, [i], inbounds=True)
+
+
+def _mul(b: ir.IRBuilder, x: ir.Value, c: Any) -> ir.Value:
+    return b.mul(x, c if isinstance(c, ir.Value) else i64(c), flags=("nsw",))
+
+
+def _add(b: ir.IRBuilder, *xs: ir.Value) -> ir.Value:
+    out = xs[0]
+    for x in xs[1:]:
+        out = b.add(out, x, flags=("nsw",))
+    return out
+
+
+def _zero_fill(b: ir.IRBuilder, p: ir.Value, count: Any, elt: ir.Type) -> None:
+    """A store loop LLVM turns into memset."""
+    with for_range(b, i64(0), count if isinstance(count, ir.Value) else i64(count),
+                   name="z") as i:
+        b.store(ir.Constant(elt, 0.0), _gep(b, p, i))
+
+
+def _carve(b: ir.IRBuilder, work: ir.Value, offset: int, elt: ir.Type) -> ir.Value:
+    """``work`` rounded up to 64 bytes, plus ``offset`` bytes, as an element pointer."""
+    wi = b.and_(b.add(b.ptrtoint(work, I64), i64(ALIGN - 1)), i64(-ALIGN))
+    return b.inttoptr(b.add(wi, i64(offset)), elt.as_pointer())
+
+
+def _offset_table(mod: ir.Module, p: Problem, name: str) -> ir.Value:
+    arr = ir.ArrayType(I64, p.K)
+    gv = ir.GlobalVariable(mod, arr, name=f"{name}.offsets")
+    gv.global_constant = True
+    gv.linkage = "internal"
+    gv.initializer = ir.Constant(arr, p.offsets())
+    return gv
+
+
+def _build_grid(k: Any, p: Problem, grid: ir.Value, src: ir.Value, st: list[ir.Value],
+                nb: ir.Value, g: ir.Value) -> None:
+    """Copy image ``nb``'s channels of group ``g`` into the (pre-zeroed) phase grids."""
+    b = k.b
+    s = p.s
+    for a in range(s):
+        for bb in range(s):
+            # grid row r holds source row r*s + a - ph: rows with 0 <= r*s + a - ph < H
+            r0 = max(0, -(-(p.ph - a) // s))
+            r1 = min(p.hg, (p.H - 1 + p.ph - a) // s + 1)
+            c0 = max(0, -(-(p.pw - bb) // s))
+            c1 = min(p.wg, (p.W - 1 + p.pw - bb) // s + 1)
+            if r1 <= r0 or c1 <= c0:
+                continue
+            base = (a * s + bb) * p.phase_elems
+            with for_range(b, i64(0), i64(p.S), name="gc") as c:
+                sc = _add(b, _mul(b, nb, st[0]), _mul(b, _add(b, _mul(b, g, p.S), c), st[1]))
+                dc = _add(b, i64(base), _mul(b, c, p.hg * p.wg))
+                with for_range(b, i64(r0), i64(r1), name="gr") as r:
+                    ih = b.sub(_add(b, _mul(b, r, s), i64(a)), i64(p.ph))
+                    srow = _gep(b, src, _add(b, sc, _mul(b, ih, st[2])))
+                    drow = _gep(b, grid, _add(b, dc, _mul(b, r, p.wg)))
+                    with for_range(b, i64(c0), i64(c1), name="gcol") as col:
+                        iw = b.sub(_add(b, _mul(b, col, s), i64(bb)), i64(p.pw))
+                        v = b.load(_gep(b, srow, _mul(b, iw, st[3])))
+                        b.store(v, _gep(b, drow, col))
+
+
+def _operand(k: Any, n: Node) -> tuple[ir.Value, list[ir.Value]] | None:
+    from .lower import strided_view
+
+    sv = strided_view(n, k._is_buffer)
+    if sv is None:
+        return None
+    base, strides = sv
+    return k.ptr[base.id], [k.sym(x) for x in strides]
+
+
+# ---------------------------------------------------------------------------------------
+# forward and input gradient: out[m, pos] = sum_k A[k, m] * grid[offset[k] + pos]
+# ---------------------------------------------------------------------------------------
+def _emit_igemm(k: Any, p: Problem) -> bool:
+    n = k.node
+    b = k.b
+    elt = mem_type(n.dtype)
+    fwd = n.op == "conv2d"
+    src_node, w_node = n.inputs
+    ops = _operand(k, src_node), _operand(k, w_node)
+    if ops[0] is None or ops[1] is None:
+        return False
+    (src, sst), (wp, wst) = ops
+    t = pick_tile(p.M, p.OH * p.qv, k.L.wide)
+    mp = -(-p.M // t.rm) * t.rm
+    K = p.K
+    it = n.dtype.itemsize
+    vec = _V(b, k.L.module, elt, p.lanes)
+    apack = _carve(b, k.work, 0, elt)
+    grid = _carve(b, k.work, _align(p.G * K * mp * it), elt)
+    offs = _offset_table(k.L.module, p, k.fn.name)
+
+    # the weight as [group][k][m] (zero rows past M); the input gradient flips the taps
+    # and swaps the channel roles: A[k=(o, kh', kw'), m=c] = W[o, c, KH-1-kh', KW-1-kw']
+    _zero_fill(b, apack, p.G * K * mp, elt)
+    with for_range(b, i64(0), i64(p.G), name="ag") as g:
+        with for_range(b, i64(0), i64(p.M), name="am") as m:
+            with for_range(b, i64(0), i64(p.S), name="ac") as c:
+                with for_range(b, i64(0), i64(p.KH), name="akh") as kh:
+                    with for_range(b, i64(0), i64(p.KW), name="akw") as kw:
+                        kk = _add(b, _mul(b, _add(b, _mul(b, c, p.KH), kh), p.KW), kw)
+                        if fwd:
+                            o, ci, wkh, wkw = _add(b, _mul(b, g, p.M), m), c, kh, kw
+                        else:
+                            o, ci = _add(b, _mul(b, g, p.S), c), m
+                            wkh = b.sub(i64(p.KH - 1), kh)
+                            wkw = b.sub(i64(p.KW - 1), kw)
+                        wi = _add(b, _mul(b, o, wst[0]), _mul(b, ci, wst[1]),
+                                  _mul(b, wkh, wst[2]), _mul(b, wkw, wst[3]))
+                        v = b.load(_gep(b, wp, wi))
+                        dst = _add(b, _mul(b, _add(b, _mul(b, g, K), kk), mp), m)
+                        b.store(v, _gep(b, apack, dst))
+    _zero_fill(b, grid, p.grid_elems, elt)
+
+    Q = p.OH * p.qv
+    nq = -(-Q // t.nv)
+    cout = p.G * p.M
+    accs = [[k.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+    with for_range(b, i64(0), k.sym(n.shape[0]), name="img") as nb:
+        with for_range(b, i64(0), i64(p.G), name="grp") as g:
+            _build_grid(k, p, grid, src, sst, nb, g)
+            abase = _gep(b, apack, _mul(b, g, K * mp))
+            with for_range(b, i64(0), i64(mp // t.rm), name="mt") as mi:
+                m0 = _mul(b, mi, t.rm)
+                with for_range(b, i64(0), i64(nq), name="qt") as qi:
+                    q0 = _mul(b, qi, t.nv)
+                    starts = []
+                    for v in range(t.nv):
+                        q = _add(b, q0, i64(v))
+                        q = b.select(b.icmp_signed("<", q, i64(Q)), q, i64(Q - 1))
+                        oh, vr = b.udiv(q, i64(p.qv)), b.urem(q, i64(p.qv))
+                        starts.append(_gep(b, grid, _add(b, _mul(b, oh, p.wg),
+                                                         _mul(b, vr, p.lanes))))
+                    for row in accs:
+                        for acc in row:
+                            b.store(vec.zero, acc)
+                    with for_range(b, i64(0), i64(K), name="kk") as kk:
+                        off = b.load(b.gep(offs, [i64(0), kk], inbounds=True))
+                        bvs = [vec.load(_gep(b, st, off)) for st in starts]
+                        arow = _gep(b, abase, _add(b, _mul(b, kk, mp), m0))
+                        for i in range(t.rm):
+                            av = vec.splat(b.load(_gep(b, arow, i64(i))))
+                            for v in range(t.nv):
+                                b.store(b.call(vec.fma, [av, bvs[v], b.load(accs[i][v])]),
+                                        accs[i][v])
+                    for v in range(t.nv):
+                        q = _add(b, q0, i64(v))
+                        with b.if_then(b.icmp_signed("<", q, i64(Q))):
+                            oh, vr = b.udiv(q, i64(p.qv)), b.urem(q, i64(p.qv))
+                            col = _mul(b, vr, p.lanes)
+                            mask = (vec.const_mask(p.OW) if p.qv == 1
+                                    else vec.mask(b.sub(i64(p.OW), col)))
+                            for i in range(t.rm):
+                                m = _add(b, m0, i64(i))
+                                ch = _add(b, _mul(b, nb, cout), _mul(b, g, p.M), m)
+                                dst = _gep(b, k.out, _add(b, _mul(b, ch, p.OH * p.OW),
+                                                          _mul(b, oh, p.OW), col))
+                                if p.M % t.rm:
+                                    with b.if_then(b.icmp_signed("<", m, i64(p.M))):
+                                        b.call(vec.mstore, [b.load(accs[i][v]), dst, mask])
+                                else:
+                                    b.call(vec.mstore, [b.load(accs[i][v]), dst, mask])
+    return True
+
+
+# ---------------------------------------------------------------------------------------
+# weight gradient: dW[m, k] = sum_n sum_pos dY[n, m, pos] * grid_n[offset[k] + pos]
+# ---------------------------------------------------------------------------------------
+def _emit_wgrad(k: Any, p: Problem) -> bool:
+    n = k.node
+    b = k.b
+    elt = mem_type(n.dtype)
+    x_node, gy_node = n.inputs
+    ops = _operand(k, x_node), _operand(k, gy_node)
+    if ops[0] is None or ops[1] is None:
+        return False
+    (xp, xst), (gp, gst) = ops
+    if not (isinstance(gst[3], ir.Constant) and gst[3].constant == 1):
+        return False  # dY rows are read as vectors
+    K = p.K
+    t = pick_tile(p.M, K, k.L.wide, max_nv=12)
+    vec = _V(b, k.L.module, elt, p.lanes)
+    gsz = _align(p.grid_elems * n.dtype.itemsize) // n.dtype.itemsize
+    grids = _carve(b, k.work, 0, elt)
+    offs = _offset_table(k.L.module, p, k.fn.name)
+    nimg = k.sym(x_node.shape[0])
+    _zero_fill(b, grids, _mul(b, nimg, gsz), elt)
+    accs = [[k.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+    masks = [vec.const_mask(p.OW - v * p.lanes) for v in range(p.qv)]
+    with for_range(b, i64(0), i64(p.G), name="grp") as g:
+        with for_range(b, i64(0), nimg, name="gimg") as nb:
+            _build_grid(k, p, _gep(b, grids, _mul(b, nb, gsz)), xp, xst, nb, g)
+        with for_range(b, i64(0), i64(-(-p.M // t.rm)), name="ot") as oi:
+            o0 = _mul(b, oi, t.rm)
+            with for_range(b, i64(0), i64(-(-K // t.nv)), name="ktile") as ki:
+                k0 = _mul(b, ki, t.nv)
+                koff = []
+                for j in range(t.nv):
+                    kk = _add(b, k0, i64(j))
+                    kk = b.select(b.icmp_signed("<", kk, i64(K)), kk, i64(K - 1))
+                    koff.append(b.load(b.gep(offs, [i64(0), kk], inbounds=True)))
+                rows = []
+                for i in range(t.rm):
+                    o = _add(b, o0, i64(i))
+                    o = b.select(b.icmp_signed("<", o, i64(p.M)), o, i64(p.M - 1))
+                    rows.append(_mul(b, _add(b, _mul(b, g, p.M), o), gst[1]))
+                for row in accs:
+                    for acc in row:
+                        b.store(vec.zero, acc)
+                with for_range(b, i64(0), nimg, name="wimg") as nb:
+                    gb = _gep(b, grids, _mul(b, nb, gsz))
+                    xb = [_gep(b, gb, o) for o in koff]
+                    yb = [_gep(b, gp, _add(b, _mul(b, nb, gst[0]), r)) for r in rows]
+                    with for_range(b, i64(0), i64(p.OH), name="woh") as oh:
+                        yoff = _mul(b, oh, gst[2])
+                        xoff = _mul(b, oh, p.wg)
+                        for v in range(p.qv):
+                            col = i64(v * p.lanes)
+                            dys = [b.call(vec.mload, [_gep(b, r, _add(b, yoff, col)), masks[v],
+                                                      vec.zero]) for r in yb]
+                            xs = [b.call(vec.mload, [_gep(b, r, _add(b, xoff, col)), masks[v],
+                                                     vec.zero]) for r in xb]
+                            for i in range(t.rm):
+                                for j in range(t.nv):
+                                    b.store(b.call(vec.fma, [dys[i], xs[j],
+                                                             b.load(accs[i][j])]), accs[i][j])
+                for i in range(t.rm):
+                    for j in range(t.nv):
+                        o = _add(b, o0, i64(i))
+                        kk = _add(b, k0, i64(j))
+                        ok = b.and_(b.icmp_signed("<", o, i64(p.M)),
+                                    b.icmp_signed("<", kk, i64(K)))
+                        with b.if_then(ok):
+                            dst = _add(b, _mul(b, _add(b, _mul(b, g, p.M), o), K), kk)
+                            b.store(vec.hsum(b.load(accs[i][j])), _gep(b, k.out, dst))
+    return True
+
+
+def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
+    """The KERNELS entry for a conv op: the implicit GEMM when it applies, else
+    ``fallback`` (the direct loops), which debug builds always use for their bounds checks."""
+
+    def emit(k: Any) -> None:
+        p = None if getattr(k, "debug", False) else problem(k.node, k.L.wide)
+        if p is not None:
+            done = (_emit_wgrad(k, p) if k.node.op == "conv2d_weight_grad"
+                    else _emit_igemm(k, p))
+            if done:
+                return
+        fallback(k)
+
+    emit.__doc__ = fallback.__doc__
+    return emit
+
+
+__all__ = ["Problem", "problem", "workspace_bytes", "kernel", "pick_tile", "OPS"]
