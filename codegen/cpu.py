@@ -210,7 +210,10 @@ class CPUExecutable(GuardMixin, Runtime):
                 f"state {fmt(state)}\n# scratch bytes = {sh.fmt_dim(p.scratch_bytes)}")
 
     def stages(self) -> dict[str, Any]:
-        return {"llvm": lambda: str(self.mod), "asm": lambda: self.tm.emit_assembly(self.mod),
+        from .plan_text import format_plan
+
+        return {"fused": lambda: format_plan(self.graph, self.lowering.plan),
+                "llvm": lambda: str(self.mod), "asm": lambda: self.tm.emit_assembly(self.mod),
                 "llvm_unoptimized": lambda: str(self.lowering.module)}
 
     # -- calling --------------------------------------------------------------------------
