@@ -28,8 +28,11 @@ def _block(fn: Any, args: tuple, n: int) -> float:
     return (time.perf_counter() - t) / n
 
 
-def measure(step: Any, args: tuple, blocks: int = 15, target: float = 0.05) -> tuple[float, float]:
-    """Median seconds per call of the checked and the unchecked wrapper."""
+def measure(step: Any, args: tuple, blocks: int = 15, target: float = 0.05
+            ) -> tuple[float, float, float]:
+    """Median seconds per call of the checked and the unchecked wrapper, and the median of
+    the paired per-block differences (steadier than the difference of medians on a busy
+    machine)."""
     exe = step._last.exe
     checked, unchecked = exe._runner, build_runner(exe, safe=False)
     for fn in (checked, unchecked):
@@ -40,7 +43,8 @@ def measure(step: Any, args: tuple, blocks: int = 15, target: float = 0.05) -> t
     for _ in range(blocks):
         a.append(_block(checked, args, n))
         b.append(_block(unchecked, args, n))
-    return statistics.median(a), statistics.median(b)
+    return statistics.median(a), statistics.median(b), \
+        statistics.median(x - y for x, y in zip(a, b))
 
 
 def _step_and_args(call: Any) -> tuple[Any, tuple]:
@@ -64,13 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.overhead")
     ap.add_argument("--blocks", type=int, default=15)
     a = ap.parse_args(argv)
-    print(f"{'workload':<10} {'checked us':>11} {'unchecked us':>13} {'ratio':>7}")
+    print(f"{'workload':<10} {'checked us':>11} {'unchecked us':>13} {'ratio':>7} "
+          f"{'paired delta us':>16}")
     for w in all_workloads(None):
         if w.name not in ("seed", "mlp_small"):
             continue
         step, args = _step_and_args(w.graphc_step)
-        c, u = measure(step, args, a.blocks)
-        print(f"{w.name:<10} {c * 1e6:>11.2f} {u * 1e6:>13.2f} {c / u:>7.3f}")
+        c, u, d = measure(step, args, a.blocks)
+        print(f"{w.name:<10} {c * 1e6:>11.2f} {u * 1e6:>13.2f} {c / u:>7.3f} {d * 1e6:>16.3f}")
     return 0
 
 
