@@ -168,6 +168,7 @@ class CPUExecutable(GuardMixin, Runtime):
                 self.table[TABLE_FIXED + i] = _ptr(self.scalar_inputs[i])
         self._init_guard()
         self._runner = build_runner(self)
+        self.call = self._runner  # callers use the generated wrapper directly
 
     def _set_scratch(self, nbytes: int) -> None:
         self.scratch = np.zeros(int(nbytes) + 64, np.uint8)

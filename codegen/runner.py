@@ -129,7 +129,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             else:
                 emit(f"    if s{i}[{d}] != {_pyexpr(p, symvar)}: raise Mismatch")
     for j, s in enumerate(exe.symbols):
-        emit(f"    if SYM[{j}] != {symvar[s]}: SYM[{j}] = {symvar[s]}")
+        emit(f"    if LAST[{j}] != {symvar[s]}: LAST[{j}] = SYM[{j}] = {symvar[s]}")
     if sig.shape_guards:
         ns["_check_guards"] = check_shape_guards
         ns["SIG"] = sig
@@ -138,7 +138,13 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         env = "{" + ", ".join(f"SYMS[{j}]: {symvar[s]}" for j, s in enumerate(exe.symbols))
         emit(f"    if not ({conds}): _check_guards(SIG, {env}}})")
     # structural guards
+    ns["LAST"] = [None] * len(exe.symbols)  # last bound values (cheaper than reading SYM)
     for k, (read, expected, _) in enumerate(sig.struct_guards):
+        spec = sig.guard_specs.get(k)
+        if spec is not None:
+            ns[f"GO{k}"], ns[f"GK{k}"], ns[f"GT{k}"], ns[f"GE{k}"] = (*spec, expected)
+            emit(f"    if GT{k}(GO{k}[GK{k}]) != GE{k}: raise Mismatch")
+            continue
         ns[f"GR{k}"], ns[f"GE{k}"] = read, expected
         emit(f"    if GR{k}() != GE{k}: raise Mismatch")
     # inputs

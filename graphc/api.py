@@ -90,6 +90,7 @@ class CompiledFunction:
         self._lock = threading.Lock()
         self._last: Variant | None = None
         self._last_epoch = -1
+        self._fast: Callable[[tuple], Any] | None = None  # the last variant's call wrapper
         functools.update_wrapper(self, fn)
         if example_args is not None:
             self._compile([_as_array(a, i, f"arg{i}") for i, a in enumerate(example_args)])
@@ -151,18 +152,34 @@ class CompiledFunction:
                     sh.bind(s, a.shape, env, f"argument {name!r}")
 
     def __call__(self, *args: Any) -> Any:
-        with self._lock:
-            v = self._last
-            if v is not None and (self._last_epoch == nn_module.mode_epoch[0] or v.mode_ok()):
-                self._last_epoch = nn_module.mode_epoch[0]
+        lock = self._lock
+        lock.acquire()
+        try:
+            fast = self._fast
+            if fast is not None and self._last_epoch == nn_module.mode_epoch[0]:
                 try:
-                    return v.exe.call(args)
+                    return fast(args)
                 except Mismatch:
                     pass
-            arrays = [_as_array(a, i, f"arg{i}") for i, a in enumerate(args)]
-            v = self._select(arrays)
-            self._last, self._last_epoch = v, nn_module.mode_epoch[0]
-            return v.exe.call(tuple(arrays))
+            return self._call_slow(args)
+        finally:
+            lock.release()
+
+    def _call_slow(self, args: tuple) -> Any:
+        """Re-check the training flags, pick (or compile) the variant, remember it."""
+        v = self._last
+        if v is not None and v.mode_ok():
+            self._last_epoch = nn_module.mode_epoch[0]
+            self._fast = v.exe.call
+            try:
+                return v.exe.call(args)
+            except Mismatch:
+                pass
+        arrays = [_as_array(a, i, f"arg{i}") for i, a in enumerate(args)]
+        v = self._select(arrays)
+        self._last, self._last_epoch = v, nn_module.mode_epoch[0]
+        self._fast = v.exe.call
+        return v.exe.call(tuple(arrays))
 
     def ir(self, stage: str = "optimized") -> str:
         """The IR (or LLVM IR, assembly, PTX) of the most recent variant at ``stage``."""

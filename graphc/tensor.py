@@ -55,7 +55,18 @@ def leaf_node(value: np.ndarray, requires_grad: bool = False) -> Node:
 
 
 _DT_OF = {d.np.num: d for d in dt.ALL}
-_OUT_ATTRS = {"name": "result", "kind": "leaf"}
+
+
+class _OutNode(Node):
+    """A value-only leaf for compiled results: the fixed fields live on the class, so
+    creating one per call sets four slots instead of nine."""
+
+    __slots__ = ()
+    op = "input"
+    inputs = ()
+    attrs = {"name": "result", "kind": "leaf"}  # noqa: RUF012 - shared, never mutated
+    id = -1
+    loc = None
 
 
 def builder() -> Builder:
@@ -109,9 +120,8 @@ class Tensor:
     @classmethod
     def _from_output(cls, arr: np.ndarray) -> Tensor:
         """Wrap a freshly computed result (no grad): the cheap path for compiled outputs."""
-        n = Node.__new__(Node)
-        n.op, n.inputs, n.shape, n.dtype = "input", (), arr.shape, _DT_OF[arr.dtype.num]
-        n.attrs, n.id, n.loc, n.rg, n._value = _OUT_ATTRS, -1, None, False, arr
+        n = _OutNode.__new__(_OutNode)
+        n.shape, n.dtype, n.rg, n._value = arr.shape, _DT_OF[arr.dtype.num], False, arr
         t = object.__new__(cls)
         t._node, t._grad, t._trace, t._inference = n, None, None, False
         return t

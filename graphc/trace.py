@@ -63,6 +63,9 @@ class Signature:
     sinks: dict[str, Sink] = field(default_factory=dict)  # update slot -> sink
     grads_to_clear: list[Tensor] = field(default_factory=list)  # set .grad = None after call
     struct_guards: list[tuple[Callable[[], Any], Any, str]] = field(default_factory=list)
+    # guard index -> (obj, key, test): ``read()`` is ``test(obj[key])``, which call wrappers
+    # may inline instead of calling ``read``
+    guard_specs: dict[int, tuple[Any, Any, Callable[[Any], Any]]] = field(default_factory=dict)
     output_tree: Any = None
     mode_reads: list[tuple[Any, bool]] = field(default_factory=list)  # (module, training)
     # shape conditions checked at every call: (sympy relational, description)
@@ -249,8 +252,11 @@ class TraceContext:
         """
         return self._input("seed", "seed", (), dt.int64, Source("seed"))
 
-    def guard(self, read: Callable[[], Any], expected: Any, what: str) -> None:
+    def guard(self, read: Callable[[], Any], expected: Any, what: str,
+              spec: tuple[Any, Any, Callable[[Any], Any]] | None = None) -> None:
         assert self.sig is not None
+        if spec is not None:
+            self.sig.guard_specs[len(self.sig.struct_guards)] = spec
         self.sig.struct_guards.append((read, expected, what))
 
     def opt_state(self, opt: Any, p: Tensor, key: str, label: str, fill: float,

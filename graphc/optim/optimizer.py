@@ -138,7 +138,8 @@ class Optimizer:
         value = test(group[key])
         ctx = _context.current()
         if ctx is not None:
-            ctx.guard(lambda: test(group[key]), value, self._label(group, key))
+            ctx.guard(lambda: test(group[key]), value, self._label(group, key),
+                      spec=(group, key, test))
         return value
 
     def _state_label(self, p: Tensor, key: str) -> str:
