@@ -101,7 +101,8 @@ def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
         return bld.load(bld.gep(base, [off], inbounds=True))
 
     _gemm_body(bld, mod, alloca, c, ldc, lambda r, col: load(a, sam, sak, r, col),
-               lambda r, col: load(b, sbk, sbn, r, col), m, n, kk, work, tile, elt)
+               lambda r, col: load(b, sbk, sbn, r, col), m, n, kk, work, tile, elt,
+               raw_a=(a, sam, sak), raw_b=(b, sbk, sbn))
     bld.ret_void()
     return fn
 
@@ -217,7 +218,8 @@ def _emit_gemm_big(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt
 
 def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ldc: ir.Value,
                a: Any, b: Any, Mv: ir.Value, Nv: ir.Value, Kv: ir.Value, work: ir.Value,
-               tile: Tile, elt: ir.Type) -> None:
+               tile: Tile, elt: ir.Type, raw_a: tuple | None = None,
+               raw_b: tuple | None = None) -> None:
     """The packed GEMM loops (see the module docstring); ``a``/``b`` load one element."""
     vt = ir.VectorType(elt, tile.vw)
     suffix = f"v{tile.vw}{'f32' if elt == F32 else 'f64'}"
@@ -245,30 +247,11 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
         rem = bld.sub(Kv, pc)
         kc = bld.select(bld.icmp_signed("<", rem, i64(KC)), rem, i64(KC))
         packa = bld.gep(packb, [bld.mul(np_, kc)], inbounds=True)
-        # pack B: panel jp holds rows k of NR columns
-        with for_range(bld, i64(0), bld.sdiv(np_, i64(nr)), name="pbj") as jp:
-            pbase = bld.mul(bld.mul(jp, kc), i64(nr))
-            with for_range(bld, i64(0), kc, name="pbk") as kk:
-                row = bld.add(pbase, bld.mul(kk, i64(nr)))
-                with for_range(bld, i64(0), i64(nr), name="pbn") as j:
-                    col = bld.add(bld.mul(jp, i64(nr)), j)
-                    inside = bld.icmp_signed("<", col, Nv)
-                    colc = bld.select(inside, col, i64(0))
-                    v = load_b(bld.add(pc, kk), colc)
-                    bld.store(bld.select(inside, v, zero),
-                              bld.gep(packb, [bld.add(row, j)], inbounds=True))
-        # pack A: panel ip holds, for each k, MR consecutive rows
-        with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="pai") as ip:
-            pbase = bld.mul(bld.mul(ip, kc), i64(mr))
-            with for_range(bld, i64(0), kc, name="pak") as kk:
-                for i in range(mr):
-                    r = bld.add(bld.mul(ip, i64(mr)), i64(i))
-                    inside = bld.icmp_signed("<", r, Mv)
-                    rc = bld.select(inside, r, i64(0))
-                    v = load_a(rc, bld.add(pc, kk))
-                    dst = bld.add(bld.add(pbase, bld.mul(kk, i64(mr))), i64(i))
-                    bld.store(bld.select(inside, v, zero),
-                              bld.gep(packa, [dst], inbounds=True))
+        # pack B: panel jp holds rows k of NR columns; pack A: panel ip holds, for each k,
+        # MR consecutive rows. The loop order follows the operand's contiguous dimension
+        # (chosen at run time from the strides), so packing streams through memory.
+        _pack_b(bld, load_b, raw_b, packb, pc, kc, Nv, np_, nr, zero)
+        _pack_a(bld, load_a, raw_a, packa, pc, kc, Mv, mp, mr, zero)
         first = bld.icmp_signed("==", pcb, i64(0))
         with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="ir") as ip:
             ap = bld.gep(packa, [bld.mul(bld.mul(ip, kc), i64(mr))], inbounds=True)
@@ -326,6 +309,105 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
                                                            bld.add(n0, ej))], inbounds=True)
                                 new = bld.select(first, src, bld.fadd(bld.load(cp), src))
                                 bld.store(new, cp)
+
+
+def _pack_b(bld: ir.IRBuilder, load_b: Any, raw: tuple | None, packb: ir.Value, pc: ir.Value,
+            kc: ir.Value, Nv: ir.Value, np_: ir.Value, nr: int, zero: ir.Constant) -> None:
+    def generic() -> None:
+        with for_range(bld, i64(0), bld.sdiv(np_, i64(nr)), name="pbj") as jp:
+            pbase = bld.mul(bld.mul(jp, kc), i64(nr))
+            with for_range(bld, i64(0), kc, name="pbk") as kk:
+                row = bld.add(pbase, bld.mul(kk, i64(nr)))
+                with for_range(bld, i64(0), i64(nr), name="pbn") as j:
+                    col = bld.add(bld.mul(jp, i64(nr)), j)
+                    inside = bld.icmp_signed("<", col, Nv)
+                    v = load_b(bld.add(pc, kk), bld.select(inside, col, i64(0)))
+                    bld.store(bld.select(inside, v, zero),
+                              bld.gep(packb, [bld.add(row, j)], inbounds=True))
+
+    if raw is None:
+        generic()
+        return
+    base, sbk, sbn = raw
+    by_rows = bld.icmp_signed("==", sbn, i64(1))
+    by_cols = bld.icmp_signed("==", sbk, i64(1))
+    with bld.if_else(by_rows) as (rows, other):
+        with rows:  # B rows contiguous: copy NR-wide row segments (vector loads/stores)
+            with for_range(bld, i64(0), bld.sdiv(np_, i64(nr)), name="pbj") as jp:
+                pbase = bld.mul(bld.mul(jp, kc), i64(nr))
+                c0 = bld.mul(jp, i64(nr))
+                full = bld.icmp_signed("<=", bld.add(c0, i64(nr)), Nv)
+                with bld.if_else(full) as (f, part):
+                    with f:
+                        with for_range(bld, i64(0), kc, name="pbk") as kk:
+                            src = bld.gep(base, [bld.add(bld.mul(bld.add(pc, kk), sbk), c0)],
+                                          inbounds=True)
+                            dst = bld.gep(packb, [bld.add(pbase, bld.mul(kk, i64(nr)))],
+                                          inbounds=True)
+                            for j in range(nr):
+                                bld.store(bld.load(bld.gep(src, [i64(j)], inbounds=True)),
+                                          bld.gep(dst, [i64(j)], inbounds=True))
+                    with part:
+                        with for_range(bld, i64(0), kc, name="pbk") as kk:
+                            row = bld.add(pbase, bld.mul(kk, i64(nr)))
+                            with for_range(bld, i64(0), i64(nr), name="pbn") as j:
+                                col = bld.add(c0, j)
+                                inside = bld.icmp_signed("<", col, Nv)
+                                v = load_b(bld.add(pc, kk), bld.select(inside, col, i64(0)))
+                                bld.store(bld.select(inside, v, zero),
+                                          bld.gep(packb, [bld.add(row, j)], inbounds=True))
+        with other:
+            with bld.if_else(by_cols) as (cols, gen):
+                with cols:  # B columns contiguous (a transposed weight): stream down k
+                    with for_range(bld, i64(0), np_, name="pbc") as col:
+                        jp = bld.sdiv(col, i64(nr))
+                        j = bld.srem(col, i64(nr))
+                        pbase = bld.add(bld.mul(bld.mul(jp, kc), i64(nr)), j)
+                        inside = bld.icmp_signed("<", col, Nv)
+                        src = bld.gep(base, [bld.add(bld.mul(bld.select(inside, col, i64(0)),
+                                                             sbn), pc)], inbounds=True)
+                        with for_range(bld, i64(0), kc, name="pbk") as kk:
+                            v = bld.load(bld.gep(src, [kk], inbounds=True))
+                            bld.store(bld.select(inside, v, zero),
+                                      bld.gep(packb, [bld.add(pbase, bld.mul(kk, i64(nr)))],
+                                              inbounds=True))
+                with gen:
+                    generic()
+
+
+def _pack_a(bld: ir.IRBuilder, load_a: Any, raw: tuple | None, packa: ir.Value, pc: ir.Value,
+            kc: ir.Value, Mv: ir.Value, mp: ir.Value, mr: int, zero: ir.Constant) -> None:
+    def generic() -> None:
+        with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="pai") as ip:
+            pbase = bld.mul(bld.mul(ip, kc), i64(mr))
+            with for_range(bld, i64(0), kc, name="pak") as kk:
+                for i in range(mr):
+                    r = bld.add(bld.mul(ip, i64(mr)), i64(i))
+                    inside = bld.icmp_signed("<", r, Mv)
+                    v = load_a(bld.select(inside, r, i64(0)), bld.add(pc, kk))
+                    dst = bld.add(bld.add(pbase, bld.mul(kk, i64(mr))), i64(i))
+                    bld.store(bld.select(inside, v, zero), bld.gep(packa, [dst], inbounds=True))
+
+    if raw is None:
+        generic()
+        return
+    base, sam, sak = raw
+    with bld.if_else(bld.icmp_signed("==", sak, i64(1))) as (rows, other):
+        with rows:  # A rows contiguous (activations): stream along k for each row
+            with for_range(bld, i64(0), mp, name="par") as r:
+                ip = bld.sdiv(r, i64(mr))
+                i = bld.srem(r, i64(mr))
+                pbase = bld.add(bld.mul(bld.mul(ip, kc), i64(mr)), i)
+                inside = bld.icmp_signed("<", r, Mv)
+                src = bld.gep(base, [bld.add(bld.mul(bld.select(inside, r, i64(0)), sam), pc)],
+                              inbounds=True)
+                with for_range(bld, i64(0), kc, name="pak") as kk:
+                    v = bld.load(bld.gep(src, [kk], inbounds=True))
+                    bld.store(bld.select(inside, v, zero),
+                              bld.gep(packa, [bld.add(pbase, bld.mul(kk, i64(mr)))],
+                                      inbounds=True))
+        with other:
+            generic()
 
 
 def _ceildiv(b: ir.IRBuilder, x: ir.Value, d: int) -> ir.Value:
