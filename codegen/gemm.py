@@ -116,8 +116,9 @@ def _ctx_type(elt: ir.Type) -> ir.LiteralStructType:
 
 
 def gemm_task(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
-    """``task(ctx, part)`` for the thread pool: part 0 computes the first ~half of C's rows
-    (a multiple of MR), part 1 the rest, each with its own packing workspace."""
+    """``task(ctx, part)`` for the thread pool: part 0 computes the first ~half of C (rows in
+    multiples of MR, or columns in multiples of NR when C is wider than tall), part 1 the
+    rest, each with its own packing workspace."""
     name = f"graphc_gemm_task_{'f32' if elt == F32 else 'f64'}_{tile.mr}x{tile.nv}x{tile.vw}"
     fn = mod.globals.get(name)
     if fn is not None:
@@ -131,17 +132,30 @@ def gemm_task(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     part = fn.args[1]
     f = [b.load(b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, i)])) for i in range(13)]
     a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k, w0, w1 = f
-    half = b.mul(_ceildiv(b, _ceildiv(b, m, 2), tile.mr), i64(tile.mr))
-    half = b.select(b.icmp_signed("<", half, m), half, m)
     first = b.icmp_signed("==", part, i64(0))
-    row0 = b.select(first, i64(0), half)
-    rows = b.select(first, half, b.sub(m, half))
     work = b.select(first, w0, w1)
-    has = b.icmp_signed(">", rows, i64(0))
-    with b.if_then(has):
-        pa = b.gep(a, [b.mul(row0, sam)], inbounds=True)
-        pc = b.gep(c, [b.mul(row0, ldc)], inbounds=True)
-        b.call(gemm, [pa, sam, sak, bb, sbk, sbn, pc, ldc, rows, n, k, work])
+    # split the dimension whose operand is larger: each half then packs half of the big
+    # operand and all of the small one (splitting rows would make both pack all of B)
+    by_cols = b.icmp_signed(">", n, m)
+    with b.if_else(by_cols) as (cols, rows_):
+        with cols:
+            half = b.mul(_ceildiv(b, _ceildiv(b, n, 2), tile.nr), i64(tile.nr))
+            half = b.select(b.icmp_signed("<", half, n), half, n)
+            col0 = b.select(first, i64(0), half)
+            ncols = b.select(first, half, b.sub(n, half))
+            with b.if_then(b.icmp_signed(">", ncols, i64(0))):
+                pb = b.gep(bb, [b.mul(col0, sbn)], inbounds=True)
+                pc = b.gep(c, [col0], inbounds=True)
+                b.call(gemm, [a, sam, sak, pb, sbk, sbn, pc, ldc, m, ncols, k, work])
+        with rows_:
+            half = b.mul(_ceildiv(b, _ceildiv(b, m, 2), tile.mr), i64(tile.mr))
+            half = b.select(b.icmp_signed("<", half, m), half, m)
+            row0 = b.select(first, i64(0), half)
+            rows = b.select(first, half, b.sub(m, half))
+            with b.if_then(b.icmp_signed(">", rows, i64(0))):
+                pa = b.gep(a, [b.mul(row0, sam)], inbounds=True)
+                pc = b.gep(c, [b.mul(row0, ldc)], inbounds=True)
+                b.call(gemm, [pa, sam, sak, bb, sbk, sbn, pc, ldc, rows, n, k, work])
     b.ret_void()
     return fn
 
@@ -202,7 +216,8 @@ def _emit_gemm_big(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt
     macs = b.mul(b.mul(m, n), k)
     par = b.and_(b.icmp_unsigned("!=", b.ptrtoint(disp, I64), i64(0)),
                  b.and_(b.icmp_signed(">=", macs, i64(PAR_MIN_MACS)),
-                        b.icmp_signed(">=", m, i64(2 * tile.mr))))
+                        b.or_(b.icmp_signed(">=", m, i64(2 * tile.mr)),
+                              b.icmp_signed(">=", n, i64(2 * tile.nr)))))
     with b.if_else(par) as (then, otherwise):
         with then:
             ct = _ctx_type(elt)
