@@ -168,10 +168,17 @@ class Module:
 
     # -- modes -------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
+        """Set ``training`` here and (through each child's own ``train``) below, as PyTorch
+        does; a real change bumps the epoch compiled steps compare against."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        for m in self.modules():
-            m.training = mode
+        d = self.__dict__
+        if d["_training"] is not mode:
+            d["_training"] = mode
+            mode_epoch[0] = next(_MODE_EPOCH)
+        for m in d["_modules"].values():
+            if m is not None:
+                m.train(mode)
         return self
 
     def eval(self) -> Module:
