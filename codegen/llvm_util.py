@@ -46,9 +46,10 @@ def i64(v: int) -> ir.Constant:
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i"
-              ) -> Iterator[ir.Value]:
-    """``for i in range(start, stop)`` with an i64 induction variable (nuw/nsw increments)."""
+def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
+              step: ir.Value | None = None) -> Iterator[ir.Value]:
+    """``for i in range(start, stop[, step])`` with an i64 induction variable (``step > 0``;
+    unit steps get nuw/nsw increments, which the vectoriser wants)."""
     pre = b.block
     head = b.append_basic_block(f"{name}.head")
     body = b.append_basic_block(f"{name}.body")
@@ -60,7 +61,10 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i"
     b.cbranch(b.icmp_signed("<", i, stop), body, done)
     b.position_at_end(body)
     yield i
-    nxt = b.add(i, i64(1), name=f"{name}.next", flags=("nuw", "nsw"))
+    if step is None:
+        nxt = b.add(i, i64(1), name=f"{name}.next", flags=("nuw", "nsw"))
+    else:
+        nxt = b.add(i, step, flags=("nsw",))
     i.add_incoming(nxt, b.block)
     b.branch(head)
     b.position_at_end(done)

@@ -26,8 +26,7 @@ Kernel shapes (``BLOCK`` threads each):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import sympy
@@ -75,24 +74,10 @@ def fconst(t: ir.Type, v: float) -> ir.Constant:
     return ir.Constant(t, float(v))
 
 
-@contextmanager
 def strided_for(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,
-                name: str) -> Iterator[ir.Value]:
+                name: str) -> Any:
     """``for i in range(start, stop, step)`` (i64, step > 0): the grid-stride loop."""
-    pre = b.block
-    head = b.append_basic_block(f"{name}.head")
-    body = b.append_basic_block(f"{name}.body")
-    done = b.append_basic_block(f"{name}.end")
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(I64, name=name)
-    i.add_incoming(start, pre)
-    b.cbranch(b.icmp_signed("<", i, stop), body, done)
-    b.position_at_end(body)
-    yield i
-    i.add_incoming(b.add(i, step, flags=("nsw",)), b.block)
-    b.branch(head)
-    b.position_at_end(done)
+    return for_range(b, start, stop, name=name, step=step)
 
 
 class PTXKernel(KernelEmitter):

@@ -10,7 +10,7 @@ from .. import dtypes as dt
 from ..autograd import no_grad
 from ..tensor import Tensor
 from .adam import _check_lr
-from .optimizer import Optimizer
+from .optimizer import Optimizer, nonzero
 
 
 class Adagrad(Optimizer):
@@ -56,15 +56,12 @@ class Adagrad(Optimizer):
     def step(self, closure: Any = None) -> Any:
         """One Adagrad update of every parameter that has a gradient."""
         loss = self._closure(closure)
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            if not params:
-                continue
+        for group, params in self._active_groups():
             lr = self._hp(group, "lr")
             lr_decay = self._hp(group, "lr_decay")
             eps = self._hp(group, "eps")
             maximize = self._on(group, "maximize")
-            use_wd = self._on(group, "weight_decay", lambda v: v != 0)
+            use_wd = self._on(group, "weight_decay", nonzero)
             wd = self._hp(group, "weight_decay") if use_wd else 0.0
             init = float(group["initial_accumulator_value"])
             for p in params:

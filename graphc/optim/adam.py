@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import dtypes as dt
 from ..autograd import no_grad
-from .optimizer import Optimizer
+from .optimizer import Optimizer, nonzero
 
 
 def lerp(start: Any, end: Any, weight: Any, small_weight: bool) -> Any:
@@ -69,17 +69,14 @@ class Adam(Optimizer):
     def step(self, closure: Any = None) -> Any:
         """One Adam update of every parameter that has a gradient."""
         loss = self._closure(closure)
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            if not params:
-                continue
+        for group, params in self._active_groups():
             lr = self._hp(group, "lr")
             beta1 = self._hp(group, "betas", 0)
             beta2 = self._hp(group, "betas", 1)
             eps = self._hp(group, "eps")
             amsgrad = self._on(group, "amsgrad")
             maximize = self._on(group, "maximize")
-            use_wd = self._on(group, "weight_decay", lambda v: v != 0)
+            use_wd = self._on(group, "weight_decay", nonzero)
             decoupled = self._on(group, "decoupled_weight_decay") if use_wd else False
             wd = self._hp(group, "weight_decay") if use_wd else 0.0
             small_w1 = self._on(group, "betas", lambda b: abs(1 - b[0]) < 0.5)

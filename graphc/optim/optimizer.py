@@ -134,6 +134,14 @@ class Optimizer:
             view = views[vk] = _ItemView(group, key, index)
         return ctx.hyper(view, key, f"{self._label(group, key)}[{index}]")
 
+    def _active_groups(self) -> Iterable[tuple[dict[str, Any], list[Tensor]]]:
+        """(group, its parameters that have a gradient) for every group with any: ``step()``
+        skips parameters whose ``.grad`` is None (no decay, no state change)."""
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if params:
+                yield group, params
+
     def _on(self, group: dict[str, Any], key: str, test: Callable[[Any], bool] = bool) -> bool:
         value = test(group[key])
         ctx = _context.current()
@@ -248,6 +256,11 @@ class _ItemView:
 
     def __getitem__(self, key: str) -> Any:
         return self.group[key][self.index]
+
+
+def nonzero(v: Any) -> bool:
+    """The structural test for options that switch a term on (``weight_decay != 0``)."""
+    return v != 0
 
 
 def params_of(groups: Iterable[dict[str, Any]]) -> list[Tensor]:

@@ -7,7 +7,7 @@ from typing import Any
 from .. import dtypes as dt
 from ..autograd import no_grad
 from .adam import _check_lr, lerp
-from .optimizer import Optimizer
+from .optimizer import Optimizer, nonzero
 
 
 class RMSprop(Optimizer):
@@ -43,16 +43,13 @@ class RMSprop(Optimizer):
     def step(self, closure: Any = None) -> Any:
         """One RMSprop update of every parameter that has a gradient."""
         loss = self._closure(closure)
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            if not params:
-                continue
+        for group, params in self._active_groups():
             lr = self._hp(group, "lr")
             alpha = self._hp(group, "alpha")
             eps = self._hp(group, "eps")
             maximize = self._on(group, "maximize")
             centered = self._on(group, "centered")
-            use_wd = self._on(group, "weight_decay", lambda v: v != 0)
+            use_wd = self._on(group, "weight_decay", nonzero)
             use_mom = self._on(group, "momentum", lambda v: v > 0)
             wd = self._hp(group, "weight_decay") if use_wd else 0.0
             mom = self._hp(group, "momentum") if use_mom else 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..autograd import no_grad
-from .optimizer import Optimizer
+from .optimizer import Optimizer, nonzero
 
 
 class SGD(Optimizer):
@@ -40,14 +40,11 @@ class SGD(Optimizer):
     @no_grad()
     def step(self, closure: Any = None) -> Any:
         loss = self._closure(closure)
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            if not params:
-                continue
+        for group, params in self._active_groups():
             lr = self._hp(group, "lr")
             maximize = self._on(group, "maximize")
-            use_wd = self._on(group, "weight_decay", lambda v: v != 0)
-            use_mom = self._on(group, "momentum", lambda v: v != 0)
+            use_wd = self._on(group, "weight_decay", nonzero)
+            use_mom = self._on(group, "momentum", nonzero)
             nesterov = self._on(group, "nesterov") if use_mom else False
             wd = self._hp(group, "weight_decay") if use_wd else 0.0
             mu = self._hp(group, "momentum") if use_mom else 0.0
