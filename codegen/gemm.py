@@ -265,7 +265,7 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
         # pack B: panel jp holds rows k of NR columns; pack A: panel ip holds, for each k,
         # MR consecutive rows. The loop order follows the operand's contiguous dimension
         # (chosen at run time from the strides), so packing streams through memory.
-        _pack_b(bld, load_b, raw_b, packb, pc, kc, Nv, np_, nr, zero)
+        _pack_b(bld, load_b, raw_b, packb, pc, kc, Nv, np_, nr, zero, vw)
         _pack_a(bld, load_a, raw_a, packa, pc, kc, Mv, mp, mr, zero)
         first = bld.icmp_signed("==", pcb, i64(0))
         with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="ir") as ip:
@@ -296,16 +296,24 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
                                 bld.icmp_signed("<=", bld.add(n0, i64(nr)), Nv))
                 with bld.if_else(full) as (then, otherwise):
                     with then:
+                        # the first K block stores, later ones accumulate: C is not read
+                        # before it has been written (a K=64 weight gradient is store-bound)
+                        ptrs = []
                         for i in range(mr):
                             rowp = bld.gep(out, [bld.add(bld.mul(bld.add(m0, i64(i)), ldc),
                                                          n0)], inbounds=True)
                             for j in range(nv):
-                                cp = bld.bitcast(bld.gep(rowp, [i64(j * vw)], inbounds=True),
-                                                 vt.as_pointer())
-                                acc = bld.load(accs[i][j])
-                                old = bld.load(cp, align=4)
-                                new = bld.select(first, acc, bld.fadd(old, acc))
-                                bld.store(new, cp, align=4)
+                                ptrs.append((i, j, bld.bitcast(
+                                    bld.gep(rowp, [i64(j * vw)], inbounds=True),
+                                    vt.as_pointer())))
+                        with bld.if_else(first) as (store, accumulate):
+                            with store:
+                                for i, j, cp in ptrs:
+                                    bld.store(bld.load(accs[i][j]), cp, align=4)
+                            with accumulate:
+                                for i, j, cp in ptrs:
+                                    new = bld.fadd(bld.load(cp, align=4), bld.load(accs[i][j]))
+                                    bld.store(new, cp, align=4)
                     with otherwise:
                         for i in range(mr):
                             for j in range(nv):
@@ -326,8 +334,71 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
                                 bld.store(new, cp)
 
 
+def _transpose(bld: ir.IRBuilder, rows: list[ir.Value], vw: int) -> list[ir.Value]:
+    """Transpose a vw x vw block held as vw vectors: log2(vw) rounds that swap the
+    off-diagonal h x h sub-blocks of every 2h x 2h block (LLVM lowers each to a permute)."""
+    rows = list(rows)
+    h = vw // 2
+    while h:
+        lo = ir.Constant(ir.VectorType(I32, vw), [c if c & h == 0 else vw + c - h
+                                                   for c in range(vw)])
+        hi = ir.Constant(ir.VectorType(I32, vw), [c + h if c & h == 0 else vw + c
+                                                   for c in range(vw)])
+        for i in range(vw):
+            if i & h == 0:
+                a, b = rows[i], rows[i + h]
+                rows[i] = bld.shuffle_vector(a, b, lo)
+                rows[i + h] = bld.shuffle_vector(a, b, hi)
+        h //= 2
+    return rows
+
+
+def _pack_b_transposed(bld: ir.IRBuilder, base: ir.Value, sbn: ir.Value, packb: ir.Value,
+                       pc: ir.Value, kc: ir.Value, Nv: ir.Value, np_: ir.Value, nr: int,
+                       vw: int, zero: ir.Constant) -> None:
+    """Pack a k-contiguous B (``x @ W.T``'s W): vw columns x vw k at a time are loaded as
+    vectors along k, transposed in registers and stored as vectors along n — contiguous
+    reads and writes instead of a strided scalar copy."""
+    elt = zero.type
+    vt = ir.VectorType(elt, vw)
+    with for_range(bld, i64(0), bld.sdiv(np_, i64(vw)), name="pbg") as grp:
+        c0 = bld.mul(grp, i64(vw))
+        jp = bld.sdiv(c0, i64(nr))
+        pbase = bld.add(bld.mul(bld.mul(jp, kc), i64(nr)), bld.srem(c0, i64(nr)))
+        full = bld.icmp_signed("<=", bld.add(c0, i64(vw)), Nv)
+        kv = bld.mul(bld.sdiv(kc, i64(vw)), i64(vw))
+        srcs = [bld.gep(base, [bld.add(bld.mul(bld.add(c0, i64(t)), sbn), pc)], inbounds=True)
+                for t in range(vw)]
+        with bld.if_else(full) as (fast, edge):
+            with fast:
+                with for_range(bld, i64(0), kv, name="pbt", step=i64(vw)) as kb:
+                    rows = [bld.load(bld.bitcast(bld.gep(src, [kb], inbounds=True),
+                                                 vt.as_pointer()), align=4) for src in srcs]
+                    for u, v in enumerate(_transpose(bld, rows, vw)):
+                        dst = bld.gep(packb, [bld.add(pbase, bld.mul(bld.add(kb, i64(u)),
+                                                                     i64(nr)))], inbounds=True)
+                        bld.store(v, bld.bitcast(dst, vt.as_pointer()), align=4)
+                with for_range(bld, kv, kc, name="pbr") as kk:
+                    row = bld.add(pbase, bld.mul(kk, i64(nr)))
+                    for t, src in enumerate(srcs):
+                        bld.store(bld.load(bld.gep(src, [kk], inbounds=True)),
+                                  bld.gep(packb, [bld.add(row, i64(t))], inbounds=True))
+            with edge:  # the last, partial group of columns: scalar, zero past N
+                for t in range(vw):
+                    col = bld.add(c0, i64(t))
+                    inside = bld.icmp_signed("<", col, Nv)
+                    src = bld.gep(base, [bld.add(bld.mul(bld.select(inside, col, i64(0)), sbn),
+                                                 pc)], inbounds=True)
+                    with for_range(bld, i64(0), kc, name="pbe") as kk:
+                        v = bld.load(bld.gep(src, [kk], inbounds=True))
+                        dst = bld.add(bld.add(pbase, bld.mul(kk, i64(nr))), i64(t))
+                        bld.store(bld.select(inside, v, zero),
+                                  bld.gep(packb, [dst], inbounds=True))
+
+
 def _pack_b(bld: ir.IRBuilder, load_b: Any, raw: tuple | None, packb: ir.Value, pc: ir.Value,
-            kc: ir.Value, Nv: ir.Value, np_: ir.Value, nr: int, zero: ir.Constant) -> None:
+            kc: ir.Value, Nv: ir.Value, np_: ir.Value, nr: int, zero: ir.Constant,
+            vw: int = 16) -> None:
     def generic() -> None:
         with for_range(bld, i64(0), bld.sdiv(np_, i64(nr)), name="pbj") as jp:
             pbase = bld.mul(bld.mul(jp, kc), i64(nr))
@@ -373,19 +444,8 @@ def _pack_b(bld: ir.IRBuilder, load_b: Any, raw: tuple | None, packb: ir.Value, 
                                           bld.gep(packb, [bld.add(row, j)], inbounds=True))
         with other:
             with bld.if_else(by_cols) as (cols, gen):
-                with cols:  # B columns contiguous (a transposed weight): stream down k
-                    with for_range(bld, i64(0), np_, name="pbc") as col:
-                        jp = bld.sdiv(col, i64(nr))
-                        j = bld.srem(col, i64(nr))
-                        pbase = bld.add(bld.mul(bld.mul(jp, kc), i64(nr)), j)
-                        inside = bld.icmp_signed("<", col, Nv)
-                        src = bld.gep(base, [bld.add(bld.mul(bld.select(inside, col, i64(0)),
-                                                             sbn), pc)], inbounds=True)
-                        with for_range(bld, i64(0), kc, name="pbk") as kk:
-                            v = bld.load(bld.gep(src, [kk], inbounds=True))
-                            bld.store(bld.select(inside, v, zero),
-                                      bld.gep(packb, [bld.add(pbase, bld.mul(kk, i64(nr)))],
-                                              inbounds=True))
+                with cols:  # B columns contiguous (a transposed weight): transpose blocks
+                    _pack_b_transposed(bld, base, sbn, packb, pc, kc, Nv, np_, nr, vw, zero)
                 with gen:
                     generic()
 
