@@ -2,8 +2,11 @@
 
 Runs each workload in graphc and PyTorch eager side by side in one process: timed blocks
 alternate between the systems, and the table reports medians of per-step times and the ratio
-``torch / graphc`` (above 1: graphc is faster), with GFLOP/s for GEMM-bound steps against the
-FMA peak (about 116 GFLOP/s a core on Zen 4). Machines are noisy: read medians and ratios.
+``torch / graphc`` (above 1: graphc is faster), with GFLOP/s for GEMM-bound steps as a
+percentage of the sgemm rate measured at the start of the run (numpy's BLAS at 1024^3 with the
+same thread count). Every system gets the same threads; with ``--threads 1`` the whole process
+is pinned to one CPU, so runtimes with their own thread pools (XLA) cannot use more.
+Machines are noisy: read medians and ratios.
 """
 
 from __future__ import annotations
@@ -15,9 +18,18 @@ import statistics
 import time
 from typing import Any
 
-from .workloads import all_workloads
 
-PEAK_PER_CORE = 116.0
+def _sgemm_rate() -> float:
+    """Best-of-5 GFLOP/s of numpy's sgemm at 1024^3 (the reference peak for the table)."""
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    best = 0.0
+    for _ in range(5):
+        t = time.perf_counter()
+        a @ a
+        best = max(best, 2 * 1024**3 / (time.perf_counter() - t) / 1e9)
+    return best
 
 
 def _time_block(fn: Any, n: int) -> float:
@@ -46,10 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", metavar="FILE", help="append the table to FILE (markdown)")
     ap.add_argument("--no-jax", action="store_true", help="skip JAX even when installed")
     a = ap.parse_args(argv)
-    # the same thread count for every system
+    # the same thread count for every system (set before numpy/torch/jax are imported)
     os.environ["GRAPHC_NUM_THREADS"] = str(a.threads)
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(a.threads)
+    if a.threads == 1 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen={str(a.threads > 1).lower()}"
                           f" intra_op_parallelism_threads={a.threads}")
+    from .workloads import all_workloads
     try:
         import torch
 
@@ -59,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {platform.processor() or platform.machine()}, python "
           f"{platform.python_version()}, torch {getattr(torch, '__version__', 'absent')}, "
           f"threads {a.threads}")
+    peak_rate = _sgemm_rate()
+    print(f"reference peak: numpy sgemm 1024^3 = {peak_rate:.1f} GFLOP/s on {a.threads} "
+          f"thread(s)")
     t0 = time.perf_counter()
     wls = [w for w in all_workloads(torch) if not a.workloads or w.name in a.workloads]
     print(f"built and compiled {len(wls)} workloads in {time.perf_counter() - t0:.2f} s")
@@ -66,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     jax_steps = jax_workloads.steps() if (not a.no_jax and jax_workloads.available()) else {}
     head = (f"{'workload':<10} {'graphc us':>10} {'torch us':>10} {'ratio':>7} {'GFLOP/s':>8} "
-            f"{'% peak':>7}" + (f" {'t.compile us':>12} {'ratio':>6} {'compile s':>9}"
+            f"{'% sgemm':>7}" + (f" {'t.compile us':>12} {'ratio':>6} {'compile s':>9}"
                                 if a.torch_compile else "")
             + (f" {'jax us':>8} {'ratio':>6}" if jax_steps else ""))
     print(head)
@@ -104,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         c = statistics.median(cs) if cs else float("nan")
         j = statistics.median(js) if js else float("nan")
         gf = w.flops / g / 1e9 if w.flops else float("nan")
-        peak = 100 * gf / (PEAK_PER_CORE * a.threads) if w.flops else float("nan")
+        peak = 100 * gf / peak_rate if w.flops else float("nan")
         row = (f"{w.name:<10} {g * 1e6:>10.1f} {t * 1e6:>10.1f} {t / g:>7.2f} {gf:>8.1f} "
                f"{peak:>7.1f}" + (f" {c * 1e6:>12.1f} {c / g:>6.2f} {tc_compile:>9.1f}"
                                   if a.torch_compile else "")
