@@ -22,6 +22,33 @@ class Workload:
     compile_seconds: float = 0.0
 
 
+def graphc_train_step(model: Any, opt: Any, loss_fn: Any, x: Any, y: Any) -> Callable[[], Any]:
+    """The standard step (zero_grad, forward, loss, backward, step), compiled for (x, y)."""
+
+    @gc.compile(example_args=(x, y))
+    def step(a: Any, b: Any) -> Any:
+        opt.zero_grad()
+        loss = loss_fn(model(a), b)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return lambda: step(x, y)
+
+
+def torch_train_step(model: Any, opt: Any, loss_fn: Any, x: Any, y: Any) -> Callable[[], Any]:
+    """The same step in eager PyTorch (x, y: tensors)."""
+
+    def step() -> Any:
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def _mlp_flops(batch: int, dims: list[int], train: bool) -> float:
     layers = list(zip(dims[:-1], dims[1:]))
     if not train:
@@ -95,17 +122,7 @@ def mlp(torch: Any, name: str, dims: list[int], batch: int, make_opt: Callable, 
     if train:
         gopt = make_opt(optim, gm.parameters())
         lf = nn.CrossEntropyLoss() if has_ce else nn.MSELoss()
-        target = Y if has_ce else Yf
-
-        @gc.compile(example_args=(X, target))
-        def step(x: Any, y: Any) -> Any:
-            gopt.zero_grad()
-            loss = lf(gm(x), y)
-            loss.backward()
-            gopt.step()
-            return loss
-
-        gfn = lambda: step(X, target)  # noqa: E731
+        gfn = graphc_train_step(gm, gopt, lf, X, Y if has_ce else Yf)
     else:
         @gc.compile(example_args=(X,))
         def infer(x: Any) -> Any:
@@ -121,13 +138,7 @@ def mlp(torch: Any, name: str, dims: list[int], batch: int, make_opt: Callable, 
         if train:
             topt = make_opt(torch.optim, tm.parameters())
             tlf = torch.nn.CrossEntropyLoss() if has_ce else torch.nn.MSELoss()
-
-            def tfn() -> Any:
-                topt.zero_grad()
-                loss = tlf(tm(tx), ty)
-                loss.backward()
-                topt.step()
-                return loss
+            tfn = torch_train_step(tm, topt, tlf, tx, ty)
         else:
             def tfn() -> Any:
                 with torch.inference_mode():
@@ -153,15 +164,7 @@ def cnn(torch: Any, batch: int = 64) -> Workload:
                        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                        nn.Flatten(), nn.Linear(784, 10))
     gopt = optim.SGD(gm.parameters(), lr=1e-2, momentum=0.9)
-    lf = nn.CrossEntropyLoss()
-
-    @gc.compile(example_args=(X, Y))
-    def step(x: Any, y: Any) -> Any:
-        gopt.zero_grad()
-        loss = lf(gm(x), y)
-        loss.backward()
-        gopt.step()
-        return loss
+    gfn = graphc_train_step(gm, gopt, nn.CrossEntropyLoss(), X, Y)
 
     tfn = None
     if torch is not None:
@@ -172,17 +175,10 @@ def cnn(torch: Any, batch: int = 64) -> Workload:
         tm.load_state_dict({k: torch.from_numpy(np.array(v))
                             for k, v in gm.state_dict().items()})
         topt = torch.optim.SGD(tm.parameters(), lr=1e-2, momentum=0.9)
-        tlf = tn.CrossEntropyLoss()
-        tx, ty = torch.from_numpy(X), torch.from_numpy(Y)
+        tfn = torch_train_step(tm, topt, tn.CrossEntropyLoss(), torch.from_numpy(X),
+                               torch.from_numpy(Y))
 
-        def tfn() -> Any:
-            topt.zero_grad()
-            loss = tlf(tm(tx), ty)
-            loss.backward()
-            topt.step()
-            return loss
-
-    return Workload("cnn", lambda: step(X, Y), tfn, _cnn_flops(batch))
+    return Workload("cnn", gfn, tfn, _cnn_flops(batch))
 
 
 def all_workloads(torch: Any) -> list[Workload]:
