@@ -1129,6 +1129,14 @@ def _k_conv2d_weight_grad(k: KernelEmitter) -> None:
                 after=after)
 
 
+def window_start(b: ir.IRBuilder, o: ir.Value, s: int, p: int, d: int) -> ir.Value:
+    """First in-image tap of a pooling window: ``o*s - p`` advanced by whole dilation steps
+    until it is >= 0 (shared by the CPU and PTX pool kernels)."""
+    h0 = b.sub(b.mul(o, i64(s)), i64(p))
+    steps = b.sdiv(b.add(b.sub(i64(0), h0), i64(d - 1)), i64(d))
+    return b.select(b.icmp_signed("<", h0, i64(0)), b.add(h0, b.mul(steps, i64(d))), h0)
+
+
 def _k_pool_argmax(k: KernelEmitter) -> None:
     """PyTorch's max-pool index rule: first strict maximum in window order, NaN wins.
 
@@ -1146,10 +1154,7 @@ def _k_pool_argmax(k: KernelEmitter) -> None:
     best_slot, arg_slot = k.alloca(t), k.alloca(I64)
 
     def first(o: ir.Value, s: int, p: int, d: int) -> ir.Value:
-        # hstart = o*s - p, advanced by dilation steps until it is >= 0
-        h0 = b.sub(b.mul(o, i64(s)), i64(p))
-        steps = b.sdiv(b.add(b.sub(i64(0), h0), i64(d - 1)), i64(d))
-        return b.select(b.icmp_signed("<", h0, i64(0)), b.add(h0, b.mul(steps, i64(d))), h0)
+        return window_start(b, o, s, p, d)
 
     def clamp(v: ir.Value, size: int) -> tuple[ir.Value, ir.Value]:
         ok = b.and_(b.icmp_signed(">=", v, i64(0)), b.icmp_signed("<", v, i64(size)))

@@ -58,6 +58,7 @@ from .lower import (
     KernelEmitter,
     contiguous_strides,
     strided_view,
+    window_start,
 )
 from .ptx_math import UNARY as MATH_UNARY
 from .ptx_math import Math
@@ -618,9 +619,7 @@ def k_pool_argmax(k: PTXKernel) -> None:
     best_slot, arg_slot = k.alloca(t), k.alloca(I64)
 
     def first(o: ir.Value, s: int, p: int, d: int) -> ir.Value:
-        h0 = b.sub(b.mul(o, i64(s)), i64(p))
-        steps = b.sdiv(b.add(b.sub(i64(0), h0), i64(d - 1)), i64(d))
-        return b.select(b.icmp_signed("<", h0, i64(0)), b.add(h0, b.mul(steps, i64(d))), h0)
+        return window_start(b, o, s, p, d)
 
     with k.grid_stride(k.numel(n.shape)) as lin:
         nb, c, oh, ow = k.delin(lin, n.shape)
