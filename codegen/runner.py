@@ -139,6 +139,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         emit(f"    if not ({conds}): _check_guards(SIG, {env}}})")
     # structural guards
     ns["LAST"] = [None] * len(exe.symbols)  # last bound values (cheaper than reading SYM)
+    ns["HL"] = [object()] * len(exe.input_nodes)  # last hyperparameter objects written
     for k, (read, expected, _) in enumerate(sig.struct_guards):
         spec = sig.guard_specs.get(k)
         if spec is not None:
@@ -154,8 +155,17 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         if i in exe.scalar_inputs:
             ns[f"H{i}"] = exe.scalar_inputs[i]
             if src.kind == "hyper":
+                # skipped when the group holds the same immutable number as last call (a
+                # tensor lr is updated in place by schedulers: always re-read)
                 ns[f"HG{i}"], ns[f"HK{i}"] = src.ref
-                emit(f"    H{i}[()] = HG{i}[HK{i}]")
+                emit(f"    v = HG{i}[HK{i}]")
+                emit(f"    if v is not HL[{i}] or type(v) is not float: H{i}[()] = v; "
+                     f"HL[{i}] = v")
+            elif src.kind == "oflag":
+                opt, p, key = src.ref
+                ns[f"OS{i}"], ns[f"OP{i}"], ns[f"OK{i}"] = opt, p, key
+                emit(f"    d = OS{i}.state.get(OP{i})")
+                emit(f"    H{i}[()] = d is not None and d.get(OK{i}) is not None")
             else:
                 emit(f"    H{i}[()] = EXE.source_value(EXE.input_nodes[{i}], args)")
             continue
@@ -169,7 +179,15 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             ns[f"T{i}"] = src.ref
             emit(f"    v = T{i}._grad._node._value")
             emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
-        else:  # optimizer state: resolved by the generic path (cheap once it exists)
+        elif src.kind == "ostate":  # the live buffer if it exists, else a fresh fill
+            opt, p, key = src.ref
+            ns[f"OS{i}"], ns[f"OP{i}"], ns[f"OK{i}"] = opt, p, key
+            emit(f"    d = OS{i}.state.get(OP{i})")
+            emit(f"    t = d.get(OK{i}) if d is not None else None")
+            emit("    v = t._node._value if t is not None and type(t) is not NDARRAY else None")
+            emit(f"    if v is None: v = EXE.source_value(EXE.input_nodes[{i}], args)")
+            emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
+        else:  # anything else: the generic path
             emit(f"    v = EXE.source_value(EXE.input_nodes[{i}], args)")
             emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
     # outputs: staging buffers sized for the current symbols
@@ -195,10 +213,15 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         elif sink.kind == "grad":
             ns[f"U{j}"] = sink.ref
             emit(f"    gt = U{j}._grad")
-            emit(f"    if gt is None or gt._node._value is not C[{slot}]: "
-                 f"EXE.bind_target({slot}, {j}, {shape_src})")
-        else:
-            emit(f"    EXE.bind_target({slot}, {j}, {shape_src})")
+            emit(f"    f{j} = gt is None or gt._node._value is not C[{slot}]")
+            emit(f"    if f{j}: EXE.bind_target({slot}, {j}, {shape_src})")
+        else:  # optimizer state
+            opt, p, key = sink.ref
+            ns[f"VS{j}"], ns[f"VP{j}"], ns[f"VK{j}"] = opt, p, key
+            emit(f"    d = VS{j}.state.get(VP{j})")
+            emit(f"    t = d.get(VK{j}) if d is not None else None")
+            emit(f"    f{j} = t is None or type(t) is NDARRAY or t._node._value is not C[{slot}]")
+            emit(f"    if f{j}: EXE.bind_target({slot}, {j}, {shape_src})")
     # inputs that overlap state buffers are copied first (checked only after a rebinding)
     if safe:
         emit("    if EXE.rebound: EXE.resolve_aliasing()")
@@ -214,12 +237,8 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
     for j, (slot_name, _) in enumerate(g.updates):
         sink = sig.sinks[slot_name]
         slot = base + j
-        if sink.kind == "grad":
-            emit(f"        gt = U{j}._grad")
-            emit(f"        if gt is None or gt._node._value is not C[{slot}]: "
-                 f"EXE.publish({slot_name!r}, C[{slot}])")
-        elif sink.kind == "ostate":
-            emit(f"        EXE.publish({slot_name!r}, C[{slot}])")
+        if sink.kind in ("grad", "ostate"):  # a new buffer becomes .grad / state once
+            emit(f"        if f{j}: EXE.publish({slot_name!r}, C[{slot}])")
     for k, p in enumerate(sig.grads_to_clear):
         ns[f"Z{k}"] = p
         emit(f"        Z{k}._grad = None")

@@ -209,3 +209,28 @@ def test_eval_train_switch_only_recompiles_when_read():
     m.train()
     f(x)
     assert f.compile_count == 1
+
+
+def test_tensor_lr_updated_in_place_takes_effect():
+    """Schedulers fill_ a tensor lr in place (same object): the wrapper must re-read it."""
+    m = nn.Linear(2, 1)
+    lr = gc.tensor(0.1)
+    opt = optim.SGD(m.parameters(), lr=lr)
+
+    @gc.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    x, y = np.ones((4, 2), np.float32), np.zeros((4, 1), np.float32)
+    w0 = m.weight.numpy().copy()
+    step(x, y)
+    assert not np.allclose(m.weight.numpy(), w0)
+    lr.fill_(0.0)
+    w1 = m.weight.numpy().copy()
+    step(x, y)
+    np.testing.assert_array_equal(m.weight.numpy(), w1)
+    assert step.compile_count == 1
