@@ -78,6 +78,20 @@ def _as_array(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
+def _state_lookup(ns: dict[str, Any], tag: str, ref: tuple, emit: Any) -> str:
+    """Emit the lookup of ``opt.state[p][key]`` (absent: None) without creating entries;
+    returns the expression naming the result."""
+    opt, p, key = ref
+    ns[f"{tag}S"], ns[f"{tag}P"], ns[f"{tag}K"] = opt, p, key
+    emit(f"    d = {tag}S.state.get({tag}P)")
+    return f"(d.get({tag}K) if d is not None else None)"
+
+
+def _shape_src(shape: Any, symvar: dict[sympy.Symbol, str]) -> str:
+    """A Python tuple expression for a (symbolic) shape."""
+    return "(" + "".join(_pyexpr(d, symvar) + ", " for d in shape) + ")"
+
+
 def _tree_src(tree: Any, outs: list[str], ns: dict[str, Any]) -> str:
     """Source that rebuilds the step's return value (tensors, tuples, lists, dicts)."""
     tag, body = tree
@@ -162,10 +176,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
                 emit(f"    if v is not HL[{i}] or type(v) is not float: H{i}[()] = v; "
                      f"HL[{i}] = v")
             elif src.kind == "oflag":
-                opt, p, key = src.ref
-                ns[f"OS{i}"], ns[f"OP{i}"], ns[f"OK{i}"] = opt, p, key
-                emit(f"    d = OS{i}.state.get(OP{i})")
-                emit(f"    H{i}[()] = d is not None and d.get(OK{i}) is not None")
+                emit(f"    H{i}[()] = {_state_lookup(ns, f'O{i}', src.ref, emit)} is not None")
             else:
                 emit(f"    H{i}[()] = EXE.source_value(EXE.input_nodes[{i}], args)")
             continue
@@ -180,10 +191,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             emit(f"    v = T{i}._grad._node._value")
             emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
         elif src.kind == "ostate":  # the live buffer if it exists, else a fresh fill
-            opt, p, key = src.ref
-            ns[f"OS{i}"], ns[f"OP{i}"], ns[f"OK{i}"] = opt, p, key
-            emit(f"    d = OS{i}.state.get(OP{i})")
-            emit(f"    t = d.get(OK{i}) if d is not None else None")
+            emit(f"    t = {_state_lookup(ns, f'O{i}', src.ref, emit)}")
             emit("    v = t._node._value if t is not None and type(t) is not NDARRAY else None")
             emit(f"    if v is None: v = EXE.source_value(EXE.input_nodes[{i}], args)")
             emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
@@ -194,8 +202,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
     base = TABLE_FIXED + len(exe.input_nodes)
     out_names = []
     for j, o in enumerate(g.outputs):
-        shape_src = "(" + "".join(_pyexpr(d, symvar) + ", " for d in o.shape) + ")"
-        emit(f"    shp = {shape_src}")
+        emit(f"    shp = {_shape_src(o.shape, symvar)}")
         emit(f"    ob{j} = C[{base + j}]")
         emit(f"    if ob{j} is None or ob{j}.shape != shp: ob{j} = EXE.bind_output({base + j}, "
              f"shp, {j})")
@@ -205,7 +212,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
     for j, (slot_name, node) in enumerate(g.updates):
         sink = sig.sinks[slot_name]
         slot = base + j
-        shape_src = "(" + "".join(_pyexpr(d, symvar) + ", " for d in node.shape) + ")"
+        shape_src = _shape_src(node.shape, symvar)
         if sink.kind == "tensor":
             ns[f"U{j}"] = sink.ref
             emit(f"    v = U{j}._node._value")
@@ -216,10 +223,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             emit(f"    f{j} = gt is None or gt._node._value is not C[{slot}]")
             emit(f"    if f{j}: EXE.bind_target({slot}, {j}, {shape_src})")
         else:  # optimizer state
-            opt, p, key = sink.ref
-            ns[f"VS{j}"], ns[f"VP{j}"], ns[f"VK{j}"] = opt, p, key
-            emit(f"    d = VS{j}.state.get(VP{j})")
-            emit(f"    t = d.get(VK{j}) if d is not None else None")
+            emit(f"    t = {_state_lookup(ns, f'V{j}', sink.ref, emit)}")
             emit(f"    f{j} = t is None or type(t) is NDARRAY or t._node._value is not C[{slot}]")
             emit(f"    if f{j}: EXE.bind_target({slot}, {j}, {shape_src})")
     # inputs that overlap state buffers are copied first (checked only after a rebinding)

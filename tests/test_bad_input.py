@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _steps import compiled_train_step
 
 import graphc as gc
 from graphc import nn, optim
@@ -32,13 +33,7 @@ def _mlp(opt_name: str = "adam", embed: bool = False, **kw: Any) -> Any:
            "sgd": lambda p: optim.SGD(p, lr=0.1, momentum=0.9)}[opt_name](model.parameters())
     loss_fn = nn.CrossEntropyLoss()
 
-    @gc.compile(**kw)
-    def step(x: Any, y: Any) -> Any:
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = compiled_train_step(model, opt, loss_fn, **kw)
 
     step.model, step.opt = model, opt  # type: ignore[attr-defined]
     return step

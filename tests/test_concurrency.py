@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import numpy as np
+from _steps import compiled_train_step
 
 import graphc as gc
 from graphc import nn, optim
@@ -25,13 +26,7 @@ def _mlp_step(dims: list[int], seed: int = 0, lr: float = 0.01) -> Any:
     opt = optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
-    @gc.compile
-    def step(x: Any, y: Any) -> Any:
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = compiled_train_step(model, opt, loss_fn)
 
     step.model = model  # type: ignore[attr-defined]
     return step

@@ -226,18 +226,22 @@ def _run_backend(op: str, backend: str | None) -> list[list[np.ndarray]]:
 @pytest.mark.parametrize("op", sorted(ops.OP_INFO))
 def test_native_matches_interpreter(op: str) -> None:
     pytest.importorskip("graphc.codegen.cpu")
-    ref = _run_backend(op, "interp")
-    got = _run_backend(op, None)
+    assert_backends_agree(op, _run_backend(op, "interp"), _run_backend(op, None), 2e-5, 2e-6)
+
+
+def assert_backends_agree(op: str, ref: list, got: list, rtol: float, atol_scale: float
+                          ) -> None:
+    """Results of ``_run_backend`` for batch 1, 3, 7: shapes equal, integers exact, floats
+    close (sums run in another order: the absolute tolerance scales with the largest value)."""
     for batch, r, g in zip((1, 3, 7), ref, got):
         for k, (a, b) in enumerate(zip(r, g)):
-            assert a.shape == b.shape, f"{op} B={batch} result {k}"
+            what = f"{op} B={batch} result {k}"
+            assert a.shape == b.shape, what
             if a.dtype.kind == "f":
-                # float32 sums in another order: tolerance relative to the largest value
-                atol = 2e-6 * (1 + float(np.max(np.abs(a), initial=0)))
-                np.testing.assert_allclose(b, a, rtol=2e-5, atol=atol,
-                                           err_msg=f"{op} B={batch} result {k}")
+                atol = atol_scale * (1 + float(np.max(np.abs(a), initial=0)))
+                np.testing.assert_allclose(b, a, rtol=rtol, atol=atol, err_msg=what)
             else:
-                np.testing.assert_array_equal(b, a, err_msg=f"{op} B={batch} result {k}")
+                np.testing.assert_array_equal(b, a, err_msg=what)
 
 
 # -- broadcasting through the front end, random shapes -----------------------------------

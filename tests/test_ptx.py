@@ -27,7 +27,7 @@ from graphc.codegen import cuda_runtime as cuda
 from graphc.codegen import ptx, ptx_kernels
 from graphc.codegen.ptx_math import Math
 from llvmlite import ir
-from test_ops import CASES, _is_float, _run_backend, make_value
+from test_ops import CASES, _is_float, _run_backend, assert_backends_agree, make_value
 
 import graphc as gc
 from graphc import nn, ops, optim
@@ -386,17 +386,7 @@ def test_dump_shows_ptx(tmp_path: Path) -> None:
 @needs_gpu
 @pytest.mark.parametrize("op", sorted(ops.OP_INFO))
 def test_gpu_op_matches_cpu(op: str) -> None:
-    ref = _run_backend(op, None)
-    got = _run_backend(op, "cuda")
-    for batch, r, g in zip((1, 3, 7), ref, got):
-        for k, (a, b) in enumerate(zip(r, g)):
-            assert a.shape == b.shape, f"{op} B={batch} result {k}"
-            if a.dtype.kind == "f":
-                atol = 1e-5 * (1 + float(np.max(np.abs(a), initial=0)))
-                np.testing.assert_allclose(b, a, rtol=1e-4, atol=atol,
-                                           err_msg=f"{op} B={batch} result {k}")
-            else:
-                np.testing.assert_array_equal(b, a, err_msg=f"{op} B={batch} result {k}")
+    assert_backends_agree(op, _run_backend(op, None), _run_backend(op, "cuda"), 1e-4, 1e-5)
 
 
 @needs_gpu

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _steps import compiled_train_step
 
 import graphc as gc
 from graphc import nn, optim
@@ -60,13 +61,7 @@ def _make(seed: int = 0) -> Any:
     opt = optim.Adam(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
 
-    @gc.compile
-    def step(x: Any, y: Any) -> Any:
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = compiled_train_step(model, opt, loss_fn)
 
     return model, opt, step
 
