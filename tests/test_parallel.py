@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = r'''
 import numpy as np, graphc as gc
 from graphc import nn, optim
@@ -54,3 +56,21 @@ def test_thread_setting():
             os.environ.pop("GRAPHC_NUM_THREADS")
         else:
             os.environ["GRAPHC_NUM_THREADS"] = old
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity API")
+def test_default_follows_affinity_mask():
+    """Pinned to one CPU (taskset, a cpuset), the default is one thread: a second spinning
+    worker would share the caller's core."""
+    from graphc.codegen import parallel
+
+    old_env = os.environ.pop("GRAPHC_NUM_THREADS", None)
+    old_mask = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(old_mask)})
+        assert parallel.usable_cpus() == 1
+        assert parallel.threads() == 1
+    finally:
+        os.sched_setaffinity(0, old_mask)
+        if old_env is not None:
+            os.environ["GRAPHC_NUM_THREADS"] = old_env
