@@ -10,6 +10,7 @@ native code does the rest.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from typing import Any
 
@@ -24,6 +25,7 @@ from graphc.tensor import Tensor
 from graphc.trace import Signature
 
 from . import cache
+from . import lower as lower_mod
 from .guard import GuardMixin
 from .lower import (
     ERR_BOUNDS,
@@ -128,6 +130,10 @@ class CPUExecutable(GuardMixin, Runtime):
         cpu_name = llvm.get_host_cpu_name() if native else cpu
         feats = llvm.get_host_cpu_features().flatten() if native else ""
         target = f"{self.tm.triple}|{cpu_name}|{feats}|{self.wide}" + ("|debug" if debug else "")
+        self.loop_groups = lower_mod.LOOP_GROUPS
+        target += "" if self.loop_groups else "|no-loop-groups"
+        self.profiling = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
+        target += "|profile" if self.profiling else ""
         self.cache_key = cache.key(str(graph), target)
         self._lowering: Lowering | None = None
         self._mod: Any = None
@@ -140,6 +146,12 @@ class CPUExecutable(GuardMixin, Runtime):
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self.engine.finalize_object()
         self.fn = _FN(self.engine.get_function_address(self.name))
+        self._profile: np.ndarray | None = None
+        if self.profiling:
+            addr = self.engine.get_global_value_address(lower_mod.PROFILE_SYMBOL)
+            n_units = len(self.lowering.plan.units())
+            self._profile = np.ctypeslib.as_array(
+                (ctypes.c_int64 * (2 * n_units)).from_address(addr)).reshape(n_units, 2)
         run2 = self.engine.get_global_value_address(RUN2_SYMBOL)
         if run2:
             ctypes.c_void_p.from_address(run2).value = dispatch_address() or None
@@ -182,7 +194,8 @@ class CPUExecutable(GuardMixin, Runtime):
         """The LLVM lowering (built lazily: a cache hit does not need it)."""
         if self._lowering is None:
             self._lowering = Lowering(self.graph, name=self.name, wide=self.wide,
-                                      debug=self.debug)
+                                      debug=self.debug, loop_groups=self.loop_groups,
+                                      profile=self.profiling)
         return self._lowering
 
     @property
@@ -209,6 +222,15 @@ class CPUExecutable(GuardMixin, Runtime):
                 f"{fmt(p.work_offset)}, {fmt(p.no_reuse_bytes)} without buffer reuse; GEMM "
                 f"packing {fmt(sympy.sympify(p.scratch_bytes) - p.work_offset)}); persistent "
                 f"state {fmt(state)}\n# scratch bytes = {sh.fmt_dim(p.scratch_bytes)}")
+
+    def profile(self) -> list[tuple[str, int, int]]:
+        """``(kernel, time-stamp ticks, calls)`` accumulated since compilation (profiling
+        builds: ``GRAPHC_PROFILE=1`` when the step was compiled)."""
+        if self._profile is None:
+            raise RuntimeError("profile: this step was compiled without profiling; set "
+                               "GRAPHC_PROFILE=1 before compiling it")
+        return [(name, int(t), int(c)) for name, (t, c) in
+                zip(self.lowering.unit_names, self._profile)]
 
     def stages(self) -> dict[str, Any]:
         from .plan_text import format_plan

@@ -57,11 +57,16 @@ from .vmath import VMath
 
 TABLE_FIXED = 4  # syms, scratch, scratch_info, err
 RUN2_SYMBOL = "graphc_parallel_run2"
+# profiling builds: i64 [ticks, calls] per kernel, accumulated across calls
+PROFILE_SYMBOL = "graphc_profile"
 ERR_OK, ERR_INDEX, ERR_SCRATCH = 0, 1, 2
 # check_finite: a flag kernel found NaN/Inf (err = [code, check number, flag kernel, 0]);
 # debug builds: a load/store left its buffer (err = [code, node index, element, extent])
 ERR_NONFINITE, ERR_BOUNDS = 3, 4
 ALIGN = 64
+# merge same-shaped elementwise kernels into single loops (``_plan_groups``); tests and
+# benchmarks switch it off to compare against one loop per kernel
+LOOP_GROUPS = True
 
 VIEW_OPS = ("reshape", "permute", "expand", "detach", "slice", "pad")
 HEAVY = ("sum", "max", "matmul", "scatter_add", "conv2d", "conv2d_input_grad",
@@ -83,6 +88,22 @@ class Plan:
     direct: dict[int, int] = field(default_factory=dict)  # node id -> update it writes in place
     input_index: dict[int, int] = field(default_factory=dict)  # node id -> input slot
     node_index: dict[int, int] = field(default_factory=dict)  # node id -> printed index
+    # loop groups: runs of same-shaped elementwise kernels emitted as one loop (see
+    # ``_plan_groups``); ``group_of`` maps a member's id to its group's index in ``groups``
+    groups: list[list[Node]] = field(default_factory=list)
+    group_of: dict[int, int] = field(default_factory=dict)
+    virtual: set[int] = field(default_factory=set)  # group-internal values: no buffer
+
+    def units(self) -> list[list[Node]]:
+        """Kernels in execution order: a loop group, or a single materialized node."""
+        out: list[list[Node]] = []
+        for n in self.materialized:
+            gi = self.group_of.get(n.id)
+            if gi is None:
+                out.append([n])
+            elif self.groups[gi][0] is n:
+                out.append(self.groups[gi])
+        return out
 
 
 def _nbytes(n: Node) -> Any:
@@ -95,11 +116,13 @@ def _align(x: Any) -> Any:
     return sympy.floor((x + ALIGN - 1) / ALIGN) * ALIGN
 
 
-def plan(g: Graph, wide: bool = True, debug: bool = False) -> Plan:
+def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = False) -> Plan:
     """Decide which nodes get buffers and lay them out in the scratch arena.
 
     ``debug``: every kernel may stop with a bounds error, so no update is written in place
-    (a failing debug step must still change nothing)."""
+    (a failing debug step must still change nothing). ``loop_groups``: merge runs of
+    same-shaped elementwise kernels into single loops (the CPU backend; see
+    ``_plan_groups``)."""
     order = g.nodes()
     users: dict[int, list[Node]] = {n.id: [] for n in order}
     for n in order:
@@ -138,9 +161,13 @@ def plan(g: Graph, wide: bool = True, debug: bool = False) -> Plan:
                 if strided_view(x, lambda m: m.op == "input" or m.id in mat) is None:
                     mat.add(x.id)
     materialized = [n for n in order if n.id in mat]
+    if loop_groups and not debug:
+        materialized = _hoist_scalars(materialized, mat)
     p = Plan(g, order, materialized)
     if not debug:
         _plan_direct_writes(p, mat)
+        if loop_groups:
+            _plan_groups(p, mat)
     off = _assign_offsets(p, mat, roots)
     work: Any = 0
     for n in materialized:
@@ -247,6 +274,99 @@ def _plan_direct_writes(p: Plan, mat: set[int]) -> None:
         p.direct[v.id] = j
 
 
+def _is_scalar(n: Node) -> bool:
+    return all(isinstance(d, int) and d == 1 for d in n.shape)
+
+
+def _hoist_scalars(materialized: list[Node], mat: set[int]) -> list[Node]:
+    """Move one-element kernels (hyperparameter casts, ``1 - dampening``, a loss divisor) to
+    just after the last kernel they read: left where the topological order put them, they sit
+    between the optimizer's per-tensor loops and keep those loops from merging."""
+    out: list[Node] = []
+    for n in materialized:
+        if not _is_scalar(n):
+            out.append(n)
+            continue
+        deps = {x.id for x in _reads(n, mat)}
+        at = max((i + 1 for i, m in enumerate(out) if m.id in deps), default=0)
+        out.insert(at, n)
+    return out
+
+
+def _groupable(n: Node, mat: set[int], flags: set[int]) -> bool:
+    """A kernel that is one plain loop over its own shape and can never stop early."""
+    return (n.op not in KERNELS and (n.op in VIEW_OPS or n.op in ELEMENT_RULES)
+            and n.id not in flags and not _is_scalar(n)
+            and not any(x.op in CHECKED_OPS for x in _closure(n, mat)))
+
+
+def _plan_groups(p: Plan, mat: set[int]) -> None:
+    """Merge runs of consecutive same-shaped elementwise kernels into one loop.
+
+    An optimizer step is a chain of such kernels per parameter (``g + wd * p``; the momentum
+    buffer, written in place; the parameter, written in place): as separate loops each pass
+    streams the whole tensor through the caches again, and the value shared by two
+    consumers gets a buffer of its own. In one loop every value is loaded once, a member's
+    result is reused from registers by later members, and a member that only later members
+    read needs no buffer at all (``Plan.virtual``).
+
+    A kernel joins the run when it has the run's shape, every read of an earlier member is
+    at its own index (only elementwise ops between them), and, if it writes a state buffer
+    in place, every earlier member reads that state's old value at its own index too — so
+    interleaving the loops changes no value any of them reads. Kernels that may stop early
+    (index checks, check_finite flags) never join: a failing step must change nothing.
+    """
+    g = p.graph
+    flags = {n.id for n in g.meta.get("finite_flags", ())}
+    roots = {n.id for n in g.roots}
+    by_name = {n.attrs["name"]: n for n in g.inputs}
+    slots = [s for s, _ in g.updates]
+    reads = {n.id: {x.id for x in _reads(n, mat)} for n in p.materialized}
+
+    def fits(run: list[Node], n: Node) -> bool:
+        first = run[0]
+        if len(n.shape) != len(first.shape) or not all(
+                sh.same(a, b) for a, b in zip(n.shape, first.shape)):
+            return False
+        for e in run:
+            if e.id in reads[n.id] and not _pointwise(n, e, mat):
+                return False
+        if n.id in p.direct:
+            old = by_name.get(slots[p.direct[n.id]])
+            if old is not None and any(old.id in reads[e.id] and not _pointwise(e, old, mat)
+                                       for e in run):
+                return False
+        return True
+
+    runs: list[list[Node]] = []
+    cur: list[Node] = []
+    for n in p.materialized:
+        if _groupable(n, mat, flags):
+            if cur and fits(cur, n):
+                cur.append(n)
+                continue
+            runs.append(cur)
+            cur = [n]
+        else:
+            runs.append(cur)
+            cur = []
+    runs.append(cur)
+    for run in runs:
+        if len(run) < 2:
+            continue
+        gi = len(p.groups)
+        p.groups.append(run)
+        ids = {m.id for m in run}
+        for m in run:
+            p.group_of[m.id] = gi
+        for m in run:
+            if m.id in roots or m.id in p.direct:
+                continue
+            readers = [n for n in p.materialized if m.id in reads[n.id]]
+            if readers and all(r.id in ids for r in readers):
+                p.virtual.add(m.id)
+
+
 def _provably_ge(a: Any, b: Any) -> bool:
     """a >= b for every positive value of the symbols (polynomials with nonneg coefficients)."""
     d = sympy.expand(sympy.sympify(a) - sympy.sympify(b))
@@ -266,21 +386,27 @@ def _assign_offsets(p: Plan, mat: set[int], roots: set[int]) -> Any:
     """
     index = {n.id: i for i, n in enumerate(p.materialized)}
     end = len(p.materialized)
-    last = {n.id: (end if n.id in roots else index[n.id]) for n in p.materialized}
+    # a loop group runs its members interleaved: what any member reads stays live to the
+    # group's last member, and no member reuses a block freed inside the group
+    first_of = {n.id: index[grp[0].id] for grp in p.groups for n in grp}
+    last_of = {n.id: index[grp[-1].id] for grp in p.groups for n in grp}
+    last = {n.id: (end if n.id in roots else last_of.get(n.id, index[n.id]))
+            for n in p.materialized}
     for i, n in enumerate(p.materialized):
         for x in _reads(n, mat):
             if x.id in last and x.id not in roots:
-                last[x.id] = max(last[x.id], i)
+                last[x.id] = max(last[x.id], last_of.get(n.id, i))
     free: list[tuple[Any, Any]] = []  # (offset, size)
     live: list[tuple[int, Any, Any]] = []  # (last use, offset, size)
     top: Any = 0
     for i, n in enumerate(p.materialized):
+        start = first_of.get(n.id, i)
         still = []
         for lu, o, sz in live:
-            (free.append((o, sz)) if lu < i else still.append((lu, o, sz)))
+            (free.append((o, sz)) if lu < start else still.append((lu, o, sz)))
         live = still
-        if n.id in p.direct:
-            continue  # written straight into its state buffer
+        if n.id in p.direct or n.id in p.virtual:
+            continue  # written straight into its state buffer, or never stored
         need = _align(_nbytes(n))
         pick = next((j for j, (_, sz) in enumerate(free) if _provably_ge(sz, need)), None)
         if pick is not None:
@@ -290,7 +416,8 @@ def _assign_offsets(p: Plan, mat: set[int], roots: set[int]) -> Any:
             top = sh.dim(top + need)
         p.offsets[n.id] = o
         live.append((last[n.id], o, sz))
-    p.no_reuse_bytes = sh.dim(sum((_align(_nbytes(n)) for n in p.materialized), 0))
+    p.no_reuse_bytes = sh.dim(sum((_align(_nbytes(n)) for n in p.materialized
+                                   if n.id not in p.virtual), 0))
     return top
 
 
@@ -338,15 +465,24 @@ class KernelEmitter:
 
     debug = False  # bounds checks (set per instance; subclasses with their own __init__: off)
 
-    def __init__(self, lower: Lowering, node: Node, name: str) -> None:
+    def __init__(self, lower: Lowering, node: Node, name: str,
+                 group: list[Node] | None = None) -> None:
         self.L = lower
         self.node = node
+        # a loop group computes several nodes per index (``Plan.groups``): members read
+        # earlier members' values from ``cache`` (registers), never from their buffers
+        self.members = group or [node]
+        self.cache: dict[int, ir.Value] = {}
+        virtual = getattr(getattr(lower, "plan", None), "virtual", set())
+        self.stored = [m for m in self.members if m.id not in virtual]
         # buffers this kernel reads: materialized/input nodes reachable through expressions
         self.buffers: list[Node] = []
-        self._collect(node, top=True)
+        skip = {m.id for m in self.members} if group else set()
+        for m in self.members:
+            self._collect(m, top=True, skip=skip)
         mod = lower.module
-        arg_types = [I8P] + [I8P for _ in self.buffers] + [I8P, I64.as_pointer(),
-                                                           I64.as_pointer()]
+        arg_types = [I8P for _ in self.stored] + [I8P for _ in self.buffers] + [
+            I8P, I64.as_pointer(), I64.as_pointer()]
         self.fn = ir.Function(mod, ir.FunctionType(I32, arg_types), name=name)
         self.fn.linkage = "internal"
         for a in self.fn.args[:-2]:
@@ -368,20 +504,22 @@ class KernelEmitter:
         self.extent = {n.id: self.sym(sh.numel(n.shape)) for n in [node] + self.buffers} \
             if self.debug else {}
         self.ptr: dict[int, ir.Value] = {}
-        out_t = mem_type(node.dtype).as_pointer()
-        self.out = self.b.bitcast(self.fn.args[0], out_t)
-        for n, a in zip(self.buffers, self.fn.args[1:-3]):
+        self.outs = {m.id: self.b.bitcast(a, mem_type(m.dtype).as_pointer())
+                     for m, a in zip(self.stored, self.fn.args)}
+        self.out = self.outs.get(node.id)
+        for n, a in zip(self.buffers, self.fn.args[len(self.stored):-3]):
             self.ptr[n.id] = self.b.bitcast(a, mem_type(n.dtype).as_pointer())
 
     def _is_buffer(self, n: Node) -> bool:
         return n.op == "input" or n.id in self.L.mat_ids
 
-    def _collect(self, n: Node, top: bool = False) -> None:
+    def _collect(self, n: Node, top: bool = False, skip: set[int] | frozenset = frozenset()
+                 ) -> None:
         seen: set[int] = set()
         stack = list(n.inputs) if top else [n]
         while stack:
             x = stack.pop()
-            if x.id in seen:
+            if x.id in seen or x.id in skip:
                 continue
             seen.add(x.id)
             if self._is_buffer(x):
@@ -455,6 +593,8 @@ class KernelEmitter:
     # -- values --------------------------------------------------------------------------
     def value(self, n: Node, idx: list[ir.Value]) -> ir.Value:
         """The value of node ``n`` at multi-index ``idx`` (fusing expressions inline)."""
+        if n.id in self.cache:  # an earlier loop-group member, read at its own index
+            return self.cache[n.id]
         if self._is_buffer(n):
             return self.load_buffer(n, idx)
         return self.compute(n, idx)
@@ -829,6 +969,21 @@ def _k_elementwise(k: KernelEmitter) -> None:
         k.loops(n.shape, body)
         return
     raise NotImplementedError(f"no CPU kernel for op {n.op!r}")
+
+
+def _k_group(k: KernelEmitter) -> None:
+    """One loop for a loop group: each member's value at the index, in order, stored unless
+    the member is group-internal."""
+    def body(idx: list[ir.Value]) -> None:
+        for m in k.members:
+            k.node, k.out = m, k.outs.get(m.id)
+            v = k.compute(m, idx)
+            k.cache[m.id] = v
+            if k.out is not None:
+                k.store_out(idx, v)
+        k.node = k.members[0]
+
+    k.loops(k.members[0].shape, body)
 
 
 def _combine(k: KernelEmitter, op: str, acc: ir.Value, v: ir.Value, d: dt.DType) -> ir.Value:
@@ -1210,11 +1365,15 @@ class Lowering:
     """Builds the LLVM module for one graph (see the module docstring)."""
 
     def __init__(self, g: Graph, name: str = "graphc_step", triple: str = "",
-                 data_layout: str = "", wide: bool = True, debug: bool = False) -> None:
+                 data_layout: str = "", wide: bool = True, debug: bool = False,
+                 loop_groups: bool | None = None, profile: bool = False) -> None:
         self.graph = g
+        self.profile = profile  # count time-stamp ticks per kernel (``PROFILE_SYMBOL``)
+        self.unit_names: list[str] = []
         self.wide = wide
         self.debug = debug  # bounds-check every load and store (graphc.debug)
-        self.plan = plan(g, wide, debug)
+        self.plan = plan(g, wide, debug,
+                         loop_groups=LOOP_GROUPS if loop_groups is None else loop_groups)
         self.mat_ids = {n.id for n in self.plan.materialized}
         self.symbols = g.symbols()
         self.module = ir.Module(name=name)
@@ -1272,20 +1431,44 @@ class Lowering:
             bufs[n.id] = slot(TABLE_FIXED + i)
         upd_base = TABLE_FIXED + self.n_inputs + self.n_outputs
         for n in p.materialized:
+            if n.id in p.virtual:
+                continue
             if n.id in p.direct:
                 bufs[n.id] = slot(upd_base + p.direct[n.id])
             else:
                 bufs[n.id] = b.gep(scratch, [sym(p.offsets[n.id])], inbounds=True)
         work = b.gep(scratch, [sym(p.work_offset)], inbounds=True)
         finite = {n.id: i for i, n in enumerate(g.meta.get("finite_flags", ()))}
+        units = p.units()
+        prof = None
+        if self.profile:
+            clock = declare(mod, "llvm.readcyclecounter", I64, [])
+            arr = ir.ArrayType(I64, 2 * len(units))
+            prof = ir.GlobalVariable(mod, arr, PROFILE_SYMBOL)
+            prof.initializer = ir.Constant(arr, None)
         # kernels
-        for n in p.materialized:
-            name = f"k{p.node_index[n.id]}_{n.op}"
-            k = KernelEmitter(self, n, name)
-            KERNELS.get(n.op, _k_elementwise)(k)
+        for u, unit in enumerate(units):
+            n = unit[0]
+            if len(unit) > 1:
+                k = KernelEmitter(self, n, f"g{p.node_index[n.id]}_group", group=unit)
+                _k_group(k)
+            else:
+                k = KernelEmitter(self, n, f"k{p.node_index[n.id]}_{n.op}")
+                KERNELS.get(n.op, _k_elementwise)(k)
             k.finish()
-            args = [bufs[n.id]] + [bufs[x.id] for x in k.buffers] + [work, syms_ptr, err]
+            self.unit_names.append(
+                f"%{p.node_index[n.id]} {n.op}" if len(unit) == 1 else
+                f"%{p.node_index[n.id]}..%{p.node_index[unit[-1].id]} loop group")
+            args = [bufs[m.id] for m in k.stored] + [bufs[x.id] for x in k.buffers] + [
+                work, syms_ptr, err]
+            t0 = b.call(clock, []) if prof is not None else None
             rc = b.call(k.fn, args)
+            if prof is not None:
+                dt_ = b.sub(b.call(clock, []), t0)
+                for j, add in ((2 * u, dt_), (2 * u + 1, i64(1))):
+                    cell = b.gep(prof, [ir.Constant(I32, 0), ir.Constant(I32, j)],
+                                 inbounds=True)
+                    b.store(b.add(b.load(cell), add), cell)
             bad = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
             with b.if_then(bad, likely=False):
                 b.ret(rc)

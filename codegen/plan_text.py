@@ -1,8 +1,10 @@
 """The ``fused`` stage: how the optimized graph is cut into native kernels.
 
-One block per kernel (a materialized node): the nodes it computes inline, the buffers it
-reads, where its result lives (arena offset, or written in place into a state buffer), and
-the arena size — so a user can see what fused with what, and why a buffer exists.
+One block per materialized node: the nodes it computes inline, the buffers it reads, where its
+result lives (arena offset, written in place into a state buffer, or nowhere: a value only
+later members of its loop group read, kept in registers), and the arena size — so a user can
+see what fused with what, and why a buffer exists. Members of one loop group (same-shaped
+elementwise kernels run as a single loop) are listed under a ``loop group`` line.
 """
 
 from __future__ import annotations
@@ -21,13 +23,20 @@ def format_plan(g: Graph, p: Plan) -> str:
             names[n.id] = f"%{p.node_index[n.id]}"
     mat = {n.id for n in p.materialized}
     slots = [s for s, _ in g.updates]
-    lines = [f"kernels of {g.name}: {len(p.materialized)} kernels, "
+    lines = [f"kernels of {g.name}: {len(p.units())} kernels ({len(p.materialized)} "
+             f"materialized nodes, {len(p.groups)} loop groups), "
              f"{sum(len(_closure(n, mat)) for n in p.materialized)} nodes"]
     for i, n in enumerate(p.materialized):
+        gi = p.group_of.get(n.id)
+        if gi is not None and p.groups[gi][0] is n:
+            grp = p.groups[gi]
+            lines.append(f"loop group of {len(grp)} (one loop over {type_str(n)}):")
         inline = [x for x in _closure(n, mat) if x is not n]
         reads = ", ".join(names[x.id] for x in _reads(n, mat))
         if n.id in p.direct:
             where = f"in place -> {slots[p.direct[n.id]]}"
+        elif n.id in p.virtual:
+            where = "registers only"
         else:
             where = f"arena+{sh.fmt_dim(p.offsets[n.id])}"
         lines.append(f"k{i}: {names[n.id]} = {n.op} : {type_str(n)}  [{where}]")

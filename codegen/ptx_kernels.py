@@ -91,6 +91,7 @@ class PTXKernel(KernelEmitter):
     def __init__(self, lower: Any, node: Node, name: str) -> None:
         self.L = lower
         self.node = node
+        self.cache: dict[int, ir.Value] = {}  # loop groups are a CPU-plan feature: none here
         self.buffers: list[Node] = []
         self._collect(node, top=True)
         mod = lower.module

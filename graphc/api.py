@@ -198,6 +198,28 @@ class CompiledFunction:
             text += v.exe.memory_report() + "\n"
         return text
 
+    def profile(self) -> str:
+        """Where the most recent variant's native time goes, kernel by kernel.
+
+        Needs a profiling build (``GRAPHC_PROFILE=1`` in the environment when the step is
+        compiled: each kernel call is bracketed by time-stamp-counter reads, which costs a
+        few nanoseconds a kernel). Ticks are the CPU's constant-rate time-stamp counter;
+        kernels are named by the node they compute (``%N op``) or, for a loop group, by its
+        first and last member, as in ``ir("fused")``."""
+        if not self.variants:
+            raise RuntimeError(f"{self.name} has not been compiled yet")
+        v = self._last or self.variants[-1]
+        if not hasattr(v.exe, "profile"):
+            raise RuntimeError(f"profile: the {self.backend_name!r} backend has no profiler")
+        rows = v.exe.profile()
+        total = sum(t for _, t, _ in rows) or 1
+        calls = max((c for _, _, c in rows), default=0)
+        lines = [f"{'kernel':<28} {'ticks/call':>12} {'share':>7}"]
+        for name, t, c in sorted(rows, key=lambda r: -r[1]):
+            lines.append(f"{name:<28} {t / max(c, 1):>12.0f} {100 * t / total:>6.1f}%")
+        lines.append(f"{'total':<28} {total / max(calls, 1):>12.0f}  ({calls} calls)")
+        return "\n".join(lines) + "\n"
+
     @property
     def stages(self) -> list[str]:
         v = self._last or (self.variants[-1] if self.variants else None)
