@@ -19,7 +19,7 @@ import numpy as np
 import sympy
 
 from graphc.executable import Mismatch, check_shape_guards
-from graphc.tensor import Tensor
+from graphc.tensor import Tensor, _OutNode, _ScalarOutNode
 
 from .lower import TABLE_FIXED
 
@@ -120,6 +120,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         "ADDR": exe.table_addr, "SYM": exe.sym_arr, "C": exe._cache, "EXE": exe,
         "Tensor": Tensor, "math": __import__("math"),
     }
+    pre: list[str] = []  # helper functions defined next to ``run``
     lines = ["def run(args):"]
     emit = lines.append
     emit(f"    if len(args) != {len(sig.arg_types)}: raise Mismatch")
@@ -127,21 +128,22 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
     ns["_as_array"] = _as_array
     symvar: dict[sympy.Symbol, str] = {}
     for i, (dtype, shape) in enumerate(sig.arg_types):
+        # one condition per argument (rank, dtype, then each dimension in order, binding a
+        # symbol at its first occurrence): fewer statements is what a small step pays for
         ns[f"DT{i}"] = dtype.np
         emit(f"    a{i} = args[{i}]")
         emit(f"    if type(a{i}) is not NDARRAY: a{i} = _as_array(a{i})")
-        emit(f"    if a{i}.dtype is not DT{i} and a{i}.dtype != DT{i}: raise Mismatch")
         emit(f"    s{i} = a{i}.shape")
-        emit(f"    if len(s{i}) != {len(shape)}: raise Mismatch")
+        conds = [f"len(s{i}) != {len(shape)}", f"(a{i}.dtype is not DT{i} and a{i}.dtype != DT{i})"]
         for d, p in enumerate(shape):
             if isinstance(p, int):
-                emit(f"    if s{i}[{d}] != {p}: raise Mismatch")
+                conds.append(f"s{i}[{d}] != {p}")
             elif isinstance(p, sympy.Symbol) and p not in symvar:
                 symvar[p] = f"S_{p.name}"
-                emit(f"    S_{p.name} = s{i}[{d}]")
-                emit(f"    if S_{p.name} < 1: raise Mismatch")
+                conds.append(f"(S_{p.name} := s{i}[{d}]) < 1")
             else:
-                emit(f"    if s{i}[{d}] != {_pyexpr(p, symvar)}: raise Mismatch")
+                conds.append(f"s{i}[{d}] != {_pyexpr(p, symvar)}")
+        emit(f"    if {' or '.join(conds)}: raise Mismatch")
     for j, s in enumerate(exe.symbols):
         emit(f"    if LAST[{j}] != {symvar[s]}: LAST[{j}] = SYM[{j}] = {symvar[s]}")
     if sig.shape_guards:
@@ -154,14 +156,28 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
     # structural guards
     ns["LAST"] = [None] * len(exe.symbols)  # last bound values (cheaper than reading SYM)
     ns["HL"] = [object()] * len(exe.input_nodes)  # last hyperparameter objects written
+    # option guards (``group[key]`` through a test): the test runs only when the value is
+    # not the very object that passed last time (immutable values only: a tensor could have
+    # been changed in place), so an unchanged optimizer costs one identity check per option
+    spec_keys = []
     for k, (read, expected, _) in enumerate(sig.struct_guards):
         spec = sig.guard_specs.get(k)
         if spec is not None:
             ns[f"GO{k}"], ns[f"GK{k}"], ns[f"GT{k}"], ns[f"GE{k}"] = (*spec, expected)
-            emit(f"    if GT{k}(GO{k}[GK{k}]) != GE{k}: raise Mismatch")
+            spec_keys.append(k)
             continue
         ns[f"GR{k}"], ns[f"GE{k}"] = read, expected
         emit(f"    if GR{k}() != GE{k}: raise Mismatch")
+    if spec_keys:
+        ns["GV"] = [object()] * len(sig.struct_guards)
+        ns["IMMUTABLE"] = (float, int, bool, str, tuple, type(None))
+        pre.append("def guards():")
+        for k in spec_keys:
+            pre.append(f"    v = GO{k}[GK{k}]")
+            pre.append(f"    if GT{k}(v) != GE{k}: raise Mismatch")
+            pre.append(f"    GV[{k}] = v if type(v) in IMMUTABLE else None")
+        cond = " or ".join(f"GO{k}[GK{k}] is not GV[{k}]" for k in spec_keys)
+        emit(f"    if {cond}: guards()")
     # inputs
     for i, node in enumerate(exe.input_nodes):
         slot = TABLE_FIXED + i
@@ -250,10 +266,26 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         emit("    except BaseException:")
         emit("        EXE.on_interrupt()")
         emit("        raise")
-    ns["OUT"] = Tensor._from_output
-    outs = [f"OUT({o}.copy())" for o in out_names]
+    # results: Tensor._from_output inlined (no call, the dtype known here), the fresh copy of
+    # each staging buffer wrapped in a value-only node
+    # (one-element results: the number, the array made only if asked for; _ScalarOutNode)
+    ns["ONEW"], ns["ONODE"], ns["TNEW"], ns["TENSOR"] = (_OutNode.__new__, _OutNode,
+                                                         object.__new__, Tensor)
+    ns["SNODE"] = _ScalarOutNode
+    outs = []
+    for j, (o, name) in enumerate(zip(g.outputs, out_names)):
+        ns[f"ODT{j}"] = o.dtype
+        if o.shape == ():
+            emit(f"    n = ONEW(SNODE); n._item = {name}.item()")
+            emit(f"    n.shape = (); n.dtype = ODT{j}; n.rg = False")
+        else:
+            emit(f"    r = {name}.copy(); n = ONEW(ONODE)")
+            emit(f"    n.shape = r.shape; n.dtype = ODT{j}; n.rg = False; n._value = r")
+        emit(f"    t{j} = TNEW(TENSOR); t{j}._node = n; t{j}._grad = None; t{j}._trace = None; "
+             f"t{j}._inference = False")
+        outs.append(f"t{j}")
     emit(f"    return {_tree_src(sig.output_tree, outs, ns)}")
-    src = "\n".join(lines) + "\n"
+    src = "\n".join(pre + lines) + "\n"
     exec(compile(src, f"<graphc runner {g.name}>", "exec"), ns)  # noqa: S102
     run = ns["run"]
     run.source = src

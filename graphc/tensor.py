@@ -69,6 +69,29 @@ class _OutNode(Node):
     loc = None
 
 
+class _ScalarOutNode(_OutNode):
+    """A one-element compiled result kept as a Python number until its array is asked for.
+
+    Most steps return a scalar loss that the caller reads now and then (or never): holding
+    ``staging.item()`` (exact for every dtype numpy converts to a Python number) instead of
+    a fresh 0-d array saves allocating and freeing that array on every call (~0.2 us of a
+    1.5 us seed step). ``_value`` builds the array on first use and keeps it."""
+
+    __slots__ = ("_item", "_arr")
+
+    @property
+    def _value(self) -> np.ndarray:
+        try:
+            return self._arr
+        except AttributeError:
+            a = self._arr = np.array(self._item, self.dtype.np)
+            return a
+
+    @_value.setter
+    def _value(self, v: np.ndarray) -> None:
+        self._arr = v
+
+
 def builder() -> Builder:
     ctx = _context.current()
     return ctx.builder if ctx is not None else _EAGER
@@ -238,6 +261,12 @@ class Tensor:
         return a if dtype is None else a.astype(dtype)
 
     def item(self) -> Any:
+        n = self._node
+        if type(n) is _ScalarOutNode and self._trace is None and _context.current() is None:
+            try:
+                return n._arr.item()  # the array exists (and may have been changed in place)
+            except AttributeError:
+                return n._item
         a = self.numpy()
         if a.size != 1:
             raise ValueError(

@@ -234,3 +234,23 @@ def test_tensor_lr_updated_in_place_takes_effect():
     step(x, y)
     np.testing.assert_array_equal(m.weight.numpy(), w1)
     assert step.compile_count == 1
+
+
+def test_scalar_result_is_a_number_until_its_array_is_needed():
+    """A one-element result holds the number; ``numpy()`` makes (and keeps) the 0-d array,
+    and later reads see changes made through it. Each call returns an independent value."""
+    import graphc as gc
+
+    f = gc.compile(lambda x: (x * x).sum())
+    a = f(np.array([1.0, 2.0], np.float32))
+    b = f(np.array([3.0], np.float32))
+    assert a.item() == 5.0 and float(b) == 9.0 and a.shape == () and a.dtype == gc.float32
+    arr = a.numpy()
+    assert isinstance(arr, np.ndarray) and arr.dtype == np.float32 and arr.shape == ()
+    assert a.numpy() is arr
+    arr[()] = 7.0
+    assert a.item() == 7.0 and float(a) == 7.0 and b.item() == 9.0
+    g = gc.compile(lambda x: (x > 0).sum())  # an integer result keeps its dtype
+    r = g(np.array([1.0, -1.0, 2.0], np.float32))
+    assert r.item() == 2 and r.numpy().dtype == r.dtype.np
+    assert (a + 1).item() == 8.0
