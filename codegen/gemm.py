@@ -12,6 +12,18 @@ this kernel reached 93–100% of the FMA peak):
 - full tiles are stored with vector stores; edge tiles go through a small stack tile so
   every store stays in bounds whatever M and N are (they may be symbolic).
 
+Small-M Linear forwards (``x @ W.T``, B k-contiguous) are computed the other way round, as
+C^T = W @ x^T, when a run-time cost rule (packed elements plus padded microkernel work, from
+M, N, K and the strides) says so: W is then the row operand, read by the microkernel straight
+from memory (each row once, never packed), and only x^T — 4x smaller than W at M=64, N=256 —
+is packed, once for all of K; each tile is transposed in registers and written with masked
+row stores. Packing W (800 KB read, 800 KB written) was most of the fixed cost at M=64:
+measured single-threaded on Zen 5 (medians, ``(x @ W.T).sum()``), 64x784x256 went from
+~137 us (188 GFLOP/s) to ~109 us (235 GFLOP/s), 128x784x256 from ~252 to ~220 us, the
+classifier layer 64x256x10 from ~10.3 to ~4.4 us; the cubes and mlp_large's shapes keep the
+plain order. Both orders add the same products in the same K blocks in the same order, so
+which one runs (it may differ between a call and its two-thread halves) changes no bit.
+
 The tile shape is chosen per instruction set and per GEMM: 512-bit vectors and up to 24
 accumulators with AVX-512 (32 registers), 256-bit vectors and 12 with AVX2 (16 registers);
 ``NV`` shrinks for narrow outputs (N=10 classes) so no work is wasted on padding.
@@ -58,11 +70,18 @@ def choose_tile(n: Any, wide: bool, itemsize: int = 4) -> Tile:
 
 
 def workspace_bytes(m: Any, n: Any, k: Any, tile: Tile, itemsize: int) -> Any:
-    """Scratch needed for the packed A and B blocks of one GEMM."""
+    """Scratch for one GEMM: the packed A and B blocks of one K block, or the packed A^T
+    (all of K, at most ``SWAP_MAX_BYTES``) of the swapped order, whichever is larger; 128
+    bytes for aligning the panels."""
     kc = sympy.Min(KC, k) if not isinstance(k, int) else min(KC, k)
     mp = sympy.ceiling(sympy.sympify(m) / tile.mr) * tile.mr
     np_ = sympy.ceiling(sympy.sympify(n) / tile.nr) * tile.nr
-    return sh.dim((mp + np_) * kc * itemsize + 128)
+    plain = (mp + np_) * kc * itemsize
+    if tile.mr > tile.vw:  # no swapped order for this tile (see gemm_function)
+        return sh.dim(plain + 128)
+    swapped = sympy.Min(sympy.ceiling(sympy.sympify(m) / tile.nr) * tile.nr * k * itemsize,
+                        SWAP_MAX_BYTES)
+    return sh.dim(sympy.Max(plain, swapped) + 128)
 
 
 def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
@@ -100,11 +119,146 @@ def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
         off = bld.add(bld.mul(r, s0), bld.mul(col, s1))
         return bld.load(bld.gep(base, [off], inbounds=True))
 
-    _gemm_body(bld, mod, alloca, c, ldc, lambda r, col: load(a, sam, sak, r, col),
-               lambda r, col: load(b, sbk, sbn, r, col), m, n, kk, work, tile, elt,
-               raw_a=(a, sam, sak), raw_b=(b, sbk, sbn))
+    def normal() -> None:
+        _gemm_body(bld, mod, alloca, c, ldc, lambda r, col: load(a, sam, sak, r, col),
+                   lambda r, col: load(b, sbk, sbn, r, col), m, n, kk, work, tile, elt,
+                   raw_a=(a, sam, sak), raw_b=(b, sbk, sbn))
+
+    if tile.mr > tile.vw:  # the transposed store needs a tile column to fit one vector
+        normal()
+    else:
+        swap = _swap_pays(bld, tile, m, n, kk, sbk, 4 if elt == F32 else 8)
+        with bld.if_else(swap) as (swapped, plain):
+            with swapped:
+                _gemm_swapped(bld, mod, alloca, c, ldc, (a, sam, sak), (b, sbn), m, n, kk,
+                              work, tile, elt)
+            with plain:
+                normal()
     bld.ret_void()
     return fn
+
+
+PACK_COST = 11  # MACs of microkernel time that packing one element costs (measured)
+SWAP_MAX_BYTES = 768 << 10  # packed A^T of the swapped order: 3/4 of Zen 4/5's 1 MB L2
+
+
+def _swap_pays(bld: ir.IRBuilder, tile: Tile, m: ir.Value, n: ir.Value, k: ir.Value,
+               sbk: ir.Value, itemsize: int) -> ir.Value:
+    """Whether to compute C^T = B^T A^T (``_gemm_swapped``) instead of C = A B.
+
+    Only for a k-contiguous B (``x @ W.T``): B^T is then read in place as the row operand,
+    and only A (the small activation side, M x K) is packed. The rule compares, per unit of
+    K, packed elements (weighted by ``PACK_COST``) plus padded microkernel work of both
+    orders, and requires all of K of the packed A^T to fit in the workspace sized for C = A B.
+    """
+    mr, nr = tile.mr, tile.nr
+
+    def pad(x: ir.Value, t: int) -> ir.Value:
+        return bld.mul(_ceildiv(bld, x, t), i64(t))
+
+    mp, np_ = pad(m, mr), pad(n, nr)  # C = A B: rows of A and columns of B, padded
+    mp2, np2 = pad(n, mr), pad(m, nr)  # C^T = B^T A^T
+    plain = bld.add(bld.mul(i64(PACK_COST), bld.add(mp, np_)), bld.mul(mp, np_))
+    swapped = bld.add(bld.mul(i64(PACK_COST), np2), bld.mul(mp2, np2))
+    fits = bld.icmp_signed("<=", bld.mul(np2, k), i64(SWAP_MAX_BYTES // itemsize))
+    return bld.and_(bld.and_(bld.icmp_signed("==", sbk, i64(1)), fits),
+                    bld.icmp_signed("<", swapped, plain))
+
+
+def _gemm_swapped(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value,
+                  ldc: ir.Value, raw_a: tuple, raw_bt: tuple, Mv: ir.Value, Nv: ir.Value,
+                  Kv: ir.Value, work: ir.Value, tile: Tile, elt: ir.Type) -> None:
+    """C = A B computed as C^T = B^T A^T, for a k-contiguous B (``x @ W.T`` with few rows).
+
+    The row operand is B^T (W itself): its MR rows are read straight from memory by the
+    microkernel, each once, never packed. The column operand A^T is packed for all of K up
+    front (``np2 * K`` elements, 4x fewer than W at M=64, N=256) and reused by every row
+    panel. Each tile of C^T runs through the K blocks of ``KC`` as ``_gemm_body`` does,
+    adding the block sums in the same order (a running tile in ``tot``), so both orders give
+    bit-identical results; the finished tile is transposed in registers and written to C
+    with one masked store per row of C.
+    """
+    vt = ir.VectorType(elt, tile.vw)
+    suffix = f"v{tile.vw}{'f32' if elt == F32 else 'f64'}"
+    fma = declare(mod, f"llvm.fmuladd.{suffix}", vt, [vt, vt, vt])
+    mr, nr, nv, vw = tile.mr, tile.nr, tile.nv, tile.vw
+    w = 1
+    while w < mr:
+        w *= 2
+    wt = ir.VectorType(elt, w)
+    mt = ir.VectorType(ir.IntType(1), w)
+    mstore = declare(mod, f"llvm.masked.store.v{w}{'f32' if elt == F32 else 'f64'}.p0",
+                     ir.VoidType(), [wt, elt.as_pointer(), mt])
+    zvec = ir.Constant(vt, [0.0] * vw)
+    pack = _pack_b_function(mod, tile, elt)
+    abase, sam, sak = raw_a
+    bbase, sbn = raw_bt
+    np2 = bld.mul(_ceildiv(bld, Mv, nr), i64(nr))
+    wi = bld.and_(bld.add(bld.ptrtoint(work, I64), i64(63)), i64(-64))
+    packb = bld.inttoptr(wi, elt.as_pointer())
+    accs = [[alloca(vt) for _ in range(nv)] for _ in range(mr)]
+    tot = [[alloca(vt) for _ in range(nv)] for _ in range(mr)]
+    nblk = _ceildiv(bld, Kv, KC)
+
+    def block(pcb: ir.Value) -> tuple[ir.Value, ir.Value]:
+        pc = bld.mul(pcb, i64(KC))
+        rem = bld.sub(Kv, pc)
+        return pc, bld.select(bld.icmp_signed("<", rem, i64(KC)), rem, i64(KC))
+
+    # A^T as the packed B' of C^T: block pc sits at packb + pc * np2, laid out as _pack_b's
+    with for_range(bld, i64(0), nblk, name="spk") as pcb:
+        pc, kc = block(pcb)
+        bld.call(pack, [abase, sak, sam, bld.gep(packb, [bld.mul(pc, np2)], inbounds=True),
+                        pc, kc, Mv, np2])
+    nlast = bld.sub(Nv, i64(1))
+    lane = ir.Constant(ir.VectorType(I32, w), list(range(w)))
+    with for_range(bld, i64(0), _ceildiv(bld, Nv, mr), name="sir") as ip:
+        n0 = bld.mul(ip, i64(mr))
+        # rows of W past N: clamped to the last one; their columns of C are never stored
+        rows = []
+        for i in range(mr):
+            r = bld.add(n0, i64(i))
+            r = bld.select(bld.icmp_signed("<", r, Nv), r, nlast)
+            rows.append(bld.gep(bbase, [bld.mul(r, sbn)], inbounds=True))
+        nlim = bld.sub(Nv, n0)
+        nlim = bld.select(bld.icmp_signed("<", nlim, i64(mr)), nlim, i64(mr))
+        nl32 = bld.trunc(nlim, I32)
+        splat = bld.shuffle_vector(
+            bld.insert_element(ir.Constant(lane.type, ir.Undefined), nl32, i64(0)),
+            ir.Constant(lane.type, ir.Undefined), ir.Constant(lane.type, [0] * w))
+        nmask = bld.icmp_signed("<", lane, splat)
+        with for_range(bld, i64(0), bld.sdiv(np2, i64(nr)), name="sjr") as jp:
+            m0 = bld.mul(jp, i64(nr))
+            with for_range(bld, i64(0), nblk, name="spc") as pcb:
+                pc, kc = block(pcb)
+                bp = bld.gep(packb, [bld.add(bld.mul(pc, np2), bld.mul(bld.mul(jp, kc),
+                                                                       i64(nr)))],
+                             inbounds=True)
+                for row in accs:
+                    for acc in row:
+                        bld.store(zvec, acc)
+                rk = [bld.gep(r, [pc], inbounds=True) for r in rows]
+                _microkernel(bld, fma, accs, tile, kc, bp,
+                             lambda kk, i: bld.gep(rk[i], [kk], inbounds=True))
+                first = bld.icmp_signed("==", pcb, i64(0))
+                for i in range(mr):
+                    for j in range(nv):
+                        acc = bld.load(accs[i][j])
+                        bld.store(bld.select(first, acc, bld.fadd(bld.load(tot[i][j]), acc)),
+                                  tot[i][j])
+            undef = ir.Constant(vt, ir.Undefined)
+            low = ir.Constant(ir.VectorType(I32, w), list(range(w)))
+            none = ir.Constant(mt, [0] * w)
+            for j in range(nv):
+                cols = _transpose(bld, [bld.load(tot[i][j]) for i in range(mr)]
+                                  + [undef] * (vw - mr), vw)
+                for lidx in range(vw):
+                    r = bld.add(m0, i64(j * vw + lidx))
+                    inside = bld.icmp_signed("<", r, Mv)
+                    r = bld.select(inside, r, bld.sub(Mv, i64(1)))
+                    dst = bld.gep(out, [bld.add(bld.mul(r, ldc), n0)], inbounds=True)
+                    v = cols[lidx] if w == vw else bld.shuffle_vector(cols[lidx], undef, low)
+                    bld.call(mstore, [v, dst, bld.select(inside, nmask, none)])
 
 
 PAR_MIN_MACS = 1 << 19  # below ~1 MFLOP the split does not pay for the hand-off
@@ -242,7 +396,6 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
     mr, nr, nv, vw = tile.mr, tile.nr, tile.nv, tile.vw
     zero = ir.Constant(elt, 0.0)
     zvec = ir.Constant(vt, [0.0] * vw)
-    mask0 = ir.Constant(ir.VectorType(I32, vw), [0] * vw)
     load_a, load_b = a, b
 
     mp = bld.mul(_ceildiv(bld, Mv, mr), i64(mr))
@@ -265,7 +418,10 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
         # pack B: panel jp holds rows k of NR columns; pack A: panel ip holds, for each k,
         # MR consecutive rows. The loop order follows the operand's contiguous dimension
         # (chosen at run time from the strides), so packing streams through memory.
-        _pack_b(bld, load_b, raw_b, packb, pc, kc, Nv, np_, nr, zero, vw)
+        if raw_b is None:
+            _pack_b(bld, load_b, None, packb, pc, kc, Nv, np_, nr, zero, vw)
+        else:
+            bld.call(_pack_b_function(mod, tile, elt), [*raw_b, packb, pc, kc, Nv, np_])
         _pack_a(bld, load_a, raw_a, packa, pc, kc, Mv, mp, mr, zero)
         first = bld.icmp_signed("==", pcb, i64(0))
         with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="ir") as ip:
@@ -277,21 +433,8 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
                 for row in accs:
                     for acc in row:
                         bld.store(zvec, acc)
-                with for_range(bld, i64(0), kc, name="uk") as kk:
-                    bvs = []
-                    for j in range(nv):
-                        p = bld.gep(bp, [bld.add(bld.mul(kk, i64(nr)), i64(j * vw))],
-                                    inbounds=True)
-                        bvs.append(bld.load(bld.bitcast(p, vt.as_pointer()), align=64))
-                    for i in range(mr):
-                        av = bld.load(bld.gep(ap, [bld.add(bld.mul(kk, i64(mr)), i64(i))],
-                                              inbounds=True))
-                        splat = bld.shuffle_vector(
-                            bld.insert_element(ir.Constant(vt, ir.Undefined), av, i64(0)),
-                            ir.Constant(vt, ir.Undefined), mask0)
-                        for j in range(nv):
-                            bld.store(bld.call(fma, [splat, bvs[j], bld.load(accs[i][j])]),
-                                      accs[i][j])
+                _microkernel(bld, fma, accs, tile, kc, bp, lambda kk, i: bld.gep(
+                    ap, [bld.add(bld.mul(kk, i64(mr)), i64(i))], inbounds=True))
                 full = bld.and_(bld.icmp_signed("<=", bld.add(m0, i64(mr)), Mv),
                                 bld.icmp_signed("<=", bld.add(n0, i64(nr)), Nv))
                 with bld.if_else(full) as (then, otherwise):
@@ -332,6 +475,27 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
                                                            bld.add(n0, ej))], inbounds=True)
                                 new = bld.select(first, src, bld.fadd(bld.load(cp), src))
                                 bld.store(new, cp)
+
+
+def _microkernel(bld: ir.IRBuilder, fma: ir.Function, accs: list, tile: Tile, kc: ir.Value,
+                 bp: ir.Value, a_at: Any) -> None:
+    """``accs[i][j] += A[i, k] * Bpanel[k, j*vw:(j+1)*vw]`` for k < kc: NV vector loads of the
+    packed B row, one broadcast per row of A (``a_at(k, i)`` points at it, packed or not)."""
+    vt = fma.args[0].type
+    mask0 = ir.Constant(ir.VectorType(I32, tile.vw), [0] * tile.vw)
+    with for_range(bld, i64(0), kc, name="uk") as kk:
+        bvs = []
+        for j in range(tile.nv):
+            p = bld.gep(bp, [bld.add(bld.mul(kk, i64(tile.nr)), i64(j * tile.vw))],
+                        inbounds=True)
+            bvs.append(bld.load(bld.bitcast(p, vt.as_pointer()), align=64))
+        for i in range(tile.mr):
+            av = bld.load(a_at(kk, i))
+            splat = bld.shuffle_vector(
+                bld.insert_element(ir.Constant(vt, ir.Undefined), av, i64(0)),
+                ir.Constant(vt, ir.Undefined), mask0)
+            for j in range(tile.nv):
+                bld.store(bld.call(fma, [splat, bvs[j], bld.load(accs[i][j])]), accs[i][j])
 
 
 def _transpose(bld: ir.IRBuilder, rows: list[ir.Value], vw: int) -> list[ir.Value]:
@@ -394,6 +558,33 @@ def _pack_b_transposed(bld: ir.IRBuilder, base: ir.Value, sbn: ir.Value, packb: 
                         dst = bld.add(bld.add(pbase, bld.mul(kk, i64(nr))), i64(t))
                         bld.store(bld.select(inside, v, zero),
                                   bld.gep(packb, [dst], inbounds=True))
+
+
+def _pack_b_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
+    """``pack(B, sBk, sBn, dst, pc, kc, N, Np)``: ``_pack_b`` of one K block as a function of
+    its own, shared by both GEMM orders (emitted inline in each, it doubled compile time)."""
+    name = f"graphc_gemm_packb_{'f32' if elt == F32 else 'f64'}_{tile.nr}x{tile.vw}"
+    fn = mod.globals.get(name)
+    if fn is not None:
+        return fn
+    ep = elt.as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ep, I64, I64, ep, I64, I64, I64,
+                                                           I64]), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    for i in (0, 3):
+        fn.args[i].add_attribute("noalias")
+    base, sbk, sbn, dst, pc, kc, n, np_ = fn.args
+    bld = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def load_b(r: ir.Value, col: ir.Value) -> ir.Value:
+        off = bld.add(bld.mul(r, sbk), bld.mul(col, sbn))
+        return bld.load(bld.gep(base, [off], inbounds=True))
+
+    _pack_b(bld, load_b, (base, sbk, sbn), dst, pc, kc, n, np_, tile.nr, ir.Constant(elt, 0.0),
+            tile.vw)
+    bld.ret_void()
+    return fn
 
 
 def _pack_b(bld: ir.IRBuilder, load_b: Any, raw: tuple | None, packb: ir.Value, pc: ir.Value,
