@@ -105,6 +105,57 @@ def seed_step() -> Callable[[], Any]:
     return run
 
 
+def cnn_step(batch: int = 64) -> Callable[[], Any]:
+    """Conv(1->8,3,p1)-ReLU-MaxPool2-Conv(8->16,3,p1)-ReLU-MaxPool2-Flatten-Linear(784,10),
+    NCHW as in PyTorch, ``lax.conv_general_dilated`` and ``lax.reduce_window``."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((batch, 1, 28, 28)).astype(np.float32))
+    y = jnp.asarray(rng.integers(0, 10, batch).astype(np.int32))
+
+    def uni(shape: tuple, fan_in: int) -> Any:
+        b = 1 / np.sqrt(fan_in)
+        return jnp.asarray(rng.uniform(-b, b, shape).astype(np.float32))
+
+    params = {"c1w": uni((8, 1, 3, 3), 9), "c1b": uni((8,), 9),
+              "c2w": uni((16, 8, 3, 3), 72), "c2b": uni((16,), 72),
+              "lw": uni((10, 784), 784), "lb": uni((10,), 784)}
+    dn = ("NCHW", "OIHW", "NCHW")
+
+    def conv(h: Any, w: Any, b: Any) -> Any:
+        out = jax.lax.conv_general_dilated(h, w, (1, 1), ((1, 1), (1, 1)),
+                                           dimension_numbers=dn)
+        return out + b[None, :, None, None]
+
+    def pool(h: Any) -> Any:
+        return jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2),
+                                     "VALID")
+
+    def loss_fn(ps: Any, xb: Any, yb: Any) -> Any:
+        h = pool(jax.nn.relu(conv(xb, ps["c1w"], ps["c1b"])))
+        h = pool(jax.nn.relu(conv(h, ps["c2w"], ps["c2b"])))
+        logits = h.reshape(h.shape[0], -1) @ ps["lw"].T + ps["lb"]
+        return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
+
+    tx = optax.sgd(1e-2, momentum=0.9)
+    state = {"p": params, "o": tx.init(params)}
+
+    @jax.jit
+    def step(ps: Any, os: Any, xb: Any, yb: Any) -> Any:
+        loss, g = jax.value_and_grad(loss_fn)(ps, xb, yb)
+        upd, os = tx.update(g, os, ps)
+        return optax.apply_updates(ps, upd), os, loss
+
+    def run() -> Any:
+        state["p"], state["o"], loss = step(state["p"], state["o"], x, y)
+        return loss.block_until_ready()
+
+    return run
+
+
 def steps() -> dict[str, Callable[[], Any]]:
     """JAX steps by workload name (only those with a JAX counterpart)."""
     return {
@@ -112,5 +163,6 @@ def steps() -> dict[str, Callable[[], Any]]:
         "mlp_small": mlp_step([784, 256, 10], 64, "sgd_small"),
         "mlp_large": mlp_step([784, 1024, 1024, 10], 256, "sgd"),
         "infer": mlp_step([784, 256, 10], 64, "sgd_small", train=False),
+        "cnn": cnn_step(),
         "adam": mlp_step([784, 256, 10], 64, "adam"),
     }

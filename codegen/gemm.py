@@ -643,16 +643,39 @@ def _pack_b(bld: ir.IRBuilder, load_b: Any, raw: tuple | None, packb: ir.Value, 
 
 def _pack_a(bld: ir.IRBuilder, load_a: Any, raw: tuple | None, packa: ir.Value, pc: ir.Value,
             kc: ir.Value, Mv: ir.Value, mp: ir.Value, mr: int, zero: ir.Constant) -> None:
+    def panel(ip: ir.Value) -> None:  # any strides, rows past M zero
+        pbase = bld.mul(bld.mul(ip, kc), i64(mr))
+        with for_range(bld, i64(0), kc, name="pak") as kk:
+            for i in range(mr):
+                r = bld.add(bld.mul(ip, i64(mr)), i64(i))
+                inside = bld.icmp_signed("<", r, Mv)
+                v = load_a(bld.select(inside, r, i64(0)), bld.add(pc, kk))
+                dst = bld.add(bld.add(pbase, bld.mul(kk, i64(mr))), i64(i))
+                bld.store(bld.select(inside, v, zero), bld.gep(packa, [dst], inbounds=True))
+
     def generic() -> None:
         with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="pai") as ip:
-            pbase = bld.mul(bld.mul(ip, kc), i64(mr))
-            with for_range(bld, i64(0), kc, name="pak") as kk:
-                for i in range(mr):
-                    r = bld.add(bld.mul(ip, i64(mr)), i64(i))
-                    inside = bld.icmp_signed("<", r, Mv)
-                    v = load_a(bld.select(inside, r, i64(0)), bld.add(pc, kk))
-                    dst = bld.add(bld.add(pbase, bld.mul(kk, i64(mr))), i64(i))
-                    bld.store(bld.select(inside, v, zero), bld.gep(packa, [dst], inbounds=True))
+            panel(ip)
+
+    def by_columns(base: ir.Value, sak: ir.Value) -> None:
+        # A's columns contiguous (``g.T`` in a weight gradient ``g.T @ x``): the MR rows of
+        # one k are MR consecutive elements, copied as a unit for every full panel
+        with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="pac") as ip:
+            m0 = bld.mul(ip, i64(mr))
+            full = bld.icmp_signed("<=", bld.add(m0, i64(mr)), Mv)
+            with bld.if_else(full) as (f, part):
+                with f:
+                    pbase = bld.mul(bld.mul(ip, kc), i64(mr))
+                    with for_range(bld, i64(0), kc, name="pck") as kk:
+                        src = bld.gep(base, [bld.add(bld.mul(bld.add(pc, kk), sak), m0)],
+                                      inbounds=True)
+                        dst = bld.gep(packa, [bld.add(pbase, bld.mul(kk, i64(mr)))],
+                                      inbounds=True)
+                        for i in range(mr):
+                            bld.store(bld.load(bld.gep(src, [i64(i)], inbounds=True)),
+                                      bld.gep(dst, [i64(i)], inbounds=True))
+                with part:
+                    panel(ip)
 
     if raw is None:
         generic()
@@ -673,7 +696,11 @@ def _pack_a(bld: ir.IRBuilder, load_a: Any, raw: tuple | None, packa: ir.Value, 
                               bld.gep(packa, [bld.add(pbase, bld.mul(kk, i64(mr)))],
                                       inbounds=True))
         with other:
-            generic()
+            with bld.if_else(bld.icmp_signed("==", sam, i64(1))) as (cols, gen):
+                with cols:
+                    by_columns(base, sak)
+                with gen:
+                    generic()
 
 
 def _ceildiv(b: ir.IRBuilder, x: ir.Value, d: int) -> ir.Value:
