@@ -79,9 +79,12 @@ def workspace_bytes(m: Any, n: Any, k: Any, tile: Tile, itemsize: int) -> Any:
     plain = (mp + np_) * kc * itemsize
     if tile.mr > tile.vw:  # no swapped order for this tile (see gemm_function)
         return sh.dim(plain + 128)
-    swapped = sympy.Min(sympy.ceiling(sympy.sympify(m) / tile.nr) * tile.nr * k * itemsize,
-                        SWAP_MAX_BYTES)
-    return sh.dim(sympy.Max(plain, swapped) + 128)
+    swapped = sympy.ceiling(sympy.sympify(m) / tile.nr) * tile.nr * k * itemsize
+    if swapped.is_number and sympy.sympify(plain).is_number:
+        return sh.dim(max(int(plain), min(int(swapped), SWAP_MAX_BYTES)) + 128)
+    # unevaluated: sympy's simplification of these costs more than the whole plan
+    swapped = sympy.Min(swapped, SWAP_MAX_BYTES, evaluate=False)
+    return sh.dim(sympy.Max(plain, swapped, evaluate=False) + 128)
 
 
 def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
@@ -572,6 +575,7 @@ def _pack_b_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
                                                            I64]), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
+    fn.attributes.add("optsize")
     for i in (0, 3):
         fn.args[i].add_attribute("noalias")
     base, sbk, sbn, dst, pc, kc, n, np_ = fn.args

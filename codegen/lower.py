@@ -169,18 +169,18 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
         if loop_groups:
             _plan_groups(p, mat)
     off = _assign_offsets(p, mat, roots)
-    work: Any = 0
+    needs: list[Any] = []
     for n in materialized:
         if n.op == "matmul" and n.dtype.is_float:
             t = choose_tile(n.shape[-1], wide, n.dtype.itemsize)
             need = workspace_bytes(n.shape[-2], n.shape[-1], n.inputs[0].shape[-1], t,
                                    n.dtype.itemsize)
-            need = 2 * _align(need)  # one packing area per thread
-            work = need if isinstance(work, int) and work == 0 else sympy.Max(work, need)
+            needs.append(2 * _align(need))  # one packing area per thread
         elif n.op in conv_lowering.OPS:
             need = conv_lowering.workspace_bytes(n, wide)  # weight repack, padded grids
             if not (isinstance(need, int) and need == 0):
-                work = need if isinstance(work, int) and work == 0 else sympy.Max(work, need)
+                needs.append(need)
+    work = _max_of(needs)
     p.work_offset = off
     p.scratch_bytes = sh.dim(off + _align(work))
     p.input_index = {n.id: i for i, n in enumerate(g.inputs)}
@@ -190,6 +190,19 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
             p.node_index[n.id] = k
             k += 1
     return p
+
+
+def _max_of(xs: list[Any]) -> Any:
+    """max of sizes (ints or sympy expressions), 0 for none. Symbolic terms stay an
+    unevaluated ``Max``: sympy's pairwise simplification of a few dozen GEMM workspace
+    expressions took a quarter of a small step's compile time, and the arena only needs
+    the value at run time."""
+    ints = [x for x in xs if isinstance(x, int)]
+    syms = list(dict.fromkeys(x for x in xs if not isinstance(x, int)))
+    if not syms:
+        return max(ints, default=0)
+    terms = syms + ([max(ints)] if ints else [])
+    return terms[0] if len(terms) == 1 else sympy.Max(*terms, evaluate=False)
 
 
 def _reads(n: Node, mat: set[int]) -> list[Node]:
