@@ -254,3 +254,42 @@ def test_scalar_result_is_a_number_until_its_array_is_needed():
     r = g(np.array([1.0, -1.0, 2.0], np.float32))
     assert r.item() == 2 and r.numpy().dtype == r.dtype.np
     assert (a + 1).item() == 8.0
+
+
+def test_structural_option_changes_between_calls_switch_variants():
+    """Options that change the step's structure (momentum on/off, nesterov) are guards: the
+    wrapper re-tests them whenever the group holds a different value object, so flipping one
+    between calls picks (or compiles) the matching variant, and flipping it back reuses the
+    first. Compared with the same sequence run eagerly."""
+    import graphc as gc
+
+    def run(compiled: bool):
+        gc.manual_seed(5)
+        model = nn.Linear(3, 2)
+        opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = gc.compile(step) if compiled else step
+        x = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+        y = np.ones((4, 2), np.float32)
+        g = opt.param_groups[0]
+        for k in range(8):
+            if k == 2:
+                g["momentum"] = 0.0
+            if k == 4:
+                g["momentum"], g["nesterov"] = 0.5, True
+            if k == 6:
+                g["momentum"], g["nesterov"] = 0.9, False
+            f(gc.tensor(x) if not compiled else x, gc.tensor(y) if not compiled else y)
+        return model.weight.numpy().copy(), (f.compile_count if compiled else 0)
+
+    w_eager, _ = run(False)
+    w_comp, count = run(True)
+    np.testing.assert_allclose(w_comp, w_eager, rtol=1e-5, atol=1e-6)
+    assert count == 3  # momentum, no momentum, nesterov; the last flip reuses the first
