@@ -3,8 +3,11 @@
 The key hashes the optimized graph's text (which fully describes the computation: ops,
 attributes, shapes with symbols, inputs and update slots), the target (CPU name, features,
 vector width), and the source of the code generator itself, so a changed compiler never reuses
-stale objects. Entries are written atomically (temp file + rename) and a corrupt or unreadable
-entry is ignored. ``GRAPHC_CACHE_DIR`` moves the cache, ``GRAPHC_CACHE=0`` turns it off.
+stale objects. A step's entry is its object code (``KEY.o``) and the keys of the GEMM library
+objects it links against (``KEY.deps``); a GEMM library is keyed by its tile shapes and the
+target, so every step with the same tiles shares one. Entries are written atomically (temp
+file + rename) and a corrupt, unreadable or incomplete entry is ignored (recompiled).
+``GRAPHC_CACHE_DIR`` moves the cache, ``GRAPHC_CACHE=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -46,18 +49,19 @@ def key(graph_text: str, target: str) -> str:
     return h.hexdigest()[:40]
 
 
-def load(k: str) -> bytes | None:
+def load(k: str, suffix: str = ".o") -> bytes | None:
+    """The entry ``k`` (``.o``: object code, checked to be ELF; other suffixes: raw bytes)."""
     d = cache_dir()
     if d is None:
         return None
     try:
-        data = (d / f"{k}.o").read_bytes()
+        data = (d / f"{k}{suffix}").read_bytes()
     except OSError:
         return None
-    return data if data[:4] == b"\x7fELF" else None
+    return data if suffix != ".o" or data[:4] == b"\x7fELF" else None
 
 
-def store(k: str, obj: bytes) -> None:
+def store(k: str, obj: bytes, suffix: str = ".o") -> None:
     d = cache_dir()
     if d is None:
         return
@@ -67,7 +71,7 @@ def store(k: str, obj: bytes) -> None:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(obj)
-            os.replace(tmp, d / f"{k}.o")
+            os.replace(tmp, d / f"{k}{suffix}")
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)

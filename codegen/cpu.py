@@ -26,6 +26,7 @@ from graphc.trace import Signature
 
 from . import cache
 from . import lower as lower_mod
+from .gemm import build_library
 from .guard import GuardMixin
 from .lower import (
     ERR_BOUNDS,
@@ -82,12 +83,28 @@ def optimize(mod: Any, tm: Any) -> None:
 
 
 def compile_module(lowering: Lowering, tm: Any) -> Any:
-    mod = llvm.parse_assembly(str(lowering.module))
+    return _compile_ir(str(lowering.module), tm)
+
+
+def _compile_ir(text: str, tm: Any) -> Any:
+    mod = llvm.parse_assembly(text)
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
     mod.verify()
     optimize(mod, tm)
     return mod
+
+
+_LIBRARIES: dict[str, bytes] = {}  # GEMM library objects compiled or loaded in this process
+
+
+def _library_object(k: str) -> bytes | None:
+    obj = _LIBRARIES.get(k)
+    if obj is None:
+        obj = cache.load(k)
+        if obj is not None:
+            _LIBRARIES[k] = obj
+    return obj
 
 
 _FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
@@ -135,15 +152,26 @@ class CPUExecutable(GuardMixin, Runtime):
         self.profiling = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
         target += "|profile" if self.profiling else ""
         self.cache_key = cache.key(str(graph), target)
+        self._target = target
         self._lowering: Lowering | None = None
         self._mod: Any = None
+        self._lib_mod: Any = None
+        # the step's own object, plus the GEMM library it links against (cached separately
+        # by tile set: a new step whose tiles were compiled before compiles only its kernels)
         obj = cache.load(self.cache_key)
-        self.cache_hit = obj is not None
-        if obj is None:
+        deps = cache.load(self.cache_key, ".deps") if obj is not None else None
+        libs = ([_library_object(k) for k in deps.decode("ascii", "replace").split()]
+                if deps is not None else [])
+        self.cache_hit = obj is not None and deps is not None and all(o is not None
+                                                                       for o in libs)
+        if not self.cache_hit:
             obj = self.tm.emit_object(self.mod)
+            keys, libs = self._libraries()
+            cache.store(self.cache_key, " ".join(keys).encode(), ".deps")
             cache.store(self.cache_key, obj)
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
-        self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        for o in [obj, *libs]:
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(o))
         self.engine.finalize_object()
         self.fn = _FN(self.engine.get_function_address(self.name))
         self._profile: np.ndarray | None = None
@@ -195,8 +223,32 @@ class CPUExecutable(GuardMixin, Runtime):
         if self._lowering is None:
             self._lowering = Lowering(self.graph, name=self.name, wide=self.wide,
                                       debug=self.debug, loop_groups=self.loop_groups,
-                                      profile=self.profiling)
+                                      profile=self.profiling, gemm_library=True)
         return self._lowering
+
+    def _libraries(self) -> tuple[list[str], list[bytes]]:
+        """Keys and object code of the GEMM library this step declared (none without
+        matmuls), compiled here unless an earlier step (or process) already did."""
+        req = self.lowering.gemm_requests
+        if not req:
+            return [], []
+        spec = "gemm-library|" + repr(sorted((t.vw, t.mr, t.nv, e) for t, e in req))
+        k = cache.key(spec, self._target)
+        obj = _library_object(k)
+        if obj is None:
+            obj = self.tm.emit_object(self.lib_mod)
+            _LIBRARIES[k] = obj
+            cache.store(k, obj)
+        return [k], [obj]
+
+    @property
+    def lib_mod(self) -> Any:
+        """The optimized GEMM library module (None when the step has no matmul)."""
+        req = self.lowering.gemm_requests
+        if self._lib_mod is None and req:
+            lib = build_library(req, name=f"{self.name}_gemm")
+            self._lib_mod = _compile_ir(str(lib), self.tm)
+        return self._lib_mod
 
     @property
     def mod(self) -> Any:
@@ -223,6 +275,10 @@ class CPUExecutable(GuardMixin, Runtime):
                 f"packing {fmt(sympy.sympify(p.scratch_bytes) - p.work_offset)}); persistent "
                 f"state {fmt(state)}\n# scratch bytes = {sh.fmt_dim(p.scratch_bytes)}")
 
+    def _lib_text(self, render: Any) -> str:
+        lib = self.lib_mod
+        return "" if lib is None else f"\n; GEMM library (a separate object)\n{render(lib)}"
+
     def profile(self) -> list[tuple[str, int, int]]:
         """``(kernel, time-stamp ticks, calls)`` accumulated since compilation (profiling
         builds: ``GRAPHC_PROFILE=1`` when the step was compiled)."""
@@ -236,7 +292,9 @@ class CPUExecutable(GuardMixin, Runtime):
         from .plan_text import format_plan
 
         return {"fused": lambda: format_plan(self.graph, self.lowering.plan),
-                "llvm": lambda: str(self.mod), "asm": lambda: self.tm.emit_assembly(self.mod),
+                "llvm": lambda: str(self.mod) + self._lib_text(str),
+                "asm": lambda: self.tm.emit_assembly(self.mod) + self._lib_text(
+                    self.tm.emit_assembly),
                 "llvm_unoptimized": lambda: str(self.lowering.module)}
 
     # -- calling --------------------------------------------------------------------------

@@ -1393,7 +1393,8 @@ class Lowering:
 
     def __init__(self, g: Graph, name: str = "graphc_step", triple: str = "",
                  data_layout: str = "", wide: bool = True, debug: bool = False,
-                 loop_groups: bool | None = None, profile: bool = False) -> None:
+                 loop_groups: bool | None = None, profile: bool = False,
+                 gemm_library: bool = False) -> None:
         self.graph = g
         self.profile = profile  # count time-stamp ticks per kernel (``PROFILE_SYMBOL``)
         self.unit_names: list[str] = []
@@ -1412,6 +1413,11 @@ class Lowering:
         self.n_inputs = len(g.inputs)
         self.n_outputs = len(g.outputs)
         self.n_updates = len(g.updates)
+        # gemm_library: GEMM routines only declared here, their tiles recorded for
+        # ``gemm.build_library`` (the JIT compiles and caches them separately)
+        self.gemm_requests: set | None = set() if gemm_library else None
+        if gemm_library:
+            self.module.gemm_requests = self.gemm_requests  # type: ignore[attr-defined]
         self._build()
 
     def run2_global(self) -> ir.GlobalVariable:
