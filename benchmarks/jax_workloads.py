@@ -60,10 +60,20 @@ def mlp_step(dims: list[int], batch: int, opt: str, train: bool = True) -> Calla
         tx = optax.chain(optax.add_decayed_weights(1e-4), optax.sgd(1e-3, momentum=0.9))
     else:
         tx = optax.sgd(1e-3, momentum=0.9)
-    state = {"p": params, "o": tx.init(params)}
 
     def loss_fn(ps: Any, xb: Any, yb: Any) -> Any:
         return optax.softmax_cross_entropy_with_integer_labels(forward(ps, xb), yb).mean()
+
+    return _jit_train(loss_fn, tx, params, x, y)
+
+
+def _jit_train(loss_fn: Callable, tx: Any, params: Any, x: Any, y: Any) -> Callable[[], Any]:
+    """One jitted step (value_and_grad, the optax update) over (params, optimizer state),
+    called with the same batch each time and blocking until the loss is ready."""
+    import jax
+    import optax
+
+    state = {"p": params, "o": tx.init(params)}
 
     @jax.jit
     def step(ps: Any, os: Any, xb: Any, yb: Any) -> Any:
@@ -140,20 +150,7 @@ def cnn_step(batch: int = 64) -> Callable[[], Any]:
         logits = h.reshape(h.shape[0], -1) @ ps["lw"].T + ps["lb"]
         return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
 
-    tx = optax.sgd(1e-2, momentum=0.9)
-    state = {"p": params, "o": tx.init(params)}
-
-    @jax.jit
-    def step(ps: Any, os: Any, xb: Any, yb: Any) -> Any:
-        loss, g = jax.value_and_grad(loss_fn)(ps, xb, yb)
-        upd, os = tx.update(g, os, ps)
-        return optax.apply_updates(ps, upd), os, loss
-
-    def run() -> Any:
-        state["p"], state["o"], loss = step(state["p"], state["o"], x, y)
-        return loss.block_until_ready()
-
-    return run
+    return _jit_train(loss_fn, optax.sgd(1e-2, momentum=0.9), params, x, y)
 
 
 def steps() -> dict[str, Callable[[], Any]]:

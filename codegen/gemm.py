@@ -677,14 +677,7 @@ def _pack_b(bld: ir.IRBuilder, load_b: Any, raw: tuple | None, packb: ir.Value, 
                 full = bld.icmp_signed("<=", bld.add(c0, i64(nr)), Nv)
                 with bld.if_else(full) as (f, part):
                     with f:
-                        with for_range(bld, i64(0), kc, name="pbk") as kk:
-                            src = bld.gep(base, [bld.add(bld.mul(bld.add(pc, kk), sbk), c0)],
-                                          inbounds=True)
-                            dst = bld.gep(packb, [bld.add(pbase, bld.mul(kk, i64(nr)))],
-                                          inbounds=True)
-                            for j in range(nr):
-                                bld.store(bld.load(bld.gep(src, [i64(j)], inbounds=True)),
-                                          bld.gep(dst, [i64(j)], inbounds=True))
+                        _copy_runs(bld, base, sbk, c0, packb, pbase, pc, kc, nr)
                     with part:
                         with for_range(bld, i64(0), kc, name="pbk") as kk:
                             row = bld.add(pbase, bld.mul(kk, i64(nr)))
@@ -700,6 +693,19 @@ def _pack_b(bld: ir.IRBuilder, load_b: Any, raw: tuple | None, packb: ir.Value, 
                     _pack_b_transposed(bld, base, sbn, packb, pc, kc, Nv, np_, nr, vw, zero)
                 with gen:
                     generic()
+
+
+def _copy_runs(bld: ir.IRBuilder, base: ir.Value, stride: ir.Value, start: ir.Value,
+               dst: ir.Value, dbase: ir.Value, pc: ir.Value, kc: ir.Value, width: int) -> None:
+    """dst[dbase + k*width + j] = base[(pc + k)*stride + start + j] for k < kc, j < width: a
+    panel whose rows are contiguous runs in the source (unrolled: LLVM's SLP vectoriser
+    turns each run into vector moves)."""
+    with for_range(bld, i64(0), kc, name="cpk") as kk:
+        src = bld.gep(base, [bld.add(bld.mul(bld.add(pc, kk), stride), start)], inbounds=True)
+        out = bld.gep(dst, [bld.add(dbase, bld.mul(kk, i64(width)))], inbounds=True)
+        for j in range(width):
+            bld.store(bld.load(bld.gep(src, [i64(j)], inbounds=True)),
+                      bld.gep(out, [i64(j)], inbounds=True))
 
 
 def _pack_a(bld: ir.IRBuilder, load_a: Any, raw: tuple | None, packa: ir.Value, pc: ir.Value,
@@ -727,14 +733,7 @@ def _pack_a(bld: ir.IRBuilder, load_a: Any, raw: tuple | None, packa: ir.Value, 
             with bld.if_else(full) as (f, part):
                 with f:
                     pbase = bld.mul(bld.mul(ip, kc), i64(mr))
-                    with for_range(bld, i64(0), kc, name="pck") as kk:
-                        src = bld.gep(base, [bld.add(bld.mul(bld.add(pc, kk), sak), m0)],
-                                      inbounds=True)
-                        dst = bld.gep(packa, [bld.add(pbase, bld.mul(kk, i64(mr)))],
-                                      inbounds=True)
-                        for i in range(mr):
-                            bld.store(bld.load(bld.gep(src, [i64(i)], inbounds=True)),
-                                      bld.gep(dst, [i64(i)], inbounds=True))
+                    _copy_runs(bld, base, sak, m0, packa, pbase, pc, kc, mr)
                 with part:
                     panel(ip)
 
