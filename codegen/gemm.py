@@ -291,22 +291,22 @@ def gemm_task(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     work = b.select(first, w0, w1)
     # split the dimension whose operand is larger: each half then packs half of the big
     # operand and all of the small one (splitting rows would make both pack all of B)
+    def part_of(total: ir.Value, unit: int) -> tuple[ir.Value, ir.Value]:
+        """(start, count) of this part: the first ~half, in whole tiles, or the rest."""
+        half = b.mul(_ceildiv(b, _ceildiv(b, total, 2), unit), i64(unit))
+        half = b.select(b.icmp_signed("<", half, total), half, total)
+        return b.select(first, i64(0), half), b.select(first, half, b.sub(total, half))
+
     by_cols = b.icmp_signed(">", n, m)
     with b.if_else(by_cols) as (cols, rows_):
         with cols:
-            half = b.mul(_ceildiv(b, _ceildiv(b, n, 2), tile.nr), i64(tile.nr))
-            half = b.select(b.icmp_signed("<", half, n), half, n)
-            col0 = b.select(first, i64(0), half)
-            ncols = b.select(first, half, b.sub(n, half))
+            col0, ncols = part_of(n, tile.nr)
             with b.if_then(b.icmp_signed(">", ncols, i64(0))):
                 pb = b.gep(bb, [b.mul(col0, sbn)], inbounds=True)
                 pc = b.gep(c, [col0], inbounds=True)
                 b.call(gemm, [a, sam, sak, pb, sbk, sbn, pc, ldc, m, ncols, k, work])
         with rows_:
-            half = b.mul(_ceildiv(b, _ceildiv(b, m, 2), tile.mr), i64(tile.mr))
-            half = b.select(b.icmp_signed("<", half, m), half, m)
-            row0 = b.select(first, i64(0), half)
-            rows = b.select(first, half, b.sub(m, half))
+            row0, rows = part_of(m, tile.mr)
             with b.if_then(b.icmp_signed(">", rows, i64(0))):
                 pa = b.gep(a, [b.mul(row0, sam)], inbounds=True)
                 pc = b.gep(c, [b.mul(row0, ldc)], inbounds=True)

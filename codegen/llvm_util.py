@@ -45,6 +45,22 @@ def i64(v: int) -> ir.Constant:
     return ir.Constant(I64, int(v))
 
 
+def fconst(t: ir.Type, v: float) -> ir.Constant:
+    """A floating-point constant of type ``t`` (scalar)."""
+    return ir.Constant(t, float(v))
+
+
+def log_special_cases(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """log's IEEE special values over a result ``y`` valid for finite positive ``x``:
+    log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, log(NaN) = NaN (the CPU and PTX
+    vector-math routines share them)."""
+    t = x.type
+    y = b.select(b.fcmp_ordered("==", x, fconst(t, 0.0)), fconst(t, float("-inf")), y)
+    y = b.select(b.fcmp_ordered("<", x, fconst(t, 0.0)), fconst(t, float("nan")), y)
+    y = b.select(b.fcmp_ordered("==", x, fconst(t, float("inf"))), x, y)
+    return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+
 @contextmanager
 def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
               step: ir.Value | None = None) -> Iterator[ir.Value]:

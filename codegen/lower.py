@@ -47,6 +47,7 @@ from .llvm_util import (
     VOID,
     SymEmitter,
     declare,
+    fconst,
     for_range,
     i64,
     intrinsic,
@@ -765,8 +766,7 @@ def _erule(*names: str) -> Any:
     return deco
 
 
-def _fconst(t: ir.Type, v: float) -> ir.Constant:
-    return ir.Constant(t, float(v))
+_fconst = fconst
 
 
 def _const_value(k: KernelEmitter, n: Node) -> ir.Value:
@@ -1254,36 +1254,32 @@ def _zero_out(k: KernelEmitter) -> None:
     k.loops(k.node.shape, lambda idx: k.store_out(idx, _fconst(t, 0.0)))
 
 
-def _k_conv2d(k: KernelEmitter) -> None:
-    """y[n,o,oh,ow] += x[n,ci,ih,iw] * w[o,c,kh,kw], accumulated in the output buffer."""
-    n = k.node
-    x, w = n.inputs
-    b = k.b
+def _conv_accumulate(k: KernelEmitter, image: Node, inputs: bool) -> None:
+    """The direct loops of conv2d and of its input gradient: ``out[image position] +=
+    image[other position] * w[o, c, kh, kw]``, the output zeroed first. ``inputs``: the
+    output is indexed by input positions (the input gradient reads dY at output positions)."""
+    n, w, b = k.node, k.node.inputs[1], k.b
     _zero_out(k)
 
     def body(ix: _ConvIdx) -> None:
-        ptr = k.out_ptr([ix.nb, ix.o, ix.oh, ix.ow])
-        prod = b.fmul(k.value(x, [ix.nb, ix.ci, ix.ih, ix.iw]),
+        at_in, at_out = [ix.nb, ix.ci, ix.ih, ix.iw], [ix.nb, ix.o, ix.oh, ix.ow]
+        ptr = k.out_ptr(at_in if inputs else at_out)
+        prod = b.fmul(k.value(image, at_out if inputs else at_in),
                       k.value(w, [ix.o, ix.c, ix.kh, ix.kw]), flags=FAST_ADD)
         b.store(b.fadd(b.load(ptr), prod, flags=FAST_ADD), ptr)
 
-    _conv_loops(k, x.shape, w.shape, n.shape, body)
+    x_shape, y_shape = (n.shape, image.shape) if inputs else (image.shape, n.shape)
+    _conv_loops(k, x_shape, w.shape, y_shape, body)
+
+
+def _k_conv2d(k: KernelEmitter) -> None:
+    """y[n,o,oh,ow] += x[n,ci,ih,iw] * w[o,c,kh,kw], accumulated in the output buffer."""
+    _conv_accumulate(k, k.node.inputs[0], inputs=False)
 
 
 def _k_conv2d_input_grad(k: KernelEmitter) -> None:
     """dx[n,ci,ih,iw] += gy[n,o,oh,ow] * w[o,c,kh,kw] (the transposed convolution)."""
-    n = k.node
-    gy, w = n.inputs
-    b = k.b
-    _zero_out(k)
-
-    def body(ix: _ConvIdx) -> None:
-        ptr = k.out_ptr([ix.nb, ix.ci, ix.ih, ix.iw])
-        prod = b.fmul(k.value(gy, [ix.nb, ix.o, ix.oh, ix.ow]),
-                      k.value(w, [ix.o, ix.c, ix.kh, ix.kw]), flags=FAST_ADD)
-        b.store(b.fadd(b.load(ptr), prod, flags=FAST_ADD), ptr)
-
-    _conv_loops(k, n.shape, w.shape, gy.shape, body)
+    _conv_accumulate(k, k.node.inputs[0], inputs=True)
 
 
 def _k_conv2d_weight_grad(k: KernelEmitter) -> None:

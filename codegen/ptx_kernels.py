@@ -46,6 +46,7 @@ from .llvm_util import (
     VOID,
     SymEmitter,
     declare,
+    fconst,
     for_range,
     i64,
     mem_type,
@@ -71,8 +72,6 @@ GLOBAL = 1
 SHARED = 3
 
 
-def fconst(t: ir.Type, v: float) -> ir.Constant:
-    return ir.Constant(t, float(v))
 
 
 def strided_for(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value,

@@ -20,7 +20,7 @@ import math
 
 from llvmlite import ir
 
-from .llvm_util import F32, I32, I64, declare
+from .llvm_util import F32, I32, I64, declare, fconst, log_special_cases
 
 _LOG2E = 1.4426950408889634
 # Cody-Waite splits of ln 2 (Cephes): the high part has few mantissa bits, so n*hi is exact
@@ -38,8 +38,7 @@ def _bits(t: ir.Type) -> int:
     return 32 if t == F32 else 64
 
 
-def _c(t: ir.Type, v: float) -> ir.Constant:
-    return ir.Constant(t, float(v))
+_c = fconst
 
 
 class Math:
@@ -133,10 +132,7 @@ class Math:
         ef = b.sitofp(e, t)
         c1, c2 = _LN2[w]
         y = b.fadd(b.fmul(ef, _c(t, c1)), b.fadd(lm, b.fmul(ef, _c(t, c2))))
-        y = b.select(b.fcmp_ordered("==", x, _c(t, 0.0)), _c(t, float("-inf")), y)
-        y = b.select(b.fcmp_ordered("<", x, _c(t, 0.0)), _c(t, float("nan")), y)
-        y = b.select(b.fcmp_ordered("==", x, _c(t, float("inf"))), x, y)
-        return b.select(self._is_nan(x), x, y)
+        return log_special_cases(b, x, y)
 
     # -- composites -----------------------------------------------------------------------
     def sigmoid(self, x: ir.Value) -> ir.Value:

@@ -41,7 +41,7 @@ import math
 
 from llvmlite import ir
 
-from .llvm_util import F32, F64, I32, I64, declare
+from .llvm_util import F32, F64, I32, I64, declare, fconst, log_special_cases
 
 UNARY = ("exp", "log", "tanh", "sigmoid", "erf")
 
@@ -114,8 +114,7 @@ def _bits(t: ir.Type) -> int:
     return 32 if t == F32 else 64
 
 
-def _c(t: ir.Type, v: float) -> ir.Constant:
-    return ir.Constant(t, float(v))
+_c = fconst
 
 
 class VMath:
@@ -220,10 +219,7 @@ class VMath:
             r = b.fmul(z, self.horner(z, _LOG_LG))
             inner = self.fma(s, b.fadd(hfsq, r), b.fmul(ef, _c(t, c2)))
             y = self.fma(ef, _c(t, c1), b.fsub(f, b.fsub(hfsq, inner)))
-        y = b.select(b.fcmp_ordered("==", x, _c(t, 0.0)), _c(t, float("-inf")), y)
-        y = b.select(b.fcmp_ordered("<", x, _c(t, 0.0)), _c(t, float("nan")), y)
-        y = b.select(b.fcmp_ordered("==", x, _c(t, float("inf"))), x, y)
-        return b.select(self._is_nan(x), x, y)
+        return log_special_cases(b, x, y)
 
     # -- composites ------------------------------------------------------------------------
     def sigmoid(self, x: ir.Value) -> ir.Value:

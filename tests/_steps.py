@@ -7,7 +7,8 @@ from typing import Any
 import graphc as gc
 
 
-def compiled_train_step(model: Any, opt: Any, loss_fn: Any, **compile_kw: Any) -> Any:
+def train_step(model: Any, opt: Any, loss_fn: Any) -> Any:
+    """The plain (eager) step function."""
     def step(x: Any, y: Any) -> Any:
         opt.zero_grad()
         loss = loss_fn(model(x), y)
@@ -15,4 +16,8 @@ def compiled_train_step(model: Any, opt: Any, loss_fn: Any, **compile_kw: Any) -
         opt.step()
         return loss
 
-    return gc.compile(step, **compile_kw)
+    return step
+
+
+def compiled_train_step(model: Any, opt: Any, loss_fn: Any, **compile_kw: Any) -> Any:
+    return gc.compile(train_step(model, opt, loss_fn), **compile_kw)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _steps import compiled_train_step
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -312,14 +313,8 @@ def test_check_finite_never_applies_a_non_finite_update(cfg: dict[str, Any], whe
     model, opt = _build(cfg, nn, optim)
     loss_fn = nn.CrossEntropyLoss() if cfg["loss"] == "ce" else nn.MSELoss()
 
-    @gc.compile(check_finite=True, backend=backend,
-                debug=cfg["debug"] if backend is None else None)
-    def step(x: Any, y: Any) -> Any:
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = compiled_train_step(model, opt, loss_fn, check_finite=True, backend=backend,
+                               debug=cfg["debug"] if backend is None else None)
 
     b = cfg["batches"][0]
     x, y = _data(cfg, b, 0)

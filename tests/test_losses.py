@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from _steps import train_step
 
 import graphc as gc
 import graphc.nn.functional as F
@@ -147,13 +148,7 @@ def _classifier(backend: str | None) -> tuple[nn.Module, Any, Any]:
     opt = optim.SGD(model.parameters(), lr=0.1)
     loss_fn = nn.CrossEntropyLoss(weight=gc.tensor(W5[:4]), label_smoothing=0.1)
 
-    def step(x: Any, y: Any) -> Any:
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = train_step(model, opt, loss_fn)
     return model, step, gc.compile(step, backend=backend)
 
 

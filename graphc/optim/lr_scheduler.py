@@ -138,8 +138,9 @@ def _per_group(lr_lambda: Any, optimizer: Optimizer) -> list[Any]:
     return list(lr_lambda)
 
 
-class LambdaLR(LRScheduler):
-    """``lr = initial_lr * lr_lambda(epoch)``, one function or one per group."""
+class _LambdaScheduler(LRScheduler):
+    """Schedulers driven by one ``lr_lambda`` per group (LambdaLR, MultiplicativeLR): the
+    functions are kept out of ``state_dict`` the way PyTorch keeps them out."""
 
     def __init__(self, optimizer: Optimizer,
                  lr_lambda: Callable[[int], float] | list[Callable[[int], float]],
@@ -164,24 +165,18 @@ class LambdaLR(LRScheduler):
             if saved is not None:
                 fn.__dict__.update(saved)
 
+
+class LambdaLR(_LambdaScheduler):
+    """``lr = initial_lr * lr_lambda(epoch)``, one function or one per group."""
+
     def get_lr(self) -> list[Any]:
         self._warn_outside_step()
         return [base * lmbda(self.last_epoch)
                 for lmbda, base in zip(self.lr_lambdas, self.base_lrs, strict=True)]
 
 
-class MultiplicativeLR(LRScheduler):
+class MultiplicativeLR(_LambdaScheduler):
     """``lr *= lr_lambda(epoch)`` every epoch after the first."""
-
-    def __init__(self, optimizer: Optimizer,
-                 lr_lambda: Callable[[int], float] | list[Callable[[int], float]],
-                 last_epoch: int = -1) -> None:
-        self.optimizer = optimizer
-        self.lr_lambdas = _per_group(lr_lambda, optimizer)
-        super().__init__(optimizer, last_epoch)
-
-    state_dict = LambdaLR.state_dict
-    load_state_dict = LambdaLR.load_state_dict
 
     def get_lr(self) -> list[Any]:
         self._warn_outside_step()
