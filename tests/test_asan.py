@@ -22,6 +22,7 @@ _spec.loader.exec_module(asan)
 CC = os.environ.get("CC", "cc")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not asan.has_asan(CC), reason="the C compiler has no -fsanitize=address")
 def test_aot_steps_clean_under_address_sanitizer(tmp_path: Path) -> None:
     r = asan.run(tmp_path, cc=CC)

@@ -7,7 +7,6 @@ from collections import Counter
 
 import numpy as np
 import pytest
-import torch
 from _parity import (
     assert_close,
     assert_same_state,
@@ -17,6 +16,7 @@ from _parity import (
     make_models,
     torch_step,
 )
+from _torch import torch
 
 import graphc as gc
 import graphc.serialization as ser

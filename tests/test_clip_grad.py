@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 import pytest
-import torch
 from _parity import assert_close, assert_same_state, batches, make_models
+from _torch import torch
 
 import graphc as gc
 from graphc import nn, optim

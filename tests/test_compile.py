@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
+from _torch import torch
 
 import graphc as gc
 from graphc import nn, optim

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
+from _torch import torch
 from graphc.codegen import conv as conv_lowering
 
 import graphc as gc

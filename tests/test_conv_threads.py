@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 SCRIPT = r'''
 import numpy as np, graphc as gc
@@ -77,6 +78,7 @@ def _run(tmp_path, threads):
         return {k: z[k] for k in z.files}
 
 
+@pytest.mark.slow
 def test_conv_two_threads_bit_identical_to_one(tmp_path):
     a, b = _run(tmp_path, 1), _run(tmp_path, 2)
     assert a.keys() == b.keys() and len(a) > 40

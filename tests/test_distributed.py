@@ -53,7 +53,12 @@ def _mpirun() -> list[str] | None:
 
 
 MPIRUN = _mpirun()
-needs_mpi = pytest.mark.skipif(MPIRUN is None, reason="needs mpirun (Open MPI) and mpi4py")
+_skip_no_mpi = pytest.mark.skipif(MPIRUN is None, reason="needs mpirun (Open MPI) and mpi4py")
+
+
+def needs_mpi(test: Any) -> Any:
+    """Multi-process tests: skipped without Open MPI, and in the slow set (``pytest -m slow``)."""
+    return pytest.mark.slow(_skip_no_mpi(test))
 
 
 def _launch(n: int, out: Path, mode: str = "train", bucket_mb: float = 25.0,

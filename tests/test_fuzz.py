@@ -278,6 +278,7 @@ def _train_torch(cfg: dict[str, Any], init: list[np.ndarray]) -> list[list[np.nd
     return traj
 
 
+@pytest.mark.slow
 @fuzz_settings(0.75)
 @given(trainings())
 def test_random_training_steps_compiled_vs_eager_vs_torch(cfg: dict[str, Any]) -> None:

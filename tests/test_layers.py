@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
+from _torch import torch
 
 import graphc as gc
 from graphc import nn, optim

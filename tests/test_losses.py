@@ -7,13 +7,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as TF
 from _steps import train_step
+from _torch import torch
 
 import graphc as gc
 import graphc.nn.functional as F
 from graphc import nn, optim
+
+TF = torch.nn.functional
 
 REDUCTIONS = ["mean", "sum", "none"]
 RTOL = 1e-4

@@ -4,8 +4,8 @@ import itertools
 
 import numpy as np
 import pytest
-import torch
 from _parity import MODES, groups, make_models, run_parity
+from _torch import torch
 
 import graphc as gc
 from graphc import nn, optim

@@ -37,6 +37,7 @@ def _run(tmp_path, threads):
     return np.load(out)
 
 
+@pytest.mark.slow
 def test_two_threads_bit_identical_to_one(tmp_path):
     import numpy as np
 

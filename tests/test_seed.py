@@ -3,7 +3,7 @@ compiled, in both statement orders."""
 
 import numpy as np
 import pytest
-import torch
+from _torch import torch
 
 import graphc as gc
 from graphc import nn, optim

@@ -5,7 +5,6 @@ import itertools
 
 import numpy as np
 import pytest
-import torch
 from _parity import (  # noqa: I001
     MODES,
     assert_close,
@@ -15,6 +14,7 @@ from _parity import (  # noqa: I001
     make_models,
     run_parity,
 )
+from _torch import torch
 
 import graphc as gc
 from graphc import nn, optim

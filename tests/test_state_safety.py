@@ -25,6 +25,7 @@ from graphc import nn, optim
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_checkpoint_survives_sigkill_mid_write(tmp_path: Path) -> None:
     path = tmp_path / "ckpt.npz"
