@@ -7,9 +7,9 @@ library. Both work on a script as it is, without running its training loop.
 
 How a script exposes a step
 ---------------------------
-Define the step at the top level of the script and compile it with ``example_args``, so that
-importing the script traces and compiles it without training; keep the training loop under
-``if __name__ == "__main__":`` (the CLI imports the script under its module name, not as
+Best: define the step at the top level of the script and compile it with ``example_args``, so
+that importing the script traces and compiles it without training; keep the training loop
+under ``if __name__ == "__main__":`` (the CLI imports the script under its module name, not as
 ``__main__``, so that block does not run)::
 
     # train.py
@@ -41,6 +41,20 @@ Then ``graphc dump train.py:train_step --stage all`` prints every stage,
 The script's directory is put first on ``sys.path`` while it is imported, so it can import its
 neighbours as it would when run directly.
 
+Steps defined anywhere else are found too, by running the script only as far as needed:
+
+- a step at the top level without ``example_args``, called by a top-level training loop: the
+  import stops at the step's first call, right after tracing it (the call itself does not run);
+- a step defined inside ``main()`` (or any function), or a method compiled in ``__init__``
+  (``self.step = gc.compile(self._step, ...)``): the script is run as ``__main__`` (with no
+  command-line arguments) until a compiled function of that name is traced, and stopped there.
+  ``FUNC`` may be the plain name (``train_step``) or a dotted qualified name without
+  ``<locals>`` (``train_graphc.train_step``, ``Trainer._step``).
+
+Whatever the script prints meanwhile goes to stderr, never into the dump on stdout. A step
+traced at its first call uses that call's arguments as its example arguments; giving
+``example_args`` avoids running any of the script's code beyond its definitions.
+
 Errors a user can make (a missing file or function, a function that is not a compiled step or
 was never traced, a script that raises, a stage the step does not have) print one line on
 stderr and exit with status 1; usage errors exit with 2 (argparse); ``--debug`` adds the full
@@ -51,24 +65,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
-import shutil
-import subprocess
+import os
 import sys
-import traceback
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import sympy
-
-from . import shapes as sh
+# Only the standard library's lightest modules are imported here: ``graphc --help`` and usage
+# errors must not pay for the compiler (sympy, llvmlite, numpy). Everything else is imported
+# by the command that needs it.
 
 PROG = "graphc"
 
 # Stages the tool knows about, for the help text only: a step is dumped at whatever stages its
 # variant actually has (a backend may add more), and asking for a missing one is a clear error.
-KNOWN_STAGES = ("traced", "grad", "optimized", "fused", "llvm", "asm", "ptx")
+# Keep in step with the backends' ``stages()`` (codegen/cpu.py, codegen/ptx.py): a test checks
+# that every stage ``--stage all`` shows is listed here, and so in ``--help``.
+KNOWN_STAGES = ("traced", "grad", "optimized", "fused", "llvm_unoptimized", "llvm", "asm",
+                "ptx", "kernels")
 DEFAULT_STAGE = "optimized"
 RENDER_FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
 # input kinds that live in persistent buffers between calls (what a deployment must allocate)
@@ -122,6 +137,8 @@ def _script_module(path: Path) -> Iterator[str]:
 
 def _where_in_script(exc: BaseException, path: Path) -> str:
     """`` (at SCRIPT:LINE)`` for the innermost frame of ``exc`` inside the script, if any."""
+    import traceback
+
     line = None
     for frame in traceback.extract_tb(exc.__traceback__):
         try:
@@ -136,14 +153,162 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
+def qualified_name(fn: Any) -> str:
+    """``fn``'s qualified name without ``<locals>`` parts (``train_graphc.train_step``)."""
+    qual = getattr(fn, "__qualname__", None) or getattr(fn, "name", "?")
+    return str(qual).replace("<locals>.", "")
+
+
+def names_step(fn: Any, func: str) -> bool:
+    """Whether ``SCRIPT.py:func`` names the compiled function ``fn``: its plain name, its
+    qualified name, or a dotted tail of the qualified name (``Trainer._step``)."""
+    qual = qualified_name(fn)
+    return func in (getattr(fn, "name", None), qual) or qual.endswith("." + func)
+
+
+class _Traced(BaseException):
+    """Stops the user's script right after the wanted step was traced.
+
+    A ``BaseException`` (as ``KeyboardInterrupt``) so that the script's own ``except
+    Exception`` handlers do not swallow it: what follows the trace is the training loop.
+    """
+
+    def __init__(self, fn: Any) -> None:
+        super().__init__(fn.name)
+        self.fn = fn
+
+
+# Example arguments of steps the CLI saw traced at their first call (they have no
+# ``example_args``), for ``graphc aot``; weak so that in-process callers leak nothing.
+_CALL_ARGS: weakref.WeakKeyDictionary[Any, tuple] = weakref.WeakKeyDictionary()
+
+
+def example_args_of(fn: Any) -> tuple | None:
+    """The step's ``example_args``, else the arguments of the first call the CLI traced."""
+    given = getattr(fn, "example_args", None)
+    return tuple(given) if given is not None else _CALL_ARGS.get(fn)
+
+
+class _Watch:
+    """Watches every ``gc.compile`` while user code runs, to find the step named ``func``.
+
+    ``stop_at_example_args``: whether a step traced from its ``example_args`` (at
+    ``gc.compile`` time) stops the script too. While the script is imported it does not (the
+    module's top level is what the CLI looks in, so the import runs to its end); when the
+    script runs as ``__main__`` it does (what follows is training). A step traced by a call
+    always stops the script: the call would run the step.
+    """
+
+    def __init__(self, func: str) -> None:
+        self.func = func
+        self.stop_at_example_args = False
+        self.created: list[Any] = []  # compiled functions named func, in creation order
+        self.seen: list[str] = []  # qualified names of every compiled function created
+        self.from_example_args: Any = None  # a named step traced from its example_args
+        self.by_call: Any = None  # the named step traced at its first call
+        self._constructing: Any = None
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """Wrap ``CompiledFunction.__init__`` and ``_compile`` for the duration."""
+        from .api import CompiledFunction
+
+        init, compile_ = CompiledFunction.__init__, CompiledFunction._compile
+        watch = self
+
+        def __init__(fn: Any, *args: Any, **kwargs: Any) -> None:
+            saved, watch._constructing = watch._constructing, fn
+            try:
+                init(fn, *args, **kwargs)
+            finally:
+                watch._constructing = saved
+                if hasattr(fn, "name"):
+                    watch.note_created(fn)
+
+        def _compile(fn: Any, args: list[Any]) -> Any:
+            variant = compile_(fn, args)
+            watch.note_created(fn)
+            if not names_step(fn, watch.func):
+                return variant
+            if watch._constructing is fn:  # traced from example_args inside gc.compile
+                watch.from_example_args = watch.from_example_args or fn
+                if watch.stop_at_example_args:
+                    raise _Traced(fn)
+                return variant
+            _CALL_ARGS.setdefault(fn, tuple(args))
+            watch.by_call = fn
+            raise _Traced(fn)
+
+        CompiledFunction.__init__ = __init__  # type: ignore[method-assign]
+        CompiledFunction._compile = _compile  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            CompiledFunction.__init__ = init  # type: ignore[method-assign]
+            CompiledFunction._compile = compile_  # type: ignore[method-assign]
+
+    def note_created(self, fn: Any) -> None:
+        """Record a compiled function (once), and whether it is named like the step."""
+        qual = qualified_name(fn)
+        if qual not in self.seen:
+            self.seen.append(qual)
+        if names_step(fn, self.func) and not any(f is fn for f in self.created):
+            self.created.append(fn)
+
+
+@contextlib.contextmanager
+def _user_output_to_stderr() -> Iterator[None]:
+    """Send what the user's script prints to stderr, so stdout holds only the dump.
+
+    Both ``sys.stdout`` (Python's prints) and file descriptor 1 (C code, child processes)
+    are redirected, and both are restored afterwards.
+    """
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to protect
+        saved = -1
+    if saved >= 0:
+        os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        if saved >= 0:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _note(message: str) -> None:
+    print(f"{PROG}: note: {_one_line(message)}", file=sys.stderr)
+
+
+HOW_TO_GIVE_EXAMPLE_ARGS = ("give it example arguments, e.g. @gc.compile(example_args=(X[:32], "
+                            "Y[:32])) with arrays shaped like one batch, so that defining it "
+                            "traces it without training")
+
+
+def _first_call_note(fn: Any, path_str: str) -> None:
+    _note(f"{fn.name} has no example_args, so {path_str} was run until its first call, "
+          f"which was traced (with that call's arguments) and not run; to skip running the "
+          f"script, {HOW_TO_GIVE_EXAMPLE_ARGS}")
+
+
 @contextlib.contextmanager
 def loaded_step(path_str: str, func: str) -> Iterator[Any]:
-    """Import the script (not as ``__main__``) and yield its compiled step ``func``.
+    """Load the script and yield its compiled, traced step ``func`` (see the module docstring).
 
-    The script stays importable (its directory on ``sys.path``, its module registered) until
-    the block ends, because a command may call back into user code (an ahead-of-time build
-    re-traces the step); both are undone afterwards so in-process callers stay clean.
+    First the script is imported (not as ``__main__``) and ``func`` looked up at its top
+    level; if it is not there, or there but never traced, the script is run as ``__main__``
+    until a step of that name is traced. The script stays importable (its directory on
+    ``sys.path``, its module registered) until the block ends, because a command may call back
+    into user code (an ahead-of-time build re-traces the step); both are undone afterwards so
+    in-process callers stay clean.
     """
+    import inspect
+
     from .api import CompiledFunction
 
     path = Path(path_str)
@@ -152,14 +317,20 @@ def loaded_step(path_str: str, func: str) -> Iterator[Any]:
     if not path.is_file():
         raise CLIError(f"not a file: {path_str}")
     path = path.resolve()
+    watch = _Watch(func)
     with _script_module(path) as modname:
-        spec = importlib.util.spec_from_file_location(modname, path)
+        spec = importlib_util().spec_from_file_location(modname, path)
         if spec is None or spec.loader is None:
             raise CLIError(f"cannot import {path_str}: not a Python script")
-        module = importlib.util.module_from_spec(spec)
+        module = importlib_util().module_from_spec(spec)
         sys.modules[modname] = module
         try:
-            spec.loader.exec_module(module)
+            with _user_output_to_stderr(), watch.active():
+                spec.loader.exec_module(module)
+        except _Traced as t:  # a top-level loop called the step: stopped before it ran
+            _first_call_note(t.fn, path_str)
+            yield t.fn
+            return
         except SystemExit as e:
             raise CLIError(f"{path_str} called sys.exit({e.code!r}) while being imported; keep "
                            "the training code under `if __name__ == \"__main__\":`") from e
@@ -168,17 +339,74 @@ def loaded_step(path_str: str, func: str) -> Iterator[Any]:
                            f"{_where_in_script(e, path)}: {_one_line(e)}") from e
         obj: Any = module
         for part in func.split("."):
-            if not hasattr(obj, part):
-                raise CLIError(f"{path_str} defines no {func!r} at its top level")
-            obj = getattr(obj, part)
-        if not isinstance(obj, CompiledFunction):
-            kind = type(obj).__name__
-            raise CLIError(f"{path_str}:{func} is a {kind}, not a compiled step; decorate it "
-                           "with @gc.compile(example_args=(...))")
-        if not obj.variants:
-            raise CLIError(f"{path_str}:{func} was compiled without example_args, so importing "
-                           "the script did not trace it; use @gc.compile(example_args=(...))")
-        yield obj
+            obj = getattr(obj, part, _MISSING)
+            if obj is _MISSING:
+                break
+        not_compiled = None
+        if obj is not _MISSING and not isinstance(obj, CompiledFunction):
+            not_compiled = (f"{path_str}:{func} is a {type(obj).__name__}, not a compiled step; "
+                            "decorate it with @gc.compile(example_args=(...))")
+            if not inspect.isfunction(obj):  # a function may be compiled at run time
+                raise CLIError(not_compiled)  # (``gc.compile(self._step)`` in ``__init__``)
+        elif obj is not _MISSING and obj.variants:
+            yield obj
+            return
+        elif obj is not _MISSING:
+            watch.note_created(obj)
+        elif watch.from_example_args is not None:  # traced inside a function the import ran
+            yield watch.from_example_args
+            return
+        fn = _run_as_main(path, path_str, func, watch, not_compiled)
+        if fn is watch.by_call:
+            _first_call_note(fn, path_str)
+        yield fn
+
+
+_MISSING = object()
+
+
+def importlib_util() -> Any:
+    import importlib.util
+
+    return importlib.util
+
+
+def _run_as_main(path: Path, path_str: str, func: str, watch: _Watch,
+                 not_compiled: str | None = None) -> Any:
+    """Run the script as ``__main__`` until the step ``func`` is traced; return it.
+
+    The step is not at the script's top level (or is there but untraced), so it is made by
+    the script's main code: ``main()``, a trainer class, a loop. ``sys.argv`` is the script
+    alone, as for ``python SCRIPT.py``.
+    """
+    import runpy
+
+    watch.stop_at_example_args = True
+    saved_argv = sys.argv
+    sys.argv = [str(path)]
+    ended = "ran to its end"
+    try:
+        with _user_output_to_stderr(), watch.active():
+            runpy.run_path(str(path), run_name="__main__")
+    except _Traced as t:
+        return t.fn
+    except SystemExit as e:
+        ended = f"exited (sys.exit({e.code!r}))"
+    except Exception as e:  # noqa: BLE001 - any failure of user code is reported, not raised
+        raise CLIError(f"{path_str} raised {type(e).__name__} while running as __main__ to "
+                       f"find {func!r}{_where_in_script(e, path)}: {_one_line(e)}") from e
+    finally:
+        sys.argv = saved_argv
+    if not_compiled is not None and not watch.created:
+        raise CLIError(not_compiled)
+    if watch.created:
+        raise CLIError(f"{path_str}:{func} was compiled without example_args and never called: "
+                       f"not while importing the script, nor while running it as __main__ "
+                       f"(it {ended}); {HOW_TO_GIVE_EXAMPLE_ARGS}")
+    seen = ", ".join(watch.seen) or "none"
+    raise CLIError(f"{path_str} defines no compiled step {func!r}: not at its top level, and "
+                   f"running it as __main__ (it {ended}) traced none of that name (compiled "
+                   f"steps seen: {seen})")
 
 
 def _variant(fn: Any) -> Any:
@@ -248,6 +476,10 @@ def dump_dot(fn: Any, stages: list[str], func: str) -> str:
 
 
 def _fmt(d: Any) -> str:
+    import sympy
+
+    from . import shapes as sh
+
     return sh.fmt_dim(d) if isinstance(d, sympy.Basic) else str(d)
 
 
@@ -256,12 +488,17 @@ def _counts(d: dict[str, Any]) -> str:
 
 
 def _add(a: Any, b: Any) -> Any:
+    import sympy
+
+    from . import shapes as sh
+
     return sh.dim(sympy.sympify(a) + sympy.sympify(b))
 
 
 def graph_stats(graph: Any) -> dict[str, Any]:
     """Op counts, inputs and update slots by kind, and bytes per input kind (symbolic
     expressions such as ``8*B`` where a shape has a batch symbol)."""
+    from . import shapes as sh
     from .dot import slot_kind
 
     ops: dict[str, int] = {}
@@ -320,6 +557,9 @@ def write_output(text: str, out: str | None, is_dot: bool) -> None:
     if fmt is not None:
         if not is_dot:
             raise CLIError(f"{out}: an image needs --format dot", code=2)
+        import shutil
+        import subprocess
+
         exe = shutil.which("dot")
         if exe is None:
             raise CLIError(f"rendering {out} needs the Graphviz 'dot' program, which is not "
@@ -371,7 +611,7 @@ def _dump(fn: Any, func: str, args: argparse.Namespace) -> int:
 def _aot_module() -> Any:
     """``graphc.aot`` if this build has it (it is optional: it needs the native backend)."""
     try:
-        spec = importlib.util.find_spec("graphc.aot")
+        spec = importlib_util().find_spec("graphc.aot")
     except (ImportError, ValueError):
         spec = None
     if spec is None:
@@ -385,28 +625,69 @@ def cmd_aot(args: argparse.Namespace) -> int:
     aot = _aot_module()
     if aot is None:
         raise CLIError("ahead-of-time builds are not available in this build", code=2)
+    check_target_arg(aot, args.target_cpu)  # a usage error: before the script runs
     path, func = args.target
     with loaded_step(path, func) as fn:
         return _aot(fn, path, func, aot, args)
 
 
+def check_target_arg(aot: Any, target: str | None) -> None:
+    """``--target`` checked before LLVM sees it: LLVM warns about an unknown CPU once per
+    subtarget and then aborts the process, which no ``except`` can report."""
+    try:
+        aot.check_target(target)
+    except ValueError as e:
+        raise CLIError(f"--{e}", code=2) from e
+
+
+def _written(result: Any, out_dir: Path, name: str) -> list[Path]:
+    """Every file the build wrote: the paths ``build`` returned, else the ones it makes."""
+    if isinstance(result, dict):
+        paths = [Path(p) for p in result.values()]
+    else:
+        paths = [out_dir / f for f in (f"{name}.h", f"{name}.c", f"{name}.o", f"lib{name}.so")]
+    return [p for p in paths if p.exists()]
+
+
 def _aot(fn: Any, path: str, func: str, aot: Any, args: argparse.Namespace) -> int:
-    example_args = getattr(fn, "example_args", None)
+    example_args = example_args_of(fn)
     if example_args is None:
         raise CLIError(f"{path}:{func} has no recorded example_args; an ahead-of-time build "
-                       "needs @gc.compile(example_args=(...))")
+                       f"needs them: {HOW_TO_GIVE_EXAMPLE_ARGS}")
     name = args.name or fn.name
     out_dir = Path(args.output)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CLIError(f"cannot create {args.output}: {e.strerror or _one_line(e)}") from e
-    aot.build(fn, example_args, str(out_dir), name, target=args.target_cpu)
-    made = [p for p in (out_dir / f"{name}.h", out_dir / f"{name}.o", out_dir / f"lib{name}.so")
-            if p.exists()]
+    result = aot.build(fn, example_args, str(out_dir), name, target=args.target_cpu)
+    made = _written(result, out_dir, name)
     print(f"built {name} in {out_dir}" + (": " + ", ".join(p.name for p in made) if made
                                           else ""))
     return 0
+
+
+class _ListTargets(argparse.Action):
+    """``--target help``: print the CPUs LLVM knows here and exit, as ``llc -mcpu=help``."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if values != "help":
+            setattr(namespace, self.dest, values)
+            return
+        aot = _aot_module()
+        if aot is None:
+            parser.exit(2, f"{PROG}: error: ahead-of-time builds are not available in this "
+                           "build\n")
+        triple, cpus, _ = aot.llvm_catalog()
+        print(f"CPUs LLVM can target on {triple} (--target NAME; 'native', the default, is "
+              "this host with all its features; 32-bit CPUs such as i686 cannot build "
+              "64-bit code):")
+        width = max(map(len, cpus), default=8) + 2
+        per_line = max(1, 96 // width)
+        for i in range(0, len(cpus), per_line):
+            print("  " + "".join(c.ljust(width) for c in cpus[i:i + per_line]).rstrip())
+        parser.exit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -417,9 +698,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Inspect and build the compiled training steps a script defines. "
-                    "SCRIPT.py:FUNC names a step compiled at the script's top level with "
-                    "@gc.compile(example_args=...), so importing the script traces it "
-                    "without training.",
+                    "SCRIPT.py:FUNC names a gc.compile'd step: best at the script's top level "
+                    "with @gc.compile(example_args=...), so importing the script traces it "
+                    "without training; a step defined elsewhere (inside main(), a method) or "
+                    "without example_args is found by running the script until the step is "
+                    "traced, and stopped there. The script's output goes to stderr.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
@@ -428,11 +711,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the IR of a compiled step at a stage (default: optimized), "
                     "as text or as a Graphviz graph.")
     d.add_argument("target", type=parse_target, metavar="SCRIPT.py:FUNC",
-                   help="the script and the compiled step defined at its top level")
+                   help="the script and the compiled step's name (or dotted qualified name: "
+                        "main.train_step, Trainer.step)")
     d.add_argument("--stage", metavar="STAGE",
-                   help=f"one of the step's stages ({'|'.join(KNOWN_STAGES)}, as the backend "
-                        "provides them) or 'all' for every stage with headers "
-                        f"(default: {DEFAULT_STAGE}; with --stats: all)")
+                   help="one of the step's stages or 'all' for every stage it has, with "
+                        "headers (default: " + DEFAULT_STAGE + "; with --stats: all). Every "
+                        "backend has traced, grad and optimized; the cpu backend adds fused "
+                        "(the kernel plan), llvm_unoptimized, llvm and asm; the cuda backend "
+                        "adds llvm_unoptimized, llvm, ptx (asm is the same text) and kernels")
     d.add_argument("--format", choices=("text", "dot"), default=None,
                    help="text (default) or a Graphviz digraph of an IR graph stage "
                         "(default dot when -o ends in .dot, .gv, .svg, .png or .pdf)")
@@ -446,15 +732,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser(
         "aot", parents=[common], help="build a compiled step ahead of time (C header + library)",
-        description="Build the step into NAME.h, NAME.o and libNAME.so with a C ABI, using the "
-                    "step's example_args for the argument shapes.")
+        description="Build the step into NAME.h (the C ABI), NAME.c (the wrapper source, "
+                    "kept for reading), NAME.o and libNAME.so, using the step's example_args "
+                    "for the argument shapes.")
     a.add_argument("target", type=parse_target, metavar="SCRIPT.py:FUNC",
-                   help="the script and the compiled step defined at its top level")
+                   help="the script and the compiled step's name (or dotted qualified name: "
+                        "main.train_step, Trainer.step)")
     a.add_argument("-o", "--output", metavar="DIR", required=True,
                    help="directory to write the build into (created if missing)")
     a.add_argument("--name", help="base name of the outputs (default: the function's name)")
     a.add_argument("--target", dest="target_cpu", metavar="CPU", default=None,
-                   help="CPU to generate code for (default: the host)")
+                   action=_ListTargets,
+                   help="LLVM CPU to generate code for: native (the default: this host), "
+                        "x86-64-v2|v3|v4 (portable levels), znver4, ...; --target help "
+                        "lists them")
     a.set_defaults(handler=cmd_aot)
     return parser
 
@@ -473,6 +764,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except CLIError as e:
         if debug and e.__cause__ is not None:
+            import traceback
+
             traceback.print_exception(e.__cause__)
         print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
         return e.code
@@ -481,6 +774,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as e:  # noqa: BLE001 - one line unless --debug, as promised
         if debug:
+            import traceback
+
             traceback.print_exc()
         hint = "" if debug else " (run with --debug for the traceback)"
         print(f"{PROG}: error: {type(e).__name__}: {_one_line(e)}{hint}", file=sys.stderr)

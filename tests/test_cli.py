@@ -293,7 +293,7 @@ def test_one_image_holds_one_stage(capsys, script, tmp_path):
 
 def test_svg_without_graphviz_is_one_line_with_install_hint(capsys, script, tmp_path,
                                                            monkeypatch):
-    monkeypatch.setattr(cli.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     target = tmp_path / "step.png"
     rc, _, err = run(capsys, "dump", f"{script}:train_step", "--format", "dot", "-o",
                      str(target))
@@ -471,6 +471,14 @@ def test_aot_unavailable_is_one_line_exit_2(capsys, script, tmp_path, monkeypatc
     assert_one_line_error(err, "ahead-of-time builds are not available in this build")
 
 
+def fake_aot(build):
+    """A stand-in for ``graphc.aot``: the given ``build`` and the real target check."""
+    from graphc import aot
+
+    return SimpleNamespace(build=build, check_target=aot.check_target,
+                           llvm_catalog=aot.llvm_catalog)
+
+
 def test_aot_calls_build_with_the_recorded_example_args(capsys, script, tmp_path,
                                                          monkeypatch):
     calls = []
@@ -479,7 +487,7 @@ def test_aot_calls_build_with_the_recorded_example_args(capsys, script, tmp_path
         calls.append((fn, example_args, out_dir, name, target))
         Path(out_dir, f"{name}.h").write_text("/* header */\n")
 
-    monkeypatch.setattr(cli, "_aot_module", lambda: SimpleNamespace(build=build))
+    monkeypatch.setattr(cli, "_aot_module", lambda: fake_aot(build))
     out_dir = tmp_path / "build"
     rc, out, err = run(capsys, "aot", f"{script}:train_step", "-o", str(out_dir))
     assert rc == 0, err
@@ -496,13 +504,13 @@ def test_aot_calls_build_with_the_recorded_example_args(capsys, script, tmp_path
 
 def test_aot_build_error_is_one_line(capsys, script, tmp_path, monkeypatch):
     def build(fn, example_args, out_dir, name, target=None):
-        raise ValueError("target 'z80' is not supported")
+        raise ValueError("the linker said no to 'x86-64'")
 
-    monkeypatch.setattr(cli, "_aot_module", lambda: SimpleNamespace(build=build))
+    monkeypatch.setattr(cli, "_aot_module", lambda: fake_aot(build))
     rc, _, err = run(capsys, "aot", f"{script}:train_step", "-o", str(tmp_path / "b"),
-                     "--target", "z80")
+                     "--target", "x86-64")
     assert rc == 1
-    assert_one_line_error(err, "ValueError", "z80")
+    assert_one_line_error(err, "ValueError", "the linker said no")
 
 
 def test_aot_module_detection_matches_the_build():
@@ -512,3 +520,290 @@ def test_aot_module_detection_matches_the_build():
         has_aot = False
     if not has_aot:
         assert cli._aot_module() is None
+
+
+# -- finding steps wherever they are defined (issue 20, item 2) ------------------------------
+
+INSIDE_MAIN = """\
+import numpy as np
+import graphc as gc
+from graphc import nn, optim
+
+
+def main():
+    gc.manual_seed(0)
+    model = nn.Linear(1, 1)
+    opt = optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.L1Loss()
+    X = np.arange(0, 1, 0.02, dtype=np.float32)[:, None]
+    Y = 0.7 * X + 0.3
+    print("loading data")
+
+    @gc.compile(example_args=(X, Y), backend="interp")
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for epoch in range(3):
+        print(f"epoch {epoch} loss {float(train_step(X, Y)):.4f}")
+    print("training finished")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+TOP_LEVEL_LOOP = PRELUDE.format(momentum="") + """
+print("loading data")
+
+
+@gc.compile(backend="interp")
+def train_step(x, y):
+    opt.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+for epoch in range(3):
+    print(f"epoch {epoch} loss {float(train_step(X[:40], Y[:40])):.4f}")
+print("training finished")
+"""
+
+METHOD = PRELUDE.format(momentum="") + """
+
+class Trainer:
+    def __init__(self):
+        self.step = gc.compile(self._step, example_args=(X, Y), backend="interp")
+
+    def _step(self, x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+
+def main():
+    trainer = Trainer()
+    for _ in range(3):
+        trainer.step(X, Y)
+    print("training finished")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_dump_finds_a_step_defined_inside_main(capsys, tmp_path):
+    script = tmp_path / "inside_main.py"
+    script.write_text(INSIDE_MAIN)
+    for name in ("train_step", "main.train_step"):
+        rc, out, err = run(capsys, "dump", f"{script}:{name}")
+        assert rc == 0, err
+        assert out.startswith("graph train_step(x: f32[B,1], y: f32[B,1])"), out
+        assert "loading data" not in out and "loading data" in err  # the user's output
+        assert "epoch" not in err and "training finished" not in err  # stopped before training
+
+
+def test_dump_of_a_step_without_example_args_stops_at_its_first_call(capsys, tmp_path):
+    script = tmp_path / "top_level_loop.py"
+    script.write_text(TOP_LEVEL_LOOP)
+    rc, out, err = run(capsys, "dump", f"{script}:train_step")
+    assert rc == 0, err
+    assert out.startswith("graph train_step(x: f32[B,1], y: f32[B,1])"), out
+    assert "loading data" not in out and "epoch" not in out
+    assert "epoch" not in err  # the first call was traced, not run, and the loop stopped
+    note = [ln for ln in err.splitlines() if ln.startswith("graphc: note: ")]
+    assert len(note) == 1 and "no example_args" in note[0], err
+    assert "@gc.compile(example_args=(" in note[0]
+
+
+def test_dump_finds_a_method_compiled_in_init(capsys, tmp_path):
+    script = tmp_path / "method_step.py"
+    script.write_text(METHOD)
+    for name in ("_step", "Trainer._step"):
+        rc, out, err = run(capsys, "dump", f"{script}:{name}")
+        assert rc == 0, (name, err)
+        assert out.startswith("graph _step(x: f32[B,1], y: f32[B,1])"), out
+        assert "training finished" not in err
+
+
+def test_aot_of_a_step_traced_at_its_first_call_uses_that_calls_arguments(capsys, tmp_path,
+                                                                           monkeypatch):
+    script = tmp_path / "top_level_aot.py"
+    script.write_text(TOP_LEVEL_LOOP)
+    shapes = []
+
+    def build(fn, example_args, out_dir, name, target=None):
+        shapes.append([a.shape for a in example_args])
+
+    monkeypatch.setattr(cli, "_aot_module", lambda: fake_aot(build))
+    rc, _, err = run(capsys, "aot", f"{script}:train_step", "-o", str(tmp_path / "b"))
+    assert rc == 0, err
+    assert shapes == [[(40, 1), (40, 1)]]
+
+
+def test_step_never_traced_says_how_to_give_example_args(capsys, tmp_path):
+    script = tmp_path / "never_called.py"
+    script.write_text(PRELUDE.format(momentum="") + """
+def main():
+    @gc.compile(backend="interp")
+    def train_step(x, y):
+        return loss_fn(model(x), y)
+    print("nothing calls it")
+
+
+if __name__ == "__main__":
+    main()
+""")
+    rc, out, err = run(capsys, "dump", f"{script}:train_step")
+    assert rc == 1 and out == ""
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("graphc: error: ") and "without example_args" in last, err
+    assert "@gc.compile(example_args=(" in last
+
+
+def test_missing_step_names_the_steps_it_saw(capsys, tmp_path):
+    script = tmp_path / "inside_main_missing.py"
+    script.write_text(INSIDE_MAIN)
+    rc, out, err = run(capsys, "dump", f"{script}:eval_step")
+    assert rc == 1 and out == ""
+    last = err.strip().splitlines()[-1]
+    assert "no compiled step 'eval_step'" in last and "main.train_step" in last, err
+
+
+FD_OUTPUT = """\
+import os
+print("python-level chatter")
+os.write(1, b"fd-level chatter\\n")
+""" + PRELUDE.format(momentum="") + """
+@gc.compile(backend="interp")
+def train_step(x, y):
+    opt.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+train_step(X, Y)
+"""
+
+
+def test_user_output_never_reaches_stdout(tmp_path):
+    """Both Python prints and writes to file descriptor 1 go to stderr (a subprocess, as a
+    user runs it, since capsys does not see file descriptors)."""
+    script = tmp_path / "chatty.py"
+    script.write_text(FD_OUTPUT)
+    proc = subprocess.run([sys.executable, "-m", "graphc", "dump", f"{script}:train_step"],
+                          capture_output=True, text=True, env=_env(), timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("graph train_step("), proc.stdout
+    assert "chatter" not in proc.stdout
+    assert "python-level chatter" in proc.stderr and "fd-level chatter" in proc.stderr
+
+
+def _env() -> dict[str, str]:
+    root = str(Path(graphc.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+# -- aot: targets, files written, stages (issue 20, item 3) ----------------------------------
+
+def _graphc(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "graphc", *argv], capture_output=True,
+                          text=True, env=_env(), timeout=300, check=False)
+
+
+@pytest.mark.parametrize("target, needles", [
+    ("pentium9", ["'pentium9'", "did you mean", "x86-64-v3", "--target help"]),
+    ("pentium4", ["'pentium4'", "64-bit"]),  # known to LLVM, but a 32-bit CPU
+])
+def test_aot_bad_target_is_a_usage_error_before_llvm(tmp_path, script, target, needles):
+    if not cli._aot_module():
+        pytest.skip("ahead-of-time builds are not available in this build")
+    from graphc.aot import llvm_catalog
+
+    if "x86-64-v3" not in llvm_catalog()[1]:
+        pytest.skip("the host target is not x86-64")
+    proc = _graphc("aot", f"{script}:train_step", "-o", str(tmp_path / "b"), "--target",
+                   target)
+    assert proc.returncode == 2, proc.stderr
+    assert_one_line_error(proc.stderr, "--target", *needles)
+    assert "LLVM ERROR" not in proc.stderr and "not a recognized" not in proc.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_aot_target_help_lists_the_cpus():
+    if not cli._aot_module():
+        pytest.skip("ahead-of-time builds are not available in this build")
+    proc = _graphc("aot", "--target", "help")
+    assert proc.returncode == 0, proc.stderr
+    from graphc.aot import llvm_catalog
+
+    triple, cpus, _ = llvm_catalog()
+    assert triple in proc.stdout
+    assert set(proc.stdout.split()) >= set(cpus)
+
+
+def test_target_and_feature_checks_name_the_argument_and_the_value():
+    if not cli._aot_module():
+        pytest.skip("ahead-of-time builds are not available in this build")
+    from graphc.aot import TargetError, check_target, llvm_catalog
+
+    triple, cpus, feats = llvm_catalog()
+    assert cpus and feats, "LLVM's CPU and feature tables could not be read"
+    check_target(None)
+    check_target("native")
+    with pytest.raises(TargetError, match=r"target: .*got 'no-such-cpu'"):
+        check_target("no-such-cpu")
+    with pytest.raises(TargetError, match=r"features: expected '\+name' or '-name'.*got 'x'"):
+        check_target(None, "x")
+    name = feats[0]
+    check_target(None, f"+{name},-{name}")
+    with pytest.raises(TargetError, match=rf"features: .*got '{name}zz'"):
+        check_target(None, f"+{name}zz")
+
+
+def test_aot_mentions_every_file_it_writes(capsys, script, tmp_path, monkeypatch):
+    def build(fn, example_args, out_dir, name, target=None):
+        paths = {"header": f"{name}.h", "object": f"{name}.o", "shared": f"lib{name}.so",
+                 "source": f"{name}.c"}
+        for k, f in paths.items():
+            paths[k] = str(Path(out_dir, f))
+            Path(paths[k]).write_text("")
+        return paths
+
+    monkeypatch.setattr(cli, "_aot_module", lambda: fake_aot(build))
+    rc, out, err = run(capsys, "aot", f"{script}:train_step", "-o", str(tmp_path / "b"))
+    assert rc == 0, err
+    written = sorted(p.name for p in (tmp_path / "b").iterdir())
+    assert written == ["libtrain_step.so", "train_step.c", "train_step.h", "train_step.o"]
+    for name in written:
+        assert name in out, (name, out)
+
+
+def test_dump_help_lists_every_stage_a_native_step_has(capsys, tmp_path):
+    try:
+        importlib.import_module("graphc.codegen.cpu")
+    except ImportError:
+        pytest.skip("the native CPU backend is not available in this build")
+    script = write_script(tmp_path, "native_stages.py", backend=None)
+    rc, out, err = run(capsys, "dump", f"{script}:train_step", "--stage", "all")
+    assert rc == 0, err
+    stages = re.findall(r"^==== (\w+) ====$", out, re.M)
+    assert "llvm_unoptimized" in stages
+    with pytest.raises(SystemExit):
+        cli.main(["dump", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for stage in stages:
+        assert stage in cli.KNOWN_STAGES, stage
+        assert re.search(rf"\b{stage}\b", help_text), stage
