@@ -1,5 +1,8 @@
 """``python -m benchmarks [workload ...] [--threads N] [--blocks K]``
 
+Workloads (``WORKLOADS`` below; all of them when none is named): seed, mlp_small, mlp_large,
+infer, cnn, adam.
+
 Runs each workload in graphc and PyTorch eager side by side in one process: timed blocks
 alternate between the systems, and the table reports medians of per-step times and the ratio
 ``torch / graphc`` (above 1: graphc is faster), with GFLOP/s for GEMM-bound steps as a
@@ -15,8 +18,64 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import time
 from typing import Any
+
+# Every workload ``workloads.all_workloads`` builds, with what it measures: listed by
+# ``--help`` and checked before anything is built (building compiles every step, which takes
+# seconds, and a misspelt name used to end in "built and compiled 0 workloads"). A test keeps
+# this table and ``all_workloads`` in step.
+WORKLOADS = {
+    "seed": "Linear(1, 1), L1 loss, SGD: the README's example; per-call overhead",
+    "mlp_small": "MLP 784-256-10, cross-entropy, SGD with momentum, batch 64",
+    "mlp_large": "MLP 784-1024-1024-10, batch 256: GEMM-bound",
+    "infer": "mlp_small's forward pass only, under inference_mode",
+    "cnn": "two conv (8, 16 channels) + max-pool layers and a Linear, 28x28 images, batch 64",
+    "adam": "mlp_small with Adam",
+}
+
+
+def _epilog() -> str:
+    width = max(map(len, WORKLOADS))
+    return "workloads (default: all):\n" + "\n".join(
+        f"  {name:<{width}}  {what}" for name, what in WORKLOADS.items())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``--help`` lists the workloads with what each measures."""
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Time graphc against PyTorch eager (and torch.compile, JAX when present) "
+                    "on the same workloads, side by side in one process.",
+        epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("workloads", nargs="*", metavar="WORKLOAD",
+                    help="workloads to run (default: all): " + ", ".join(WORKLOADS))
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for every system (default 1: the process is pinned to one "
+                         "CPU)")
+    ap.add_argument("--blocks", type=int, default=7,
+                    help="timed blocks per system and workload (default 7; medians reported)")
+    ap.add_argument("--torch-compile", action="store_true",
+                    help="also time torch.compile (default mode) on each PyTorch step")
+    ap.add_argument("--write", metavar="FILE", help="append the table to FILE (markdown)")
+    ap.add_argument("--no-jax", action="store_true", help="skip JAX even when installed")
+    return ap
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and check the arguments; unknown workloads are a usage error (exit status 2)."""
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    unknown = [w for w in a.workloads if w not in WORKLOADS]
+    if unknown:
+        ap.error(f"workload: expected one or more of {', '.join(WORKLOADS)}, got "
+                 f"{', '.join(map(repr, unknown))}")
+    if a.threads < 1:
+        ap.error(f"--threads: expected a positive number of threads, got {a.threads}")
+    if a.blocks < 1:
+        ap.error(f"--blocks: expected a positive number of timed blocks, got {a.blocks}")
+    return a
 
 
 def _sgemm_rate() -> float:
@@ -49,15 +108,7 @@ def _calibrate(fn: Any, target: float = 0.05) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks")
-    ap.add_argument("workloads", nargs="*")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--blocks", type=int, default=7)
-    ap.add_argument("--torch-compile", action="store_true",
-                    help="also time torch.compile (default mode) on each PyTorch step")
-    ap.add_argument("--write", metavar="FILE", help="append the table to FILE (markdown)")
-    ap.add_argument("--no-jax", action="store_true", help="skip JAX even when installed")
-    a = ap.parse_args(argv)
+    a = parse_args(argv)
     # the same thread count for every system (set before numpy/torch/jax are imported)
     os.environ["GRAPHC_NUM_THREADS"] = str(a.threads)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -81,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
           f"thread(s)")
     t0 = time.perf_counter()
     wls = [w for w in all_workloads(torch) if not a.workloads or w.name in a.workloads]
+    missing = sorted(set(a.workloads) - {w.name for w in wls})
+    if missing or not wls:  # WORKLOADS lists one that this build cannot make (no Adam?)
+        print(f"python -m benchmarks: error: workload: {', '.join(missing) or 'all'} could "
+              f"not be built here; built: {', '.join(w.name for w in wls) or 'none'}",
+              file=sys.stderr)
+        return 1
     print(f"built and compiled {len(wls)} workloads in {time.perf_counter() - t0:.2f} s")
     from . import jax_workloads
 
