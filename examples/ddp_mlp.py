@@ -10,11 +10,36 @@ step(), so the parameters stay identical everywhere.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 
 import graphc as gc
 import graphc.distributed as dist
 from graphc import nn, optim
+
+
+def say(line: str) -> None:
+    """Write one whole line to stdout with a single ``write``, at once.
+
+    Under ``mpirun`` every process's stdout ends up on one terminal. ``print`` hands the text
+    and its newline over as two writes when Python's output is unbuffered (``python -u``,
+    ``PYTHONUNBUFFERED``, common in MPI setups), and holds it in a buffer until exit
+    otherwise, so two processes' lines run together (``checksum 453.51rank 0: ...``). One
+    ``os.write`` of the line with its newline (shorter than ``PIPE_BUF``, so atomic on a pipe)
+    is never split or interleaved.
+    """
+    data = (line.rstrip("\n") + "\n").encode()
+    sys.stdout.flush()  # whatever print() left in the buffer goes first, in order
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # stdout replaced by a non-file object
+        sys.stdout.write(data.decode())
+        sys.stdout.flush()
+        return
+    while data:
+        data = data[os.write(fd, data):]
 
 
 def make_data(n: int = 4096, classes: int = 4, dim: int = 32) -> tuple[np.ndarray, np.ndarray]:
@@ -50,12 +75,12 @@ def main(epochs: int = 5, batch_size: int = 64) -> None:
         losses = [float(train_step(xb, yb)) for xb, yb in dist.shard((X, y), sampler,
                                                                     batch_size)]
         if rank == 0:
-            print(f"epoch {epoch}: rank 0 mean loss {np.mean(losses):.4f} "
-                  f"({len(losses)} steps on each of {world} processes)")
+            say(f"epoch {epoch}: rank 0 mean loss {np.mean(losses):.4f} "
+                f"({len(losses)} steps on each of {world} processes)")
     with gc.no_grad():
         acc = float((net(X).numpy().argmax(1) == y).mean())
     checksum = float(sum(np.abs(p.numpy()).sum() for p in net.parameters()))
-    print(f"rank {rank}: accuracy {acc:.3f}, parameter checksum {checksum:.6f}")
+    say(f"rank {rank}: accuracy {acc:.3f}, parameter checksum {checksum:.6f}")
     dist.finalize()
 
 
