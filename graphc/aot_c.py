@@ -510,7 +510,7 @@ def generate_source(m: AotModel, offsets: list[int]) -> str:  # noqa: C901
     w("#define _POSIX_C_SOURCE 200809L")
     w(f'#include "{n}.h"')
     w("#include <errno.h>\n#include <fcntl.h>\n#include <stdio.h>\n#include <stdlib.h>")
-    w("#include <string.h>\n#include <unistd.h>\n")
+    w("#include <string.h>\n#include <sys/stat.h>\n#include <unistd.h>\n")
     w(f"extern int32_t {n}_kernel(void** table);")
     w(f"extern const unsigned char {n}_init_blob[];\n")
     w(f"#define NT {max(nt, 1)}\n#define NH {max(nh, 1)}\n#define NTABLE {table}")
@@ -1019,98 +1019,266 @@ static int zw_finish(zwriter* z) {
     return z->err ? -1 : 0;
 }
 
-/* A stored zip entry found by the reader (data points into the file image). */
-typedef struct { const unsigned char* data; uint64_t size; uint32_t crc; } zfound;
+/* ---- the checkpoint reader ----
+ * It applies the container rules listed in graphc/serialization.py's docstring, in the same
+ * order as gc.load, so both readers accept and reject the same files (tests/
+ * test_loader_fuzz.py runs one corpus through both). Every bound is written so that it
+ * cannot wrap around: `x > size || n > size - x`, never `x + n > size`. */
 
-/* Finds entry `name` in a zip image (stored entries only, zip64 sizes understood).
- * Returns 1 found, 0 absent, -1 malformed. */
-static int zip_find(const unsigned char* img, size_t len, const char* name, zfound* out) {
-    size_t i, eocd = (size_t)-1, nlen = strlen(name);
-    uint64_t count, cd, cd_size, pos;
+/* A checked entry: its name (with ".npy") and its .npy image inside the file image. */
+typedef struct { const unsigned char* name; size_t nlen; const unsigned char* npy; uint64_t size; }
+    zent;
+
+/* A parsed .npy header (the rules: serialization.py's docstring). */
+typedef struct {
+    char descr[16];
+    uint64_t itemsize;
+    int fortran, ndim;
+    uint64_t shape[32];
+    const unsigned char* data;
+    uint64_t nbytes;
+} npyinfo;
+
+static int lit(const unsigned char** p, const unsigned char* e, const char* s) {
+    size_t n = strlen(s);
+    if ((size_t)(e - *p) < n || memcmp(*p, s, n) != 0) return 0;
+    *p += n;
+    return 1;
+}
+
+/* A size: decimal, no leading zero, at most 18 digits. */
+static int npy_dim(const unsigned char** p, const unsigned char* e, uint64_t* v) {
+    const unsigned char* q = *p;
+    uint64_t x = 0;
+    int k = 0;
+    while (q < e && *q >= '0' && *q <= '9') {
+        if (k == 18) return 0;
+        x = x * 10u + (uint64_t)(*q - '0');
+        q++;
+        k++;
+    }
+    if (k == 0 || (k > 1 && **p == '0')) return 0;
+    *v = x;
+    *p = q;
+    return 1;
+}
+
+/* The item size of a dtype the format allows (0: not allowed). */
+static uint64_t descr_itemsize(const char* d) {
+    static const char* const fixed[] = {"|b1", "|i1", "|u1", "<i2", "<i4", "<i8", "<u2",
+                                        "<u4", "<u8", "<f2", "<f4", "<f8", "<c8", "<c16"};
+    static const uint64_t size[] = {1, 1, 1, 2, 4, 8, 2, 4, 8, 2, 4, 8, 8, 16};
+    size_t i, n = strlen(d);
+    uint64_t v = 0;
+    for (i = 0; i < sizeof size / sizeof size[0]; i++)
+        if (strcmp(d, fixed[i]) == 0) return size[i];
+    if (n < 3 || n > 10 || !((d[0] == '<' && d[1] == 'U') || (d[0] == '|' && d[1] == 'S')) ||
+        d[2] < '1' || d[2] > '9')
+        return 0;
+    for (i = 2; i < n; i++) {
+        if (d[i] < '0' || d[i] > '9') return 0;
+        v = v * 10u + (uint64_t)(d[i] - '0');
+    }
+    return d[1] == 'U' ? 4u * v : v;
+}
+
+/* Parses and checks a .npy image of `size` bytes. Returns 0, or -1 if malformed. */
+static int npy_parse(const unsigned char* p, uint64_t size, npyinfo* o) {
+    uint64_t hlen, hoff, payload, numel = 1;
+    const unsigned char *h, *e;
+    size_t dl;
+    int i, zero = 0;
+    if (size < 10 || memcmp(p, "\223NUMPY", 6) != 0) return -1;
+    if (p[6] == 1 && p[7] == 0) { hlen = rd16(p + 8); hoff = 10; }
+    else if ((p[6] == 2 || p[6] == 3) && p[7] == 0 && size >= 12) { hlen = rd32(p + 8); hoff = 12; }
+    else return -1;
+    if (hlen > 4096 || hlen > size - hoff) return -1;
+    h = p + hoff;
+    e = h + hlen;
+    if (!lit(&h, e, "{'descr': '")) return -1;
+    for (dl = 0; dl < (size_t)(e - h) && h[dl] != '\''; dl++) {}
+    if (dl == (size_t)(e - h) || dl >= sizeof o->descr) return -1;
+    memcpy(o->descr, h, dl);
+    o->descr[dl] = 0;
+    h += dl + 1;
+    o->itemsize = descr_itemsize(o->descr);
+    if (!o->itemsize || !lit(&h, e, ", 'fortran_order': ")) return -1;
+    if (lit(&h, e, "True")) o->fortran = 1;
+    else if (lit(&h, e, "False")) o->fortran = 0;
+    else return -1;
+    if (!lit(&h, e, ", 'shape': (")) return -1;
+    o->ndim = 0;
+    if (!lit(&h, e, ")")) {
+        if (!npy_dim(&h, e, &o->shape[0])) return -1;
+        o->ndim = 1;
+        if (!lit(&h, e, ",)")) {
+            do {
+                if (o->ndim == 32 || !lit(&h, e, ", ") || !npy_dim(&h, e, &o->shape[o->ndim]))
+                    return -1;
+                o->ndim++;
+            } while (!lit(&h, e, ")"));
+        }
+    }
+    if (!lit(&h, e, ", }")) return -1;
+    while (h < e && *h == ' ') h++;
+    if (e - h != 1 || *h != '\n') return -1;
+    payload = size - hoff - hlen;
+    for (i = 0; i < o->ndim; i++) if (o->shape[i] == 0) zero = 1;
+    if (zero) numel = 0;
+    else
+        for (i = 0; i < o->ndim; i++) {
+            if (numel > payload / o->shape[i]) return -1;
+            numel *= o->shape[i];
+        }
+    if (numel > payload / o->itemsize || numel * o->itemsize != payload) return -1;
+    o->data = p + hoff + hlen;
+    o->nbytes = payload;
+    return 0;
+}
+
+static int zent_cmp(const void* a, const void* b) {
+    const zent* x = (const zent*)a;
+    const zent* y = (const zent*)b;
+    if (x->nlen != y->nlen) return x->nlen < y->nlen ? -1 : 1;
+    return memcmp(x->name, y->name, x->nlen);
+}
+
+/* Checks the whole zip image and lists its entries, sorted by name (*out: malloc'ed).
+ * Returns 0, -1 malformed, -2 out of memory. */
+static int zip_index(const unsigned char* img, size_t len, zent** out, size_t* nout) {
+    size_t i, lo, eocd = (size_t)-1;
+    uint64_t count, cd, cd_size, pos, end, k;
+    zent* ents;
+    npyinfo info;
+    *out = NULL;
+    *nout = 0;
     if (len < 22) return -1;
+    lo = len > 65557u ? len - 65557u : 0;
     for (i = len - 22;; i--) {
         if (rd32(img + i) == 0x06054b50u) { eocd = i; break; }
-        if (i == 0 || len - i > 65557u) break;
+        if (i == lo) break;
     }
     if (eocd == (size_t)-1) return -1;
     count = rd16(img + eocd + 10);
     cd_size = rd32(img + eocd + 12);
     cd = rd32(img + eocd + 16);
-    if ((count == 0xFFFFu || cd == 0xFFFFFFFFu) && eocd >= 20 &&
-        rd32(img + eocd - 20) == 0x07064b50u) {
-        uint64_t z64 = rd64(img + eocd - 20 + 8);
-        if (z64 + 56 > len || rd32(img + z64) != 0x06064b50u) return -1;
+    if (eocd + 22 + rd16(img + eocd + 20) != len) return -1;
+    if (rd16(img + eocd + 4) || rd16(img + eocd + 6) || rd16(img + eocd + 8) != count) return -1;
+    end = eocd;
+    if (count == 0xFFFFu || cd_size == 0xFFFFFFFFu || cd == 0xFFFFFFFFu) {
+        uint64_t z64;
+        if (eocd < 20 || rd32(img + eocd - 20) != 0x07064b50u) return -1;
+        z64 = rd64(img + eocd - 12);
+        if (eocd - 20 < 56 || z64 > eocd - 20 - 56 || rd32(img + z64) != 0x06064b50u) return -1;
         count = rd64(img + z64 + 32);
         cd_size = rd64(img + z64 + 40);
         cd = rd64(img + z64 + 48);
+        end = z64;
     }
-    if (cd > len || cd_size > len - cd) return -1;
+    if (cd > end || cd_size != end - cd) return -1;
+    if (count > cd_size / 46) return -1;
+    ents = (zent*)malloc((size_t)(count ? count : 1) * sizeof *ents);
+    if (!ents) return -2;
     pos = cd;
-    for (i = 0; i < count; i++) {
-        unsigned method, fl, el, cl;
-        uint64_t csize, usize, off;
-        if (pos + 46 > cd + cd_size || rd32(img + pos) != 0x02014b50u) return -1;
+    for (k = 0; k < count; k++) {
+        unsigned flags, method, fl, el, cl;
+        uint64_t v[3], crc, off, lpos;
+        int big[3], j;
+        const unsigned char *x, *xe, *name;
+        if (46 > end - pos || rd32(img + pos) != 0x02014b50u) goto bad;
+        flags = rd16(img + pos + 8);
         method = rd16(img + pos + 10);
-        csize = rd32(img + pos + 20);
-        usize = rd32(img + pos + 24);
+        crc = rd32(img + pos + 16);
+        v[1] = rd32(img + pos + 20);  /* compressed size */
+        v[0] = rd32(img + pos + 24);  /* uncompressed size */
         fl = rd16(img + pos + 28);
         el = rd16(img + pos + 30);
         cl = rd16(img + pos + 32);
-        off = rd32(img + pos + 42);
-        if (pos + 46 + fl + el + cl > cd + cd_size) return -1;
-        if (fl == nlen && memcmp(img + pos + 46, name, nlen) == 0) {
-            const unsigned char* x = img + pos + 46 + fl;
-            const unsigned char* xe = x + el;
-            uint64_t lpos;
-            while (x + 4 <= xe) {  /* zip64 extra: the 0xFFFFFFFF fields, in order */
-                unsigned id = rd16(x), sz = rd16(x + 2);
-                const unsigned char* f = x + 4;
-                if (x + 4 + sz > xe) return -1;
-                if (id == 1) {
-                    if (usize == 0xFFFFFFFFu && f + 8 <= x + 4 + sz) { usize = rd64(f); f += 8; }
-                    if (csize == 0xFFFFFFFFu && f + 8 <= x + 4 + sz) { csize = rd64(f); f += 8; }
-                    if (off == 0xFFFFFFFFu && f + 8 <= x + 4 + sz) { off = rd64(f); f += 8; }
-                }
-                x += 4 + sz;
+        v[2] = rd32(img + pos + 42);  /* local header offset */
+        if ((uint64_t)fl + el + cl > end - pos - 46) goto bad;
+        name = img + pos + 46;
+        for (j = 0; j < 3; j++) big[j] = v[j] == 0xFFFFFFFFu;
+        x = name + fl;
+        xe = x + el;
+        while (x < xe) {
+            const unsigned char *f, *fe;
+            if (xe - x < 4 || rd16(x + 2) > (size_t)(xe - x) - 4) goto bad;
+            if (rd16(x) == 1) {  /* zip64: the 0xFFFFFFFF fields, in order */
+                f = x + 4;
+                fe = f + rd16(x + 2);
+                for (j = 0; j < 3; j++)
+                    if (v[j] == 0xFFFFFFFFu && fe - f >= 8) { v[j] = rd64(f); big[j] = 0; f += 8; }
             }
-            if (method != 0 || csize != usize) return -1;
-            if (off + 30 > len || rd32(img + off) != 0x04034b50u) return -1;
-            lpos = off + 30 + rd16(img + off + 26) + rd16(img + off + 28);
-            if (lpos > len || csize > len - lpos) return -1;
-            out->data = img + lpos;
-            out->size = csize;
-            out->crc = rd32(img + pos + 16);
-            return 1;
+            x += 4 + rd16(x + 2);
         }
-        pos += 46 + fl + el + cl;
+        if (big[0] || big[1] || big[2]) goto bad;
+        if ((flags & 1u) || method != 0 || v[0] != v[1]) goto bad;
+        if (fl < 5 || memcmp(name + fl - 4, ".npy", 4) != 0) goto bad;
+        off = v[2];
+        if (len < 30 || off > len - 30 || rd32(img + off) != 0x04034b50u ||
+            rd16(img + off + 8) != 0)
+            goto bad;
+        if (rd16(img + off + 26) != fl || fl > len - off - 30 ||
+            memcmp(img + off + 30, name, fl) != 0)
+            goto bad;
+        lpos = off + 30 + fl + rd16(img + off + 28);
+        if (lpos > cd || v[1] > cd - lpos) goto bad;
+        if (crc32_update(0, img + lpos, (size_t)v[1]) != crc) goto bad;
+        if (npy_parse(img + lpos, v[1], &info) != 0) goto bad;
+        ents[k].name = name;
+        ents[k].nlen = fl;
+        ents[k].npy = img + lpos;
+        ents[k].size = v[1];
+        pos += 46u + fl + el + cl;
     }
+    if (pos != end) goto bad;
+    qsort(ents, (size_t)count, sizeof *ents, zent_cmp);
+    for (k = 1; k < count; k++)
+        if (zent_cmp(&ents[k - 1], &ents[k]) == 0) goto bad;  /* duplicate names */
+    *out = ents;
+    *nout = (size_t)count;
     return 0;
+bad:
+    free(ents);
+    return -1;
 }
 
-/* Checks a .npy image against the expected header fields; sets *data to the payload. */
-static int npy_check(const zfound* e, const char* descr, const int64_t* shape, int ndim,
-                     size_t nbytes, const unsigned char** data) {
-    const unsigned char* p = e->data;
-    char want[256], dict[4096];
-    size_t hlen, off, k;
+/* The entry named `name` in a sorted index, or NULL. */
+static const zent* zip_lookup(const zent* ents, size_t n, const char* name) {
+    zent key;
+    key.name = (const unsigned char*)name;
+    key.nlen = strlen(name);
+    key.npy = NULL;
+    key.size = 0;
+    return (const zent*)bsearch(&key, ents, n, sizeof *ents, zent_cmp);
+}
+
+/* Whether entry `e` (already checked by zip_index) holds `descr` with this shape. */
+static int npy_matches(const zent* e, const char* descr, const int64_t* shape, int ndim,
+                       npyinfo* info) {
     int i;
-    if (e->size < 10 || memcmp(p, "\223NUMPY", 6) != 0) return -1;
-    if (p[6] == 1) { hlen = rd16(p + 8); off = 10; }
-    else { if (e->size < 12) return -1; hlen = rd32(p + 8); off = 12; }
-    if (hlen >= sizeof dict || off + hlen > e->size) return -1;
-    memcpy(dict, p + off, hlen);
-    dict[hlen] = 0;
-    snprintf(want, sizeof want, "'descr': '%s'", descr);
-    if (!strstr(dict, want) || !strstr(dict, "'fortran_order': False")) return -1;
-    k = (size_t)snprintf(want, sizeof want, "'shape': (");
-    for (i = 0; i < ndim && k < sizeof want - 32; i++)
-        k += (size_t)snprintf(want + k, sizeof want - k, i ? ", %lld" : "%lld",
-                              (long long)shape[i]);
-    snprintf(want + k, sizeof want - k, ndim == 1 ? ",)" : ")");
-    if (!strstr(dict, want)) return -1;
-    if (e->size - off - hlen != nbytes) return -1;
-    *data = p + off + hlen;
-    return 0;
+    if (npy_parse(e->npy, e->size, info) != 0 || strcmp(info->descr, descr) != 0 ||
+        info->ndim != ndim)
+        return 0;
+    for (i = 0; i < ndim; i++)
+        if ((int64_t)info->shape[i] != shape[i]) return 0;
+    return 1;
+}
+
+/* Copies a Fortran-order array into C order. */
+static void copy_fortran(unsigned char* dst, const npyinfo* a) {
+    uint64_t n = 1, i, fs[32], idx[32];
+    int k;
+    for (k = 0; k < a->ndim; k++) { fs[k] = n; n *= a->shape[k]; idx[k] = 0; }
+    for (i = 0; i < n; i++) {
+        uint64_t o = 0;
+        for (k = 0; k < a->ndim; k++) o += idx[k] * fs[k];
+        memcpy(dst + i * a->itemsize, a->data + o * a->itemsize, (size_t)a->itemsize);
+        for (k = a->ndim - 1; k >= 0; k--) {
+            if (++idx[k] < a->shape[k]) break;
+            idx[k] = 0;
+        }
+    }
 }
 """
 
@@ -1216,18 +1384,24 @@ static const char* descr_of(int dtype) {
 
 int NAME_load(NAME_state* s, const char* path) {
     FILE* f;
+    struct stat st;
     long len;
     unsigned char* img;
-    const unsigned char* src[NT];
-    const unsigned char* steps = NULL;
-    const unsigned char* hyp = NULL;
+    npyinfo *src, meta, steps, hyp;  /* src: one per tensor, on the heap (~300 bytes each) */
+    int have[NT], have_steps = 0, have_hyp = 0;
     char name[600];
-    size_t i;
+    size_t i, n = 0;
     int r, rc = GRAPHC_OK;
-    zfound e;
+    zent* ents = NULL;
+    const zent* e;
     if (!s || !path) return GRAPHC_EINVAL;
     f = fopen(path, "rb");
     if (!f) return GRAPHC_EIO;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {  /* a directory, a FIFO */
+        fclose(f);
+        errno = EINVAL;
+        return GRAPHC_EIO;
+    }
     if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f); return GRAPHC_EIO;
     }
@@ -1235,39 +1409,53 @@ int NAME_load(NAME_state* s, const char* path) {
     if (!img) { fclose(f); return GRAPHC_ENOMEM; }
     if (fread(img, 1, (size_t)len, f) != (size_t)len) { fclose(f); free(img); return GRAPHC_EIO; }
     fclose(f);
+    src = (npyinfo*)malloc(NT * sizeof *src);
+    r = src ? zip_index(img, (size_t)len, &ents, &n) : -2;
+    if (r == -2) rc = GRAPHC_ENOMEM;
+    else if (r != 0) rc = GRAPHC_EFORMAT;
+    if (!rc) {  /* the JSON document: present and a 0-d unicode array (not parsed here) */
+        e = zip_lookup(ents, n, "__graphc__.npy");
+        if (!e || npy_parse(e->npy, e->size, &meta) != 0 || meta.descr[0] != '<' ||
+            meta.descr[1] != 'U' || meta.ndim != 0)
+            rc = GRAPHC_EFORMAT;
+    }
     for (i = 0; i < NT && i < NAME_num_tensors() && !rc; i++) {
-        src[i] = NULL;
+        have[i] = 0;
         snprintf(name, sizeof name, "%s.npy", TENSORS[i].name);
-        r = zip_find(img, (size_t)len, name, &e);
-        if (r < 0) rc = GRAPHC_EFORMAT;
-        else if (r == 0) {
+        e = zip_lookup(ents, n, name);
+        if (!e) {
             if (TENSORS[i].kind == GRAPHC_PARAM || TENSORS[i].kind == GRAPHC_BUFFER)
                 rc = GRAPHC_EFORMAT;
-        } else if (crc32_update(0, e.data, (size_t)e.size) != e.crc ||
-                   npy_check(&e, descr_of(TENSORS[i].dtype), TENSORS[i].shape, TENSORS[i].ndim,
-                             TENSORS[i].nbytes, &src[i]) != 0) rc = GRAPHC_EFORMAT;
+        } else if (!npy_matches(e, descr_of(TENSORS[i].dtype), TENSORS[i].shape,
+                                TENSORS[i].ndim, &src[i]) ||
+                   src[i].nbytes != TENSORS[i].nbytes) {
+            rc = GRAPHC_EFORMAT;
+        } else {
+            have[i] = 1;
+        }
     }
     if (!rc) {
         int64_t one = 1, nh = @NH@;
-        r = zip_find(img, (size_t)len, "__aot_steps__.npy", &e);
-        if (r < 0 || (r == 1 && npy_check(&e, "<i8", &one, 0, 8, &steps) != 0))
-            rc = GRAPHC_EFORMAT;
-        r = zip_find(img, (size_t)len, "__aot_hyper__.npy", &e);
-        if (r < 0 || (r == 1 && npy_check(&e, "<f8", &nh, 1, 8 * @NH@, &hyp) != 0))
-            rc = GRAPHC_EFORMAT;
+        e = zip_lookup(ents, n, "__aot_steps__.npy");
+        if (e && !(have_steps = npy_matches(e, "<i8", &one, 0, &steps))) rc = GRAPHC_EFORMAT;
+        e = zip_lookup(ents, n, "__aot_hyper__.npy");
+        if (e && !(have_hyp = npy_matches(e, "<f8", &nh, 1, &hyp))) rc = GRAPHC_EFORMAT;
     }
     if (!rc) {  /* everything checked: commit */
         for (i = 0; i < NT && i < NAME_num_tensors(); i++) {
-            if (src[i]) {
-                memcpy(s->data[i], src[i], TENSORS[i].nbytes);
+            if (have[i]) {
+                if (src[i].fortran && src[i].ndim > 1) copy_fortran(s->data[i], &src[i]);
+                else memcpy(s->data[i], src[i].data, TENSORS[i].nbytes);
                 s->present[i] = 1;
             } else {
                 make_absent(s, i);
             }
         }
-        if (steps) memcpy(&s->steps, steps, 8);
-        if (hyp && @NH@) memcpy(s->last_hyper_v, hyp, 8 * @NH@);
+        if (have_steps) memcpy(&s->steps, steps.data, 8);
+        if (have_hyp && @NH@) memcpy(s->last_hyper_v, hyp.data, 8 * @NH@);
     }
+    free(src);
+    free(ents);
     free(img);
     return rc;
 }
