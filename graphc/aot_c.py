@@ -1152,7 +1152,7 @@ static int zip_index(const unsigned char* img, size_t len, zent** out, size_t* n
     npyinfo info;
     *out = NULL;
     *nout = 0;
-    if (len < 22) return -1;
+    if (len < 22 || rd32(img) != 0x04034b50u) return -1;  /* np.load sniffs these bytes */
     lo = len > 65557u ? len - 65557u : 0;
     for (i = len - 22;; i--) {
         if (rd32(img + i) == 0x06054b50u) { eocd = i; break; }

@@ -44,6 +44,8 @@ runs one corpus of crafted and mutated files through both). The rules are what n
 else is refused instead of being interpreted one way by one reader and another way by the
 other (a duplicate entry name used to load the first copy in C and the last in Python):
 
+- **Start.** The file begins with a local file header (``PK\\x03\\x04``: numpy recognizes an
+  archive by its first bytes, so nothing may precede it).
 - **End record.** The last end-of-central-directory signature at most 65,535 + 22 bytes from
   the end; its comment runs exactly to the end of the file; disk numbers 0, and the entry
   count on this disk equal to the total.
@@ -207,8 +209,8 @@ def _read_archive(img: bytes) -> dict[str, _Entry]:
     docstring (the C reader in ``graphc/aot_c.py`` applies the same ones, in the same
     order). Raises ``_Malformed``."""
     n = len(img)
-    if n < 22:
-        raise _Malformed("not a zip archive (shorter than an end record)")
+    if n < 22 or img[:4] != b"PK\x03\x04":
+        raise _Malformed("not a zip archive (it must begin with a local file header)")
     eocd = img.rfind(b"PK\x05\x06", max(0, n - 65557), n - 18)
     if eocd < 0:
         raise _Malformed("not a zip archive (no end of central directory record)")
