@@ -1,8 +1,10 @@
 """The on-disk compile cache: a second process reuses object code; a damaged, swapped or
 forged entry is recompiled (never loaded); the cache directory must be private.
 
-``GRAPHC_FUZZ_CASES=N`` raises the number of random entry mutations the fuzz test tries
-(default 300, a fraction of a second; the long profile is e.g. ``GRAPHC_FUZZ_CASES=100000``).
+``GRAPHC_FUZZ_CASES=N`` raises the number of random entry mutations the in-process fuzz test
+tries (default 300, a fraction of a second; the long profile is e.g.
+``GRAPHC_FUZZ_CASES=100000``); the end-to-end fuzz test (marked slow: one process per case)
+takes ``GRAPHC_CACHE_E2E_CASES`` (default 6). ``GRAPHC_FUZZ_SEED`` sets the seed.
 """
 
 import os
@@ -332,3 +334,23 @@ def test_readable_secret_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("GRAPHC_CACHE_DIR", str(d))
     with pytest.warns(RuntimeWarning, match="secret.key"):
         assert cache.load("34" * 20) is None
+
+
+@pytest.mark.slow
+def test_fuzz_random_damage_end_to_end(populated, tmp_path):
+    """Random damage (truncation, bit flips, zeroed or swapped files) to random entries of a
+    real cache, each followed by a fresh process compiling the step: it must exit cleanly
+    with the right result. ``GRAPHC_CACHE_E2E_CASES`` sets the count (default 6, ~3 s each)."""
+    a, b, loss = populated
+    rng = random.Random(int(os.environ.get("GRAPHC_FUZZ_SEED", "0")))
+    tried: dict[str, int] = {}
+    for i in range(int(os.environ.get("GRAPHC_CACHE_E2E_CASES", "6"))):
+        d = tmp_path / f"c{i}"
+        shutil.copytree(a, d)
+        victim = rng.choice([*d.glob("*.o"), *d.glob("*.deps")])
+        other = rng.choice([*b.glob("*.o"), *b.glob("*.deps")]).read_bytes()
+        kind, bad = _mutations(rng, victim.read_bytes(), other)
+        victim.write_bytes(bad)
+        tried[kind] = tried.get(kind, 0) + 1
+        assert _run({**os.environ, "GRAPHC_CACHE_DIR": str(d)}, 2) == ["MISS", loss], kind
+    print("end-to-end cache damage cases passed:", tried)
