@@ -1146,30 +1146,24 @@ static int zent_cmp(const void* a, const void* b) {
 /* Checks the whole zip image and lists its entries, sorted by name (*out: malloc'ed).
  * Returns 0, -1 malformed, -2 out of memory. */
 static int zip_index(const unsigned char* img, size_t len, zent** out, size_t* nout) {
-    size_t i, lo, eocd = (size_t)-1;
+    size_t eocd;
     uint64_t count, cd, cd_size, pos, end, k;
     zent* ents;
     npyinfo info;
     *out = NULL;
     *nout = 0;
     if (len < 22 || rd32(img) != 0x04034b50u) return -1;  /* np.load sniffs these bytes */
-    lo = len > 65557u ? len - 65557u : 0;
-    for (i = len - 22;; i--) {
-        if (rd32(img + i) == 0x06054b50u) { eocd = i; break; }
-        if (i == lo) break;
-    }
-    if (eocd == (size_t)-1) return -1;
+    eocd = len - 22;  /* no archive comment: the end record is the last 22 bytes */
+    if (rd32(img + eocd) != 0x06054b50u || rd16(img + eocd + 20) != 0) return -1;
     count = rd16(img + eocd + 10);
     cd_size = rd32(img + eocd + 12);
     cd = rd32(img + eocd + 16);
-    if (eocd + 22 + rd16(img + eocd + 20) != len) return -1;
     if (rd16(img + eocd + 4) || rd16(img + eocd + 6) || rd16(img + eocd + 8) != count) return -1;
     end = eocd;
-    if (count == 0xFFFFu || cd_size == 0xFFFFFFFFu || cd == 0xFFFFFFFFu) {
-        uint64_t z64;
-        if (eocd < 20 || rd32(img + eocd - 20) != 0x07064b50u) return -1;
-        z64 = rd64(img + eocd - 12);
-        if (eocd - 20 < 56 || z64 > eocd - 20 - 56 || rd32(img + z64) != 0x06064b50u) return -1;
+    if (eocd >= 20 && rd32(img + eocd - 20) == 0x07064b50u) {  /* zip64 locator */
+        uint64_t z64 = rd64(img + eocd - 12);
+        if (rd32(img + eocd - 16) != 0 || rd32(img + eocd - 4) > 1) return -1;
+        if (eocd - 20 < 56 || z64 != eocd - 20 - 56 || rd32(img + z64) != 0x06064b50u) return -1;
         count = rd64(img + z64 + 32);
         cd_size = rd64(img + z64 + 40);
         cd = rd64(img + z64 + 48);
@@ -1181,11 +1175,12 @@ static int zip_index(const unsigned char* img, size_t len, zent** out, size_t* n
     if (!ents) return -2;
     pos = cd;
     for (k = 0; k < count; k++) {
-        unsigned flags, method, fl, el, cl;
+        unsigned needed, flags, method, fl, el, cl;
         uint64_t v[3], crc, off, lpos;
         int big[3], j;
         const unsigned char *x, *xe, *name;
         if (46 > end - pos || rd32(img + pos) != 0x02014b50u) goto bad;
+        needed = img[pos + 6];
         flags = rd16(img + pos + 8);
         method = rd16(img + pos + 10);
         crc = rd32(img + pos + 16);
@@ -1212,8 +1207,10 @@ static int zip_index(const unsigned char* img, size_t len, zent** out, size_t* n
             x += 4 + rd16(x + 2);
         }
         if (big[0] || big[1] || big[2]) goto bad;
-        if ((flags & 1u) || method != 0 || v[0] != v[1]) goto bad;
+        if (needed > 63 || (flags & ~0x0808u) || method != 0 || v[0] != v[1]) goto bad;
         if (fl < 5 || memcmp(name + fl - 4, ".npy", 4) != 0) goto bad;
+        for (j = 0; j < (int)fl; j++)
+            if (name[j] < 32 || name[j] > 126) goto bad;  /* printable ASCII names only */
         off = v[2];
         if (len < 30 || off > len - 30 || rd32(img + off) != 0x04034b50u ||
             rd16(img + off + 8) != 0)
@@ -1444,7 +1441,8 @@ int NAME_load(NAME_state* s, const char* path) {
     if (!rc) {  /* everything checked: commit */
         for (i = 0; i < NT && i < NAME_num_tensors(); i++) {
             if (have[i]) {
-                if (src[i].fortran && src[i].ndim > 1) copy_fortran(s->data[i], &src[i]);
+                if (src[i].fortran && src[i].ndim > 1)
+                    copy_fortran((unsigned char*)s->data[i], &src[i]);
                 else memcpy(s->data[i], src[i].data, TENSORS[i].nbytes);
                 s->present[i] = 1;
             } else {

@@ -46,25 +46,28 @@ other (a duplicate entry name used to load the first copy in C and the last in P
 
 - **Start.** The file begins with a local file header (``PK\\x03\\x04``: numpy recognizes an
   archive by its first bytes, so nothing may precede it).
-- **End record.** The last end-of-central-directory signature at most 65,535 + 22 bytes from
-  the end; its comment runs exactly to the end of the file; disk numbers 0, and the entry
-  count on this disk equal to the total.
-- **Zip64.** Used only when the end record holds a 0xFFFF count or a 0xFFFFFFFF size or
-  offset. Then the zip64 locator must sit right before the end record and point at a zip64
-  end record (signature checked) that ends at or before the locator; its count, size and
-  offset replace the 16/32-bit ones. Every bound is checked as ``x > size or n > size - x``,
-  which cannot wrap around.
+- **End record.** The last 22 bytes: no archive comment (with one, readers that search for
+  the record can find a fake one inside the comment); disk numbers 0, and the entry count
+  on this disk equal to the total.
+- **Zip64.** Used exactly when the 20 bytes before the end record are a zip64 locator (disk
+  0, at most one disk), which must point at a zip64 end record (signature checked) right
+  before it; its count, size and offset replace the 16/32-bit ones (this is what Python's
+  ``zipfile``, and so ``np.load``, does). Every bound is checked as
+  ``x > size or n > size - x``, which cannot wrap around.
 - **Central directory.** Ends exactly where the (zip64) end record begins; holds exactly
   ``count`` entries (at most one per 46 bytes) and nothing after them. Each entry: its
   extra field a sequence of complete blocks; in a zip64 block (id 1) the 64-bit uncompressed
   size, compressed size and offset, in that order, for each 32-bit field that is 0xFFFFFFFF
-  (and only those; a 0xFFFFFFFF field without its 64-bit value is an error); not encrypted
-  (flag bit 0 clear); **stored** (method 0: no decompression, so no decompression bomb),
-  compressed size equal to the uncompressed size; name ending in ``.npy``; names unique.
+  (and only those; a 0xFFFFFFFF field without its 64-bit value is an error); "version needed
+  to extract" at most 6.3 and no flag bits but 3 and 11 (no encryption, no patch data);
+  **stored** (method 0: no decompression, so no decompression bomb),
+  compressed size equal to the uncompressed size; name of printable ASCII characters ending
+  in ``.npy`` (``zipfile`` decodes other bytes by a flag, the C reader compares bytes);
+  names unique.
 - **Local header.** At the entry's offset: signature, method 0, and the same name as the
   central directory entry; the data follows the local name and extra field and lies wholly
   before the central directory; its CRC-32 equals the central directory's.
-- **Entry payload: a .npy file.** Magic ``\x93NUMPY``, version 1.0 (16-bit header length) or
+- **Entry payload: a .npy file.** Magic ``\\x93NUMPY``, version 1.0 (16-bit header length) or
   2.0/3.0 (32-bit), header length at most 4096 bytes; the header is exactly
   ``{'descr': D, 'fortran_order': F, 'shape': S, }`` followed by zero or more spaces and one
   newline (the form numpy writes), with ``F`` ``True`` or ``False``; ``S`` ``()``, ``(n,)``
@@ -211,21 +214,20 @@ def _read_archive(img: bytes) -> dict[str, _Entry]:
     n = len(img)
     if n < 22 or img[:4] != b"PK\x03\x04":
         raise _Malformed("not a zip archive (it must begin with a local file header)")
-    eocd = img.rfind(b"PK\x05\x06", max(0, n - 65557), n - 18)
-    if eocd < 0:
-        raise _Malformed("not a zip archive (no end of central directory record)")
+    eocd = n - 22  # no archive comment: the end record is the last 22 bytes
+    if _u32(img, eocd) != 0x06054B50 or _u16(img, eocd + 20) != 0:
+        raise _Malformed("no end of central directory record in the last 22 bytes (zip "
+                         "archives with a comment are not checkpoints)")
     count, cd_size, cd = _u16(img, eocd + 10), _u32(img, eocd + 12), _u32(img, eocd + 16)
-    if eocd + 22 + _u16(img, eocd + 20) != n:
-        raise _Malformed("the zip comment does not end at the end of the file")
     if _u16(img, eocd + 4) or _u16(img, eocd + 6) or _u16(img, eocd + 8) != count:
         raise _Malformed("multi-disk zip archives are not supported")
     end = eocd
-    if count == 0xFFFF or cd_size == 0xFFFFFFFF or cd == 0xFFFFFFFF:
-        if eocd < 20 or _u32(img, eocd - 20) != 0x07064B50:
-            raise _Malformed("zip64 values without a zip64 locator")
+    if eocd >= 20 and _u32(img, eocd - 20) == 0x07064B50:  # zip64 locator
         z64 = _u64(img, eocd - 12)
-        if eocd - 20 < 56 or z64 > eocd - 20 - 56 or _u32(img, z64) != 0x06064B50:
-            raise _Malformed("the zip64 locator does not point at a zip64 end record")
+        if _u32(img, eocd - 16) != 0 or _u32(img, eocd - 4) > 1:
+            raise _Malformed("multi-disk zip archives are not supported")
+        if eocd - 20 < 56 or z64 != eocd - 20 - 56 or _u32(img, z64) != 0x06064B50:
+            raise _Malformed("no zip64 end record right before the zip64 locator")
         count, cd_size, cd = _u64(img, z64 + 32), _u64(img, z64 + 40), _u64(img, z64 + 48)
         end = z64
     if cd > end or cd_size != end - cd:
@@ -237,7 +239,8 @@ def _read_archive(img: bytes) -> dict[str, _Entry]:
     for _ in range(count):
         if 46 > end - pos or _u32(img, pos) != 0x02014B50:
             raise _Malformed("bad central directory entry")
-        flags, method, crc = _u16(img, pos + 8), _u16(img, pos + 10), _u32(img, pos + 16)
+        needed, flags = img[pos + 6], _u16(img, pos + 8)
+        method, crc = _u16(img, pos + 10), _u32(img, pos + 16)
         csize, usize = _u32(img, pos + 20), _u32(img, pos + 24)
         fl, el, cl = _u16(img, pos + 28), _u16(img, pos + 30), _u16(img, pos + 32)
         off = _u32(img, pos + 42)
@@ -262,15 +265,16 @@ def _read_archive(img: bytes) -> dict[str, _Entry]:
             x += 4 + _u16(img, x + 2)
         if any(big):
             raise _Malformed(f"entry {name!r}: zip64 size or offset missing")
-        if flags & 1:
-            raise _Malformed(f"entry {name!r} is encrypted")
+        if needed > 63 or flags & ~0x0808:
+            raise _Malformed(f"entry {name!r} needs zip features checkpoints do not use "
+                             f"(version {needed}, flags {flags:#06x}: encryption, patches)")
         if method != 0:
             raise _Malformed(f"entry {name!r} is compressed (method {method}); checkpoint "
                              "entries are stored uncompressed")
         if csize != usize:
             raise _Malformed(f"entry {name!r}: compressed and uncompressed sizes differ")
-        if len(raw) < 5 or not raw.endswith(b".npy"):
-            raise _Malformed(f"entry {name!r} is not a .npy file")
+        if len(raw) < 5 or not raw.endswith(b".npy") or not all(32 <= c < 127 for c in raw):
+            raise _Malformed(f"entry {name!r} is not a .npy file with a printable ASCII name")
         key = name[:-4]
         if key in entries:
             raise _Malformed(f"duplicate entry name {name!r}")
