@@ -228,6 +228,18 @@ class CompiledFunction:
         v = self._last or (self.variants[-1] if self.variants else None)
         return list(v.stages) if v else []
 
+    def explain(self, path: str | None = None, stages: Any = None) -> str:
+        """A self-contained HTML page picturing the most recent variant (``graphc.explain``):
+        the IR stages beside the source lines, the kernel plan, the scratch arena over time
+        and, for a ``GRAPHC_PROFILE=1`` build, each kernel's share of the time. With ``path``
+        the page is written there and the path returned; without, the HTML is returned.
+        ``stages``: None (the IR graph stages), ``"all"`` or a list of stage names."""
+        from . import explain
+
+        if path is None:
+            return explain.build_page(self, stages)
+        return explain.write_page(self, path, stages)
+
 
 def compile(fn: Callable[..., Any] | None = None, *, device: str = "cpu",  # noqa: A001
             example_args: tuple | None = None, dynamic: Any = True,

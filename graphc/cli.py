@@ -36,7 +36,9 @@ under ``if __name__ == "__main__":`` (the CLI imports the script under its modul
             train_step(X, Y)
 
 Then ``graphc dump train.py:train_step --stage all`` prints every stage,
-``graphc dump train.py:train_step --format dot -o step.svg`` draws the optimized graph, and
+``graphc dump train.py:train_step --format dot -o step.svg`` draws the optimized graph,
+``graphc dump train.py:train_step -o step.html`` writes a page to look at (``--format html``:
+the IR beside the source, the kernel plan, the arena over time; see ``graphc/explain.py``), and
 ``graphc aot train.py:train_step -o build/`` builds ``train_step.h`` and ``libtrain_step.so``.
 The script's directory is put first on ``sys.path`` while it is imported, so it can import its
 neighbours as it would when run directly.
@@ -86,6 +88,7 @@ KNOWN_STAGES = ("traced", "grad", "optimized", "fused", "llvm_unoptimized", "llv
                 "ptx", "kernels")
 DEFAULT_STAGE = "optimized"
 RENDER_FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
+HTML_SUFFIXES = (".html", ".htm")  # -o step.html picks --format html (graphc/explain.py)
 # input kinds that live in persistent buffers between calls (what a deployment must allocate)
 STATE_KINDS = ("param", "buffer", "grad", "state", "flag")
 
@@ -594,7 +597,13 @@ def _dump(fn: Any, func: str, args: argparse.Namespace) -> int:
     if fmt is None:
         out_suffix = Path(args.output).suffix.lower() if args.output else ""
         fmt = "dot" if out_suffix in RENDER_FORMATS or out_suffix in (".dot", ".gv") else "text"
-    if args.stats:
+        fmt = "html" if out_suffix in HTML_SUFFIXES else fmt
+    if fmt == "html" and not args.stats:
+        from .explain import build_page
+
+        # without --stage the page shows the IR graph stages (the ones with source lines)
+        write_output(build_page(fn, stages if args.stage else None), args.output, False)
+    elif args.stats:
         write_output(dump_stats(fn, stages, func), args.output, False)
     elif fmt == "dot":
         text = dump_dot(fn, stages, func)
@@ -719,9 +728,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "backend has traced, grad and optimized; the cpu backend adds fused "
                         "(the kernel plan), llvm_unoptimized, llvm and asm; the cuda backend "
                         "adds llvm_unoptimized, llvm, ptx (asm is the same text) and kernels")
-    d.add_argument("--format", choices=("text", "dot"), default=None,
-                   help="text (default) or a Graphviz digraph of an IR graph stage "
-                        "(default dot when -o ends in .dot, .gv, .svg, .png or .pdf)")
+    d.add_argument("--format", choices=("text", "dot", "html"), default=None,
+                   help="text (default), a Graphviz digraph of an IR graph stage (default "
+                        "when -o ends in .dot, .gv, .svg, .png or .pdf), or html: one "
+                        "self-contained page with the IR stages beside the source lines, the "
+                        "kernel plan, the scratch arena over time and, for a GRAPHC_PROFILE=1 "
+                        "build, each kernel's share of the time (default when -o ends in "
+                        ".html; without --stage it shows the IR graph stages, with --stage all "
+                        "the native text too)")
     d.add_argument("-o", "--output", metavar="FILE",
                    help="write to FILE instead of stdout; .svg, .png and .pdf are rendered "
                         "with Graphviz's dot program")
@@ -759,8 +773,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     debug = bool(getattr(args, "debug", False))
     try:
-        if args.command == "dump" and args.stats and args.format == "dot":
-            parser.error("--stats prints a text report; drop --format dot")
+        if args.command == "dump" and args.stats and args.format in ("dot", "html"):
+            parser.error(f"--stats prints a text report; drop --format {args.format}")
         return int(args.handler(args))
     except CLIError as e:
         if debug and e.__cause__ is not None:
