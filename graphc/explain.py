@@ -341,7 +341,9 @@ def _arena_svg(p: Any, env: dict) -> str:
 
 
 def _profile_bars(exe: Any, p: Any) -> str:
-    if not getattr(exe, "profiling", False) or not hasattr(exe, "profile"):
+    if not hasattr(exe, "profile"):
+        return '<p class="note">This backend has no profiler.</p>'
+    if not getattr(exe, "profiling", False):
         return ('<p class="note">Not a profiling build. Compile the step with '
                 '<code>GRAPHC_PROFILE=1</code> in the environment and call it to see each '
                 "kernel's share of the step here.</p>")
@@ -447,6 +449,11 @@ table.plan td,table.plan th{border:1px solid #ddd;padding:2px 5px;vertical-align
 text-align:left;overflow-wrap:anywhere}
 tr.gh td{background:#eef5ea;color:#363;font-weight:bold}
 tr.grp td:first-child{border-left:4px solid #7a6}
+table.plan th,table.plan td:first-child,table.plan td:last-child{white-space:nowrap;
+overflow-wrap:normal}table.plan td:nth-child(2){min-width:190px}
+.ir.sbs{display:flex;align-items:flex-start}.ir.sbs section.stage{flex:1;min-width:0;
+overflow-x:auto;border-right:1px solid #ccc}.js .ir.sbs .stage h3{display:block;padding:0 6px}
+.ir.sbs .loc,.ir.sbs .st,.ir.sbs .kb{display:none}
 tr.k{cursor:pointer}a.nref{color:#246;text-decoration:none}.in{color:#a52}
 svg.arena{background:#fff;border:1px solid #ccc}svg .bg{fill:#f4f4f4}
 svg .work{fill:#d8d8d8}svg .buf{stroke:#333;stroke-width:.5;cursor:pointer}
@@ -467,17 +474,21 @@ _JS = r"""
     root.classList.add("js");
     var stages = Array.prototype.slice.call(document.querySelectorAll("section.stage"));
     var tabs = document.getElementById("tabs");
-    function show(name) {
-      stages.forEach(function (s) { s.hidden = s.dataset.stage !== name; });
+    var pane = document.querySelector(".split .ir");
+    function show(name) {  // one stage, or "*": every stage side by side
+      stages.forEach(function (s) { s.hidden = name !== "*" && s.dataset.stage !== name; });
+      pane.classList.toggle("sbs", name === "*");
       tabs.querySelectorAll("button").forEach(function (b) {
         b.classList.toggle("on", b.dataset.stage === name); });
     }
-    stages.forEach(function (s) {
+    function tab(label, name) {
       var b = document.createElement("button");
-      b.textContent = s.dataset.stage; b.dataset.stage = s.dataset.stage;
-      b.addEventListener("click", function () { show(s.dataset.stage); });
+      b.textContent = label; b.dataset.stage = name;
+      b.addEventListener("click", function () { show(name); });
       tabs.appendChild(b);
-    });
+    }
+    stages.forEach(function (s) { tab(s.dataset.stage, s.dataset.stage); });
+    if (stages.length > 1) tab("side by side", "*");
     var names = stages.map(function (s) { return s.dataset.stage; });
     if (names.length) show(names.indexOf("optimized") >= 0 ? "optimized" : names[0]);
     function clear() {
@@ -515,10 +526,11 @@ _JS = r"""
       if (row) { pickNode(row); return; }
       if (src) {
         clear(); src.classList.add("hl");
-        var visible = stages.filter(function (s) { return !s.hidden; })[0];
-        var hits = byLoc(src.dataset.loc, visible);
-        hits.forEach(function (e) { e.classList.add("hl"); });
-        if (hits.length) reveal(hits[0]);
+        stages.filter(function (s) { return !s.hidden; }).forEach(function (s) {
+          var hits = byLoc(src.dataset.loc, s);
+          hits.forEach(function (e) { e.classList.add("hl"); });
+          if (hits.length) reveal(hits[0]);
+        });
         return;
       }
       if (ref) { ev.preventDefault(); pickOptimized(ref.dataset.n); }
