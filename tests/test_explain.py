@@ -183,7 +183,7 @@ def test_without_a_plan_or_profile() -> None:
     s = _make_step(profile=False, backend="interp")
     text = s.explain()
     assert not _parse(text).errors
-    assert "has no kernel plan" in text and "Not a profiling build" in text
+    assert "has no kernel plan" in text and "This backend has no profiler" in text
     with pytest.raises(RuntimeError, match="not been compiled"):
         gc.compile(lambda x: x).explain()
 
@@ -210,7 +210,9 @@ def train_step(x, y):
 """
 
 
-def test_cli_dump_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_dump_html(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GRAPHC_PROFILE", raising=False)
     script = tmp_path / "linreg.py"
     script.write_text(SCRIPT)
     out = tmp_path / "step.html"
@@ -220,6 +222,7 @@ def test_cli_dump_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     for s in ("traced", "grad", "optimized"):
         assert f'data-stage="{s}"' in text
     assert "loss = loss_fn(model(x), y)" in text and '<svg class="arena"' in text
+    assert "Not a profiling build" in text and "GRAPHC_PROFILE=1" in text
     capsys.readouterr()
     assert cli.main(["dump", f"{script}:train_step", "--format", "html", "--stage", "fused"]) == 0
     shown = capsys.readouterr().out
