@@ -317,9 +317,9 @@ class CPUExecutable(GuardMixin, Runtime):
         self.table[slot] = _ptr(buf)
         return buf
 
-    def bind_target(self, slot: int, j: int, shape: tuple) -> None:
+    def bind_target(self, slot: int, j: int, shape: tuple, fresh: bool = False) -> None:
         name, node = self.graph.updates[j]
-        buf = self.sink_buffer(name, shape, node.dtype.np)
+        buf = self.sink_buffer(name, shape, node.dtype.np, fresh)
         if self._cache[slot] is not buf:
             self._cache[slot] = self._bound[slot] = buf
             self.table[slot] = _ptr(buf)

@@ -90,7 +90,7 @@ class GuardMixin:
     def _publish_all(self) -> None:
         g, sig = self.graph, self.sig  # type: ignore[attr-defined]
         for j, (slot_name, _) in enumerate(g.updates):
-            if sig.sinks[slot_name].kind in ("grad", "ostate"):
+            if sig.sinks[slot_name].kind in ("grad", "ostate", "onum"):
                 self.publish(slot_name, self._cache[self._upd_base + j])  # type: ignore
         for p in sig.grads_to_clear:
             p._grad = None

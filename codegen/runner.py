@@ -13,15 +13,23 @@ caller then selects or compiles another variant (or raises a clear error).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 import sympy
 
-from graphc.executable import Mismatch, check_shape_guards
+from graphc._context import state_epoch
+from graphc.executable import Mismatch, _number_like, check_shape_guards, slow_check
 from graphc.tensor import Tensor, _OutNode, _ScalarOutNode
 
 from .lower import TABLE_FIXED
+
+# references to a published .grad tensor and to its array that graphc itself holds when the
+# wrapper tests them (parameter slot + local + getrefcount's argument; node, table cache,
+# bound-buffer list + argument): more means the user kept the old gradient
+_GRAD_REFS = 3
+_GRAD_ARRAY_REFS = 4
 
 
 def _ptr(a: np.ndarray) -> int:
@@ -64,9 +72,12 @@ def _guard_src(cond: Any, symvar: dict[sympy.Symbol, str]) -> str:
     """Python source testing a shape guard (``Eq(lhs, rhs)``; sympy may have rewritten
     ``Mod(3*B, 6)`` as ``3*Mod(B, 2)``, so the sides are translated as they are). Anything
     else defers to the sympy check, which is exact but slow."""
-    if isinstance(cond, sympy.Eq):
+    ops = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Gt: ">", sympy.Ge: ">=", sympy.Lt: "<",
+           sympy.Le: "<="}
+    op = ops.get(type(cond))
+    if op is not None:
         try:
-            return f"({_pyexpr(cond.lhs, symvar)}) == ({_pyexpr(cond.rhs, symvar)})"
+            return f"({_pyexpr(cond.lhs, symvar)}) {op} ({_pyexpr(cond.rhs, symvar)})"
         except NotImplementedError:
             pass
     return "False"
@@ -82,9 +93,28 @@ def _state_lookup(ns: dict[str, Any], tag: str, ref: tuple, emit: Any) -> str:
     """Emit the lookup of ``opt.state[p][key]`` (absent: None) without creating entries;
     returns the expression naming the result."""
     opt, p, key = ref
-    ns[f"{tag}S"], ns[f"{tag}P"], ns[f"{tag}K"] = opt, p, key
-    emit(f"    d = {tag}S.state.get({tag}P)")
-    return f"(d.get({tag}K) if d is not None else None)"
+    ns[f"{tag}S"], ns[f"{tag}P"], ns[f"{tag}K"], ns["DGET"] = opt, p, key, dict.get
+    emit(f"    d = DGET({tag}S.state, {tag}P)")
+    return f"(DGET(d, {tag}K) if d is not None else None)"
+
+
+def _hyper_number(v: Any, name: str) -> Any:
+    """A hyperparameter's value for its float64 slot; anything that is not a number (``None``,
+    a string) raises here, before the native step runs, as it would eagerly."""
+    t = type(v)
+    if t is float or t is int:
+        return v
+    if _number_like(v):
+        return float(v)
+    raise TypeError(f"hyperparameter {name!r}: expected a number (or a one-element tensor), "
+                    f"got {t.__name__}")
+
+
+def _item(ns: dict[str, Any], obj: str, key: str) -> str:
+    """Source reading ``obj[key]``: a param group (a dict subclass that traces its reads) is
+    read through ``dict.__getitem__``, which is a C call and never traces."""
+    ns["DGI"] = dict.__getitem__
+    return f"DGI({obj}, {key})" if isinstance(ns[obj], dict) else f"{obj}[{key}]"
 
 
 def _shape_src(shape: Any, symvar: dict[sympy.Symbol, str]) -> str:
@@ -173,11 +203,16 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         ns["IMMUTABLE"] = (float, int, bool, str, tuple, type(None))
         pre.append("def guards():")
         for k in spec_keys:
-            pre.append(f"    v = GO{k}[GK{k}]")
+            pre.append(f"    v = {_item(ns, f'GO{k}', f'GK{k}')}")
             pre.append(f"    if GT{k}(v) != GE{k}: raise Mismatch")
             pre.append(f"    GV[{k}] = v if type(v) in IMMUTABLE else None")
-        cond = " or ".join(f"GO{k}[GK{k}] is not GV[{k}]" for k in spec_keys)
+        cond = " or ".join(f"{_item(ns, f'GO{k}', f'GK{k}')} is not GV[{k}]"
+                           for k in spec_keys)
         emit(f"    if {cond}: guards()")
+    # guards only Python-side changes can break (requires_grad, .data, .grad, storage
+    # sharing): re-run only when the state epoch moved since this wrapper last checked
+    ns["EP"], ns["SEEN"], ns["SLOW"], ns["SIG_"] = state_epoch, [-1], slow_check, sig
+    emit("    if EP[0] != SEEN[0]: SLOW(SIG_); SEEN[0] = EP[0]")
     # inputs
     for i, node in enumerate(exe.input_nodes):
         slot = TABLE_FIXED + i
@@ -188,9 +223,10 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
                 # skipped when the group holds the same immutable number as last call (a
                 # tensor lr is updated in place by schedulers: always re-read)
                 ns[f"HG{i}"], ns[f"HK{i}"] = src.ref
-                emit(f"    v = HG{i}[HK{i}]")
-                emit(f"    if v is not HL[{i}] or type(v) is not float: H{i}[()] = v; "
-                     f"HL[{i}] = v")
+                emit(f"    v = {_item(ns, f'HG{i}', f'HK{i}')}")
+                ns["NUM"], ns[f"HN{i}"] = _hyper_number, node.attrs["name"]
+                emit(f"    if v is not HL[{i}] or type(v) is not float: "
+                     f"H{i}[()] = NUM(v, HN{i}); HL[{i}] = v")
             elif src.kind == "oflag":
                 emit(f"    H{i}[()] = {_state_lookup(ns, f'O{i}', src.ref, emit)} is not None")
             else:
@@ -233,11 +269,23 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             ns[f"U{j}"] = sink.ref
             emit(f"    v = U{j}._node._value")
             emit(f"    if v is not C[{slot}]: EXE.bind_target({slot}, {j}, {shape_src})")
+        elif sink.kind == "grad" and sink.fresh:
+            # the step cleared .grad before computing it: PyTorch hands out a new tensor, so
+            # the old buffer is reused only when nothing but the parameter can see it (the
+            # tensor and its array hold no references beyond graphc's own)
+            ns[f"U{j}"], ns["REFC"] = sink.ref, sys.getrefcount
+            emit(f"    gt = U{j}._grad")
+            emit(f"    f{j} = gt is None or gt._node._value is not C[{slot}] or "
+                 f"REFC(gt) > {_GRAD_REFS} or REFC(gt._node._value) > {_GRAD_ARRAY_REFS}")
+            emit(f"    if f{j}: EXE.bind_target({slot}, {j}, {shape_src}, True)")
         elif sink.kind == "grad":
             ns[f"U{j}"] = sink.ref
             emit(f"    gt = U{j}._grad")
             emit(f"    f{j} = gt is None or gt._node._value is not C[{slot}]")
             emit(f"    if f{j}: EXE.bind_target({slot}, {j}, {shape_src})")
+        elif sink.kind == "onum":  # a number in the optimizer state: published every call
+            emit(f"    f{j} = True")
+            emit(f"    if C[{slot}] is None: EXE.bind_target({slot}, {j}, ())")
         else:  # optimizer state
             emit(f"    t = {_state_lookup(ns, f'V{j}', sink.ref, emit)}")
             emit(f"    f{j} = t is None or type(t) is NDARRAY or t._node._value is not C[{slot}]")
@@ -257,7 +305,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
     for j, (slot_name, _) in enumerate(g.updates):
         sink = sig.sinks[slot_name]
         slot = base + j
-        if sink.kind in ("grad", "ostate"):  # a new buffer becomes .grad / state once
+        if sink.kind in ("grad", "ostate", "onum"):  # a new buffer becomes .grad / state once
             emit(f"        if f{j}: EXE.publish({slot_name!r}, C[{slot}])")
     for k, p in enumerate(sig.grads_to_clear):
         ns[f"Z{k}"] = p

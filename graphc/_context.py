@@ -17,3 +17,16 @@ def set_current(ctx: Any | None) -> Any | None:
     prev = getattr(_local, "ctx", None)
     _local.ctx = ctx
     return prev
+
+
+# Bumped by every Python-side change that a compiled step's slow guards depend on:
+# ``requires_grad`` flips, ``.data`` and ``.grad`` assignments, optimizer param-group and state
+# structure changes. A compiled call compares one integer with the value it last checked at and
+# re-runs the full guard set only when it moved (the way PyTorch's version counters let
+# Dynamo's guards stay cheap), so an unchanged world costs one comparison per call.
+state_epoch = [0]
+
+
+def bump() -> None:
+    """Note a change that may invalidate compiled steps' guards (see ``state_epoch``)."""
+    state_epoch[0] += 1

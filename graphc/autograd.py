@@ -11,6 +11,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _state = threading.local()
 
+# ops whose backward reads no saved value: PyTorch lets a graph made only of these be
+# differentiated twice without ``retain_graph`` (nothing was freed), so graphc does too
+NO_SAVED_VALUES = frozenset({"input", "const", "add", "sub", "neg", "sum", "reshape",
+                             "broadcast_to", "transpose", "permute", "detach", "cast"})
+BACKWARD_TWICE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+
 
 def is_grad_enabled() -> bool:
     return getattr(_state, "enabled", True)

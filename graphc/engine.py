@@ -7,23 +7,31 @@ its identity (and its numpy buffer) across backward calls.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
 
 from graphc.passes.autodiff import vjp
 
-from .autograd import no_grad
+from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES, no_grad
 from .ir import toposort
 from .tensor import _EAGER, Tensor, to_array
 
+# interior nodes an earlier backward() without retain_graph went through (their saved
+# values are "freed", as in PyTorch); weak, so the tape is still collected normally
+_FREED: weakref.WeakSet = weakref.WeakSet()
 
-def eager_backward(t: Tensor, gradient: Any = None) -> None:
+
+def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) -> None:
     root = t._node
     if not root.rg:
         raise RuntimeError(
             "element 0 of tensors does not require grad and does not have a grad_fn"
         )
+    saved = [n for n in toposort([root]) if n.rg and n.op not in NO_SAVED_VALUES]
+    if any(n in _FREED for n in saved):
+        raise RuntimeError(BACKWARD_TWICE)
     if gradient is None:
         if root._value.size != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
@@ -39,6 +47,8 @@ def eager_backward(t: Tensor, gradient: Any = None) -> None:
     with no_grad():
         seed = Tensor._from_array(seed_val)._node
         grads = vjp(_EAGER, [root], [seed], leaves)
+    if not retain_graph:
+        _FREED.update(saved)
     for leaf, g in zip(leaves, grads):
         if g is None:
             continue

@@ -30,8 +30,68 @@ def check_shape_guards(sig: Signature, env: dict) -> None:
             raise ValueError(f"shape guard failed: {what} (with {vals}; arguments {shapes})")
 
 
+def _number_like(v: Any) -> bool:
+    if isinstance(v, Tensor):
+        return v.numel() == 1
+    return isinstance(v, (int, float, np.integer, np.floating)) or (
+        isinstance(v, np.ndarray) and v.size == 1)
+
+
 class Mismatch(Exception):
     """A call does not fit a variant's specialisation (the caller selects another)."""
+
+
+def slow_check(sig: Signature) -> None:
+    """The guards that only Python-side changes can break (each bumps ``state_epoch``).
+
+    Raises ``Mismatch`` when an external tensor's ``requires_grad``, shape or dtype is not
+    what the trace saw (``requires_grad_(False)`` to freeze a layer, a ``.data`` of another
+    shape): the caller re-traces. Raises a clear ``ValueError`` for what no re-trace can make
+    right: an incoming ``.grad`` of the wrong size, or a parameter the step writes sharing
+    storage with another tensor the step reads (eager applies such updates one after the
+    other, each seeing the last; a fused step cannot).
+    """
+    for t, rg, shape, dtype in sig.tensor_guards:
+        n = t._node
+        a = n._value
+        if n.rg is not rg or a.shape != shape or a.dtype != dtype:
+            raise Mismatch
+    for check in sig.slow_guards:
+        check()
+    _check_shared_storage(sig)
+
+
+_byte_bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds  # numpy 1 | 2
+
+
+def _check_shared_storage(sig: Signature) -> None:
+    written = {id(s.ref) for s in sig.sinks.values() if s.kind == "tensor"}
+    if not written:
+        return
+    spans = []
+    for t, *_ in sig.tensor_guards:
+        a = t._node._value
+        if a.nbytes:
+            lo, hi = _byte_bounds(a)
+            spans.append((lo, hi, t))
+    spans.sort(key=lambda s: s[0])
+    end, owner = -1, None
+    for lo, hi, t in spans:
+        if lo < end and (id(t) in written or id(owner) in written):
+            raise ValueError(
+                f"two tensors the compiled step reads share storage and one of them is updated "
+                f"({_label(sig, owner)} and {_label(sig, t)}); eager execution would apply "
+                "the updates one after the other, which a fused step cannot reproduce: give "
+                "each its own storage (e.g. `p.data = p.data.clone()`)")
+        if hi > end:
+            end, owner = hi, t
+
+
+def _label(sig: Signature, t: Any) -> str:
+    for name, src in sig.sources.items():
+        if src.kind == "tensor" and src.ref is t:
+            return repr(name)
+    return "a tensor"
 
 
 class Runtime:
@@ -62,7 +122,13 @@ class Runtime:
                         return False
                 elif sh.evaluate(p, env) != d:
                     return False
-        return all(read() == expected for read, expected, _ in sig.struct_guards)
+        if not all(read() == expected for read, expected, _ in sig.struct_guards):
+            return False
+        try:
+            slow_check(sig)
+        except Mismatch:
+            return False
+        return True
 
     # -- binding --------------------------------------------------------------------------
     def check_args(self, args: list[np.ndarray]) -> dict:
@@ -90,6 +156,13 @@ class Runtime:
             if t is None:
                 return np.full(sh.evaluate_shape(node.shape, {}), src.fill, node.dtype.np)
             return t._node._value if isinstance(t, Tensor) else np.asarray(t, node.dtype.np)
+        if k == "onum":
+            opt, p, key = src.ref
+            st = opt.state.get(p)
+            v = None if st is None else dict.get(st, key)
+            return np.array(0.0 if v is None else float(v), np.float64)
+        if k == "cell":
+            return np.array(bool(src.ref[0]))
         if k == "oflag":
             opt, p, key = src.ref
             return np.array(p in opt.state and opt.state[p].get(key) is not None)
@@ -99,13 +172,21 @@ class Runtime:
             return np.array(grandom.next_seed(), np.int64)
         if k == "hyper":
             group, key = src.ref
-            return np.array(float(group[key]), np.float64)
+            v = dict.__getitem__(group, key) if isinstance(group, dict) else group[key]
+            if not _number_like(v):
+                raise TypeError(f"hyperparameter {node.attrs['name']!r}: expected a number "
+                                f"(or a one-element tensor), got {type(v).__name__}")
+            return np.array(float(v), np.float64)
         raise AssertionError(k)
 
     # -- committing -----------------------------------------------------------------------
-    def sink_buffer(self, slot: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
-        """The array an update slot is written to (created on first use)."""
+    def sink_buffer(self, slot: str, shape: tuple, dtype: np.dtype,
+                    fresh: bool = False) -> np.ndarray:
+        """The array an update slot is written to (created on first use; ``fresh``: always a
+        new array, because the old ``.grad`` may be held by the user and must not change)."""
         sink = self.sig.sinks[slot]
+        if fresh or sink.kind == "onum":
+            return np.empty(shape, dtype)
         if sink.kind == "tensor":
             v = sink.ref._node._value
             if not (v.flags.writeable and v.flags.c_contiguous):
@@ -139,6 +220,10 @@ class Runtime:
             t = opt.state[p].get(key)
             if not isinstance(t, Tensor) or t._node._value is not buf:
                 opt.state[p][key] = Tensor._from_array(buf)
+        elif sink.kind == "onum":  # a Python number in the state (a step count)
+            opt, p, key, pytype = sink.ref
+            v = buf.item()
+            opt.state[p][key] = int(round(v)) if pytype is int else pytype(v)
 
     def finish(self) -> None:
         for p in self.sig.grads_to_clear:

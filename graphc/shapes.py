@@ -155,6 +155,25 @@ def reshape(src: Sequence[Dim], dst: Sequence[object], op: str = "reshape") -> S
 _GUARDS: list = []
 
 
+def require(cond: object, what: str, error: type[Exception] = ValueError) -> None:
+    """A condition on sizes: checked now when it is decided, else (symbolic sizes, tracing)
+    recorded as a run-time guard that the compiled step checks before it changes anything.
+    Without a trace to record it in, an undecided condition is accepted (eager sizes are
+    always concrete, so that happens only for shape-only reasoning)."""
+    c = sympy.sympify(cond)
+    if c is sympy.true:
+        return
+    if c is sympy.false:
+        raise error(what)
+    if _GUARDS:
+        _GUARDS[-1](c, what)
+
+
+def require_gt(a: Dim, b: Dim, what: str) -> None:
+    """``require(a > b, what)``."""
+    require(sympy.Gt(sympy.sympify(a), sympy.sympify(b)), what)
+
+
 def push_guard_sink(fn: object) -> None:
     _GUARDS.append(fn)
 

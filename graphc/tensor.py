@@ -116,6 +116,11 @@ def to_array(data: Any, dtype: dt.DType | None = None) -> np.ndarray:
     return np.ascontiguousarray(arr).reshape(arr.shape)
 
 
+def _is_one(v: Any) -> bool:
+    """A Python (not traced) multiplier of exactly 1: the multiplication can be skipped."""
+    return not isinstance(v, Tensor) and v == 1
+
+
 class Tensor:
     """A value with PyTorch's user-facing semantics (``.grad``, ``backward``, operators)."""
 
@@ -203,7 +208,12 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad flags of leaf variables")
         if value and not self.dtype.is_float:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
-        self._node.rg = bool(value)
+        if _context.current() is not None:
+            raise RuntimeError("changing requires_grad inside a compiled function is not "
+                               "supported: change it between calls (compiled steps guard on it)")
+        if self._node.rg != bool(value):
+            self._node.rg = bool(value)
+            _context.bump()
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         self.requires_grad = requires_grad
@@ -234,10 +244,17 @@ class Tensor:
             ctx.set_grad(self, value)
         else:
             self._grad = value
+            _context.bump()  # a new .grad may have another shape or dtype: guards re-check
 
     @property
     def data(self) -> Tensor:
-        return self.detach()
+        """The same storage without autograd history: in-place edits of ``.data`` change this
+        tensor, eagerly (a view of the same array) and inside a compiled step (traced as an
+        update of this tensor)."""
+        ctx = _context.current()
+        if ctx is None:
+            return self.detach()
+        return ctx.data_alias(self)
 
     @data.setter
     def data(self, value: Any) -> None:
@@ -246,6 +263,7 @@ class Tensor:
             raise RuntimeError("assigning .data is not supported inside a compiled function")
         self._node._value = np.ascontiguousarray(arr, dtype=self.dtype.np)
         self._node.shape = tuple(arr.shape)
+        _context.bump()  # compiled steps re-check shapes, dtypes and aliasing before running
 
     # -- values ------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
@@ -261,6 +279,9 @@ class Tensor:
         return a if dtype is None else a.astype(dtype)
 
     def item(self) -> Any:
+        ctx = _context.current()
+        if ctx is not None:
+            return ctx.concretize(self)
         n = self._node
         if type(n) is _ScalarOutNode and self._trace is None and _context.current() is None:
             try:
@@ -318,11 +339,11 @@ class Tensor:
             raise NotImplementedError("backward(inputs=...) is not supported")
         ctx = _context.current()
         if ctx is not None:
-            ctx.backward(self, gradient)
+            ctx.backward(self, gradient, retain_graph)
             return
         from .engine import eager_backward
 
-        eager_backward(self, gradient)
+        eager_backward(self, gradient, retain_graph)
 
     # -- in-place updates (the optimizer and buffer updates use these) ------------------
     def _assign(self, value: Tensor) -> Tensor:
@@ -355,13 +376,17 @@ class Tensor:
                                 else Tensor._from_array(np.full(self.shape, value,
                                                                 self.dtype.np)))
 
+    def add(self, other: Any, alpha: Any = 1) -> Tensor:
+        return self + (other if _is_one(alpha) else other * alpha)
+
+    def sub(self, other: Any, alpha: Any = 1) -> Tensor:
+        return self - (other if _is_one(alpha) else other * alpha)
+
     def add_(self, other: Any, alpha: Any = 1) -> Tensor:
-        o = other if alpha == 1 else other * alpha
-        return self._assign(self + o)
+        return self._assign(self.add(other, alpha))
 
     def sub_(self, other: Any, alpha: Any = 1) -> Tensor:
-        o = other if alpha == 1 else other * alpha
-        return self._assign(self - o)
+        return self._assign(self.sub(other, alpha))
 
     def mul_(self, other: Any) -> Tensor:
         return self._assign(self * other)
@@ -371,6 +396,79 @@ class Tensor:
 
     def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
         return self._assign(self.clamp(min, max))
+
+    # the pointwise combinations optimizers are written with, in ATen's evaluation order
+    # (``self + (value * t1) * t2``), so user-written update rules round as PyTorch's do
+    def addcmul(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+        t1 = tensor1 if _is_one(value) else tensor1 * value
+        return self + t1 * tensor2
+
+    def addcdiv(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+        t1 = tensor1 if _is_one(value) else tensor1 * value
+        return self + t1 / tensor2
+
+    def addcmul_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+        return self._assign(self.addcmul(tensor1, tensor2, value=value))
+
+    def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+        return self._assign(self.addcdiv(tensor1, tensor2, value=value))
+
+    def lerp(self, end: Any, weight: Any) -> Tensor:
+        """ATen's two rounding branches: ``self + w*(end-self)`` for ``|w| < 0.5``, else
+        ``end - (end-self)*(1-w)`` (a scalar weight picks one; a tensor weight, per element)."""
+        diff = end - self
+        if isinstance(weight, Tensor) and weight.ndim > 0:
+            from .tensor_ops import where
+
+            return where(weight.abs() < 0.5, self + diff * weight, end - diff * (1 - weight))
+        if abs(float(weight)) < 0.5:
+            return self + diff * weight
+        return end - diff * (1 - weight)
+
+    def lerp_(self, end: Any, weight: Any) -> Tensor:
+        return self._assign(self.lerp(end, weight))
+
+    def pow_(self, exponent: Any) -> Tensor:
+        return self._assign(self ** exponent)
+
+    def sqrt_(self) -> Tensor:
+        return self._assign(self.sqrt())
+
+    def exp_(self) -> Tensor:
+        return self._assign(self.exp())
+
+    def log_(self) -> Tensor:
+        return self._assign(self.log())
+
+    def abs_(self) -> Tensor:
+        return self._assign(self.abs())
+
+    def neg_(self) -> Tensor:
+        return self._assign(-self)
+
+    def sign_(self) -> Tensor:
+        return self._assign(self.sign())
+
+    def tanh_(self) -> Tensor:
+        return self._assign(self.tanh())
+
+    def sigmoid_(self) -> Tensor:
+        return self._assign(self.sigmoid())
+
+    def relu_(self) -> Tensor:
+        return self._assign(self.relu())
+
+    def reciprocal(self) -> Tensor:
+        return 1 / self
+
+    def reciprocal_(self) -> Tensor:
+        return self._assign(1 / self)
+
+    def rsqrt(self) -> Tensor:
+        return 1 / self.sqrt()
+
+    def maximum_(self, other: Any) -> Tensor:
+        return self._assign(self.maximum(other))
 
     def __iadd__(self, other: Any) -> Tensor:
         return self._inplace_or_rebind(self + other)

@@ -523,8 +523,6 @@ def _install() -> None:
         setattr(T, name, (lambda op: lambda self: unary(op, self))(name))
     T.rsqrt = lambda self: 1.0 / unary("sqrt", self)
     T.square = lambda self: self * self
-    T.add = lambda self, o, alpha=1: self + (o if alpha == 1 else o * alpha)
-    T.sub = lambda self, o, alpha=1: self - (o if alpha == 1 else o * alpha)
     T.mul = fb("mul")
     T.div = fb("div")
     T.pow = fb("pow")

@@ -32,6 +32,7 @@ from graphc.passes.autodiff import vjp
 from . import _context
 from . import dtypes as dt
 from . import shapes as sh
+from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES
 from .ir import Builder, Graph, Node
 from .tensor import Tensor
 
@@ -40,7 +41,7 @@ from .tensor import Tensor
 class Source:
     """Where an input node's value comes from at call time."""
 
-    kind: str  # arg | tensor | grad | ostate | oflag | hyper | seed
+    kind: str  # arg | tensor | grad | ostate | oflag | onum | cell | hyper | seed
     ref: Any = None  # arg index, Tensor, (opt, param, key), (group, key)
     fill: float = 0.0  # ostate: value of a freshly created buffer
 
@@ -49,8 +50,9 @@ class Source:
 class Sink:
     """Where an update slot's value goes after the call."""
 
-    kind: str  # tensor | grad | ostate
+    kind: str  # tensor | grad | ostate | onum
     ref: Any = None
+    fresh: bool = False  # grad: the step cleared .grad first, so the result is a new tensor
 
 
 @dataclass
@@ -74,6 +76,11 @@ class Signature:
     symbols: list[sympy.Symbol] = field(default_factory=list)
     # gradient reductions recorded by ``graphc.distributed`` (the backend splits around them)
     collectives: list[Any] = field(default_factory=list)
+    # checks re-run only when ``_context.state_epoch`` moved (see ``executable.slow_check``):
+    # external tensors as traced (tensor, requires_grad, shape, numpy dtype)
+    tensor_guards: list[tuple[Tensor, bool, tuple, Any]] = field(default_factory=list)
+    # callables raising Mismatch (recompile) or a clear error; run after the tensor guards
+    slow_guards: list[Callable[[], None]] = field(default_factory=list)
 
 
 _ABSENT = "absent"
@@ -95,12 +102,23 @@ class TraceContext:
         self.ext_input: dict[int, Node] = {}
         self.versions: dict[int, list[Node]] = {}
         self.grad: dict[int, Any] = {}  # id(param) -> _ABSENT | Node
-        self.grad_alias: dict[int, Tensor] = {}  # id(trace tensor) -> param it aliases
+        # id(trace tensor) -> (that tensor, the param whose .grad it is); the tensor is kept
+        # alive so that its id cannot be reused by an unrelated tensor during the trace
+        self.grad_alias: dict[int, tuple[Tensor, Tensor]] = {}
         self.ostate: dict[tuple[int, int, str], Node] = {}
         self.ostate_info: dict[tuple[int, int, str], tuple[Any, Tensor, str, str]] = {}
         self.hypers: dict[tuple[int, str], Node] = {}
+        self.onum: dict[tuple[int, int, str], Node] = {}
+        self.onum_info: dict[tuple[int, int, str], tuple[Any, Tensor, str, str, type]] = {}
+        self.state_views: dict[int, Any] = {}  # id(optimizer param state) -> traced view
+        self._in_step: Any = None  # the optimizer whose step() is being traced
         self.updates: dict[str, Node] = {}
         self.guard_grad: dict[int, bool] = {}
+        self.grad_cleared: set[int] = set()  # params whose .grad the step set to None
+        self.data_aliases: dict[int, tuple[Tensor, Tensor]] = {}  # id(.data result) -> base
+        self.freed: set[int] = set()  # ids of losses a backward() without retain_graph freed
+        self._keep_alive: list[Any] = []
+        self._modules_seen: set[int] = set()
         # called as hook(ctx) after each backward() (graphc.distributed reduces gradients)
         self.backward_hooks: list[Callable[[TraceContext], None]] = []
 
@@ -160,10 +178,13 @@ class TraceContext:
 
     def assign(self, t: Tensor, node: Node) -> None:
         if t._trace is self:
-            p = self.grad_alias.get(id(t))
-            if p is not None:
-                self.grad[id(p)] = node
+            ga = self.grad_alias.get(id(t))
+            if ga is not None:
+                self.grad[id(ga[1])] = node
+            alias = self.data_aliases.get(id(t))
             t._node = node
+            if alias is not None:  # ``x.data.mul_(...)``: the update is x's
+                self.assign(alias[1], node)
             return
         self.read(t)
         key = id(t)
@@ -172,6 +193,80 @@ class TraceContext:
             node.rg = True
             self.versions[key].append(node)
         self.ext[key] = node
+
+    def note_module(self, m: Any) -> None:
+        """A module ran in the trace: guard the tensors and children it holds (replacing
+        ``model.fc`` or ``model.fc.weight`` with a new object re-traces)."""
+        key = id(m)
+        if key in self._modules_seen:
+            return
+        self._modules_seen.add(key)
+        d = m.__dict__
+        stores = [d["_parameters"], d["_buffers"], d["_modules"]]
+        snap = [tuple(st.items()) for st in stores]  # the objects themselves: ids stay valid
+
+        def check() -> None:
+            for st, old in zip(stores, snap):
+                if len(st) != len(old) or any(
+                        k != k0 or v is not v0 for (k, v), (k0, v0) in zip(st.items(), old)):
+                    from .executable import Mismatch
+
+                    raise Mismatch
+        assert self.sig is not None
+        self.sig.slow_guards.append(check)
+
+    def data_alias(self, t: Tensor) -> Tensor:
+        """``t.data`` inside the trace: a detached tensor whose in-place updates update ``t``."""
+        from .autograd import no_grad
+
+        node = t._node if t._trace is self else self.read(t)
+        with no_grad():
+            alias = Tensor(self.builder.op("detach", (node,)), self)
+        self.data_aliases[id(alias)] = (alias, t)  # the alias is kept alive: ids stay unique
+        return alias
+
+    def concretize(self, t: Tensor) -> Any:
+        """A Python number for a traced 0-d/1-element tensor (``float()``, ``bool()``, ``if``).
+
+        Only values computed from optimizer hyperparameters exist while tracing; the result is
+        guarded (re-evaluated from the live hyperparameters before each call, recompiling
+        when it changes), so a Python branch on ``group["momentum"] != 0`` stays correct.
+        Anything that depends on data, parameters or state raises: its value exists only
+        when the compiled step runs.
+        """
+        from .interpreter import run_graph
+
+        node = t._node if t._trace is self else self.read(t)
+        if sh.numel(node.shape) != 1:
+            raise RuntimeError(f"a Tensor with shape {sh.fmt_shape(node.shape)} cannot be "
+                               "converted to a Python number")
+        assert self.sig is not None
+        sig = self.sig
+        leaves = [n for n in _cone(node) if n.op == "input"]
+        bad = [n for n in leaves if sig.sources[n.attrs["name"]].kind != "hyper"]
+        if bad:
+            raise RuntimeError(
+                f"converting a traced tensor to a Python value (bool(), float(), int(), "
+                f".item() or an `if` on it) needs {bad[0].attrs['name']!r}, whose value exists "
+                "only when the compiled step runs; keep the computation in tensor ops "
+                "(gc.where, clamp, ...) instead of Python control flow")
+        sub = Graph("concretize", leaves, [node], [])
+        refs = [sig.sources[n.attrs["name"]].ref for n in leaves]
+
+        def evaluate() -> Any:
+            feeds = {n.attrs["name"]: np.array(float(dict.__getitem__(g, k) if
+                                                     isinstance(g, dict) else g[k]), np.float64)
+                     for n, (g, k) in zip(leaves, refs)}
+            return run_graph(sub, feeds)[0][0].reshape(()).item()
+
+        value = evaluate()
+        what = f"Python value of a hyperparameter expression ({node.op})"
+        if len(refs) == 1:  # the runner's cheap form: re-evaluated only when the value changes
+            g, k = refs[0]
+            self.guard(evaluate, value, what, spec=(g, k, lambda _v: evaluate()))
+        else:
+            self.guard(evaluate, value, what)
+        return value
 
     # -- gradients ------------------------------------------------------------------------
     def _grad_state(self, p: Tensor) -> Any:
@@ -192,19 +287,29 @@ class TraceContext:
         if st is _ABSENT:
             return None
         t = Tensor(st, self)
-        self.grad_alias[id(t)] = p
+        self.grad_alias[id(t)] = (t, p)
         return t
 
     def set_grad(self, p: Tensor, value: Tensor | None) -> None:
         self.read(p)
+        if value is None:
+            self.grad_cleared.add(id(p))  # a later gradient is a new tensor, as in PyTorch
         self.grad[id(p)] = _ABSENT if value is None else value.node
 
-    def backward(self, loss: Tensor, gradient: Any) -> None:
+    def backward(self, loss: Tensor, gradient: Any, retain_graph: Any = None) -> None:
         root = loss.node
         if not root.rg:
             raise RuntimeError(
                 "element 0 of tensors does not require grad and does not have a grad_fn"
             )
+        # Traced nodes are interned (two identical forwards are one node), so "the same
+        # graph" is judged by the loss tensor object: backward() twice on it needs
+        # retain_graph, as in PyTorch; a second forward gives a new tensor and is fine.
+        if id(loss) in self.freed:
+            raise RuntimeError(BACKWARD_TWICE)
+        if not retain_graph and any(n.rg and n.op not in NO_SAVED_VALUES for n in _cone(root)):
+            self.freed.add(id(loss))
+            self._keep_alive.append(loss)  # its id stays unique for the rest of the trace
         b = self.builder
         if gradient is None:
             if not sh.same(sh.numel(root.shape), 1):
@@ -260,8 +365,10 @@ class TraceContext:
         self.sig.struct_guards.append((read, expected, what))
 
     def opt_state(self, opt: Any, p: Tensor, key: str, label: str, fill: float,
-                  dtype: dt.DType | None = None, shape: Any = None) -> tuple[Tensor, Tensor]:
-        """(current value, presence flag) of ``opt.state[p][key]`` inside the trace."""
+                  dtype: dt.DType | None = None, shape: Any = None, flag: bool = True
+                  ) -> tuple[Tensor, Tensor | None]:
+        """(current value, presence flag) of ``opt.state[p][key]`` inside the trace
+        (``flag=False``: no flag input; the caller guards presence another way)."""
         k = (id(opt), id(p), key)
         node = self.ostate.get(k)
         if node is not None:
@@ -269,10 +376,44 @@ class TraceContext:
         dtype = dtype or p.dtype
         shape = p.shape if shape is None else shape
         node = self._input(label, "state", shape, dtype, Source("ostate", (opt, p, key), fill))
+        if not flag:
+            self.ostate[k] = node
+            self.ostate_info[k] = (opt, p, key, node.attrs["name"])
+            return Tensor(node, self), None
         flag = self._input(label + "?", "flag", (), dt.bool_, Source("oflag", (opt, p, key)))
         self.ostate[k] = node
         self.ostate_info[k] = (opt, p, key, node.attrs["name"])
         return Tensor(node, self), Tensor(flag, self)
+
+    def opt_num(self, opt: Any, p: Tensor, key: str, label: str, pytype: type) -> Tensor:
+        """A Python number kept in ``opt.state[p][key]`` (a step count): a float64 scalar
+        input read at every call, written back as a ``pytype`` number after it."""
+        k = (id(opt), id(p), key)
+        node = self.onum.get(k)
+        if node is None:
+            node = self._input(label, "state", (), dt.float64, Source("onum", (opt, p, key)))
+            self.onum[k] = node
+            self.onum_info[k] = (opt, p, key, node.attrs["name"], pytype)
+        return Tensor(node, self)
+
+    def cell_input(self, label: str, cell: list) -> Tensor:
+        """A bool scalar input whose value is ``cell[0]`` at call time (set by a guard)."""
+        return Tensor(self._input(label, "flag", (), dt.bool_, Source("cell", cell)), self)
+
+    def snapshot(self) -> tuple[dict[int, Node], dict[int, int]]:
+        """The external tensors' current values (to run an optimizer step twice)."""
+        return dict(self.ext), {k: len(v) for k, v in self.versions.items()}
+
+    def take_changes(self, snap: tuple[dict[int, Node], dict[int, int]]) -> dict[int, Node]:
+        """External tensors changed since ``snap`` (their new values), and roll them back."""
+        ext, lens = snap
+        changed = {k: n for k, n in self.ext.items() if ext.get(k) is not n}
+        self.ext = dict(ext)
+        for k, vs in self.versions.items():
+            del vs[lens.get(k, 0):]
+        for k in [k for k in self.ext_tensor if k not in ext]:
+            self.ext[k] = self.ext_input[k]
+        return changed
 
     def set_opt_state(self, opt: Any, p: Tensor, key: str, value: Tensor) -> None:
         k = (id(opt), id(p), key)
@@ -306,12 +447,78 @@ class TraceContext:
             opt, p, key, label = self.ostate_info[k]
             updates.append((label, node))
             sig.sinks[label] = Sink("ostate", (opt, p, key))
+        for k, node in self.onum.items():
+            opt, p, key, label, pytype = self.onum_info[k]
+            if node.op == "input" and node.attrs.get("name") == label:
+                continue  # read, never changed
+            updates.append((label, node))
+            sig.sinks[label] = Sink("onum", (opt, p, key, pytype))
         for key, present in self.guard_grad.items():
             p = self.ext_tensor[key]
             sig.struct_guards.append(
                 ((lambda p=p: p._grad is not None), present, f"{self.tensor_name(p)}.grad"))
+            if present:
+                sig.slow_guards.append(_grad_check(p, self.tensor_name(p)))
+        for key, t in self.ext_tensor.items():
+            node = self.ext_input[key]
+            sig.tensor_guards.append((t, node.rg, tuple(node.shape), node.dtype.np))
+        for (opt, p, key, label) in self.ostate_info.values():
+            node = next(n for n in self.inputs if n.attrs.get("name") == label)
+            sig.slow_guards.append(_state_check(opt, p, key, label, node))
+        for sink in sig.sinks.values():
+            if sink.kind == "grad" and id(sink.ref) in self.grad_cleared:
+                sink.fresh = True
         g = Graph(self.name, list(self.inputs), outputs, updates)
         return g
+
+
+def _cone(root: Node) -> list[Node]:
+    """Every node ``root`` depends on (itself included)."""
+    seen: set[int] = set()
+    out: list[Node] = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        out.append(n)
+        stack.extend(n.inputs)
+    return out
+
+
+def _state_check(opt: Any, p: Tensor, key: str, label: str, node: Node
+                 ) -> Callable[[], None]:
+    """An optimizer state tensor must still have the shape and dtype the step reads it as
+    (a checkpoint of another model, or a float64 buffer, would be read as raw bytes)."""
+    shape, dtype = tuple(node.shape), node.dtype.np
+
+    def check() -> None:
+        st = dict.get(opt.state, p)
+        t = None if st is None else dict.get(st, key)
+        if not isinstance(t, Tensor):
+            return
+        a = t._node._value
+        if a.shape != shape:
+            raise ValueError(f"{label}: expected shape {shape}, got {tuple(a.shape)}")
+        if a.dtype != dtype:
+            raise TypeError(f"{label}: expected dtype {np.dtype(dtype)}, got {a.dtype} "
+                            "(convert it with .to() before the call)")
+    return check
+
+
+def _grad_check(p: Tensor, name: str) -> Callable[[], None]:
+    """The incoming ``.grad`` must still have the parameter's shape and dtype: the step reads
+    it as a buffer of that size (a ``.grad.data`` swap could make it smaller)."""
+    def check() -> None:
+        g = p._grad
+        if g is None:
+            return
+        a, want = g._node._value, p._node._value
+        if a.shape != want.shape or a.dtype != want.dtype:
+            raise ValueError(f"{name}.grad: expected shape {tuple(want.shape)} and dtype "
+                             f"{want.dtype} (the parameter's), got {tuple(a.shape)} {a.dtype}")
+    return check
 
 
 def _strip_detach(n: Node) -> Node:
@@ -388,6 +595,10 @@ def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
         if all(cond != c for c, _ in ctx.sig.shape_guards):
             ctx.sig.shape_guards.append((cond, what))
 
+    from .autograd import is_grad_enabled
+
+    mode = is_grad_enabled()  # a step traced with grad on must not run under no_grad
+    ctx.guard(is_grad_enabled, mode, "grad mode (torch.is_grad_enabled())")
     prev = _context.set_current(ctx)
     sh.push_guard_sink(add_guard)
     try:

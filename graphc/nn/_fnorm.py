@@ -59,9 +59,8 @@ def batch_norm(input: Any, running_mean: Tensor | None, running_var: Tensor | No
     bshape = [1, -1] + [1] * (x.ndim - 2)
     if training or running_mean is None:
         n = _count(x, axes)
-        if isinstance(n, int) and n <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got input "
-                             f"size {tuple(x.shape)}")
+        sh.require_gt(n, 1, "Expected more than 1 value per channel when training, got input "
+                      f"size {sh.fmt_shape(x.shape)}")
         mean = x.mean(axes, keepdim=True)
         d = x - mean
         ssq = (d * d).sum(axes, keepdim=True)

@@ -65,6 +65,9 @@ class Module:
         if "_parameters" not in d:
             raise AttributeError("cannot assign before Module.__init__() call")
         params, bufs, mods = d["_parameters"], d["_buffers"], d["_modules"]
+        if name in params or name in bufs or name in mods or isinstance(
+                value, (Parameter, Module)):
+            _context.bump()  # compiled steps guard on which tensors and children they used
         if isinstance(value, (Parameter, Module)):
             for store in (params, bufs, mods):
                 store.pop(name, None)
@@ -96,19 +99,23 @@ class Module:
         for store in (self._parameters, self._buffers, self._modules):
             if name in store:
                 del store[name]
+                _context.bump()
                 return
         object.__delattr__(self, name)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         self._parameters[name] = param
+        _context.bump()
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         self._buffers[name] = tensor
+        _context.bump()
         if not persistent:
             self.__dict__.setdefault("_non_persistent", set()).add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
         self._modules[name] = module
+        _context.bump()
 
     # -- traversal ---------------------------------------------------------------------
     def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
@@ -248,6 +255,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        ctx = _context.current()
+        if ctx is not None:
+            ctx.note_module(self)
         return self.forward(*args, **kwargs)
 
     def extra_repr(self) -> str:

@@ -14,7 +14,6 @@ keep the two modes identical:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -25,6 +24,7 @@ from .. import dtypes as dt
 from ..autograd import enable_grad
 from ..tensor import Tensor
 from ..tensor_ops import where
+from .traced import OptimizerState, ParamGroup, ParamGroups, traced_step
 
 _REQUIRED = object()
 
@@ -32,9 +32,25 @@ _REQUIRED = object()
 class Optimizer:
     """Base class: holds ``param_groups``, ``defaults`` and per-parameter ``state``."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every subclass's ``step`` traces its state and hyperparameters (``traced.py``)."""
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = traced_step(cls.__dict__["step"])  # type: ignore[method-assign]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # the containers compiled steps read are always the tracing ones, however assigned
+        if name == "state" and not isinstance(value, OptimizerState):
+            value = OptimizerState(self, dict(value).items())
+        elif name == "param_groups" and not isinstance(value, ParamGroups):
+            value = ParamGroups(self, value)
+        object.__setattr__(self, name, value)
+        if name in ("state", "param_groups"):
+            _context.bump()
+
     def __init__(self, params: Any, defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
-        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        self.state: OptimizerState = OptimizerState(self)
         self.param_groups: list[dict[str, Any]] = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
@@ -82,7 +98,7 @@ class Optimizer:
             warnings.warn("optimizer contains a parameter group with duplicate parameters",
                           stacklevel=2)
         self._check_group(group)
-        self.param_groups.append(group)
+        self.param_groups.append(ParamGroup(group, owner=self))
 
     def _check_group(self, group: dict[str, Any]) -> None:
         """Validate hyperparameters (subclasses raise PyTorch's ValueErrors)."""
@@ -143,11 +159,11 @@ class Optimizer:
                 yield group, params
 
     def _on(self, group: dict[str, Any], key: str, test: Callable[[Any], bool] = bool) -> bool:
-        value = test(group[key])
+        value = test(dict.__getitem__(group, key))
         ctx = _context.current()
         if ctx is not None:
-            ctx.guard(lambda: test(group[key]), value, self._label(group, key),
-                      spec=(group, key, test))
+            ctx.guard(lambda: test(dict.__getitem__(group, key)), value,
+                      self._label(group, key), spec=(group, key, test))
         return value
 
     def _state_label(self, p: Tensor, key: str) -> str:
@@ -227,7 +243,8 @@ class Optimizer:
         for mine, theirs in zip(self.param_groups, groups):
             for p, i in zip(mine["params"], theirs["params"]):
                 id_map[i] = p
-        self.state = defaultdict(dict)
+        _check_state_shapes(self, state_dict["state"], id_map)
+        self.state = OptimizerState(self)
         for i, st in state_dict["state"].items():
             p = id_map[int(i)]
             for k, v in st.items():
@@ -246,6 +263,35 @@ class Optimizer:
                     mine[k] = v
 
 
+def _check_state_shapes(opt: Optimizer, state: dict[Any, Any], id_map: dict[int, Tensor]
+                        ) -> None:
+    """Refuse state that cannot belong to these parameters, before anything is replaced: an
+    entry shaped for another model would otherwise be read past its end by a compiled step.
+    An entry must have the shape of the entry it replaces, or (when there is none yet)
+    either the parameter's shape or a shape of another rank (factored or scalar state)."""
+    for i, st in state.items():
+        try:
+            p = id_map[int(i)]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"loaded state dict has state for parameter {i!r}, which no "
+                             "parameter group lists") from None
+        if not isinstance(st, dict):
+            raise ValueError(f"state[{i}]: expected a dict of state entries, got "
+                             f"{type(st).__name__}")
+        mine = dict.get(opt.state, p) or {}
+        for k, v in st.items():
+            if not (hasattr(v, "__array__") or isinstance(v, np.ndarray)) or k == "step":
+                continue
+            shape = tuple(np.shape(v))
+            cur = dict.get(mine, k)
+            want = tuple(cur.shape) if isinstance(cur, Tensor) else None
+            if want is None and len(shape) == p.ndim:
+                want = tuple(p.shape)
+            if want is not None and shape != want:
+                raise ValueError(f"loaded state dict: state[{i}][{k!r}] has shape {shape}, "
+                                 f"expected {want} (parameter {i} has shape {tuple(p.shape)})")
+
+
 class _ItemView:
     """``view[key]`` -> ``group[key][index]``: one element of a tuple hyperparameter."""
 
@@ -255,7 +301,7 @@ class _ItemView:
         self.group, self.key, self.index = group, key, index
 
     def __getitem__(self, key: str) -> Any:
-        return self.group[key][self.index]
+        return dict.__getitem__(self.group, key)[self.index]
 
 
 def nonzero(v: Any) -> bool:
