@@ -269,6 +269,12 @@ def describe(fn: Any, variant: Any, name: str) -> AotModel:
             if k not in by_key:
                 raise AOTError(f"{nm}: presence flag without its optimizer state")
             inputs.append(("flag", by_key[k]))
+        elif src.kind == "cell":  # "the first step's optimizer state exists"
+            entry = src.ref.tensor_entry()
+            k = None if entry is None else ("ostate", id(entry[0]), id(entry[1]), entry[2])
+            if k is None or k not in by_key:
+                raise AOTError(f"{nm}: optimizer state presence without a state tensor")
+            inputs.append(("flag", by_key[k]))
         elif src.kind == "hyper":
             group, key = src.ref
             if n.dtype != dt.float64:

@@ -162,7 +162,7 @@ class Runtime:
             v = None if st is None else dict.get(st, key)
             return np.array(0.0 if v is None else float(v), np.float64)
         if k == "cell":
-            return np.array(bool(src.ref[0]))
+            return np.array(bool(src.ref.cell[0]))
         if k == "oflag":
             opt, p, key = src.ref
             return np.array(p in opt.state and opt.state[p].get(key) is not None)

@@ -421,7 +421,8 @@ class Tensor:
             from .tensor_ops import where
 
             return where(weight.abs() < 0.5, self + diff * weight, end - diff * (1 - weight))
-        if abs(float(weight)) < 0.5:
+        small = bool(abs(weight) < 0.5)  # traced: a guard on the branch, not on the value
+        if small:
             return self + diff * weight
         return end - diff * (1 - weight)
 

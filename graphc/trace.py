@@ -396,9 +396,10 @@ class TraceContext:
             self.onum_info[k] = (opt, p, key, node.attrs["name"], pytype)
         return Tensor(node, self)
 
-    def cell_input(self, label: str, cell: list) -> Tensor:
-        """A bool scalar input whose value is ``cell[0]`` at call time (set by a guard)."""
-        return Tensor(self._input(label, "flag", (), dt.bool_, Source("cell", cell)), self)
+    def cell_input(self, label: str, guard: Any) -> Tensor:
+        """A bool scalar input whose value is ``guard.cell[0]`` at call time (set by that
+        guard's check, which runs before inputs are read)."""
+        return Tensor(self._input(label, "flag", (), dt.bool_, Source("cell", guard)), self)
 
     def snapshot(self) -> tuple[dict[int, Node], dict[int, int]]:
         """The external tensors' current values (to run an optimizer step twice)."""

@@ -166,10 +166,6 @@ def test_changes_between_compiled_calls_take_effect(name: str) -> None:
     _changes_between_calls(name)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Tensor.lerp guards on float(weight), so a betas change re-traces even when lerp's "
-    "rounding branch is unchanged; load_state_dict replaces each state[p] dict, which "
-    "traced.py's structure guard checks by identity, so it re-traces too"))
 def test_betas_change_and_state_load_do_not_recompile() -> None:
     model = nn.Linear(3, 1)
     opt = optim.NAdam(model.parameters(), lr=0.1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..autograd import no_grad
-from .optimizer import Optimizer, nonzero
+from .optimizer import Optimizer
 
 
 class SGD(Optimizer):
@@ -39,28 +39,42 @@ class SGD(Optimizer):
 
     @no_grad()
     def step(self, closure: Any = None) -> Any:
+        """PyTorch's ``SGD.step`` and ``_single_tensor_sgd``, written with the public API
+        only (``group[...]``, ``self.state[p]``, in-place tensor ops), so compiled it takes
+        the path a user-written optimizer takes: numbers from the group are run-time scalars,
+        ``momentum != 0`` and ``nesterov`` are guards, and the momentum buffer created on the
+        first step is state (the first and later steps share one compiled step)."""
         loss = self._closure(closure)
-        for group, params in self._active_groups():
-            lr = self._hp(group, "lr")
-            maximize = self._on(group, "maximize")
-            use_wd = self._on(group, "weight_decay", nonzero)
-            use_mom = self._on(group, "momentum", nonzero)
-            nesterov = self._on(group, "nesterov") if use_mom else False
-            wd = self._hp(group, "weight_decay") if use_wd else 0.0
-            mu = self._hp(group, "momentum") if use_mom else 0.0
-            damp = self._hp(group, "dampening") if use_mom else 0.0
-            for p in params:
-                g = p.grad
-                if maximize:
-                    g = -g
-                if use_wd:
-                    g = g + p * wd
-                if use_mom:
-                    buf = self._state_update(
-                        p, "momentum_buffer",
-                        update=lambda b, g=g, mu=mu, damp=damp: b * mu + g * (1 - damp),
-                        first=lambda g=g: g.clone(),
-                    )
-                    g = g + buf * mu if nesterov else buf
-                p._assign(p + g * (-lr))
+        for group in self.param_groups:
+            params, grads, bufs = [], [], []
+            for p in group["params"]:
+                if p.grad is not None:
+                    params.append(p)
+                    grads.append(p.grad)
+                    if group["momentum"] != 0:
+                        bufs.append(self.state[p].get("momentum_buffer"))
+            _sgd(params, grads, bufs, weight_decay=group["weight_decay"],
+                 momentum=group["momentum"], lr=group["lr"], dampening=group["dampening"],
+                 nesterov=group["nesterov"], maximize=group["maximize"])
+            if group["momentum"] != 0:
+                for p, buf in zip(params, bufs):
+                    self.state[p]["momentum_buffer"] = buf
         return loss
+
+
+def _sgd(params: list[Any], grads: list[Any], bufs: list[Any], *, weight_decay: Any,
+         momentum: Any, lr: Any, dampening: Any, nesterov: bool, maximize: bool) -> None:
+    """``_single_tensor_sgd``, line for line."""
+    for i, param in enumerate(params):
+        grad = grads[i] if not maximize else -grads[i]
+        if weight_decay != 0:
+            grad = grad.add(param, alpha=weight_decay)
+        if momentum != 0:
+            buf = bufs[i]
+            if buf is None:
+                buf = grad.clone().detach()
+                bufs[i] = buf
+            else:
+                buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+            grad = grad.add(buf, alpha=momentum) if nesterov else buf
+        param.add_(grad, alpha=-lr)

@@ -378,9 +378,10 @@ class _StructureGuard:
     def check(self) -> None:
         votes = []
         for v in self.views:
-            keys = set(dict.keys(v.st))
-            if v.st is not dict.get(self.opt.state, v.st._param):
-                raise _mismatch()  # the state dict itself was replaced
+            # entries are read by key at every call, so a replaced dict (load_state_dict)
+            # with the same keys is the same structure
+            now = dict.get(self.opt.state, v.st._param)
+            keys = set() if now is None else set(dict.keys(now))
             raw = set(v.raw_keys)
             if keys == raw:
                 if v.created:
@@ -396,8 +397,17 @@ class _StructureGuard:
     def present(self) -> Tensor:
         if self.flag is None:
             base = self.ctx._names.get(id(self.opt), "opt")
-            self.flag = self.ctx.cell_input(f"{base}.state?", self.cell)
+            self.flag = self.ctx.cell_input(f"{base}.state?", self)
         return self.flag
+
+    def tensor_entry(self) -> tuple[Any, Any, Any] | None:
+        """(optimizer, parameter, key) of one tensor entry the first step creates: all of them
+        appear together, so its presence is the flag's value (ahead-of-time builds use it)."""
+        for v in self.views:
+            for k in sorted(v.created, key=str):
+                if isinstance(v.placeholders.get(k), Tensor):
+                    return self.opt, v.st._param, k
+        return None
 
 
 def _structure_guard(ctx: Any, opt: Any) -> _StructureGuard:
@@ -419,6 +429,12 @@ class OptimizerState(defaultdict):
 
     def __missing__(self, p: Any) -> ParamState:
         st = ParamState(opt=self._opt, param=p)
+        ctx = _context.current()
+        if ctx is not None:
+            # tracing changes nothing: the entry appears when a compiled call publishes
+            # state into it (one pending object per parameter for the whole trace)
+            pending = ctx.__dict__.setdefault("_pending_state", {})
+            return pending.setdefault((id(self), id(p)), st)
         dict.__setitem__(self, p, st)
         return st
 
@@ -489,7 +505,7 @@ def _run_traced(ctx: Any, opt: Any, step: Callable[..., Any], args: tuple, kwarg
         if a is None or b is None or a is b:
             node = b if b is not None else a
         else:
-            node = where(present, Tensor(_strip(b), ctx), Tensor(_strip(a), ctx)).node
+            node = _merge(ctx, present.node, _strip(b), _strip(a))
         ctx.assign(t, node)
     _commit(ctx, views, present, first_vals)
     return result
@@ -507,6 +523,33 @@ def _guard_groups(ctx: Any, opt: Any) -> None:
         if tuple(map(id, opt.param_groups)) != groups:
             raise _mismatch()
     ctx.sig.slow_guards.append(check)
+
+
+def _merge(ctx: Any, c: Any, b: Any, a: Any) -> Any:
+    """``where(c, b, a)`` with the selection pushed down to where the two traces differ.
+
+    The first-step trace and the later-step trace mostly compute the same thing from one
+    differing value (``p - lr*buf`` with ``buf`` fresh or carried), so
+    ``where(c, f(x, y), f(x, z))`` becomes ``f(x, where(c, y, z))`` for elementwise ``f``:
+    the selected state value is then shared by every update that reads it, and the step does
+    the arithmetic once, as a hand-written ``where(present, new, first)`` would.
+    """
+    from ..ops import OP_INFO
+
+    if b is a:
+        return b
+    if (b.op == a.op and b.op not in ("input", "const", "rand") and len(b.inputs) == len(a.inputs)
+            and OP_INFO[b.op].kind == "elementwise" and b.attrs == a.attrs
+            and tuple(b.shape) == tuple(a.shape) and b.dtype is a.dtype):
+        diff = [i for i, (x, y) in enumerate(zip(b.inputs, a.inputs)) if x is not y]
+        if len(diff) == 1:
+            i = diff[0]
+            x, y = b.inputs[i], a.inputs[i]
+            if tuple(x.shape) == tuple(y.shape) and x.dtype is y.dtype:
+                inputs = list(b.inputs)
+                inputs[i] = _merge(ctx, c, x, y)
+                return ctx.builder.op(b.op, inputs, **b.attrs)
+    return ctx.builder.where(c, b, a)
 
 
 def _strip(n: Any) -> Any:
@@ -528,7 +571,11 @@ def _commit(ctx: Any, views: list[_StateView], present: Tensor | None,
             if key in first and present is not None:
                 a = first[key]
                 b = later if later is not _MISSING else v.get(key)
-                value = where(present, b, a)
+                if isinstance(a, Tensor) and isinstance(b, Tensor) and \
+                        tuple(a.shape) == tuple(b.shape) and a.dtype is b.dtype:
+                    value = Tensor(_merge(ctx, present.node, b.node, a.node), ctx)
+                else:
+                    value = where(present, b, a)
             _store(ctx, v, opt, p, key, value)
 
 
