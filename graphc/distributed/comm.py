@@ -221,6 +221,48 @@ def allreduce_sum_(buffers: list[np.ndarray]) -> None:
         st.per_call.append(dt)
 
 
+def allreduce_with_status_(buffers: list[np.ndarray], failed: BaseException | None) -> None:
+    """``allreduce_sum_`` that also agrees on whether every process got here cleanly.
+
+    A process whose local half of the step raised (an out-of-range class index, a
+    non-finite loss under ``check_finite``) still joins the reduction, with one status word
+    per process summed alongside the buckets in the same wait (no extra round trip when all
+    is well). If any process failed, every process raises: the failing ones their own
+    exception, the others the same exception type naming the first failing rank and its
+    message, so no process blocks in the next collective and none applies an update.
+    """
+    g = group()
+    if g.comm is None or g.size == 1:
+        if failed is not None:
+            raise failed
+        allreduce_sum_(buffers)
+        return
+    status = np.zeros(g.size, np.float64)
+    status[g.rank] = 0.0 if failed is None else 1.0
+    allreduce_sum_([status, *buffers])
+    bad = [r for r in range(g.size) if status[r] != 0.0]
+    if not bad:
+        return
+    first = bad[0]
+    info = broadcast_object((type(failed).__name__, str(failed)) if g.rank == first else None,
+                            root=first)
+    if failed is not None:
+        raise failed
+    raise _remote_error(info[0], f"rank {first} of {g.size}: {info[1]} (the step was "
+                                 "skipped on every process; no parameter was updated)")
+
+
+def _remote_error(type_name: str, message: str) -> BaseException:
+    from ..checks import NonFiniteError
+
+    known: dict[str, type[BaseException]] = {
+        "IndexError": IndexError, "ValueError": ValueError, "TypeError": TypeError,
+        "NonFiniteError": NonFiniteError, "FloatingPointError": FloatingPointError,
+        "KeyboardInterrupt": RuntimeError, "MemoryError": MemoryError,
+    }
+    return known.get(type_name, RuntimeError)(message)
+
+
 def broadcast_arrays(arrays: list[np.ndarray], root: int = 0) -> None:
     """Overwrite every array with root's copy (in place; contiguous arrays only)."""
     g = group()
@@ -232,6 +274,18 @@ def broadcast_arrays(arrays: list[np.ndarray], root: int = 0) -> None:
             if not a.flags.c_contiguous or not a.flags.writeable:
                 raise ValueError("broadcast: arrays must be contiguous and writeable")
             g.comm.Bcast(a, root=root)
+    finally:
+        g.end()
+
+
+def allgather_object(obj: Any) -> list[Any]:
+    """Every process's ``obj``, in rank order (pickled)."""
+    g = group()
+    if g.comm is None or g.size == 1:
+        return [obj]
+    g.begin("allgather_object()")
+    try:
+        return g.comm.allgather(obj)
     finally:
         g.end()
 

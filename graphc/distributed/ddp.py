@@ -150,8 +150,22 @@ def broadcast_parameters(model: Module, optimizer: Any = None, root: int = 0) ->
     """
     if not comm.is_initialized():
         comm.init()
+    tensors = list(model.named_parameters()) + [
+        (n, b) for n, b in model.named_buffers() if b is not None]
+    # every process must hold the same tensors, or the broadcasts below would mismatch
+    # (MPI_ERR_TRUNCATE at best): compare the layouts first and name the difference
+    mine = [(n, tuple(t._node._value.shape), str(t._node._value.dtype)) for n, t in tensors]
+    layouts = comm.allgather_object(mine)
+    for r, theirs in enumerate(layouts):
+        if theirs != mine:
+            diff = next(((a, b) for a, b in zip(mine, theirs) if a != b), None)
+            what = (f"{diff[0][0]!r}: {diff[0][1]} {diff[0][2]} here, {diff[1][1]} "
+                    f"{diff[1][2]} on rank {r}") if diff else (
+                    f"{len(mine)} tensors here, {len(theirs)} on rank {r}")
+            raise ValueError(f"broadcast_parameters: the processes' models differ (rank "
+                             f"{comm.rank()}): {what}")
     arrays = []
-    for t in list(model.parameters()) + [b for b in model.buffers() if b is not None]:
+    for _, t in tensors:
         a = t._node._value
         if not (a.flags.c_contiguous and a.flags.writeable):
             a = t._node._value = np.ascontiguousarray(a).copy()

@@ -63,9 +63,20 @@ def _restrict(g: Graph, name: str, inputs: list[Node], outputs: list[Node],
     reach = {n.id for n in toposort(list(outputs) + [v for _, v in updates])}
     meta = dict(g.meta)
     if "finite_flags" in meta:
-        meta["finite_flags"] = [n for n in meta["finite_flags"] if n.id in reach]
+        # a flag is sum(x * 0) over a checked tensor x: it belongs to the half that computes
+        # x (pre checks the local loss, post the reduced gradients)
+        keep = [i for i, f in enumerate(meta["finite_flags"]) if _checked(f).id in reach]
+        for k in ("finite_flags", "finite_names", "finite_where"):
+            if k in meta:
+                meta[k] = [meta[k][i] for i in keep]
     return Graph(name, [n for n in inputs if n.id in reach], list(outputs), list(updates),
                  list(g.guards), meta)
+
+
+def _checked(flag: Node) -> Node:
+    """The tensor a ``check_finite`` flag (``sum(x * 0)``, x maybe reshaped) checks."""
+    x = flag.inputs[0].inputs[0]
+    return x.inputs[0] if x.op == "reshape" and len(x.shape) == 1 and x.shape[0] == 1 else x
 
 
 def split(g: Graph, bucket_slots: set[str]) -> Split:
@@ -200,10 +211,18 @@ class DistributedExecutable:
                 c.tensor._node._value = np.zeros(shape, c.node.dtype.np)
 
     def call(self, args: tuple) -> Any:
+        from ..executable import Mismatch
+
         if self._sym_cuts:
             self._resize_cuts(args)
-        self.pre.call(args)
-        comm.allreduce_sum_(self.arrays)
+        failed: BaseException | None = None
+        try:
+            self.pre.call(args)
+        except Mismatch:
+            raise  # another variant is selected (or compiled) and joins the reduction
+        except Exception as e:  # noqa: BLE001 - agreed with the other processes below
+            failed = e
+        comm.allreduce_with_status_(self.arrays, failed)
         return self.post.call(args)
 
     def stages(self) -> dict[str, Any]:
