@@ -240,6 +240,9 @@ class Tensor:
             raise RuntimeError(
                 f"assigned grad has data of a different size ({value.shape} vs {self.shape})"
             )
+        if value is not None and value.dtype is not self.dtype:
+            raise TypeError(f"assigned grad has data of a different type ({value.dtype!r} vs "
+                            f"{self.dtype!r}); convert it first, e.g. g.to({self.dtype!r})")
         if ctx is not None and self._trace is None:
             ctx.set_grad(self, value)
         else:

@@ -380,3 +380,11 @@ def test_load_state_dict_of_a_smaller_model_is_refused() -> None:
     with pytest.raises(ValueError, match="shape"):
         bo.load_state_dict(sd)
     assert len(bo.state) == 0
+
+
+def test_grad_of_another_dtype_is_refused_at_assignment() -> None:
+    w = nn.Parameter(np.ones((2, 2), np.float32))
+    with pytest.raises(TypeError, match="different type"):
+        w.grad = gc.zeros(2, 2, dtype=gc.float64)
+    w.grad = gc.zeros(2, 2)
+    assert w.grad.dtype is gc.float32
