@@ -201,7 +201,10 @@ extern "C" {{
 #define GRAPHC_ESTATE 5   /* gradient presence differs from the one the step was built for */
 #define GRAPHC_EIO 6      /* a file could not be read or written (errno says why) */
 #define GRAPHC_EFORMAT 7  /* a checkpoint that does not fit this step's state */
-#define GRAPHC_EINTERNAL 8
+#define GRAPHC_EINTERNAL 8 /* a failure the step does not expect (please report it) */
+#define GRAPHC_ENONFINITE 9 /* check_finite: the loss or a gradient holds NaN or Inf; the
+                            * update was not applied; see NAME_last_error and NAME_checked */
+#define GRAPHC_EBOUNDS 10   /* debug builds: a load or store outside its buffer was stopped */
 #define GRAPHC_MAX_BATCH ((int64_t)2147483647)
 /* element types (the numpy names) */
 #define GRAPHC_FLOAT32 0  /* float */
@@ -286,8 +289,13 @@ int {n}_set_present({n}_state* state, const char* name, int present);
 /* Number of successful steps since create/reset (saved in checkpoints). */
 int64_t {n}_steps(const {n}_state* state);
 
-/* After GRAPHC_EINDEX: info = {{error code, node index, flat position, bad value}}. */
+/* After GRAPHC_EINDEX: info = {{error code, node index, flat position, bad value}}.
+ * After GRAPHC_ENONFINITE: info = {{error code, k, 0, 0}}: the k-th checked tensor
+ * ({n}_checked(k) names it) was the first, in execution order, holding NaN or Inf. */
 void {n}_last_error(const {n}_state* state, int64_t info[4]);
+
+/* The name of the k-th tensor a check_finite step checks (NULL when k is out of range). */
+const char* {n}_checked(int64_t k);
 
 /* Seeds the random stream of random ops (dropout) in this state (SplitMix64; not the same
  * stream as Python's). Steps without random ops ignore it. */
@@ -777,6 +785,8 @@ void {n}_set_seed({n}_state* s, uint64_t seed) {{
         if (grow_scratch(s, s->info[1]) != GRAPHC_OK) return GRAPHC_ENOMEM;
     }}
     if (rc == 1) {{ memcpy(s->last_err, s->err, sizeof s->err); return GRAPHC_EINDEX; }}
+    if (rc == 3) {{ memcpy(s->last_err, s->err, sizeof s->err); return GRAPHC_ENONFINITE; }}
+    if (rc == 4) {{ memcpy(s->last_err, s->err, sizeof s->err); return GRAPHC_EBOUNDS; }}
     if (rc != 0) return GRAPHC_EINTERNAL;""")
     for t in m.mark_present:
         w(f"    s->present[{t}] = 1;")
@@ -785,6 +795,8 @@ void {n}_set_seed({n}_state* s, uint64_t seed) {{
     w("    memcpy(s->last_hyper_v, s->hyper_v, sizeof s->hyper_v);")
     w("    s->rng = rng;\n    s->steps++;\n    return GRAPHC_OK;\n}\n")
 
+    checked_names = "".join(cstr(x) + ", " for x in m.graph.meta.get("finite_names", ()))
+    checked_names += "NULL"
     w(f"""size_t {n}_num_tensors(void) {{ return {nt}; }}
 
 const {n}_tensor_info* {n}_tensor(size_t i) {{ return i < {nt} ? &TENSORS[i] : NULL; }}
@@ -834,6 +846,11 @@ int {n}_set_present({n}_state* s, const char* name, int present) {{
 
 int64_t {n}_steps(const {n}_state* s) {{ return s ? s->steps : 0; }}
 
+const char* {n}_checked(int64_t k) {{
+    static const char* const names[] = {{{checked_names}}};
+    return k >= 0 && k < (int64_t)(sizeof names / sizeof names[0]) - 1 ? names[k] : NULL;
+}}
+
 void {n}_last_error(const {n}_state* s, int64_t info[4]) {{
     if (s && info) memcpy(info, s->last_err, sizeof s->last_err);
 }}
@@ -849,6 +866,8 @@ const char* {n}_strerror(int code) {{
     case GRAPHC_EIO: return "i/o error";
     case GRAPHC_EFORMAT: return "checkpoint does not match this step";
     case GRAPHC_EINTERNAL: return "internal error";
+    case GRAPHC_ENONFINITE: return "the loss or a gradient holds NaN or Inf (not applied)";
+    case GRAPHC_EBOUNDS: return "out-of-bounds access stopped (debug build)";
     default: return "unknown error";
     }}
 }}

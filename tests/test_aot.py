@@ -480,3 +480,45 @@ def test_cli_aot_end_to_end(tmp_path: Path) -> None:
     for _ in range(3):
         loss = train_step(X, Y)
     assert np.float32(float(got[1])) == loss.numpy()
+
+
+def test_check_finite_step_reports_nonfinite_and_changes_nothing(tmp_path: Path) -> None:
+    """A check_finite step built ahead of time returns GRAPHC_ENONFINITE (documented in the
+    header, with the checked tensor's name), not GRAPHC_EINTERNAL, and leaves the state."""
+    gc.manual_seed(1)
+    model = nn.Linear(3, 2)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    X = np.ones((4, 3), np.float32)
+    Y = np.zeros((4, 2), np.float32)
+
+    @gc.compile(example_args=(X, Y), check_finite=True)
+    def fin_step(x: Any, y: Any) -> Any:
+        opt.zero_grad()
+        loss = nn.MSELoss()(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    paths = gc.aot.build(fin_step, (X, Y), str(tmp_path), "fin")
+    header = Path(paths["header"]).read_text()
+    assert "GRAPHC_ENONFINITE 9" in header and "fin_checked" in header
+    lib = CLib(paths, "fin")
+    lib.f("checked").restype = ctypes.c_char_p
+    lib.f("checked").argtypes = [ctypes.c_int64]
+    s = lib.create()
+    try:
+        assert lib.step(s, X, Y) == 0
+        before = lib.snapshot(s)
+        bad = X.copy()
+        bad[1, 2] = np.nan
+        assert lib.step(s, bad, Y) == 9  # GRAPHC_ENONFINITE
+        _same(lib.snapshot(s), before)
+        info = (ctypes.c_int64 * 4)()
+        lib.f("last_error")(s, info)
+        assert info[0] == 3
+        name = lib.f("checked")(info[1])
+        assert name is not None and b"loss" in name
+        assert lib.f("checked")(-1) is None and lib.f("checked")(1000) is None
+        assert lib.step(s, X, Y) == 0  # and it goes on
+    finally:
+        lib.f("destroy")(s)
