@@ -10,211 +10,39 @@
         loss.backward()
         opt.step()
         return loss
+
+The package resolves its attributes on first use (PEP 562): ``import graphc`` itself loads
+nothing but this file, so that the ``graphc`` command's ``--help`` (whose entry point
+``graphc.cli:main`` imports this package first) answers at once instead of waiting a second
+for numpy, sympy and the compiler. ``gc.zeros``, ``gc.compile``, ``gc.nn`` ... import what they
+need the first time they are read, and every graphc submodule can be imported first.
 """
 
 from __future__ import annotations
 
+import importlib
+import sys
+import types
 from typing import Any
-
-import numpy as np
-
-from . import dtypes as _dt
-from . import random as _random
-from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .dtypes import DType
-from .tensor import Tensor, to_array
-from .tensor_ops import as_tensor, where
-
-float32 = _dt.float32
-float64 = _dt.float64
-int64 = _dt.int64
-int32 = _dt.int32
-bool = _dt.bool_  # noqa: A001  (as torch.bool)
-float = float32  # noqa: A001
-double = float64
-long = int64
-
-manual_seed = _random.manual_seed
-initial_seed = _random.initial_seed
 
 __version__ = "0.1.0"
 
-
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """A new leaf tensor holding a copy of ``data`` (as ``torch.tensor``)."""
-    arr = np.array(to_array(data, _dt.as_dtype(dtype) if dtype is not None else None),
-                   copy=True)
-    if requires_grad and arr.dtype.kind != "f":
-        raise RuntimeError("Only Tensors of floating point dtype can require gradients")
-    return Tensor._from_array(arr, requires_grad)
-
-
-def from_numpy(a: np.ndarray) -> Tensor:
-    """A tensor sharing memory with ``a`` (as ``torch.from_numpy``)."""
-    if not isinstance(a, np.ndarray):
-        raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
-    _dt.from_numpy(a.dtype)
-    return Tensor._from_array(a if a.flags.c_contiguous else np.ascontiguousarray(a))
-
-
-def _shape(size: tuple) -> tuple:
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        return tuple(size[0])
-    return tuple(size)
-
-
-def _dtype(dtype: Any, default: _dt.DType = _dt.float32) -> _dt.DType:
-    return default if dtype is None else _dt.as_dtype(dtype)
-
-
-def _factory(value: Any, size: tuple, dtype: Any, requires_grad: bool) -> Tensor:
-    from . import _context
-
-    d = _dtype(dtype)
-    shape = _shape(size)
-    if _context.current() is not None:
-        from .tensor import builder
-
-        return Tensor._wrap(builder().const(value, shape, d))
-    return Tensor._from_array(np.full(shape, value, d.np), requires_grad)
-
-
-def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return _factory(0, size, dtype, requires_grad)
-
-
-def ones(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return _factory(1, size, dtype, requires_grad)
-
-
-def full(size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    if dtype is None and isinstance(fill_value, (int, np.integer)) \
-            and not isinstance(fill_value, (bool, np.bool_)):
-        dtype = _dt.int64
-    return _factory(fill_value, tuple(size) if not isinstance(size, int) else (size,), dtype,
-                    requires_grad)
-
-
-def zeros_like(t: Tensor, dtype: Any = None) -> Tensor:
-    return zeros(t.shape, dtype=dtype or t.dtype)
-
-
-def ones_like(t: Tensor, dtype: Any = None) -> Tensor:
-    return ones(t.shape, dtype=dtype or t.dtype)
-
-
-def rand(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    d = _dtype(dtype)
-    return Tensor._from_array(_random.uniform(_shape(size), 0.0, 1.0, d.np), requires_grad)
-
-
-def randn(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    d = _dtype(dtype)
-    return Tensor._from_array(_random.normal(_shape(size), 0.0, 1.0, d.np), requires_grad)
-
-
-def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
-           requires_grad: bool = False) -> Tensor:
-    if end is None:
-        start, end = 0, start
-    is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
-    d = _dtype(dtype, _dt.int64 if is_int else _dt.float32)
-    n = max(0, int(np.ceil((end - start) / step)))
-    vals = start + step * np.arange(n, dtype=np.float64 if not is_int else np.int64)
-    return Tensor._from_array(vals.astype(d.np), requires_grad)
-
-
-def _op(name: str) -> Any:
-    from . import tensor_ops
-
-    return getattr(tensor_ops, name)
-
-
-def matmul(a: Any, b: Any) -> Tensor:
-    return _op("matmul")(a, b)
-
-
-def exp(x: Any) -> Tensor:
-    return as_tensor(x).exp()
-
-
-def log(x: Any) -> Tensor:
-    return as_tensor(x).log()
-
-
-def tanh(x: Any) -> Tensor:
-    return as_tensor(x).tanh()
-
-
-def sigmoid(x: Any) -> Tensor:
-    return as_tensor(x).sigmoid()
-
-
-def relu(x: Any) -> Tensor:
-    return as_tensor(x).relu()
-
-
-def sqrt(x: Any) -> Tensor:
-    return as_tensor(x).sqrt()
-
-
-def abs(x: Any) -> Tensor:  # noqa: A001
-    return as_tensor(x).abs()
-
-
-def sum(x: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    return as_tensor(x).sum(dim, keepdim)
-
-
-def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return as_tensor(x).mean(dim, keepdim)
-
-
-def maximum(a: Any, b: Any) -> Tensor:
-    return _op("binary")("maximum", a, b)
-
-
-def minimum(a: Any, b: Any) -> Tensor:
-    return _op("binary")("minimum", a, b)
-
-
-def clamp(x: Any, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
-    return as_tensor(x).clamp(min, max)
-
-
-def argmax(x: Any, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return as_tensor(x).argmax(dim, keepdim)
-
-
-def softmax(x: Any, dim: int) -> Tensor:
-    return as_tensor(x).softmax(dim)
-
-
-def log_softmax(x: Any, dim: int) -> Tensor:
-    return as_tensor(x).log_softmax(dim)
-
-
-def gather(x: Any, dim: int, index: Any) -> Tensor:
-    return as_tensor(x).gather(dim, index)
-
-
-def cat(tensors: Any, dim: int = 0) -> Tensor:
-    """``torch.cat``: concatenation along ``dim`` (zero-padded views summed, so it fuses)."""
-    return _op("cat")(tensors, dim)
-
-
-concat = cat
-
-
-def stack(tensors: Any, dim: int = 0) -> Tensor:
-    """``torch.stack``: a new dimension ``dim`` joining same-shaped tensors."""
-    return _op("stack")(tensors, dim)
-
-
-from . import aot, nn, optim  # noqa: E402
-from .api import CompiledFunction, compile  # noqa: E402
-from .checks import DebugBoundsError, NonFiniteError  # noqa: E402
-from .serialization import load, save  # noqa: E402
+# Where each public name lives. ``_core`` holds the eager namespace (factories, dtype aliases,
+# functional forms); tests/test_first_hour_api.py keeps this table equal to ``_core.__all__``.
+_CORE_NAMES = frozenset({
+    "enable_grad", "inference_mode", "is_grad_enabled", "no_grad", "set_grad_enabled", "DType",
+    "Tensor", "to_array", "as_tensor", "where", "float32", "float64", "int64", "int32", "bool",
+    "float", "double", "long", "manual_seed", "initial_seed", "tensor", "from_numpy", "zeros",
+    "ones", "full", "zeros_like", "ones_like", "rand", "randn", "arange", "matmul", "exp", "log",
+    "tanh", "sigmoid", "relu", "sqrt", "abs", "sum", "mean", "maximum", "minimum", "clamp",
+    "argmax", "softmax", "log_softmax", "gather", "cat", "concat", "stack",
+})
+_ELSEWHERE = {
+    "compile": "api", "CompiledFunction": "api",
+    "DebugBoundsError": "checks", "NonFiniteError": "checks",
+    "load": "serialization", "save": "serialization",
+    "Generator": "random",
+}
 
 __all__ = [
     "Tensor", "DType", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like",
@@ -222,4 +50,53 @@ __all__ = [
     "enable_grad", "inference_mode", "is_grad_enabled", "set_grad_enabled", "compile",
     "CompiledFunction", "float32", "float64", "int64", "int32", "bool", "nn", "optim", "where",
     "as_tensor", "matmul", "save", "load", "aot", "NonFiniteError", "DebugBoundsError",
+    "Generator",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve a public name (or a submodule, as ``gc.ir`` worked when the package imported
+    everything eagerly) on first use, and keep it in the module so the next read is a plain
+    dictionary lookup."""
+    if name in _CORE_NAMES:
+        value = getattr(importlib.import_module(f"{__name__}._core"), name)
+    elif name in _ELSEWHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_ELSEWHERE[name]}"), name)
+    elif name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise  # the submodule exists but something it imports does not
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+        return value  # the import system has already set it on the package
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _CORE_NAMES | set(_ELSEWHERE) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """``gc.tensor`` is the factory function, although ``graphc/tensor.py`` is a submodule too.
+
+    Importing a submodule sets the package attribute of that name (importlib's
+    ``setattr(parent, child, module)``), which would replace the function whenever
+    ``graphc.tensor`` happens to be imported after the name was read. A data descriptor on the
+    module's class takes precedence over the module's dictionary, so ``gc.tensor`` stays the
+    function (as it was when this file defined it after importing the submodule)."""
+
+    @property
+    def tensor(self) -> Any:
+        core = sys.modules.get(f"{__name__}._core") or importlib.import_module(f"{__name__}._core")
+        return core.tensor
+
+    @tensor.setter
+    def tensor(self, value: Any) -> None:
+        pass  # the import system recording the submodule ``graphc.tensor``: ignored, see above
+
+
+sys.modules[__name__].__class__ = _Package

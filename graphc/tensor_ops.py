@@ -18,7 +18,12 @@ from . import _context
 from . import dtypes as dt
 from . import shapes as sh
 from .ir import Node
-from .tensor import Tensor, builder, to_array
+
+# ``from .tensor import Tensor, builder, to_array`` comes after the definitions, just before
+# ``_install()``: graphc/tensor.py imports this module at its end and takes ``_apply``,
+# ``_apply_cast`` and ``as_tensor`` from it, so importing this module first (tensor.py then runs
+# inside this import) works only if those functions exist before tensor.py asks for them.
+# Nothing above the import may use these three names at module level (only in function bodies).
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 
@@ -361,17 +366,70 @@ def pad(x: Tensor, pads: Sequence[tuple[Any, Any]]) -> Tensor:
                                                             for lo, hi in pads)))
 
 
+def _key_text(k: Any) -> str:
+    if k is Ellipsis:
+        return "..."
+    if isinstance(k, slice):
+        text = f"{'' if k.start is None else k.start}:{'' if k.stop is None else k.stop}"
+        return text + ("" if k.step is None else f":{k.step}")
+    return repr(k)
+
+
+def _advanced_index_message(x: Tensor, key: tuple, pos: int, k: Any) -> str:
+    """Why ``x[key]`` is refused and what to write instead, with code that exists in graphc.
+
+    Advanced indexing (lists, arrays and tensors of indices, boolean masks) is not an op here:
+    indices read from data give gathers, and masks give shapes that depend on the data, which
+    a compiled step cannot have. Each suggestion is built from ``key`` so it can be pasted."""
+    shape = tuple(k.shape) if isinstance(k, Tensor) else np.shape(k)
+    shown = repr(k) if len(repr(k)) <= 40 else f"a {type(k).__name__} of shape {shape}"
+    what = (f"indexing a Tensor with {shown} ({type(k).__name__}) is not supported: graphc "
+            "indexes with ints, slices, None and ... only")
+    if not isinstance(k, (Tensor, list, tuple, np.ndarray)):
+        return what
+    if isinstance(k, Tensor):  # its values are known only eagerly, not while tracing
+        values = k.numpy() if _context.current() is None else None
+        is_mask = k.dtype is dt.bool_
+    else:
+        values = np.asarray(k)
+        is_mask = values.dtype.kind == "b"
+    if is_mask:
+        return (f"{what}; a boolean mask selects a data-dependent number of elements; keep the "
+                "shape with gc.where(mask, x, 0) (and sum or mean with the mask as weights)")
+    # the dimension k indexes in the result: slices and None before it keep or add one,
+    # ints drop theirs, an ellipsis stands for the dims the rest of the key does not use
+    used = builtins.sum(1 for kk in key if kk is not None and kk is not Ellipsis)
+    dim = 0
+    for kk in key[:pos]:
+        if kk is Ellipsis:
+            dim += x.ndim - used
+        elif kk is None or isinstance(kk, slice):
+            dim += 1
+    before = "".join(_key_text(kk) + ", " for kk in key[:pos])
+    after = "".join(", " + _key_text(kk) for kk in key[pos + 1:])
+    if values is not None and values.dtype.kind in "iu" and values.ndim == 1 \
+            and 0 < values.size <= 8:
+        parts = [f"x[{before}{i}:{'' if i == -1 else i + 1}{after}]" for i in values.tolist()]
+        alt = parts[0] if len(parts) == 1 else f"gc.cat([{', '.join(parts)}], dim={dim})"
+        if any(isinstance(kk, (int, np.integer)) for kk in key[:pos]):
+            return f"{what}; for these indices write {alt} (a slice keeps the dimension)"
+        return (f"{what}; for these indices write {alt} (a slice keeps the dimension), or "
+                f"x.gather({dim}, index) with a non-negative int64 index expanded to the "
+                "result's shape")
+    return (f"{what}; for indices held in a tensor use x.gather({dim}, index) with a "
+            "non-negative int64 index expanded to the result's shape (differentiable, compiled "
+            "with bounds checks), or gc.cat of slices for a few fixed indices")
+
+
 def getitem(x: Tensor, key: Any) -> Tensor:
     """Basic indexing: ints, slices with positive steps, None and Ellipsis (views)."""
     if not isinstance(key, tuple):
         key = (key,)
-    for k in key:
+    for pos, k in enumerate(key):
         if isinstance(k, (Tensor, list, np.ndarray)) or (
                 not isinstance(k, (int, np.integer, slice)) and k is not None
                 and k is not Ellipsis):
-            raise NotImplementedError(
-                f"indexing a Tensor with {k!r} is not supported; use gather or index_select "
-                "for tensor indices")
+            raise NotImplementedError(_advanced_index_message(x, key, pos, k))
     n_ell = builtins.sum(1 for k in key if k is Ellipsis)
     if n_ell > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
@@ -559,6 +617,8 @@ def _install() -> None:
     T.T = property(lambda self: permute(self, *reversed(range(self.ndim))))
     T.mT = property(lambda self: transpose(self, -2, -1))
 
+
+from .tensor import Tensor, builder, to_array  # noqa: E402  (see the note under the imports)
 
 _install()
 

@@ -1,0 +1,213 @@
+"""The eager namespace of ``graphc``: tensor factories, dtype aliases and the functional
+forms of tensor methods (``gc.zeros``, ``gc.exp``, ``gc.cat``, ...).
+
+It lives apart from ``graphc/__init__.py`` because it needs numpy and the tensor core (which
+pulls in sympy through ``graphc.shapes``): the package resolves these names on first use
+(PEP 562), so ``graphc --help`` and other light entry points never pay for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as _dt
+from . import random as _random
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .dtypes import DType
+from .tensor import Tensor, to_array
+from .tensor_ops import as_tensor, where
+
+float32 = _dt.float32
+float64 = _dt.float64
+int64 = _dt.int64
+int32 = _dt.int32
+bool = _dt.bool_  # noqa: A001  (as torch.bool)
+float = float32  # noqa: A001
+double = float64
+long = int64
+
+manual_seed = _random.manual_seed
+initial_seed = _random.initial_seed
+
+
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new leaf tensor holding a copy of ``data`` (as ``torch.tensor``)."""
+    arr = np.array(to_array(data, _dt.as_dtype(dtype) if dtype is not None else None),
+                   copy=True)
+    if requires_grad and arr.dtype.kind != "f":
+        raise RuntimeError("Only Tensors of floating point dtype can require gradients")
+    return Tensor._from_array(arr, requires_grad)
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """A tensor sharing memory with ``a`` (as ``torch.from_numpy``)."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
+    _dt.from_numpy(a.dtype)
+    return Tensor._from_array(a if a.flags.c_contiguous else np.ascontiguousarray(a))
+
+
+def _shape(size: tuple) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        return tuple(size[0])
+    return tuple(size)
+
+
+def _dtype(dtype: Any, default: _dt.DType = _dt.float32) -> _dt.DType:
+    return default if dtype is None else _dt.as_dtype(dtype)
+
+
+def _factory(value: Any, size: tuple, dtype: Any, requires_grad: bool) -> Tensor:
+    from . import _context
+
+    d = _dtype(dtype)
+    shape = _shape(size)
+    if _context.current() is not None:
+        from .tensor import builder
+
+        return Tensor._wrap(builder().const(value, shape, d))
+    return Tensor._from_array(np.full(shape, value, d.np), requires_grad)
+
+
+def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    return _factory(0, size, dtype, requires_grad)
+
+
+def ones(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    return _factory(1, size, dtype, requires_grad)
+
+
+def full(size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    if dtype is None and isinstance(fill_value, (int, np.integer)) \
+            and not isinstance(fill_value, (bool, np.bool_)):
+        dtype = _dt.int64
+    return _factory(fill_value, tuple(size) if not isinstance(size, int) else (size,), dtype,
+                    requires_grad)
+
+
+def zeros_like(t: Tensor, dtype: Any = None) -> Tensor:
+    return zeros(t.shape, dtype=dtype or t.dtype)
+
+
+def ones_like(t: Tensor, dtype: Any = None) -> Tensor:
+    return ones(t.shape, dtype=dtype or t.dtype)
+
+
+def rand(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    d = _dtype(dtype)
+    return Tensor._from_array(_random.uniform(_shape(size), 0.0, 1.0, d.np), requires_grad)
+
+
+def randn(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    d = _dtype(dtype)
+    return Tensor._from_array(_random.normal(_shape(size), 0.0, 1.0, d.np), requires_grad)
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    d = _dtype(dtype, _dt.int64 if is_int else _dt.float32)
+    n = max(0, int(np.ceil((end - start) / step)))
+    vals = start + step * np.arange(n, dtype=np.float64 if not is_int else np.int64)
+    return Tensor._from_array(vals.astype(d.np), requires_grad)
+
+
+def _op(name: str) -> Any:
+    from . import tensor_ops
+
+    return getattr(tensor_ops, name)
+
+
+def matmul(a: Any, b: Any) -> Tensor:
+    return _op("matmul")(a, b)
+
+
+def exp(x: Any) -> Tensor:
+    return as_tensor(x).exp()
+
+
+def log(x: Any) -> Tensor:
+    return as_tensor(x).log()
+
+
+def tanh(x: Any) -> Tensor:
+    return as_tensor(x).tanh()
+
+
+def sigmoid(x: Any) -> Tensor:
+    return as_tensor(x).sigmoid()
+
+
+def relu(x: Any) -> Tensor:
+    return as_tensor(x).relu()
+
+
+def sqrt(x: Any) -> Tensor:
+    return as_tensor(x).sqrt()
+
+
+def abs(x: Any) -> Tensor:  # noqa: A001
+    return as_tensor(x).abs()
+
+
+def sum(x: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    return as_tensor(x).sum(dim, keepdim)
+
+
+def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return as_tensor(x).mean(dim, keepdim)
+
+
+def maximum(a: Any, b: Any) -> Tensor:
+    return _op("binary")("maximum", a, b)
+
+
+def minimum(a: Any, b: Any) -> Tensor:
+    return _op("binary")("minimum", a, b)
+
+
+def clamp(x: Any, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    return as_tensor(x).clamp(min, max)
+
+
+def argmax(x: Any, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return as_tensor(x).argmax(dim, keepdim)
+
+
+def softmax(x: Any, dim: int) -> Tensor:
+    return as_tensor(x).softmax(dim)
+
+
+def log_softmax(x: Any, dim: int) -> Tensor:
+    return as_tensor(x).log_softmax(dim)
+
+
+def gather(x: Any, dim: int, index: Any) -> Tensor:
+    return as_tensor(x).gather(dim, index)
+
+
+def cat(tensors: Any, dim: int = 0) -> Tensor:
+    """``torch.cat``: concatenation along ``dim`` (zero-padded views summed, so it fuses)."""
+    return _op("cat")(tensors, dim)
+
+
+concat = cat
+
+
+def stack(tensors: Any, dim: int = 0) -> Tensor:
+    """``torch.stack``: a new dimension ``dim`` joining same-shaped tensors."""
+    return _op("stack")(tensors, dim)
+
+
+__all__ = [
+    "enable_grad", "inference_mode", "is_grad_enabled", "no_grad", "set_grad_enabled", "DType",
+    "Tensor", "to_array", "as_tensor", "where", "float32", "float64", "int64", "int32", "bool",
+    "float", "double", "long", "manual_seed", "initial_seed", "tensor", "from_numpy", "zeros",
+    "ones", "full", "zeros_like", "ones_like", "rand", "randn", "arange", "matmul", "exp", "log",
+    "tanh", "sigmoid", "relu", "sqrt", "abs", "sum", "mean", "maximum", "minimum", "clamp",
+    "argmax", "softmax", "log_softmax", "gather", "cat", "concat", "stack",
+]
