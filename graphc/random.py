@@ -101,3 +101,48 @@ def normal(shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0,
         _state["next_normal"] = r * np.sin(theta)
         out[i] = r * np.cos(theta) * std + mean
     return out.astype(dt).reshape(shape)
+
+
+_TORCH_DEFAULT_SEED = 67280421310721  # what ``torch.Generator().initial_seed()`` returns
+
+
+class Generator:
+    """A seed source of its own, as ``torch.Generator`` is for ``DataLoader(generator=...)``.
+
+    graphc's parameter init and dropout read the global stream (``gc.manual_seed``); a
+    ``Generator`` drives what a user hands one to (the ``DataLoader``'s shuffling) without
+    touching that stream, so ``DataLoader(ds, shuffle=True, generator=gc.Generator()
+    .manual_seed(0))`` ports from PyTorch by changing the import. Each ``next_seed()`` advances
+    it: successive epochs differ, and ``manual_seed`` again replays them.
+    """
+
+    def __init__(self, device: str = "cpu") -> None:
+        if str(device) != "cpu":
+            raise ValueError(f"Generator: device must be 'cpu' (it only produces seeds), "
+                             f"got {device!r}")
+        self.device = "cpu"
+        self.manual_seed(_TORCH_DEFAULT_SEED)
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Reset the stream to ``seed`` and return the generator (as PyTorch's does)."""
+        self._seed = int(seed)
+        self._rs = np.random.RandomState(self._seed & 0xFFFFFFFF)
+        return self
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def seed(self) -> int:
+        """Reseed from the operating system's entropy; returns the new seed."""
+        new = int(np.random.SeedSequence().entropy) & ((1 << 63) - 1)
+        self.manual_seed(new)
+        return new
+
+    def next_seed(self) -> int:
+        """A 63-bit seed drawn from this generator's stream (advances it)."""
+        hi, lo = self._rs.randint(0, 2**32, size=2, dtype=np.uint32)
+        return int((int(hi) << 31) ^ int(lo)) & ((1 << 63) - 1)
+
+    def __repr__(self) -> str:
+        return f"gc.Generator(initial_seed={self._seed})"
+

@@ -10,8 +10,48 @@ from __future__ import annotations
 from typing import Any
 
 from .. import dtypes as dt
+from .. import shapes as sh
 from .. import tensor_ops as T
 from ..tensor import Tensor
+
+
+class TargetShapeError(ValueError, RuntimeError):
+    """A class-index target whose shape does not fit the input.
+
+    The message is PyTorch's (so a search for it finds the usual answers), followed by both
+    shapes and, for the common ``(N, 1)`` labels, the fix. It is a ``ValueError`` as graphc's
+    bad-input errors are, and a ``RuntimeError`` as PyTorch raises it, so either ``except``
+    clause a user already has catches it."""
+
+
+def _size(shape: Any) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _check_class_target(fn: str, input_shape: Any, target_shape: Any,
+                        probabilities: bool = False) -> None:
+    """Class-index targets have the input's shape without the class dimension: ``(N)`` for
+    ``(N, C)``, ``(N, d1, ...)`` for ``(N, C, d1, ...)``, ``()`` for ``(C)``. Checked here,
+    before the gather that reads them, whose own complaint (``index rank must equal input
+    rank``) names neither the target nor what it should have been."""
+    xs, ts = tuple(input_shape), tuple(target_shape)
+    expected = () if len(xs) <= 1 else (xs[0],) + xs[2:]
+    if len(ts) == len(expected) and all(sh.same(a, b) for a, b in zip(ts, expected)):
+        return
+    shapes = (f"{fn}: input shape {_size(xs)}, target shape {_size(ts)}; class-index targets "
+              f"for this input have shape {_size(expected)}")
+    if len(ts) == len(expected) + 1 and ts[-1] == 1 \
+            and all(sh.same(a, b) for a, b in zip(ts[:-1], expected)):
+        shapes += f" (for labels shaped {_size(ts)}, pass target.squeeze({len(ts) - 1}))"
+    elif probabilities:
+        shapes += f", or class probabilities: a float target of shape {_size(xs)}"
+    if len(xs) <= 2 and len(ts) > 1:
+        msg = "0D or 1D target tensor expected, multi-target not supported"
+    elif len(xs) >= 2 and len(ts) >= 1 and not sh.same(ts[0], xs[0]):
+        msg = f"Expected input batch_size ({xs[0]}) to match target batch_size ({ts[0]})."
+    else:
+        msg = f"Expected target size {_size(expected)}, got {_size(ts)}"
+    raise TargetShapeError(f"{msg}\n  {shapes}")
 
 
 def _reduction(size_average: Any, reduce: Any, reduction: str) -> str:
@@ -74,7 +114,9 @@ def nll_loss(input: Any, target: Any, weight: Any = None, size_average: Any = No
              ignore_index: int = -100, reduce: Any = None, reduction: str = "mean") -> Tensor:
     """Negative log likelihood of log-probabilities ``(C) | (N, C) | (N, C, d1, ...)``."""
     red = _reduction(size_average, reduce, reduction)
-    x, t, unbatched = _batched(T.as_tensor(input), T.as_tensor(target))
+    x, t = T.as_tensor(input), T.as_tensor(target)
+    _check_class_target("nll_loss", x.shape, t.shape)
+    x, t, unbatched = _batched(x, t)
     loss, w = _picked(x, t, ignore_index, weight)
     return _reduce_weighted(loss * w, w, red, unbatched)
 
@@ -109,6 +151,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any
         if red == "sum":
             return loss.sum()
         return loss.sum() / (x.numel() / n_classes) if x.ndim else loss.sum()
+    _check_class_target("cross_entropy", x.shape, t.shape, probabilities=True)
     xb, tb, unbatched = _batched(lp, t)
     nll, w = _picked(xb, tb, ignore_index, wv)
     out = _reduce_weighted(nll * w, w, red, unbatched)

@@ -35,6 +35,10 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+def _array_to_tensor(v: Any) -> Any:
+    return Tensor._from_array(to_array(v)) if isinstance(v, np.ndarray) else v
+
+
 class Module:
     """Base class of layers and models (``forward`` is called by ``__call__``)."""
 
@@ -255,9 +259,19 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run ``forward``, with numpy arrays among the arguments converted to tensors first
+        (as ``gc.tensor`` would, sharing memory where dtype and layout allow): a ``forward``
+        written for PyTorch calls tensor methods on its inputs (``idx.size()``, ``x.view``),
+        which on a numpy array are other things or absent."""
         ctx = _context.current()
         if ctx is not None:
             ctx.note_module(self)
+        for a in args:
+            if isinstance(a, np.ndarray):
+                args = tuple(_array_to_tensor(v) for v in args)
+                break
+        if kwargs:
+            kwargs = {k: _array_to_tensor(v) for k, v in kwargs.items()}
         return self.forward(*args, **kwargs)
 
     def extra_repr(self) -> str:

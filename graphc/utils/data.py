@@ -58,22 +58,54 @@ def default_collate(items: Sequence[Any]) -> Any:
     return np.stack([np.asarray(it) for it in items])
 
 
+def _is_torch_generator(g: Any) -> bool:
+    return type(g).__module__.split(".")[0] == "torch" and type(g).__name__ == "Generator"
+
+
+def _seed_source(generator: Any) -> Any:
+    """What a ``DataLoader`` keeps for ``generator=``: ``None`` (the global stream), a numpy
+    ``Generator`` (used directly), or an object each epoch draws a seed from (``gc.Generator``,
+    ``torch.Generator``: kept, so that their ``manual_seed`` replays the epochs as in PyTorch).
+    An int seed, a ``RandomState``, a ``SeedSequence`` or a ``BitGenerator`` becomes one numpy
+    ``Generator`` now, so successive epochs get different orders."""
+    if generator is None or isinstance(generator, np.random.Generator):
+        return generator
+    if callable(getattr(generator, "next_seed", None)) or _is_torch_generator(generator):
+        return generator
+    if isinstance(generator, np.random.RandomState):
+        return np.random.default_rng(generator.randint(0, 2**31))
+    if isinstance(generator, (np.random.SeedSequence, np.random.BitGenerator)):
+        return np.random.default_rng(generator)
+    if isinstance(generator, (int, np.integer)) and not isinstance(generator, (bool, np.bool_)):
+        return np.random.default_rng(int(generator))
+    raise TypeError(
+        "DataLoader: generator must be None, a gc.Generator or torch.Generator, a "
+        "np.random.Generator, RandomState, SeedSequence or BitGenerator, or an int seed; got "
+        f"{type(generator).__module__}.{type(generator).__qualname__}")
+
+
 def _rng(generator: Any) -> np.random.Generator:
+    """The shuffling generator for one epoch."""
     if generator is None:
         return np.random.default_rng(_random.next_seed())
     if isinstance(generator, np.random.Generator):
         return generator
-    if isinstance(generator, np.random.RandomState):
-        return np.random.default_rng(generator.randint(0, 2**31))
-    return np.random.default_rng(int(generator))
+    if _is_torch_generator(generator):
+        import torch  # loaded already: the user made a torch.Generator
+
+        # one int64 draw from the user's generator per epoch, as torch's samplers draw theirs
+        seed = int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+        return np.random.default_rng(seed & ((1 << 63) - 1))
+    return np.random.default_rng(generator.next_seed())
 
 
 class DataLoader:
     """Mini-batches of a dataset (``batch_size=None`` yields single samples, uncollated).
 
-    ``generator``: a ``np.random.Generator`` (or an int seed, or a ``RandomState``) that
-    drives the shuffling; by default each epoch draws its seed from ``gc.manual_seed``'s
-    stream. The last partial batch is kept unless ``drop_last``.
+    ``generator``: what drives the shuffling: a ``gc.Generator`` or ``torch.Generator`` (each
+    epoch draws a seed from it), a ``np.random.Generator``, or an int seed, ``RandomState``,
+    ``SeedSequence`` or ``BitGenerator``; by default each epoch draws its seed from
+    ``gc.manual_seed``'s stream. The last partial batch is kept unless ``drop_last``.
     """
 
     def __init__(self, dataset: Any, batch_size: int | None = 1, shuffle: bool = False,
@@ -85,11 +117,8 @@ class DataLoader:
         self.batch_size = None if batch_size is None else int(batch_size)
         self.shuffle = shuffle
         self.drop_last = drop_last
-        self.generator = generator
+        self.generator = _seed_source(generator)
         self.collate_fn = collate_fn
-        # an int seed becomes one generator, so successive epochs get different orders
-        if generator is not None and not isinstance(generator, np.random.Generator):
-            self.generator = _rng(generator)
 
     def __len__(self) -> int:
         n = len(self.dataset)
