@@ -15,7 +15,10 @@ sizes are symbolic, so a new batch size reuses the same variant. Each call:
 
 from __future__ import annotations
 
+import builtins
 import functools
+import inspect
+import keyword
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +32,7 @@ from .nn import module as nn_module
 from .tensor import Tensor
 from .trace import Signature, trace
 
+compile_source = builtins.compile  # ``compile`` below is graphc's
 _MODE_EPOCH = nn_module.mode_epoch  # bumped by train()/eval(): the fast path re-checks modes
 
 
@@ -66,6 +70,62 @@ class Variant:
         return all(m.training == v for m, v in self.sig.mode_reads)
 
 
+def _plain_parameters(fn: Any) -> tuple[str, ...] | None:
+    """The parameter names of ``fn`` (``forward``'s for a module) when they are all plain
+    (positional-or-keyword, no defaults): such a step gets a ``__call__`` with those very
+    parameters (``_named_call_class``). None otherwise."""
+    target = fn.forward if isinstance(fn, nn_module.Module) else fn
+    try:
+        params = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if not 1 <= len(params) <= 32 or any(
+            p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty
+            or not p.name.isidentifier() or keyword.iskeyword(p.name)
+            or p.name.startswith("_graphc_") for p in params):
+        return None
+    return tuple(p.name for p in params)
+
+
+_NAMED_CALL: dict[tuple[tuple[str, ...], str], type] = {}
+
+
+def _named_call_class(names: tuple[str, ...], qualname: str) -> type:
+    """A subclass of ``CompiledFunction`` whose ``__call__`` has the step's own parameters.
+
+    Keyword calls (``step(x=X, y=Y)``) then bind in CPython itself, with Python's own errors
+    naming the step (``train_step() missing 1 required positional argument: 'y'``), and a
+    positional call costs what it did before keywords were accepted: ``**kwargs`` in the
+    generic ``__call__`` allocates a dict on every call (~25-40 ns here), which this avoids.
+    Steps with defaults, ``*args`` or keyword-only parameters use the generic one."""
+    key = (names, qualname)
+    cls = _NAMED_CALL.get(key)
+    if cls is None:
+        params = ", ".join(names)
+        src = (f"def __call__(_graphc_self, {params}):\n"
+               f"    args = ({params},)\n"
+               "    lock = _graphc_self._lock\n"
+               "    lock.acquire()\n"
+               "    try:\n"
+               "        fast = _graphc_self._fast\n"
+               "        if fast is not None and _graphc_self._last_epoch == _MODE_EPOCH[0]:\n"
+               "            try:\n"
+               "                return fast(args)\n"
+               "            except Mismatch:\n"
+               "                pass\n"
+               "        return _graphc_self._call_slow(args)\n"
+               "    finally:\n"
+               "        lock.release()\n")
+        scope: dict[str, Any] = {"_MODE_EPOCH": _MODE_EPOCH, "Mismatch": Mismatch}
+        exec(compile_source(src, f"<graphc call wrapper of {qualname}>", "exec"), scope)
+        call = scope["__call__"]
+        call.__qualname__ = qualname  # what CPython's argument errors name
+        cls = type("CompiledFunction", (CompiledFunction,), {"__call__": call,
+                                                             "__module__": __name__})
+        _NAMED_CALL[key] = cls
+    return cls
+
+
 class CompiledFunction:
     """The callable ``gc.compile`` returns (see the module docstring)."""
 
@@ -82,7 +142,7 @@ class CompiledFunction:
         self.check_finite = bool(check_finite)
         self.debug = debug_default() if debug is None else bool(debug)
         self.fn = fn
-        self.name = getattr(fn, "__name__", "step")
+        self.name = getattr(fn, "__name__", None) or type(fn).__name__
         self.device = device
         self.dynamic = dynamic
         self.backend_name = backend or device
@@ -93,7 +153,16 @@ class CompiledFunction:
         self._last: Variant | None = None
         self._last_epoch = -1
         self._fast: Callable[[tuple], Any] | None = None  # the last variant's call wrapper
-        functools.update_wrapper(self, fn)
+        self._params: list[inspect.Parameter] | None = None  # for keyword calls, on first use
+        if isinstance(fn, nn_module.Module):
+            # not update_wrapper: it would copy the module's __dict__ (parameters, training
+            # flag) into this object as stale snapshots; attributes are forwarded instead
+            self.__doc__ = type(fn).__doc__
+        else:
+            functools.update_wrapper(self, fn)
+        names = _plain_parameters(fn)
+        if names is not None:
+            self.__class__ = _named_call_class(names, self.name)
         if example_args is not None:
             self._compile([_as_array(a, i, f"arg{i}") for i, a in enumerate(example_args)])
 
@@ -141,6 +210,8 @@ class CompiledFunction:
         for v in self.variants:
             sig = v.sig
             if len(args) != len(sig.arg_types):
+                if self._takes(len(args)):
+                    continue  # another arity the function allows (defaults): a new variant
                 raise TypeError(f"{self.name}() takes {len(sig.arg_types)} arguments "
                                 f"({', '.join(sig.arg_names)}), got {len(args)}")
             if any(a.dtype != t.np or a.ndim != len(s) for a, (t, s) in
@@ -153,7 +224,9 @@ class CompiledFunction:
                 for name, a, (_, s) in zip(sig.arg_names, args, sig.arg_types):
                     sh.bind(s, a.shape, env, f"argument {name!r}")
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args = self._bind(args, kwargs)
         # acquire/try/finally measured ~60 ns cheaper than ``with lock`` on the seed step
         lock = self._lock
         lock.acquire()
@@ -167,6 +240,92 @@ class CompiledFunction:
             return self._call_slow(args)
         finally:
             lock.release()
+
+    def _bind(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
+        """Positional arguments for a call that names some by keyword, bound as Python binds
+        them to the original function's parameters (``forward``'s, for a module).
+
+        A compiled step takes its arguments by position (each is an array, matched against the
+        variant's signature), so keywords become positions. Parameters left out at the end keep
+        the function's own defaults (applied while tracing, as in a positional call that stops
+        early); one left out before a parameter given by keyword gets its default value passed
+        in its place."""
+        params = self._params
+        if params is None:
+            target = self.fn.forward if isinstance(self.fn, nn_module.Module) else self.fn
+            try:
+                params = list(inspect.signature(target).parameters.values())
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"{self.name}(): keyword arguments need the signature of the "
+                                f"compiled function, which is unavailable ({e}); pass the "
+                                "arguments by position") from None
+            self._params = params
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY,
+                                                      p.POSITIONAL_OR_KEYWORD)]
+        index = {p.name: i for i, p in enumerate(positional)}
+        for key in kwargs:
+            i = index.get(key)
+            if i is None:
+                if any(p.name == key for p in params):  # keyword-only
+                    raise TypeError(f"{self.name}(): keyword-only parameter {key!r} is not "
+                                    "supported by a compiled step (its arguments are "
+                                    "positional arrays)")
+                if any(p.kind is p.VAR_KEYWORD for p in params):
+                    raise TypeError(f"{self.name}(): keyword {key!r} would go to its **kwargs, "
+                                    "which a compiled step does not support (its arguments "
+                                    "are positional arrays)")
+                raise TypeError(f"{self.name}() got an unexpected keyword argument {key!r}")
+            if positional[i].kind is inspect.Parameter.POSITIONAL_ONLY:
+                raise TypeError(f"{self.name}() got some positional-only arguments passed as "
+                                f"keyword arguments: {key!r}")
+            if i < len(args):
+                raise TypeError(f"{self.name}() got multiple values for argument {key!r}")
+        missing = [p.name for p in positional[len(args):]
+                   if p.name not in kwargs and p.default is p.empty]
+        if missing:
+            names = [repr(m) for m in missing]
+            listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+            raise TypeError(f"{self.name}() missing {len(missing)} required positional "
+                            f"argument{'s' if len(missing) > 1 else ''}: {listed}")
+        bound = list(args)
+        for p in positional[len(args):max(index[k] for k in kwargs) + 1]:
+            bound.append(kwargs[p.name] if p.name in kwargs else p.default)
+        return tuple(bound)
+
+    def _takes(self, n: int) -> bool:
+        """Whether the original function accepts ``n`` positional arguments (parameters with
+        defaults make several counts valid, each its own variant)."""
+        target = self.fn.forward if isinstance(self.fn, nn_module.Module) else self.fn
+        try:
+            params = inspect.signature(target).parameters.values()
+        except (TypeError, ValueError):
+            return False
+        if any(p.kind is p.VAR_POSITIONAL for p in params):
+            return True
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY,
+                                                      p.POSITIONAL_OR_KEYWORD)]
+        required = sum(1 for p in positional if p.default is p.empty)
+        return required <= n <= len(positional)
+
+    def __getattr__(self, name: str) -> Any:
+        """For a compiled module, what the module has (``parameters()``, ``train()``,
+        ``eval()``, ``state_dict()``, submodules ...), as torch.compile's ``OptimizedModule``
+        forwards to ``_orig_mod``. Reached only for names this object lacks, so the call path
+        never comes here."""
+        fn = self.__dict__.get("fn")
+        if isinstance(fn, nn_module.Module) and not name.startswith("__"):
+            return getattr(fn, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __dir__(self) -> list[str]:
+        fn = self.__dict__.get("fn")
+        extra = dir(fn) if isinstance(fn, nn_module.Module) else []
+        return sorted(set(super().__dir__()) | set(extra))
+
+    @property
+    def _orig_mod(self) -> Any:
+        """The compiled module or function (the name torch.compile's wrapper uses)."""
+        return self.fn
 
     def _call_slow(self, args: tuple) -> Any:
         """Re-check the training flags, pick (or compile) the variant, remember it."""
@@ -241,23 +400,97 @@ class CompiledFunction:
         return explain.write_page(self, path, stages)
 
 
-def compile(fn: Callable[..., Any] | None = None, *, device: str = "cpu",  # noqa: A001
-            example_args: tuple | None = None, dynamic: Any = True,
-            backend: str | None = None, check_finite: bool = False,
-            debug: bool | None = None) -> Any:
+MODES = {
+    None: "the default",
+    "default": "the default: the whole step compiled once to native code",
+    "reduce-overhead": "the default: every call already goes through a generated wrapper of "
+                       "a few inlined checks (about 1.4 us for the seed step); no CUDA graphs",
+    "max-autotune": "the default: the kernel plan is fixed (packed GEMM, fused loops); "
+                    "there is nothing to autotune",
+    "max-autotune-no-cudagraphs": "as max-autotune",
+}
+BACKENDS = {
+    "inductor": "torch.compile's default: here the device's own backend",
+    "cpu": "native code for the host CPU (llvmlite)",
+    "cuda": "PTX for NVIDIA GPUs",
+    "interp": "the numpy reference interpreter running the traced graph",
+}
+OPTIONS = ("check_finite", "debug")
+
+
+def _check_compile_options(mode: Any, fullgraph: Any, backend: Any, options: Any,
+                           dynamic: Any) -> tuple[str | None, dict[str, Any]]:
+    """Validate ``torch.compile``'s keywords; the backend name and the options to apply."""
+    if mode not in MODES:
+        raise ValueError(f"mode: expected one of {[m for m in MODES]}, got {mode!r}")
+    if not isinstance(fullgraph, bool):
+        raise TypeError(f"fullgraph: expected True or False, got {fullgraph!r}")
+    if dynamic is not None and not isinstance(dynamic, (bool, dict)):
+        raise TypeError(f"dynamic: expected None, True, False or a dict {{argument: axes}}, "
+                        f"got {type(dynamic).__name__}")
+    if backend is not None:
+        if not isinstance(backend, str):
+            raise TypeError(f"backend: custom backends (callables) are not supported; expected "
+                            f"one of {sorted(BACKENDS)}, got {type(backend).__name__}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {sorted(BACKENDS)}, got {backend!r}")
+        if backend == "inductor":
+            backend = None
+    opts = dict(options or {})
+    unknown = sorted(k for k in opts if k not in OPTIONS)
+    if unknown:
+        raise ValueError(f"options: graphc knows {list(OPTIONS)}, got {unknown} (torch "
+                         "inductor's options have no meaning here)")
+    return backend, opts
+
+
+def compile(fn: Callable[..., Any] | None = None, *,  # noqa: A001
+            mode: str | None = None, fullgraph: bool = False, dynamic: Any = None,
+            backend: str | None = None, options: dict[str, Any] | None = None,
+            disable: bool = False, device: str = "cpu", example_args: tuple | None = None,
+            check_finite: bool = False, debug: bool | None = None) -> Any:
     """Compile a training (or inference) step; usable as ``@gc.compile`` or with arguments.
 
-    ``dynamic``: True (default) makes the first dimension of every argument symbolic;
-    False specialises on every shape; a dict ``{arg index or name: (axes...)}`` picks axes.
+    ``dynamic``: None or True (default) makes the first dimension of every argument symbolic,
+    so every batch size shares one variant; False specialises on every shape; a dict
+    ``{arg index or name: (axes...)}`` picks the symbolic axes.
     ``check_finite``: raise ``gc.NonFiniteError`` (a ``FloatingPointError`` and a
     ``ValueError``) when the loss or a gradient holds NaN/Inf, without applying the update.
     ``debug``: bounds-check every native load and store (default: ``GRAPHC_DEBUG`` is set).
     See ``graphc/checks.py``.
+
+    ``torch.compile``'s other keywords are accepted, so code written for it runs unchanged,
+    with the meaning they can have here:
+
+    - ``mode``: None, ``"default"``, ``"reduce-overhead"``, ``"max-autotune"`` or
+      ``"max-autotune-no-cudagraphs"``. All compile the same way: the whole step becomes one
+      native function called through a generated low-overhead wrapper (what reduce-overhead
+      is after), with one fixed kernel plan (nothing to autotune, no CUDA graphs). Any other
+      string raises ``ValueError`` listing these.
+    - ``fullgraph``: True or False. graphc always captures the whole step as one graph: it
+      never falls back to Python between pieces, and a function it cannot trace raises.
+    - ``backend``: ``"inductor"`` (torch's default) means the device's own backend; graphc's
+      ``"cpu"``, ``"cuda"`` and ``"interp"`` (the reference interpreter) choose one. Other
+      names raise ``ValueError``; callables (custom torch backends) raise ``TypeError``.
+    - ``options``: a dict of graphc's options (``check_finite``, ``debug``); inductor's keys
+      raise ``ValueError``.
+    - ``disable``: True returns ``fn`` itself, uncompiled (eager), as torch does.
+
+    A compiled ``nn.Module`` forwards attribute access to the module (``parameters()``,
+    ``train()``, ``state_dict()`` ...), as torch.compile's ``OptimizedModule`` does. A compiled
+    step also takes its arguments by keyword, bound to the original function's parameters.
     """
-    if fn is None:
-        return lambda f: CompiledFunction(f, device, example_args, dynamic, backend,
-                                          check_finite, debug)
-    return CompiledFunction(fn, device, example_args, dynamic, backend, check_finite, debug)
+    backend, opts = _check_compile_options(mode, fullgraph, backend, options, dynamic)
+    check_finite = bool(opts.get("check_finite", check_finite))
+    debug = opts.get("debug", debug)
+    dyn = True if dynamic is None else dynamic
+
+    def build(f: Callable[..., Any]) -> Any:
+        if disable:
+            return f
+        return CompiledFunction(f, device, example_args, dyn, backend, check_finite, debug)
+
+    return build if fn is None else build(fn)
 
 
-__all__ = ["compile", "CompiledFunction", "dt", "sh"]
+__all__ = ["compile", "CompiledFunction", "MODES", "BACKENDS", "dt", "sh"]
