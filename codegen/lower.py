@@ -1037,10 +1037,38 @@ def _k_reduce(k: KernelEmitter) -> None:
     axes = set(n.attrs["axes"])
     nd = len(x.shape)
     b = k.b
+    blocked = n.op == "sum" and n.dtype.is_float and not reduce_lowering.fits_one_block(
+        sh.numel([x.shape[d] for d in sorted(axes)]))
     if nd and (nd - 1) in axes:
         # inner reduction: kept dims outside, reduced dims inside, accumulator in a register
         kept = [d for d in range(nd) if d not in axes]
         red = [d for d in range(nd) if d in axes]
+        if blocked:
+            # float sums longer than one block: blocked pairwise summation over the
+            # innermost reduced dim that is not 1 (see ``reduce.cascade_sum``)
+            inner_d = max(d for d in red if not sh.same(x.shape[d], 1))
+            extent = k.sym(x.shape[inner_d])
+            rest = [d for d in red if d != inner_d]
+
+            def outer_blocked(idx: list[Any]) -> None:
+                full = list(idx)
+                full[inner_d] = i64(0)
+
+                def run_loops(body: Any) -> None:
+                    _loops_into(k, tuple(x.shape), rest, full, lambda f: body())
+
+                def element(j: ir.Value) -> ir.Value:
+                    at = list(full)
+                    at[inner_d] = j
+                    return k.value(x, at)
+
+                total = reduce_lowering.cascade_sum(k, reg_type(n.dtype), run_loops, extent,
+                                                    element)
+                k.store_out([i64(0) if d in axes else idx[d] for d in range(nd)], total)
+
+            k.loops(tuple(x.shape), outer_blocked, order=kept) if kept else \
+                outer_blocked([None] * nd)
+            return
 
         def outer(idx: list[Any]) -> None:
             acc_slot = k.alloca(reg_type(n.dtype))
@@ -1057,6 +1085,10 @@ def _k_reduce(k: KernelEmitter) -> None:
             k.store_out(out_idx, b.load(acc_slot))
 
         k.loops(tuple(x.shape), outer, order=kept) if kept else outer([None] * nd)
+        return
+    if n.op == "sum" and n.dtype.is_float and not reduce_lowering.fits_one_block(
+            sh.numel([x.shape[d] for d in sorted(axes)]), reduce_lowering.ROW_BLOCK):
+        reduce_lowering.outer_sum(k)  # rows combined pairwise in blocks, strips of columns
         return
     # outer reduction: initialise the output, then accumulate rows into it (vectorises)
     k.loops(n.shape, lambda idx: k.store_out(idx, _init(n.op, n.dtype)))
