@@ -93,7 +93,10 @@ def _picked(lp: Tensor, target: Tensor, ignore_index: int, weight: Tensor | None
     if weight is not None:
         wt = T.gather(T.as_tensor(weight).to(lp.dtype), 0, safe.reshape(-1)).reshape(safe.shape)
         w = w * wt
-    return -picked, w
+    # an ignored position contributes exactly 0 and passes no gradient, as in ATen (which skips
+    # it): with ``-picked * 0`` a mean over an all-ignored batch (0/0) sent 0 * inf = NaN back
+    # into every logit, and an ignored row whose picked log-probability is -inf gave NaN
+    return T.where(valid, -picked, 0.0), w
 
 
 def _batched(x: Tensor, target: Tensor) -> tuple[Tensor, Tensor, bool]:
@@ -159,7 +162,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any
         return out
     # smoothing term s_n = -sum_c w_c lp_{n,c}, zero where ignored; mean divides by sum(w)
     cw = xb if wv is None else xb * wv.reshape([-1] + [1] * (xb.ndim - 2))
-    s = -cw.sum(1) * (tb != ignore_index).to(x.dtype)
+    s = T.where(tb != ignore_index, -cw.sum(1), 0.0)
     smooth = _reduce_weighted(s, w, red, unbatched)
     return out * (1.0 - eps) + smooth * (eps / n_classes)
 
