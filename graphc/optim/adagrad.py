@@ -1,16 +1,25 @@
-"""``optim.Adagrad``: PyTorch's ``_single_tensor_adagrad`` rule, line for line."""
+"""``optim.Adagrad``: PyTorch's ``Adagrad.__init__``, ``step``, ``_init_group`` and
+``_single_tensor_adagrad``, written with the public API only.
+
+Group reads, ``self.state[p]`` entries and in-place ops, as in PyTorch's source, so the same
+lines run eagerly and trace into a compiled step. PyTorch creates Adagrad's state when the
+optimizer is built, so a compiled step normally finds it present and traces once; a
+parameter added later (``add_param_group``) gets its state on its first step, which
+``traced.py`` merges with the later steps on a presence flag. Each line names the PyTorch
+statement it reproduces, in ATen's evaluation order, so float32 values round alike.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from .. import dtypes as dt
-from ..autograd import no_grad
+from .. import full, zeros
+from ..autograd import enable_grad, no_grad
 from ..tensor import Tensor
 from .adam import _check_lr
-from .optimizer import Optimizer, nonzero
+from .optimizer import Optimizer
 
 
 class Adagrad(Optimizer):
@@ -19,7 +28,9 @@ class Adagrad(Optimizer):
 
     Unlike the other optimizers, PyTorch creates Adagrad's state when the optimizer is built:
     ``step = tensor(0.)`` and ``sum = full_like(p, initial_accumulator_value)`` for every
-    parameter, so ``state_dict()`` has entries before the first step. That is mirrored here.
+    parameter, so ``state_dict()`` has entries before the first step. That is mirrored here,
+    as is PyTorch's choice of the constructor's (not a group's) initial value.
+    ``foreach`` and ``fused`` are stored as given; ``differentiable=True`` is not supported.
     """
 
     def __init__(self, params: Any, lr: float = 1e-2, lr_decay: float = 0,
@@ -48,35 +59,67 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             for p in group["params"]:
                 state = self.state[p]
-                state["step"] = Tensor._from_array(np.zeros((), np.float32))
-                state["sum"] = Tensor._from_array(
-                    np.full(p.shape, group["initial_accumulator_value"], p.dtype.np))
+                # state["step"] = torch.tensor(0.0, dtype=_get_scalar_dtype())
+                state["step"] = zeros((), dtype=dt.float32)
+                # state["sum"] = torch.full_like(p, initial_accumulator_value)
+                state["sum"] = full(p.shape, float(initial_accumulator_value), dtype=p.dtype)
+
+    def _init_group(self, group: dict[str, Any], params_with_grad: list[Tensor],
+                    grads: list[Tensor], state_sums: list[Tensor],
+                    state_steps: list[Tensor]) -> None:
+        """Collect the parameters that have a gradient and their state; a parameter without
+        state (added by ``add_param_group``, or after ``load_state_dict`` of an empty state)
+        gets it now, from ``defaults["initial_accumulator_value"]`` as in PyTorch."""
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            params_with_grad.append(p)
+            grads.append(p.grad)
+            state = self.state[p]
+            if len(state) == 0:
+                state["step"] = zeros((), dtype=dt.float32)
+                init_value = float(self.defaults["initial_accumulator_value"])
+                state["sum"] = full(p.shape, init_value, dtype=p.dtype)
+            state_sums.append(state["sum"])
+            state_steps.append(state["step"])
 
     @no_grad()
-    def step(self, closure: Any = None) -> Any:
-        """One Adagrad update of every parameter that has a gradient."""
-        loss = self._closure(closure)
-        for group, params in self._active_groups():
-            lr = self._hp(group, "lr")
-            lr_decay = self._hp(group, "lr_decay")
-            eps = self._hp(group, "eps")
-            maximize = self._on(group, "maximize")
-            use_wd = self._on(group, "weight_decay", nonzero)
-            wd = self._hp(group, "weight_decay") if use_wd else 0.0
-            init = float(group["initial_accumulator_value"])
-            for p in params:
-                step_t = self._state_update(p, "step", lambda s: s + 1, shape=(),
-                                            dtype=dt.float32)
-                step = step_t.to(dt.float64)  # step = _get_value(step_t): a Python double
-                g = p.grad
-                if maximize:
-                    g = -g
-                if use_wd:
-                    g = g + p * wd  # grad.add(param, alpha=weight_decay)
-                clr = lr / ((step - 1) * lr_decay + 1)
-                # state_sum.addcmul_(grad, grad, value=1)
-                s = self._state_update(p, "sum", lambda s, g=g: s + g * g, fill=init)
-                std = s.sqrt() + eps
-                # param.addcdiv_(grad, std, value=-clr): p + (value*g)/std
-                p._assign(p + (g * (-clr)) / std)
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """One Adagrad update of every parameter whose ``.grad`` is not None."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params_with_grad: list[Tensor] = []
+            grads: list[Tensor] = []
+            state_sums: list[Tensor] = []
+            state_steps: list[Tensor] = []
+            self._init_group(group, params_with_grad, grads, state_sums, state_steps)
+            _single_tensor_adagrad(
+                params_with_grad, grads, state_sums, state_steps, lr=group["lr"],
+                weight_decay=group["weight_decay"], lr_decay=group["lr_decay"],
+                eps=group["eps"], maximize=group["maximize"])
         return loss
+
+
+def _single_tensor_adagrad(params: list[Tensor], grads: list[Tensor],
+                           state_sums: list[Tensor], state_steps: list[Tensor], *, lr: Any,
+                           weight_decay: Any, lr_decay: Any, eps: Any, maximize: bool) -> None:
+    """PyTorch's dense single-tensor Adagrad, statement for statement (scalars: Python
+    floats eagerly, float64 run-time inputs when traced)."""
+    for param, grad, state_sum, step_t in zip(params, grads, state_sums, state_steps,
+                                              strict=True):
+        # update step
+        step_t += 1
+        step = step_t.double()  # step = _get_value(step_t): a Python double
+        grad = grad if not maximize else -grad
+        if weight_decay != 0:
+            grad = grad.add(param, alpha=weight_decay)  # grad.add(param, alpha=weight_decay)
+        clr = lr / (1 + (step - 1) * lr_decay)
+        # state_sum.addcmul_(grad, grad, value=1)
+        state_sum.addcmul_(grad, grad, value=1)
+        # std = state_sum.sqrt().add_(eps)
+        std = state_sum.sqrt().add_(eps)
+        # param.addcdiv_(grad, std, value=-clr): p + (value*grad)/std
+        param.addcdiv_(grad, std, value=-clr)

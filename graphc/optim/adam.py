@@ -1,31 +1,31 @@
-"""``optim.Adam`` and ``optim.AdamW``: PyTorch's ``_single_tensor_adam`` rule, line for line.
+"""``optim.Adam`` and ``optim.AdamW``: PyTorch's ``Adam.step``, ``_init_group`` and
+``_single_tensor_adam``, written with the public API only.
 
-PyTorch's CPU default is the single-tensor loop; its rounding order is what the parity tests
-compare against, so each line below names the PyTorch statement it reproduces. Scalars that
-PyTorch computes in Python doubles (bias corrections, step size) are computed here in float64
-0-d tensors and only cast to the parameter's dtype where PyTorch passes them to a kernel.
+The update reads ``group[...]``, creates ``self.state[p]`` on the first step that sees a
+gradient and updates it with in-place tensor ops, exactly as PyTorch's source (and a user's
+optimizer) does, so the same lines run eagerly on numpy and trace into a compiled step:
+``traced.py`` turns the group numbers into run-time scalars (``betas`` into two), Python
+tests on them (``weight_decay != 0``, ``amsgrad``) into guards, and merges the first step
+(which creates the state) with every later one on a presence flag.
+
+PyTorch's single-tensor path is what the parity tests compare against, so each line below
+names the PyTorch statement it reproduces and keeps ATen's evaluation order, so float32
+values round as PyTorch's do. Scalars that PyTorch computes in Python doubles from
+``step.item()`` (bias corrections, step size) are float64 0-d tensors here (optimizer state
+has no Python value while tracing) and are cast to the parameter's dtype only where PyTorch
+passes them to a kernel (``addcdiv_``'s ``value``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import dtypes as dt
-from ..autograd import no_grad
-from .optimizer import Optimizer, nonzero
-
-
-def lerp(start: Any, end: Any, weight: Any, small_weight: bool) -> Any:
-    """``start.lerp(end, weight)`` with ATen's two rounding branches.
-
-    ATen evaluates ``start + w*(end-start)`` when ``|w| < 0.5`` and ``end - (end-start)*(1-w)``
-    otherwise; ``small_weight`` picks the branch (a structural guard when traced, so a
-    compiled step recompiles if the weight crosses 0.5 rather than rounding differently).
-    """
-    diff = end - start
-    if small_weight:
-        return start + diff * weight
-    return end - diff * (1 - weight)
+from .. import zeros, zeros_like
+from ..autograd import enable_grad, no_grad
+from ..tensor import Tensor
+from .optimizer import Optimizer
 
 
 class Adam(Optimizer):
@@ -65,53 +65,99 @@ class Adam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
+    def _init_group(self, group: dict[str, Any], params_with_grad: list[Tensor],
+                    grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
+                    max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor]) -> None:
+        """Collect the parameters that have a gradient and their state, creating the state
+        (lazy initialisation) for a parameter seen with a gradient for the first time."""
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            params_with_grad.append(p)
+            grads.append(p.grad)
+            state = self.state[p]
+            if len(state) == 0:
+                # state["step"] = torch.tensor(0.0, dtype=_get_scalar_dtype())
+                state["step"] = zeros((), dtype=dt.float32)
+                state["exp_avg"] = zeros_like(p)
+                state["exp_avg_sq"] = zeros_like(p)
+                if group["amsgrad"]:
+                    state["max_exp_avg_sq"] = zeros_like(p)
+            exp_avgs.append(state["exp_avg"])
+            exp_avg_sqs.append(state["exp_avg_sq"])
+            if group["amsgrad"]:
+                max_exp_avg_sqs.append(state["max_exp_avg_sq"])
+            state_steps.append(state["step"])
+
     @no_grad()
-    def step(self, closure: Any = None) -> Any:
-        """One Adam update of every parameter that has a gradient."""
-        loss = self._closure(closure)
-        for group, params in self._active_groups():
-            lr = self._hp(group, "lr")
-            beta1 = self._hp(group, "betas", 0)
-            beta2 = self._hp(group, "betas", 1)
-            eps = self._hp(group, "eps")
-            amsgrad = self._on(group, "amsgrad")
-            maximize = self._on(group, "maximize")
-            use_wd = self._on(group, "weight_decay", nonzero)
-            decoupled = self._on(group, "decoupled_weight_decay") if use_wd else False
-            wd = self._hp(group, "weight_decay") if use_wd else 0.0
-            small_w1 = self._on(group, "betas", lambda b: abs(1 - b[0]) < 0.5)
-            for p in params:
-                g = p.grad
-                if maximize:
-                    g = -g
-                # step_t += 1  (float32 0-d state)
-                step_t = self._state_update(p, "step", lambda s: s + 1, shape=(),
-                                            dtype=dt.float32)
-                if use_wd:
-                    if decoupled:
-                        p._assign(p * (1 - lr * wd))  # param.mul_(1 - lr * weight_decay)
-                    else:
-                        g = g + p * wd  # grad.add(param, alpha=weight_decay)
-                # exp_avg.lerp_(grad, 1 - beta1)
-                m = self._state_update(
-                    p, "exp_avg", lambda m, g=g, w=1 - beta1, s=small_w1: lerp(m, g, w, s))
-                # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                v = self._state_update(
-                    p, "exp_avg_sq", lambda v, g=g, b2=beta2: v * b2 + (g * (1 - b2)) * g)
-                # step = step_t.item(): the bias corrections are Python-double arithmetic
-                step = step_t.to(dt.float64)
-                bias_correction1 = 1 - beta1 ** step
-                bias_correction2 = 1 - beta2 ** step
-                step_size = lr / bias_correction1
-                bias_correction2_sqrt = bias_correction2 ** 0.5
-                if amsgrad:
-                    # torch.maximum(max_exp_avg_sqs[i], exp_avg_sq, out=max_exp_avg_sqs[i])
-                    v = self._state_update(p, "max_exp_avg_sq",
-                                           lambda mx, v=v: mx.maximum(v))
-                denom = v.sqrt() / bias_correction2_sqrt + eps
-                # param.addcdiv_(exp_avg, denom, value=-step_size): p + (value*m)/denom
-                p._assign(p + (m * (-step_size)) / denom)
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """One Adam update of every parameter whose ``.grad`` is not None."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params_with_grad: list[Tensor] = []
+            grads: list[Tensor] = []
+            exp_avgs: list[Tensor] = []
+            exp_avg_sqs: list[Tensor] = []
+            max_exp_avg_sqs: list[Tensor] = []
+            state_steps: list[Tensor] = []
+            beta1, beta2 = group["betas"]
+            self._init_group(group, params_with_grad, grads, exp_avgs, exp_avg_sqs,
+                             max_exp_avg_sqs, state_steps)
+            _single_tensor_adam(
+                params_with_grad, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                amsgrad=group["amsgrad"], beta1=beta1, beta2=beta2, lr=group["lr"],
+                weight_decay=group["weight_decay"], eps=group["eps"],
+                maximize=group["maximize"],
+                decoupled_weight_decay=group["decoupled_weight_decay"])
         return loss
+
+
+def _single_tensor_adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor],
+                        exp_avg_sqs: list[Tensor], max_exp_avg_sqs: list[Tensor],
+                        state_steps: list[Tensor], *, amsgrad: bool, beta1: Any, beta2: Any,
+                        lr: Any, weight_decay: Any, eps: Any, maximize: bool,
+                        decoupled_weight_decay: bool) -> None:
+    """PyTorch's non-capturable single-tensor Adam, statement for statement.
+
+    The scalars are Python floats eagerly and float64 0-d run-time inputs when traced;
+    ``weight_decay != 0`` is then a guard (recompiles when decay is switched on or off).
+    """
+    for i, param in enumerate(params):
+        grad = grads[i] if not maximize else -grads[i]
+        exp_avg = exp_avgs[i]
+        exp_avg_sq = exp_avg_sqs[i]
+        step_t = state_steps[i]
+        # step_t += 1  (float32 0-d state)
+        step_t += 1
+        if weight_decay != 0:
+            if decoupled_weight_decay:
+                param.mul_(1 - lr * weight_decay)  # param.mul_(1 - lr * weight_decay)
+            else:
+                grad = grad.add(param, alpha=weight_decay)  # grad.add(param, alpha=wd)
+        # exp_avg.lerp_(grad, 1 - beta1): ATen's rounding branch for |1 - beta1| < 0.5 is
+        # a guard when traced
+        exp_avg.lerp_(grad, 1 - beta1)
+        # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        # step = _get_value(step_t): the bias corrections are Python-double arithmetic
+        step = step_t.double()
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        step_size = lr / bias_correction1
+        bias_correction2_sqrt = bias_correction2 ** 0.5
+        if amsgrad:
+            # torch.maximum(max_exp_avg_sqs[i], exp_avg_sq, out=max_exp_avg_sqs[i])
+            max_exp_avg_sqs[i].maximum_(exp_avg_sq)
+            # denom = (max_exp_avg_sqs[i].sqrt() / bias_correction2_sqrt).add_(eps)
+            denom = (max_exp_avg_sqs[i].sqrt() / bias_correction2_sqrt).add_(eps)
+        else:
+            # denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        # param.addcdiv_(exp_avg, denom, value=-step_size): p + (value*exp_avg)/denom
+        param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
 class AdamW(Adam):

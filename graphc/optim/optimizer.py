@@ -1,15 +1,12 @@
-"""``Optimizer``: param groups, state and the hooks that make one update rule serve both modes.
+"""``Optimizer``: param groups, state, ``zero_grad`` and ``state_dict`` with PyTorch's rules.
 
-An optimizer's ``step()`` is ordinary tensor code. In eager mode it runs on numpy through the
-interpreter; inside a compiled step the same code is traced into IR update nodes. Three helpers
-keep the two modes identical:
-
-- ``_hp(group, key)`` reads a hyperparameter: a float eagerly, a run-time scalar input when
-  traced (so changing ``param_groups[i]["lr"]`` takes effect without recompiling);
-- ``_on(group, key)`` reads a value that decides the graph's structure (``momentum != 0``,
-  ``nesterov``); traced, it becomes a guard that recompiles when it changes;
-- ``_state_update(p, key, ...)`` reads and writes ``state[p][key]``; traced, a buffer that
-  does not exist yet is created at call time and a presence flag selects the first-step rule.
+An optimizer's ``step()`` is ordinary tensor code written as PyTorch writes it: it reads
+``group["lr"]``, creates ``self.state[p]`` entries on its first call and updates them with
+in-place ops. In eager mode it runs on numpy through the interpreter; inside a compiled step
+the same code is traced into IR update nodes. The containers that make that work
+(``ParamGroup``, ``ParamState``, ``OptimizerState``) and the wrapper every subclass's
+``step`` gets (``traced_step``) live in ``traced.py``; they are the only path, for the
+built-in optimizers and user-written ones alike.
 """
 
 from __future__ import annotations
@@ -20,10 +17,8 @@ from typing import Any
 import numpy as np
 
 from .. import _context
-from .. import dtypes as dt
 from ..autograd import enable_grad
 from ..tensor import Tensor
-from ..tensor_ops import where
 from .traced import OptimizerState, ParamGroup, ParamGroups, traced_step
 
 _REQUIRED = object()
@@ -123,7 +118,7 @@ class Optimizer:
                     if g is not None:
                         g.zero_()
 
-    # -- hooks for update rules ------------------------------------------------------------
+    # -- what traced.py asks of the optimizer --------------------------------------------
     def _label(self, group: dict[str, Any], key: str) -> str:
         gi = next(i for i, g in enumerate(self.param_groups) if g is group)
         ctx = _context.current()
@@ -133,7 +128,11 @@ class Optimizer:
     def _hp(self, group: dict[str, Any], key: str, index: int | None = None) -> Any:
         """``group[key]`` (or ``group[key][index]``, for tuples such as Adam's ``betas``):
         a float eagerly, a run-time scalar input when traced, so that changing it between
-        compiled calls takes effect without recompiling."""
+        compiled calls takes effect without recompiling.
+
+        Update rules never call this: ``ParamGroup.__getitem__`` (``traced.py``) does, to turn
+        each number of a tuple-valued group entry into its own run-time input (an item view
+        per element keeps the input's read protocol, ``source[key]``)."""
         ctx = _context.current()
         if ctx is None:
             v = group[key] if index is None else group[key][index]
@@ -149,54 +148,6 @@ class Optimizer:
         if view is None or view.group is not group:
             view = views[vk] = _ItemView(group, key, index)
         return ctx.hyper(view, key, f"{self._label(group, key)}[{index}]")
-
-    def _active_groups(self) -> Iterable[tuple[dict[str, Any], list[Tensor]]]:
-        """(group, its parameters that have a gradient) for every group with any: ``step()``
-        skips parameters whose ``.grad`` is None (no decay, no state change)."""
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            if params:
-                yield group, params
-
-    def _on(self, group: dict[str, Any], key: str, test: Callable[[Any], bool] = bool) -> bool:
-        value = test(dict.__getitem__(group, key))
-        ctx = _context.current()
-        if ctx is not None:
-            ctx.guard(lambda: test(dict.__getitem__(group, key)), value,
-                      self._label(group, key), spec=(group, key, test))
-        return value
-
-    def _state_label(self, p: Tensor, key: str) -> str:
-        ctx = _context.current()
-        assert ctx is not None
-        return f"{ctx._names.get(id(self), 'opt')}.state[{ctx.tensor_name(p)}].{key}"
-
-    def _state_update(self, p: Tensor, key: str, update: Callable[[Tensor], Tensor],
-                      first: Callable[[], Tensor] | None = None, fill: float = 0.0,
-                      dtype: dt.DType | None = None, shape: Any = None) -> Tensor:
-        """``state[p][key] = update(old)`` if it exists, else ``first()`` (or ``update`` of a
-        buffer filled with ``fill`` when ``first`` is None). Returns the new value."""
-        ctx = _context.current()
-        if ctx is None:
-            st = self.state[p]
-            old = st.get(key)
-            if old is None:
-                if first is not None:
-                    new = first()
-                else:
-                    shp = p.shape if shape is None else shape
-                    init = Tensor._from_array(np.full(shp, fill, (dtype or p.dtype).np))
-                    new = update(init)
-                st[key] = Tensor._from_array(np.array(new.numpy(), copy=True))
-                return st[key]
-            return old._assign(update(old))
-        old, present = ctx.opt_state(self, p, key, self._state_label(p, key), fill, dtype,
-                                     shape)
-        new = update(old)
-        if first is not None:
-            new = where(present, new, first())
-        ctx.set_opt_state(self, p, key, new)
-        return new
 
     # -- step ---------------------------------------------------------------------------
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
@@ -302,11 +253,6 @@ class _ItemView:
 
     def __getitem__(self, key: str) -> Any:
         return dict.__getitem__(self.group, key)[self.index]
-
-
-def nonzero(v: Any) -> bool:
-    """The structural test for options that switch a term on (``weight_decay != 0``)."""
-    return v != 0
 
 
 def params_of(groups: Iterable[dict[str, Any]]) -> list[Tensor]:

@@ -24,6 +24,7 @@ steps re-check these guards only after something changed.
 from __future__ import annotations
 
 import functools
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -153,12 +154,12 @@ def _traced_group_value(ctx: Any, group: ParamGroup, key: Any, value: Any) -> An
     if isinstance(value, tuple) and value and all(_is_number(v) for v in value):
         n = len(value)
         ctx.guard(lambda: len(dict.__getitem__(group, key)), n, f"len({label})",
-                  spec=(group, key, len))
+                  spec=(group, key, len), once=(id(group), key, "len"))
         return tuple(owner._hp(group, key, i) if owner is not None else value[i]
                      for i in range(n))
     # anything else decides the trace's structure: recompile when it changes
     ctx.guard(lambda: _freeze(dict.__getitem__(group, key)), _freeze(value), label,
-              spec=(group, key, _freeze))
+              spec=(group, key, _freeze), once=(id(group), key))
     return value
 
 
@@ -497,6 +498,10 @@ def _run_traced(ctx: Any, opt: Any, step: Callable[..., Any], args: tuple, kwarg
     result = step(opt, *args, **kwargs)
     later_ext = ctx.take_changes(snap)
     present = _structure_guard(ctx, opt).present()
+    # while the flag is false, every entry the first step creates is absent, so its state
+    # input holds the fill value the runtime (and an ahead-of-time build) feeds for it
+    ctx.__dict__.setdefault("_absent_unless", {}).setdefault(id(present.node), set()).update(
+        (id(opt), id(v.st._param), k) for v in views for k in v.created)
     ext, _ = snap
     for key in list(first_ext) + [k for k in later_ext if k not in first_ext]:
         a = first_ext.get(key, ext.get(key))
@@ -528,28 +533,61 @@ def _guard_groups(ctx: Any, opt: Any) -> None:
 def _merge(ctx: Any, c: Any, b: Any, a: Any) -> Any:
     """``where(c, b, a)`` with the selection pushed down to where the two traces differ.
 
-    The first-step trace and the later-step trace mostly compute the same thing from one
-    differing value (``p - lr*buf`` with ``buf`` fresh or carried), so
-    ``where(c, f(x, y), f(x, z))`` becomes ``f(x, where(c, y, z))`` for elementwise ``f``:
-    the selected state value is then shared by every update that reads it, and the step does
-    the arithmetic once, as a hand-written ``where(present, new, first)`` would.
+    The first-step trace and the later-step trace mostly compute the same thing from a few
+    differing values (``p - lr*buf`` with ``buf`` fresh or carried; Adam's update from
+    ``exp_avg``, ``exp_avg_sq`` and ``step``, each fresh or carried), so
+    ``where(c, f(x, y), f(x', y'))`` becomes ``f(where(c, x, x'), where(c, y, y'))`` for an
+    elementwise ``f`` (and, ``c`` being one flag, for a movement op): every update then
+    reads the selected state values and the step does the arithmetic once, never more
+    selections than the arithmetic it saves. At the leaves, ``where(c, entry, fill)`` for an
+    entry the first step creates filled with the value the runtime feeds for an absent entry
+    is the entry itself (``_absent_fill``), which is what a hand-written update that reads a
+    zero-filled buffer on the first step computes.
     """
+    memo = ctx.__dict__.setdefault("_merge_memo", {})
+    key = (id(c), id(b), id(a))
+    hit = memo.get(key)
+    if hit is None:  # the two traces share subgraphs: merge each pair once
+        hit = memo[key] = (b, a, _merge_nodes(ctx, c, b, a))  # b, a kept: ids stay unique
+    return hit[2]
+
+
+def _merge_nodes(ctx: Any, c: Any, b: Any, a: Any) -> Any:
     from ..ops import OP_INFO
 
     if b is a:
         return b
-    if (b.op == a.op and b.op not in ("input", "const", "rand") and len(b.inputs) == len(a.inputs)
-            and OP_INFO[b.op].kind == "elementwise" and b.attrs == a.attrs
-            and tuple(b.shape) == tuple(a.shape) and b.dtype is a.dtype):
+    if _absent_fill(ctx, c, b, a):
+        return b
+    kinds = ("elementwise", "movement") if len(c.shape) == 0 else ("elementwise",)
+    if (b.op == a.op and OP_INFO[b.op].kind in kinds and len(b.inputs) == len(a.inputs)
+            and b.attrs == a.attrs and tuple(b.shape) == tuple(a.shape) and b.dtype is a.dtype):
         diff = [i for i, (x, y) in enumerate(zip(b.inputs, a.inputs)) if x is not y]
-        if len(diff) == 1:
-            i = diff[0]
-            x, y = b.inputs[i], a.inputs[i]
-            if tuple(x.shape) == tuple(y.shape) and x.dtype is y.dtype:
-                inputs = list(b.inputs)
-                inputs[i] = _merge(ctx, c, x, y)
-                return ctx.builder.op(b.op, inputs, **b.attrs)
+        if diff and all(tuple(b.inputs[i].shape) == tuple(a.inputs[i].shape)
+                        and b.inputs[i].dtype is a.inputs[i].dtype for i in diff):
+            inputs = list(b.inputs)
+            for i in diff:
+                inputs[i] = _merge(ctx, c, b.inputs[i], a.inputs[i])
+            return ctx.builder.op(b.op, inputs, **b.attrs)
     return ctx.builder.where(c, b, a)
+
+
+def _absent_fill(ctx: Any, c: Any, b: Any, a: Any) -> bool:
+    """Whether ``where(c, b, a)`` is ``b``: ``b`` is the state input of an entry that is absent
+    whenever ``c`` is false (one the first step creates), ``a`` the constant the runtime
+    fills an absent entry's input with (same value, sign of zero, shape and dtype)."""
+    created = ctx.__dict__.get("_absent_unless", {}).get(id(c))
+    if not created or b.op != "input" or a.op != "const" or b.dtype is not a.dtype \
+            or tuple(b.shape) != tuple(a.shape):
+        return False
+    src = ctx.sig.sources.get(b.attrs["name"])
+    if src is None or src.kind != "ostate":
+        return False
+    opt, p, key = src.ref
+    value = a.attrs["value"]
+    return ((id(opt), id(p), key) in created and isinstance(value, (int, float))
+            and float(value) == src.fill
+            and math.copysign(1.0, float(value)) == math.copysign(1.0, src.fill))
 
 
 def _strip(n: Any) -> Any:
