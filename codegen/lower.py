@@ -912,6 +912,34 @@ def _pow(k: KernelEmitter, n: Node, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.call(intrinsic(k.L.module, "llvm.pow", x.type, 2), [x, y])
 
 
+def _int_pow(k: KernelEmitter, x: ir.Value, y: ir.Value) -> ir.Value:
+    """Integer ``x ** y`` as PyTorch computes it: square-and-multiply with wrap-around for
+    ``y >= 0``; for ``y < 0`` (truncated 1 / x**|y|) 1 when x == 1, +-1 when x == -1 by the
+    parity of y, else 0. One select per bit of y, so the loop has no data-dependent branch."""
+    b = k.b
+    t = x.type
+    one, zero = ir.Constant(t, 1), ir.Constant(t, 0)
+    r_slot, base_slot, e_slot = k.alloca(t), k.alloca(t), k.alloca(t)
+    b.store(one, r_slot)
+    b.store(x, base_slot)
+    neg = b.icmp_signed("<", y, zero)
+    b.store(b.select(neg, zero, y), e_slot)
+    bits = t.width - 1
+    with for_range(b, i64(0), i64(bits), name="powbit"):
+        e = b.load(e_slot)
+        r, base = b.load(r_slot), b.load(base_slot)
+        odd = b.icmp_unsigned("!=", b.and_(e, one), zero)
+        b.store(b.select(odd, b.mul(r, base), r), r_slot)
+        b.store(b.mul(base, base), base_slot)
+        b.store(b.lshr(e, one), e_slot)
+    r = b.load(r_slot)
+    y_odd = b.icmp_unsigned("!=", b.and_(y, one), zero)
+    m1 = ir.Constant(t, -1)
+    negr = b.select(b.icmp_signed("==", x, one), one,
+                    b.select(b.icmp_signed("==", x, m1), b.select(y_odd, m1, one), zero))
+    return b.select(neg, negr, r)
+
+
 @_erule(*[o for o in gops.BINARY])
 def _l_binary(k, n, idx):
     x = k.value(n.inputs[0], idx)
@@ -955,7 +983,11 @@ def _l_binary(k, n, idx):
             return b.sub(q, b.zext(fix, x.type))
         if op in ("maximum", "minimum"):
             pred = ">" if op == "maximum" else "<"
+            if t is dt.bool_:  # i1 compares signed as 0 > -1: true is the larger bool
+                return b.or_(x, y) if op == "maximum" else b.and_(x, y)
             return b.select(b.icmp_signed(pred, x, y), x, y)
+        if op == "pow":
+            return _int_pow(k, x, y)
         if op == "and":
             return b.and_(x, y)
         if op == "or":
@@ -1019,6 +1051,8 @@ def _combine(k: KernelEmitter, op: str, acc: ir.Value, v: ir.Value, d: dt.DType)
         return b.fadd(acc, v, flags=REDUCE_FLAGS) if d.is_float else b.add(acc, v)
     if d.is_float:
         return b.call(intrinsic(k.L.module, "llvm.maximum", acc.type, 2), [acc, v])
+    if d is dt.bool_:  # i1 compares signed as 0 > -1: the max of bools is their or
+        return b.or_(acc, v)
     return b.select(b.icmp_signed(">", v, acc), v, acc)
 
 

@@ -236,6 +236,8 @@ def _r_math(k: PTXKernel, n: Node, idx: list[ir.Value]) -> ir.Value:
 
 
 def _r_pow(k: PTXKernel, n: Node, idx: list[ir.Value]) -> ir.Value:
+    if not n.dtype.is_float:  # integer square-and-multiply: plain IR, shared with the CPU
+        return ELEMENT_RULES["pow"](k, n, idx)
     x = k.value(n.inputs[0], idx)
     y = k.value(n.inputs[1], idx)
     base = n.inputs[1]

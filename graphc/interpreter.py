@@ -95,12 +95,25 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.floor_divide(a, np.where(b == 0, 1, b))
 
 
+def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.power``, except integer negative exponents (numpy raises): PyTorch gives the
+    truncated 1 / a**|b|, i.e. 1 for a == 1, +-1 for a == -1 by parity, else 0."""
+    if a.dtype.kind == "f" or not (b < 0).any():
+        return np.power(a, b)
+    neg = b < 0
+    out = np.power(a, np.where(neg, 0, b))
+    one = np.ones_like(out)
+    at_neg = np.where(a == 1, one, np.where(a == -1, np.where(b % 2 == 1, -one, one),
+                                           np.zeros_like(out)))
+    return np.where(neg, at_neg, out)
+
+
 IMPLS.update({
     "add": _binary(np.add),
     "sub": _binary(np.subtract),
     "mul": _binary(np.multiply),
     "div": _binary(_div),
-    "pow": _binary(np.power),
+    "pow": _binary(_pow),
     "maximum": _binary(np.maximum),
     "minimum": _binary(np.minimum),
     "lt": _binary(np.less),

@@ -113,14 +113,32 @@ def _div(b, n, g):
     return [b.div(g, y), b.div(b.mul(b.neg(g), x), b.mul(y, y))]
 
 
+def _const_value(n: Node) -> float | None:
+    """The value of a (broadcast/reshaped) numeric constant, else None."""
+    while n.op in ("expand", "reshape"):
+        n = n.inputs[0]
+    v = n.attrs.get("value") if n.op == "const" else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 @_rule("pow")
 def _pow(b, n, g):
+    """PyTorch's ``pow_backward_self``/``pow_backward_exponent``: d/dx is 0 where y == 0 (so
+    ``x ** 0.0`` at x = 0 gives 0, not 0 * inf), d/dy is 0 where x == 0 and y >= 0 (so
+    ``0 ** y`` gives 0, not y * log 0); products grouped as ATen groups them."""
     x, y = n.inputs
-    one = _c(b, 1.0, n)
-    dx = b.mul(b.mul(g, y), b.op("pow", (x, b.sub(y, one))))
-    if y.op == "const":
+    one, zero = _c(b, 1.0, n), _c(b, 0.0, n)
+    yv = _const_value(y)
+    if yv == 0.0:
+        dx = zero
+    else:
+        dx = b.mul(g, b.mul(y, b.op("pow", (x, b.sub(y, one)))))
+        if yv is None:
+            dx = b.where(b.op("eq", (y, zero)), zero, dx)
+    if yv is not None:
         return [dx, None]
-    dy = b.mul(b.mul(g, n), b.op("log", (x,)))
+    flat = b.op("and", (b.op("eq", (x, zero)), b.op("ge", (y, zero))))
+    dy = b.mul(g, b.where(flat, zero, b.mul(n, b.op("log", (x,)))))
     return [dx, dy]
 
 
