@@ -151,7 +151,12 @@ class CPUExecutable(GuardMixin, Runtime):
         target += "" if self.loop_groups else "|no-loop-groups"
         self.profiling = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
         target += "|profile" if self.profiling else ""
-        self.cache_key = cache.key(str(graph), target)
+        # the printed graph groups inputs by kind; the native table follows the inputs' (and
+        # updates') order, so that order is part of the key: two steps that print the same
+        # but bind their buffers in another order must not share an object
+        layout = "\n".join(["inputs: " + " ".join(n.attrs["name"] for n in graph.inputs),
+                             "updates: " + " ".join(s for s, _ in graph.updates)])
+        self.cache_key = cache.key(str(graph) + "\n" + layout, target)
         self._target = target
         self._lowering: Lowering | None = None
         self._mod: Any = None
@@ -203,7 +208,7 @@ class CPUExecutable(GuardMixin, Runtime):
         self.scalar_inputs = {}
         for i, node in enumerate(self.input_nodes):
             src = sig.sources[node.attrs["name"]]
-            if src.kind in ("hyper", "oflag", "seed"):
+            if src.kind in ("hyper", "oflag", "seed", "cell", "onum"):  # 0-d, written in place
                 self.scalar_inputs[i] = np.zeros((), node.dtype.np)
                 self.table[TABLE_FIXED + i] = _ptr(self.scalar_inputs[i])
         self._init_guard()

@@ -221,14 +221,21 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             ns[f"H{i}"] = exe.scalar_inputs[i]
             if src.kind == "hyper":
                 # skipped when the group holds the same immutable number as last call (a
-                # tensor lr is updated in place by schedulers: always re-read)
+                # tensor lr is updated in place by schedulers: never remembered, so re-read)
                 ns[f"HG{i}"], ns[f"HK{i}"] = src.ref
                 emit(f"    v = {_item(ns, f'HG{i}', f'HK{i}')}")
                 ns["NUM"], ns[f"HN{i}"] = _hyper_number, node.attrs["name"]
-                emit(f"    if v is not HL[{i}] or type(v) is not float: "
-                     f"H{i}[()] = NUM(v, HN{i}); HL[{i}] = v")
+                ns["PLAIN"] = (float, int)
+                emit(f"    if v is not HL[{i}]: H{i}[()] = NUM(v, HN{i}); "
+                     f"HL[{i}] = v if type(v) in PLAIN else None")
             elif src.kind == "oflag":
                 emit(f"    H{i}[()] = {_state_lookup(ns, f'O{i}', src.ref, emit)} is not None")
+            elif src.kind == "cell":  # set by the slow guards, which ran above
+                ns[f"CG{i}"] = src.ref
+                emit(f"    H{i}[()] = CG{i}.cell[0]")
+            elif src.kind == "onum":  # a number in the optimizer state (absent: 0)
+                emit(f"    v = {_state_lookup(ns, f'O{i}', src.ref, emit)}")
+                emit(f"    H{i}[()] = 0.0 if v is None else v")
             else:
                 emit(f"    H{i}[()] = EXE.source_value(EXE.input_nodes[{i}], args)")
             continue

@@ -119,6 +119,8 @@ class TraceContext:
         self.freed: set[int] = set()  # ids of losses a backward() without retain_graph freed
         self._keep_alive: list[Any] = []
         self._modules_seen: set[int] = set()
+        self._concrete: dict[int, Any] = {}  # node id -> value concretize() guarded
+        self._guarded: set[tuple[int, Any]] = set()  # (id(obj), key) with a structural guard
         # called as hook(ctx) after each backward() (graphc.distributed reduces gradients)
         self.backward_hooks: list[Callable[[TraceContext], None]] = []
 
@@ -237,6 +239,8 @@ class TraceContext:
         from .interpreter import run_graph
 
         node = t._node if t._trace is self else self.read(t)
+        if node.id in self._concrete:  # the same (interned) expression: one guard
+            return self._concrete[node.id]
         if sh.numel(node.shape) != 1:
             raise RuntimeError(f"a Tensor with shape {sh.fmt_shape(node.shape)} cannot be "
                                "converted to a Python number")
@@ -259,7 +263,7 @@ class TraceContext:
                      for n, (g, k) in zip(leaves, refs)}
             return run_graph(sub, feeds)[0][0].reshape(()).item()
 
-        value = evaluate()
+        value = self._concrete[node.id] = evaluate()
         what = f"Python value of a hyperparameter expression ({node.op})"
         if len(refs) == 1:  # the runner's cheap form: re-evaluated only when the value changes
             g, k = refs[0]
@@ -358,8 +362,15 @@ class TraceContext:
         return self._input("seed", "seed", (), dt.int64, Source("seed"))
 
     def guard(self, read: Callable[[], Any], expected: Any, what: str,
-              spec: tuple[Any, Any, Callable[[Any], Any]] | None = None) -> None:
+              spec: tuple[Any, Any, Callable[[Any], Any]] | None = None,
+              once: Any = None) -> None:
+        """Check ``read() == expected`` before every call (``spec``: the runner's cheap
+        form). ``once``: a key under which only the first such guard is kept."""
         assert self.sig is not None
+        if once is not None:
+            if once in self._guarded:
+                return
+            self._guarded.add(once)
         if spec is not None:
             self.sig.guard_specs[len(self.sig.struct_guards)] = spec
         self.sig.struct_guards.append((read, expected, what))
@@ -469,7 +480,14 @@ class TraceContext:
         for sink in sig.sinks.values():
             if sink.kind == "grad" and id(sink.ref) in self.grad_cleared:
                 sink.fresh = True
-        g = Graph(self.name, list(self.inputs), outputs, updates)
+        # scalar inputs nothing reads (a hyperparameter read only to decide a branch, like
+        # SGD's dampening without momentum) would cost a lookup per call: leave them out
+        used: set[int] = set()
+        for r in list(outputs) + [v for _, v in updates]:
+            used.update(n.id for n in _cone(r) if n.op == "input")
+        inputs = [n for n in self.inputs if n.id in used or n.attrs["kind"] not in (
+            "hyper", "flag")]
+        g = Graph(self.name, inputs, outputs, updates)
         return g
 
 
