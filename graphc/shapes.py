@@ -169,6 +169,11 @@ def require(cond: object, what: str, error: type[Exception] = ValueError) -> Non
         _GUARDS[-1](c, what)
 
 
+def nonneg(d: Dim) -> Dim:
+    """``max(d, 0)`` for a size expression (kept symbolic when undecided)."""
+    return dim(sympy.Max(sympy.sympify(d), 0))
+
+
 def require_gt(a: Dim, b: Dim, what: str) -> None:
     """``require(a > b, what)``."""
     require(sympy.Gt(sympy.sympify(a), sympy.sympify(b)), what)

@@ -157,8 +157,18 @@ def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     return _wrap(_drop(builder().op("max", (x.node,), axes=axes), axes, keepdim))
 
 
+def _flip(x: Tensor) -> Tensor:
+    """An order-reversing map that never overflows: ``-x`` for floats, ``-1 - x`` for
+    integers (``-x`` wraps at the type's minimum), ``not x`` for bools."""
+    if x.dtype.is_float:
+        return -x
+    if x.dtype is dt.bool_:
+        return where(x, False, True)
+    return -1 - x
+
+
 def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return -amax(-as_tensor(x), dim, keepdim)
+    return _flip(amax(_flip(as_tensor(x)), dim, keepdim))
 
 
 def argmax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
@@ -183,7 +193,7 @@ def argmax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
 
 
 def argmin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return argmax(-as_tensor(x), dim, keepdim)
+    return argmax(_flip(as_tensor(x)), dim, keepdim)
 
 
 def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
@@ -244,7 +254,10 @@ def var(x: Tensor, dim: Any = None, correction: int = 1, keepdim: bool = False) 
     n = sh.numel([x.shape[a] for a in axes])
     mu = x.mean(axes, keepdim=True)
     d = x - mu
-    return (d * d).sum(axes, keepdim=keepdim) / (n - correction)
+    # PyTorch divides by max(n - correction, 0): no values (or too few) give 0/0 = NaN
+    dof = sh.nonneg(sh.dim(n) - correction)
+    ssq = (d * d).sum(axes, keepdim=keepdim)
+    return ssq / _wrap(builder().const(dof, (), ssq.dtype))
 
 
 # -- movement ---------------------------------------------------------------------------
@@ -338,12 +351,26 @@ def matmul(a: Any, b: Any) -> Tensor:
 
 
 def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    """PyTorch's values (``min(max(x, lo), hi)``: inverted bounds give ``hi``, NaN stays NaN)
+    and PyTorch's gradient: 1 where ``lo <= x <= hi`` (bounds included), else 0 (a
+    ``maximum``/``minimum`` tie would split it in halves). Bounds that are tensors needing a
+    gradient keep the ``maximum``/``minimum`` form, which differentiates them too."""
     out = as_tensor(x)
     if min is not None:
         out = binary("maximum", out, min)
     if max is not None:
         out = binary("minimum", out, max)
-    return out
+    x = as_tensor(x)
+    bounds = [b for b in (min, max) if b is not None]
+    if not out.requires_grad or any(isinstance(b, Tensor) and b.requires_grad for b in bounds):
+        return out
+    inside = None
+    if min is not None:
+        inside = x >= min
+    if max is not None:
+        le = x <= max
+        inside = le if inside is None else where(inside, le, False)
+    return where(inside, x, out.detach())
 
 
 def slice_dims(x: Tensor, starts: Sequence[Any], stops: Sequence[Any],

@@ -151,13 +151,6 @@ def test_pow_gradients_at_zero_match_torch(backend: str, case: str) -> None:
 
 
 # -- item 8: front-end cases (graphc/tensor_ops.py) --------------------------------------
-FRONT_END = pytest.mark.xfail(strict=True, reason=(
-    "needs graphc/tensor_ops.py: clamp as where-masks with PyTorch's inclusive gradient, "
-    "integer amin/argmin through -1 - x instead of -x, var dividing by max(n - correction, "
-    "0) (see the issue 15 items 6-8 report)"))
-
-
-@FRONT_END
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_clamp_gradient_is_one_at_the_bounds(backend: str) -> None:
     x = np.array([-1.0, 0.0, 0.5, 1.0, 2.0], np.float32)
@@ -166,7 +159,6 @@ def test_clamp_gradient_is_one_at_the_bounds(backend: str) -> None:
     np.testing.assert_array_equal(grads[0], tgrads[0])
 
 
-@FRONT_END
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_int32_min_at_the_type_minimum(backend: str) -> None:
     x = np.array([[5, -2147483648, 3], [1, 2, -7]], np.int32)
@@ -177,7 +169,6 @@ def test_int32_min_at_the_type_minimum(backend: str) -> None:
     np.testing.assert_array_equal(idx, tx.argmin(1).numpy())
 
 
-@FRONT_END
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_var_over_an_empty_dim_is_nan(backend: str) -> None:
     x = np.zeros((2, 0), np.float32)
