@@ -20,6 +20,7 @@ import functools
 import inspect
 import keyword
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -102,10 +103,18 @@ def _named_call_class(names: tuple[str, ...], qualname: str) -> type:
     cls = _NAMED_CALL.get(key)
     if cls is None:
         params = ", ".join(names)
-        src = (f"def __call__(_graphc_self, {params}):\n"
+        # *_graphc_extra: too many arguments are reported with the step's own count
+        # (CPython's message would count the hidden self)
+        src = (f"def __call__(_graphc_self, {params}, *_graphc_extra):\n"
+               "    if _graphc_extra:\n"
+               f"        raise TypeError('{qualname}() takes {len(names)} positional argument"
+               f"{'' if len(names) == 1 else 's'} but ' + str({len(names)} + "
+               "len(_graphc_extra)) + ' were given')\n"
                f"    args = ({params},)\n"
                "    lock = _graphc_self._lock\n"
-               "    lock.acquire()\n"
+               "    if not lock.acquire(False):\n"
+               "        _graphc_self._wait()\n"
+               "    _graphc_self._owner = _IDENT()\n"
                "    try:\n"
                "        fast = _graphc_self._fast\n"
                "        if fast is not None and _graphc_self._last_epoch == _MODE_EPOCH[0]:\n"
@@ -115,8 +124,10 @@ def _named_call_class(names: tuple[str, ...], qualname: str) -> type:
                "                pass\n"
                "        return _graphc_self._call_slow(args)\n"
                "    finally:\n"
+               "        _graphc_self._owner = None\n"
                "        lock.release()\n")
-        scope: dict[str, Any] = {"_MODE_EPOCH": _MODE_EPOCH, "Mismatch": Mismatch}
+        scope: dict[str, Any] = {"_MODE_EPOCH": _MODE_EPOCH, "Mismatch": Mismatch,
+                                 "_IDENT": threading.get_ident}
         exec(compile_source(src, f"<graphc call wrapper of {qualname}>", "exec"), scope)
         call = scope["__call__"]
         call.__qualname__ = qualname  # what CPython's argument errors name
@@ -132,7 +143,7 @@ class CompiledFunction:
     def __init__(self, fn: Callable[..., Any], device: str = "cpu",
                  example_args: tuple | None = None, dynamic: Any = True,
                  backend: str | None = None, check_finite: bool = False,
-                 debug: bool | None = None) -> None:
+                 debug: bool | None = None, max_variants: int | None = None) -> None:
         if device not in ("cpu", "cuda"):
             raise ValueError(f"device: expected 'cpu' or 'cuda', got {device!r}")
         if check_finite and (backend or device) == "cuda":
@@ -150,6 +161,10 @@ class CompiledFunction:
         self.variants: list[Variant] = []
         self.compile_count = 0
         self._lock = threading.Lock()
+        self._owner: int | None = None  # the thread inside a call (re-entry detection)
+        self._by_key: OrderedDict[tuple, list[Variant]] = OrderedDict()  # LRU by arg key
+        self.max_variants = _max_variants(max_variants)
+        self._evict_warned = False
         self._last: Variant | None = None
         self._last_epoch = -1
         self._fast: Callable[[tuple], Any] | None = None  # the last variant's call wrapper
@@ -189,16 +204,63 @@ class CompiledFunction:
     def _compile(self, args: list[np.ndarray]) -> Variant:
         v = Variant(self, args)
         self.variants.append(v)
+        self._by_key.setdefault(self._key(args), []).append(v)
+        self._by_key.move_to_end(self._key(args))
         self.compile_count += 1
         self._last, self._last_epoch = v, nn_module.mode_epoch[0]
+        if len(self.variants) > self.max_variants:
+            self._evict()
         return v
 
+    def _key(self, args: list[np.ndarray]) -> tuple:
+        """What decides which variants can take ``args``: dtypes, ranks and the sizes that
+        are not symbolic (dispatch is a dict lookup, not a scan over every variant)."""
+        dyn = self.dynamic
+        key = []
+        for a in args:
+            if dyn is True or dyn is None:
+                fixed = a.shape[1:]
+            elif dyn is False:
+                fixed = a.shape
+            else:  # per-argument axes: ranks and dtypes only (matches() checks the rest)
+                fixed = ()
+            key.append((a.dtype.str, a.ndim, fixed))
+        return tuple(key)
+
     def _select(self, args: list[np.ndarray]) -> Variant:
-        for v in reversed(self.variants):
+        key = self._key(args)
+        for v in reversed(self._by_key.get(key, ())):
             if v.mode_ok() and v.exe.matches(args):
+                self._by_key.move_to_end(key)
                 return v
         self._explain_mismatch(args)
         return self._compile(args)
+
+    def _evict(self) -> None:
+        """Drop the least recently used variant (its native code and buffers go with it) and
+        say once which argument's sizes keep changing."""
+        key, group = next(iter(self._by_key.items()))
+        old = group.pop(0)
+        if not group:
+            del self._by_key[key]
+        self.variants.remove(old)
+        if self._last is old:
+            self._last, self._fast = None, None
+        if not self._evict_warned:
+            self._evict_warned = True
+            keys = list(self._by_key) + [key]
+            names = old.sig.arg_names
+            varying = [names[i] for i in range(len(names))
+                       if len({k[i] for k in keys if i < len(k)}) > 1]
+            import warnings
+
+            warnings.warn(
+                f"{self.name}: more than {self.max_variants} compiled variants; the least "
+                f"recently used are dropped. The sizes or dtypes of "
+                f"{', '.join(map(repr, varying)) or 'its arguments'} keep changing: make "
+                "those dimensions dynamic (gc.compile(fn, dynamic={arg: (axes,)})) or pad "
+                "them to a few sizes (max_variants= or GRAPHC_MAX_VARIANTS raises the cap)",
+                RuntimeWarning, stacklevel=4)
 
     def _explain_mismatch(self, args: list[np.ndarray]) -> None:
         """Raise for calls that no recompilation can make right.
@@ -229,7 +291,9 @@ class CompiledFunction:
             args = self._bind(args, kwargs)
         # acquire/try/finally measured ~60 ns cheaper than ``with lock`` on the seed step
         lock = self._lock
-        lock.acquire()
+        if not lock.acquire(False):
+            self._wait()
+        self._owner = threading.get_ident()
         try:
             fast = self._fast
             if fast is not None and self._last_epoch == _MODE_EPOCH[0]:
@@ -239,7 +303,19 @@ class CompiledFunction:
                     pass
             return self._call_slow(args)
         finally:
+            self._owner = None
             lock.release()
+
+    def _wait(self) -> None:
+        """The lock is held: by another thread (wait for it), or by this one, which is inside
+        this very step (a signal handler, or an argument's ``__array__``, called it again):
+        waiting would deadlock, so raise, and the running call goes on unaffected."""
+        if self._owner == threading.get_ident():
+            raise RuntimeError(
+                f"{self.name}() was called again while it is running on this thread (from a "
+                "signal handler, or from an argument's __array__ or __len__); a compiled step "
+                "is not re-entrant: call it again after the running call returns")
+        self._lock.acquire()
 
     def _bind(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
         """Positional arguments for a call that names some by keyword, bound as Python binds
@@ -341,7 +417,17 @@ class CompiledFunction:
         v = self._select(arrays)
         self._last, self._last_epoch = v, nn_module.mode_epoch[0]
         self._fast = v.exe.call
-        return v.exe.call(tuple(arrays))
+        try:
+            return v.exe.call(tuple(arrays))
+        except Mismatch:
+            # the variant was selected (or just compiled) for these arguments, so only a
+            # value no variant can take is left (a batch size of 0): say which
+            check = getattr(v.exe, "check_args", None)
+            if check is not None:
+                check(arrays)
+            shapes = ", ".join(f"{n}: {list(a.shape)}" for n, a in zip(v.sig.arg_names, arrays))
+            raise ValueError(f"{self.name}(): the arguments fit no compiled variant "
+                             f"({shapes})") from None
 
     def ir(self, stage: str = "optimized") -> str:
         """The IR (or LLVM IR, assembly, PTX) of the most recent variant at ``stage``."""
@@ -418,6 +504,23 @@ BACKENDS = {
 OPTIONS = ("check_finite", "debug")
 
 
+def _max_variants(value: int | None) -> int:
+    """The cap on compiled variants per function: the argument, else ``GRAPHC_MAX_VARIANTS``,
+    else 64."""
+    import os
+
+    if value is None:
+        env = os.environ.get("GRAPHC_MAX_VARIANTS", "")
+        try:
+            value = int(env) if env else 64
+        except ValueError:
+            raise ValueError(f"GRAPHC_MAX_VARIANTS: expected a positive integer, got "
+                             f"{env!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_variants: expected a positive integer, got {value!r}")
+    return value
+
+
 def _check_compile_options(mode: Any, fullgraph: Any, backend: Any, options: Any,
                            dynamic: Any) -> tuple[str | None, dict[str, Any]]:
     """Validate ``torch.compile``'s keywords; the backend name and the options to apply."""
@@ -448,7 +551,8 @@ def compile(fn: Callable[..., Any] | None = None, *,  # noqa: A001
             mode: str | None = None, fullgraph: bool = False, dynamic: Any = None,
             backend: str | None = None, options: dict[str, Any] | None = None,
             disable: bool = False, device: str = "cpu", example_args: tuple | None = None,
-            check_finite: bool = False, debug: bool | None = None) -> Any:
+            check_finite: bool = False, debug: bool | None = None,
+            max_variants: int | None = None) -> Any:
     """Compile a training (or inference) step; usable as ``@gc.compile`` or with arguments.
 
     ``dynamic``: None or True (default) makes the first dimension of every argument symbolic,
@@ -458,6 +562,9 @@ def compile(fn: Callable[..., Any] | None = None, *,  # noqa: A001
     ``ValueError``) when the loss or a gradient holds NaN/Inf, without applying the update.
     ``debug``: bounds-check every native load and store (default: ``GRAPHC_DEBUG`` is set).
     See ``graphc/checks.py``.
+    ``max_variants``: how many specialisations to keep (default ``GRAPHC_MAX_VARIANTS`` or
+    64); past it the least recently used is dropped, with one warning naming the argument
+    whose sizes keep changing.
 
     ``torch.compile``'s other keywords are accepted, so code written for it runs unchanged,
     with the meaning they can have here:
@@ -488,7 +595,8 @@ def compile(fn: Callable[..., Any] | None = None, *,  # noqa: A001
     def build(f: Callable[..., Any]) -> Any:
         if disable:
             return f
-        return CompiledFunction(f, device, example_args, dyn, backend, check_finite, debug)
+        return CompiledFunction(f, device, example_args, dyn, backend, check_finite, debug,
+                                max_variants)
 
     return build if fn is None else build(fn)
 
