@@ -251,7 +251,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
         elif src.kind == "ostate":  # the live buffer if it exists, else a fresh fill
             emit(f"    t = {_state_lookup(ns, f'O{i}', src.ref, emit)}")
-            emit("    v = t._node._value if t is not None and type(t) is not NDARRAY else None")
+            emit("    v = t._node._value if isinstance(t, TENSOR) else None")
             emit(f"    if v is None: v = EXE.source_value(EXE.input_nodes[{i}], args)")
             emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
         else:  # anything else: the generic path
@@ -295,7 +295,8 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             emit(f"    if C[{slot}] is None: EXE.bind_target({slot}, {j}, ())")
         else:  # optimizer state
             emit(f"    t = {_state_lookup(ns, f'V{j}', sink.ref, emit)}")
-            emit(f"    f{j} = t is None or type(t) is NDARRAY or t._node._value is not C[{slot}]")
+            # not a tensor (a number a checkpoint or the user put there): a new tensor
+            emit(f"    f{j} = not isinstance(t, TENSOR) or t._node._value is not C[{slot}]")
             emit(f"    if f{j}: EXE.bind_target({slot}, {j}, {shape_src})")
     # inputs that overlap state buffers are copied first (checked only after a rebinding)
     if safe:

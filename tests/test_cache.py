@@ -43,6 +43,7 @@ def _run(env, *args):
     return out.stdout.split()
 
 
+@pytest.mark.slow
 def test_second_process_hits_cache_and_computes_the_same(tmp_path):
     env = {**os.environ, "GRAPHC_CACHE_DIR": str(tmp_path)}
     first = _run(env)
@@ -56,6 +57,7 @@ def test_second_process_hits_cache_and_computes_the_same(tmp_path):
     assert third[0] == "MISS" and third[1] == first[1]
 
 
+@pytest.mark.slow
 def test_cache_can_be_disabled(tmp_path):
     env = {**os.environ, "GRAPHC_CACHE_DIR": str(tmp_path), "GRAPHC_CACHE": "0"}
     assert _run(env)[0] == "MISS"
@@ -79,6 +81,7 @@ print("HIT" if step.variants[0].exe.cache_hit else "MISS", step(x, y).item())
 '''
 
 
+@pytest.mark.slow
 def test_steps_with_the_same_gemm_tiles_share_one_library_object(tmp_path):
     """The GEMM routines are cached by tile set: a second model of another width compiles
     only its own kernels and links the library object the first one left."""
@@ -147,6 +150,7 @@ def populated(tmp_path_factory):
     return a, b, first[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", list(CORRUPTIONS))
 def test_damaged_or_swapped_entry_is_recompiled_and_replaced(how, populated, tmp_path):
     """Each of these made every later process SIGSEGV/abort inside LLVM, or (swapped) run

@@ -269,6 +269,7 @@ def browser() -> str:
     return exe
 
 
+@pytest.mark.slow
 def test_page_runs_in_chromium(browser: str, page: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     html_path = ARTIFACTS / "explain_step.html"
@@ -312,6 +313,7 @@ CLICKS = """<script>
 </script></body>"""
 
 
+@pytest.mark.slow
 def test_page_links_nodes_sources_and_kernels(browser: str, page: str,
                                               tmp_path: Path) -> None:
     path = tmp_path / "clicks.html"

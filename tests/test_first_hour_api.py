@@ -101,6 +101,7 @@ def _submodules() -> list[str]:
     return sorted(set(names))
 
 
+@pytest.mark.slow
 def test_every_submodule_imports_first():
     """Each submodule imported first (the package no longer imports them in a fixed order, so
     a cycle such as tensor <-> tensor_ops must work from either end). One interpreter runs all

@@ -674,6 +674,7 @@ def _all_cases(s: Setup) -> list[tuple[str, bytes]]:
             + [("base", s.base_c), ("base", s.base_np), ("base", s.base_gc)])
 
 
+@pytest.mark.slow
 def test_both_readers_agree_on_every_file(setup: Setup, tmp_path: Path) -> None:
     """Before: zip64 offsets near 2^64 read out of bounds in C (ASan heap-buffer-overflow),
     duplicate names loaded different copies, and the C reader took .npy headers numpy

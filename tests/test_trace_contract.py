@@ -388,3 +388,17 @@ def test_grad_of_another_dtype_is_refused_at_assignment() -> None:
         w.grad = gc.zeros(2, 2, dtype=gc.float64)
     w.grad = gc.zeros(2, 2)
     assert w.grad.dtype is gc.float32
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_int_step_count_in_adam_state_is_taken_as_a_tensor(compiled: bool) -> None:
+    model, opt = world(opt_cls=optim.Adam, lr=0.01)
+    step = step_fn(model, opt)
+    step = gc.compile(step) if compiled else step
+    step(*batch(0))
+    for p in model.parameters():
+        opt.state[p]["step"] = 3  # as some checkpoints hold it
+    step(*batch(1))
+    for p in model.parameters():
+        s = opt.state[p]["step"]
+        assert isinstance(s, gc.Tensor) and s.dtype is gc.float32 and s.item() == 4.0

@@ -33,6 +33,8 @@ class Adagrad(Optimizer):
     ``foreach`` and ``fused`` are stored as given; ``differentiable=True`` is not supported.
     """
 
+    _tensor_step = True  # state[p]["step"] is a float32 0-d tensor
+
     def __init__(self, params: Any, lr: float = 1e-2, lr_decay: float = 0,
                  weight_decay: float = 0, initial_accumulator_value: float = 0,
                  eps: float = 1e-10, foreach: bool | None = None, *, maximize: bool = False,

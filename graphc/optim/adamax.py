@@ -27,6 +27,8 @@ class Adamax(Optimizer):
     select kernels in PyTorch); ``differentiable=True`` is not supported.
     """
 
+    _tensor_step = True  # state[p]["step"] is a float32 0-d tensor
+
     def __init__(self, params: Any, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, foreach: bool | None = None, *,
                  maximize: bool = False, differentiable: bool = False,

@@ -1,10 +1,11 @@
 """Learning-rate schedulers (``graphc.optim.lr_scheduler``), mirroring ``torch.optim.lr_scheduler``.
 
 A scheduler only rewrites ``group["lr"]`` in the optimizer's param groups. Optimizers read the
-learning rate with ``_hp`` (a run-time input of a compiled step), so a scheduled run calls the
-compiled step without recompiling. The formulas are PyTorch's *recursive* ones (each lr is
-derived from the previous group lr, not from a closed form), because that is what produces
-PyTorch's exact floating-point sequence; the closed forms are used only where PyTorch uses them
+learning rate as ``group["lr"]``, which inside a compiled step is a run-time input (see
+``graphc/optim/traced.py``), so a scheduled run calls the compiled step without recompiling.
+The formulas are PyTorch's *recursive* ones (each lr is derived from the previous group lr,
+not from a closed form), because that is what produces PyTorch's exact floating-point
+sequence; the closed forms are used only where PyTorch uses them
 (``step(epoch)`` and ``SequentialLR`` milestones).
 """
 

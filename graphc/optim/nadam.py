@@ -29,6 +29,8 @@ class NAdam(Optimizer):
     (they select kernels in PyTorch); ``differentiable=True`` is not supported.
     """
 
+    _tensor_step = True  # state[p]["step"] is a float32 0-d tensor
+
     def __init__(self, params: Any, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, momentum_decay: float = 4e-3,
                  decoupled_weight_decay: bool = False, *, foreach: bool | None = None,

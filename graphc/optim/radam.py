@@ -30,6 +30,8 @@ class RAdam(Optimizer):
     (they select kernels in PyTorch); ``differentiable=True`` is not supported.
     """
 
+    _tensor_step = True  # state[p]["step"] is a float32 0-d tensor
+
     def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0,
                  decoupled_weight_decay: bool = False, *, foreach: bool | None = None,

@@ -32,6 +32,8 @@ class RMSprop(Optimizer):
     ``differentiable=True`` is not supported.
     """
 
+    _tensor_step = True  # state[p]["step"] is a float32 0-d tensor
+
     def __init__(self, params: Any, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False,
                  capturable: bool = False, foreach: bool | None = None, maximize: bool = False,

@@ -461,6 +461,8 @@ def traced_step(step: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(step)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(self, "_tensor_step", False):
+            _step_counts_as_tensors(self)
         ctx = _context.current()
         if ctx is None or getattr(ctx, "_in_step", None) is not None:
             return step(self, *args, **kwargs)
@@ -472,6 +474,17 @@ def traced_step(step: Callable[..., Any]) -> Callable[..., Any]:
 
     wrapper._graphc_traced = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def _step_counts_as_tensors(opt: Any) -> None:
+    """Built-in optimizers keep ``state[p]["step"]`` as a float32 0-d tensor (PyTorch's
+    layout, which ``load_state_dict`` restores); a plain number put there by hand becomes one,
+    instead of failing inside the update."""
+    for st in dict.values(opt.state):
+        v = dict.get(st, "step")
+        if v is not None and not isinstance(v, Tensor) and _is_number(v):
+            dict.__setitem__(st, "step", Tensor._from_array(np.asarray(float(v), np.float32)))
+            _context.bump()
 
 
 def _run_traced(ctx: Any, opt: Any, step: Callable[..., Any], args: tuple, kwargs: dict
