@@ -28,7 +28,7 @@ def test_readme_has_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert cmds[1] == 'pip install -e ".[test]" && pytest'
     ci_lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert cmds[1] in ci_lines, "CI must run the README's test command verbatim"
-    assert "pytest -m slow" in ci_lines, "CI must also run the slow set"
+    assert "pytest -m slow -n 0" in ci_lines, "CI must also run the slow set"
 
 
 def test_test_extra_pins_the_torch_the_parity_tests_compare_against() -> None:
@@ -48,6 +48,7 @@ def test_suite_collects_without_torch(tmp_path: Path) -> None:
 
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-rs", "-p", "no:cacheprovider",
+         "-n", "0",
          str(ROOT / "tests" / "test_sgd.py"), str(ROOT / "tests" / "test_losses.py"),
          str(ROOT / "tests" / "test_smoke.py")],
         cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
