@@ -20,6 +20,8 @@ import numpy as np
 import sympy
 
 from graphc._context import state_epoch
+from graphc.autograd import _state as grad_mode_state
+from graphc.autograd import is_grad_enabled
 from graphc.executable import Mismatch, _number_like, check_shape_guards, slow_check
 from graphc.tensor import Tensor, _OutNode, _ScalarOutNode
 
@@ -197,6 +199,10 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             spec_keys.append(k)
             continue
         ns[f"GR{k}"], ns[f"GE{k}"] = read, expected
+        if read is is_grad_enabled:  # inlined: the thread-local read without a call
+            ns["GMS"] = grad_mode_state
+            emit(f"    if getattr(GMS, 'enabled', True) is not GE{k}: raise Mismatch")
+            continue
         emit(f"    if GR{k}() != GE{k}: raise Mismatch")
     if spec_keys:
         ns["GV"] = [object()] * len(sig.struct_guards)

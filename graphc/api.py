@@ -112,9 +112,10 @@ def _named_call_class(names: tuple[str, ...], qualname: str) -> type:
                "len(_graphc_extra)) + ' were given')\n"
                f"    args = ({params},)\n"
                "    lock = _graphc_self._lock\n"
-               "    if not lock.acquire(False):\n"
-               "        _graphc_self._wait()\n"
-               "    _graphc_self._owner = _IDENT()\n"
+               "    lock.acquire()\n"
+               "    if _graphc_self._busy:\n"
+               "        _graphc_self._reentered()\n"
+               "    _graphc_self._busy = True\n"
                "    try:\n"
                "        fast = _graphc_self._fast\n"
                "        if fast is not None and _graphc_self._last_epoch == _MODE_EPOCH[0]:\n"
@@ -124,10 +125,9 @@ def _named_call_class(names: tuple[str, ...], qualname: str) -> type:
                "                pass\n"
                "        return _graphc_self._call_slow(args)\n"
                "    finally:\n"
-               "        _graphc_self._owner = None\n"
+               "        _graphc_self._busy = False\n"
                "        lock.release()\n")
-        scope: dict[str, Any] = {"_MODE_EPOCH": _MODE_EPOCH, "Mismatch": Mismatch,
-                                 "_IDENT": threading.get_ident}
+        scope: dict[str, Any] = {"_MODE_EPOCH": _MODE_EPOCH, "Mismatch": Mismatch}
         exec(compile_source(src, f"<graphc call wrapper of {qualname}>", "exec"), scope)
         call = scope["__call__"]
         call.__qualname__ = qualname  # what CPython's argument errors name
@@ -160,8 +160,9 @@ class CompiledFunction:
         self.example_args = example_args
         self.variants: list[Variant] = []
         self.compile_count = 0
-        self._lock = threading.Lock()
-        self._owner: int | None = None  # the thread inside a call (re-entry detection)
+        # re-entrant, so that the thread already inside a call gets an error, not a deadlock
+        self._lock = threading.RLock()
+        self._busy = False  # a call is running (re-entry detection)
         self._by_key: OrderedDict[tuple, list[Variant]] = OrderedDict()  # LRU by arg key
         self.max_variants = _max_variants(max_variants)
         self._evict_warned = False
@@ -291,9 +292,10 @@ class CompiledFunction:
             args = self._bind(args, kwargs)
         # acquire/try/finally measured ~60 ns cheaper than ``with lock`` on the seed step
         lock = self._lock
-        if not lock.acquire(False):
-            self._wait()
-        self._owner = threading.get_ident()
+        lock.acquire()
+        if self._busy:
+            self._reentered()
+        self._busy = True
         try:
             fast = self._fast
             if fast is not None and self._last_epoch == _MODE_EPOCH[0]:
@@ -303,19 +305,19 @@ class CompiledFunction:
                     pass
             return self._call_slow(args)
         finally:
-            self._owner = None
+            self._busy = False
             lock.release()
 
-    def _wait(self) -> None:
-        """The lock is held: by another thread (wait for it), or by this one, which is inside
-        this very step (a signal handler, or an argument's ``__array__``, called it again):
-        waiting would deadlock, so raise, and the running call goes on unaffected."""
-        if self._owner == threading.get_ident():
-            raise RuntimeError(
+    def _reentered(self) -> None:
+        """The (re-entrant) lock was acquired by the thread already inside this very step: a
+        signal handler, or an argument's ``__array__``, called it again. A plain lock would
+        deadlock here; undo this acquisition and raise, and the running call goes on
+        unaffected (another thread simply waits in ``acquire``)."""
+        self._lock.release()
+        raise RuntimeError(
                 f"{self.name}() was called again while it is running on this thread (from a "
                 "signal handler, or from an argument's __array__ or __len__); a compiled step "
                 "is not re-entrant: call it again after the running call returns")
-        self._lock.acquire()
 
     def _bind(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
         """Positional arguments for a call that names some by keyword, bound as Python binds
