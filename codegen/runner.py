@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from graphc._context import state_epoch
+from graphc._context import hyper_epoch, state_epoch
 from graphc.autograd import _state as grad_mode_state
 from graphc.autograd import is_grad_enabled
 from graphc.executable import Mismatch, _number_like, check_shape_guards, slow_check
@@ -191,6 +191,16 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
     # option guards (``group[key]`` through a test): the test runs only when the value is
     # not the very object that passed last time (immutable values only: a tensor could have
     # been changed in place), so an unchanged optimizer costs one identity check per option
+    # When every group option a guard tests and every hyperparameter lives in a param group
+    # whose writes move ``hyper_epoch``, both are refreshed only when it moved (or when a
+    # value is a tensor, which can change in place): an unchanged optimizer costs one integer
+    # comparison per call instead of one lookup per option and hyperparameter.
+    hyper_objs = [sig.sources[n.attrs["name"]].ref[0] for i, n in enumerate(exe.input_nodes)
+                  if i in exe.scalar_inputs and sig.sources[n.attrs["name"]].kind == "hyper"]
+    spec_objs = [sig.guard_specs[k][0] for k in sig.guard_specs]
+    by_epoch = bool(hyper_objs or spec_objs) and all(
+        getattr(o, "_bumps_hyper_epoch", False) for o in hyper_objs + spec_objs)
+    refresh: list[str] = []  # body of the refresh function (by_epoch)
     spec_keys = []
     for k, (read, expected, _) in enumerate(sig.struct_guards):
         spec = sig.guard_specs.get(k)
@@ -212,13 +222,21 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             pre.append(f"    v = {_item(ns, f'GO{k}', f'GK{k}')}")
             pre.append(f"    if GT{k}(v) != GE{k}: raise Mismatch")
             pre.append(f"    GV[{k}] = v if type(v) in IMMUTABLE else None")
-        cond = " or ".join(f"{_item(ns, f'GO{k}', f'GK{k}')} is not GV[{k}]"
-                           for k in spec_keys)
-        emit(f"    if {cond}: guards()")
+        if by_epoch:  # an option that is a tensor could change in place: keep re-testing
+            ns["SPECK"] = spec_keys
+            refresh.append("    guards()")
+            refresh.append("    if any(GV[k] is None for k in SPECK): vol = True")
+        else:
+            cond = " or ".join(f"{_item(ns, f'GO{k}', f'GK{k}')} is not GV[{k}]"
+                               for k in spec_keys)
+            emit(f"    if {cond}: guards()")
     # guards only Python-side changes can break (requires_grad, .data, .grad, storage
     # sharing): re-run only when the state epoch moved since this wrapper last checked
     ns["EP"], ns["SEEN"], ns["SLOW"], ns["SIG_"] = state_epoch, [-1], slow_check, sig
     emit("    if EP[0] != SEEN[0]: SLOW(SIG_); SEEN[0] = EP[0]")
+    if by_epoch:
+        ns["HEP"], ns["HSEEN"], ns["HVOL"] = hyper_epoch, [-1], [False]
+        emit("    if HEP[0] != HSEEN[0] or HVOL[0]: hypers()")
     # inputs
     for i, node in enumerate(exe.input_nodes):
         slot = TABLE_FIXED + i
@@ -229,9 +247,14 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
                 # skipped when the group holds the same immutable number as last call (a
                 # tensor lr is updated in place by schedulers: never remembered, so re-read)
                 ns[f"HG{i}"], ns[f"HK{i}"] = src.ref
-                emit(f"    v = {_item(ns, f'HG{i}', f'HK{i}')}")
                 ns["NUM"], ns[f"HN{i}"] = _hyper_number, node.attrs["name"]
                 ns["PLAIN"] = (float, int)
+                if by_epoch:  # written by hypers(), run when a group changed
+                    refresh.append(f"    v = {_item(ns, f'HG{i}', f'HK{i}')}")
+                    refresh.append(f"    H{i}[()] = NUM(v, HN{i})")
+                    refresh.append("    if type(v) not in PLAIN: vol = True")
+                    continue
+                emit(f"    v = {_item(ns, f'HG{i}', f'HK{i}')}")
                 emit(f"    if v is not HL[{i}]: H{i}[()] = NUM(v, HN{i}); "
                      f"HL[{i}] = v if type(v) in PLAIN else None")
             elif src.kind == "oflag":
@@ -347,6 +370,12 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
              f"t{j}._inference = False")
         outs.append(f"t{j}")
     emit(f"    return {_tree_src(sig.output_tree, outs, ns)}")
+    if by_epoch:
+        pre.append("def hypers():")
+        pre.append("    vol = False")
+        pre.extend(refresh)
+        pre.append("    HVOL[0] = vol")
+        pre.append("    HSEEN[0] = HEP[0]")
     src = "\n".join(pre + lines) + "\n"
     exec(compile(src, f"<graphc runner {g.name}>", "exec"), ns)  # noqa: S102
     run = ns["run"]

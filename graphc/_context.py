@@ -30,3 +30,9 @@ state_epoch = [0]
 def bump() -> None:
     """Note a change that may invalidate compiled steps' guards (see ``state_epoch``)."""
     state_epoch[0] += 1
+
+
+# Bumped by every write to an optimizer param group (``ParamGroup``): compiled steps re-read
+# their hyperparameters and re-test group options only when it moved (or when a value is a
+# tensor, which can change in place), instead of looking each one up on every call.
+hyper_epoch = [0]

@@ -254,6 +254,11 @@ class _ItemView:
     def __getitem__(self, key: str) -> Any:
         return dict.__getitem__(self.group, key)[self.index]
 
+    @property
+    def _bumps_hyper_epoch(self) -> bool:
+        """Reads through to a ``ParamGroup``, whose writes move the hyper epoch."""
+        return bool(getattr(self.group, "_bumps_hyper_epoch", False))
+
 
 def params_of(groups: Iterable[dict[str, Any]]) -> list[Tensor]:
     return [p for g in groups for p in g["params"]]

@@ -108,6 +108,7 @@ class ParamGroup(dict):
     """One entry of ``optimizer.param_groups`` (see the module docstring)."""
 
     __slots__ = ("_owner",)
+    _bumps_hyper_epoch = True  # every write moves ``_context.hyper_epoch`` (runner fast path)
 
     def __init__(self, *a: Any, owner: Any = None, **k: Any) -> None:
         super().__init__(*a, **k)
@@ -122,10 +123,38 @@ class ParamGroup(dict):
         elif not _is_number(value) or not _is_number(dict.get(self, key)):
             _context.bump()  # a structural option (or a number turning into one) changed
         dict.__setitem__(self, key, value)
+        _context.hyper_epoch[0] += 1
 
     def __delitem__(self, key: Any) -> None:
         dict.__delitem__(self, key)
         _context.bump()
+        _context.hyper_epoch[0] += 1
+
+    def update(self, *a: Any, **k: Any) -> None:
+        for key, value in dict(*a, **k).items():
+            self[key] = value
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return dict.__getitem__(self, key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        out = dict.pop(self, key, *default)
+        _context.bump()
+        _context.hyper_epoch[0] += 1
+        return out
+
+    def popitem(self) -> Any:
+        out = dict.popitem(self)
+        _context.bump()
+        _context.hyper_epoch[0] += 1
+        return out
+
+    def clear(self) -> None:
+        dict.clear(self)
+        _context.bump()
+        _context.hyper_epoch[0] += 1
 
     def __getitem__(self, key: Any) -> Any:
         value = dict.__getitem__(self, key)
