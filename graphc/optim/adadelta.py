@@ -14,9 +14,8 @@ from typing import Any
 
 from .. import dtypes as dt
 from .. import zeros, zeros_like
-from ..autograd import enable_grad, no_grad
-from .adam import _check_lr
-from .optimizer import Optimizer
+from ..autograd import no_grad
+from .optimizer import Optimizer, check_hparams
 
 
 class Adadelta(Optimizer):
@@ -34,9 +33,7 @@ class Adadelta(Optimizer):
                  weight_decay: float = 0, foreach: bool | None = None, *,
                  capturable: bool = False, maximize: bool = False,
                  differentiable: bool = False) -> None:
-        if differentiable:
-            raise NotImplementedError("Adadelta(differentiable=True) is not supported by graphc")
-        _check_lr(lr)
+        check_hparams("Adadelta", differentiable, lr)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Invalid rho value: {rho}")
         if not 0.0 <= eps:
@@ -50,10 +47,7 @@ class Adadelta(Optimizer):
     @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One Adadelta update of every parameter whose ``.grad`` is not None."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = self._closure(closure)
         for group in self.param_groups:
             lr, rho, eps = group["lr"], group["rho"], group["eps"]
             weight_decay, maximize = group["weight_decay"], group["maximize"]

@@ -16,10 +16,9 @@ from typing import Any
 
 from .. import dtypes as dt
 from .. import full, zeros
-from ..autograd import enable_grad, no_grad
+from ..autograd import no_grad
 from ..tensor import Tensor
-from .adam import _check_lr
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_hparams
 
 
 class Adagrad(Optimizer):
@@ -39,9 +38,7 @@ class Adagrad(Optimizer):
                  weight_decay: float = 0, initial_accumulator_value: float = 0,
                  eps: float = 1e-10, foreach: bool | None = None, *, maximize: bool = False,
                  differentiable: bool = False, fused: bool | None = None) -> None:
-        if differentiable:
-            raise NotImplementedError("Adagrad(differentiable=True) is not supported by graphc")
-        _check_lr(lr)
+        check_hparams("Adagrad", differentiable, lr)
         if not 0.0 <= lr_decay:
             raise ValueError(f"Invalid lr_decay value: {lr_decay}")
         if not 0.0 <= weight_decay:
@@ -88,10 +85,7 @@ class Adagrad(Optimizer):
     @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One Adagrad update of every parameter whose ``.grad`` is not None."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = self._closure(closure)
         for group in self.param_groups:
             params_with_grad: list[Tensor] = []
             grads: list[Tensor] = []

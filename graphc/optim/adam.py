@@ -23,9 +23,9 @@ from typing import Any
 
 from .. import dtypes as dt
 from .. import zeros, zeros_like
-from ..autograd import enable_grad, no_grad
+from ..autograd import no_grad
 from ..tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_hparams
 
 
 class Adam(Optimizer):
@@ -45,20 +45,9 @@ class Adam(Optimizer):
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False, fused: bool | None = None,
                  decoupled_weight_decay: bool = False) -> None:
-        if differentiable:
-            raise NotImplementedError(
-                f"{type(self).__name__}(differentiable=True) is not supported by graphc"
-            )
-        _check_lr(lr)
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
         betas = tuple(betas)  # type: ignore[assignment]
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_hparams(type(self).__name__, differentiable, lr, epsilon=eps, betas=betas,
+                      weight_decay=weight_decay)
         if fused and foreach:
             raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
@@ -94,10 +83,7 @@ class Adam(Optimizer):
     @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One Adam update of every parameter whose ``.grad`` is not None."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = self._closure(closure)
         for group in self.param_groups:
             params_with_grad: list[Tensor] = []
             grads: list[Tensor] = []
@@ -174,13 +160,3 @@ class AdamW(Adam):
                          differentiable=differentiable, fused=fused,
                          decoupled_weight_decay=True)
 
-
-def _check_lr(lr: Any) -> None:
-    """PyTorch's learning-rate checks (a tensor lr must have one element)."""
-    if hasattr(lr, "shape") and hasattr(lr, "numel"):
-        n = lr.numel()
-        if n != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        lr = float(lr)
-    if not 0.0 <= lr:
-        raise ValueError(f"Invalid learning rate: {lr}")

@@ -14,9 +14,8 @@ from typing import Any
 
 from .. import dtypes as dt
 from .. import zeros, zeros_like
-from ..autograd import enable_grad, no_grad
-from .adam import _check_lr
-from .optimizer import Optimizer
+from ..autograd import no_grad
+from .optimizer import Optimizer, check_hparams
 
 
 class Adamax(Optimizer):
@@ -33,17 +32,8 @@ class Adamax(Optimizer):
                  eps: float = 1e-8, weight_decay: float = 0, foreach: bool | None = None, *,
                  maximize: bool = False, differentiable: bool = False,
                  capturable: bool = False) -> None:
-        if differentiable:
-            raise NotImplementedError("Adamax(differentiable=True) is not supported by graphc")
-        _check_lr(lr)
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_hparams("Adamax", differentiable, lr, epsilon=eps, betas=betas,
+                      weight_decay=weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
@@ -51,10 +41,7 @@ class Adamax(Optimizer):
     @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One Adamax update of every parameter whose ``.grad`` is not None."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = self._closure(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             eps, lr = group["eps"], group["lr"]

@@ -19,8 +19,7 @@ from .. import _context, zeros
 from ..autograd import enable_grad, no_grad
 from ..tensor import Tensor
 from ..tensor_ops import cat
-from .adam import _check_lr
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_lr
 
 __all__ = ["LBFGS"]
 
@@ -199,7 +198,7 @@ class LBFGS(Optimizer):
                  max_eval: int | None = None, tolerance_grad: float = 1e-7,
                  tolerance_change: float = 1e-9, history_size: int = 100,
                  line_search_fn: str | None = None) -> None:
-        _check_lr(lr)
+        check_lr(lr)
         if max_eval is None:
             max_eval = max_iter * 5 // 4
         defaults = dict(lr=lr, max_iter=max_iter, max_eval=max_eval,

@@ -15,9 +15,8 @@ from typing import Any
 
 from .. import dtypes as dt
 from .. import ones, zeros, zeros_like
-from ..autograd import enable_grad, no_grad
-from .adam import _check_lr
-from .optimizer import Optimizer
+from ..autograd import no_grad
+from .optimizer import Optimizer, check_hparams
 
 
 class NAdam(Optimizer):
@@ -36,19 +35,8 @@ class NAdam(Optimizer):
                  decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False) -> None:
-        if differentiable:
-            raise NotImplementedError("NAdam(differentiable=True) is not supported by graphc")
-        _check_lr(lr)
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if not 0.0 <= momentum_decay:
-            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
+        check_hparams("NAdam", differentiable, lr, epsilon=eps, betas=betas,
+                      weight_decay=weight_decay, momentum_decay=momentum_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         momentum_decay=momentum_decay,
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
@@ -58,10 +46,7 @@ class NAdam(Optimizer):
     @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One NAdam update of every parameter whose ``.grad`` is not None."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = self._closure(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             lr, eps = group["lr"], group["eps"]

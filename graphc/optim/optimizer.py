@@ -243,6 +243,34 @@ def _check_state_shapes(opt: Optimizer, state: dict[Any, Any], id_map: dict[int,
                                  f"expected {want} (parameter {i} has shape {tuple(p.shape)})")
 
 
+def check_lr(lr: Any) -> None:
+    """PyTorch's learning-rate checks (a tensor lr must have one element)."""
+    if hasattr(lr, "shape") and hasattr(lr, "numel"):
+        n = lr.numel()
+        if n != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        lr = float(lr)
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def check_hparams(name: str, differentiable: bool, lr: Any, **values: Any) -> None:
+    """The constructor checks PyTorch's optimizers share, in the order given (which is the
+    order PyTorch checks them, so the first error is the same): ``differentiable=True`` is not
+    supported; ``lr`` as ``check_lr``; ``betas`` each in [0, 1); any other keyword (named
+    as PyTorch's message names it: ``epsilon``, ``weight_decay``...) at least 0."""
+    if differentiable:
+        raise NotImplementedError(f"{name}(differentiable=True) is not supported by graphc")
+    check_lr(lr)
+    for label, v in values.items():
+        if label == "betas":
+            for i in (0, 1):
+                if not 0.0 <= v[i] < 1.0:
+                    raise ValueError(f"Invalid beta parameter at index {i}: {v[i]}")
+        elif not 0.0 <= v:
+            raise ValueError(f"Invalid {label} value: {v}")
+
+
 class _ItemView:
     """``view[key]`` -> ``group[key][index]``: one element of a tuple hyperparameter."""
 

@@ -16,10 +16,9 @@ from typing import Any
 
 from .. import dtypes as dt
 from .. import zeros, zeros_like
-from ..autograd import enable_grad, no_grad
+from ..autograd import no_grad
 from ..tensor_ops import where
-from .adam import _check_lr
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_hparams
 
 
 class RAdam(Optimizer):
@@ -37,17 +36,8 @@ class RAdam(Optimizer):
                  decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False) -> None:
-        if differentiable:
-            raise NotImplementedError("RAdam(differentiable=True) is not supported by graphc")
-        _check_lr(lr)
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_hparams("RAdam", differentiable, lr, epsilon=eps, betas=betas,
+                      weight_decay=weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         maximize=maximize, foreach=foreach, capturable=capturable,
                         decoupled_weight_decay=decoupled_weight_decay,
@@ -57,10 +47,7 @@ class RAdam(Optimizer):
     @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One RAdam update of every parameter whose ``.grad`` is not None."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = self._closure(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]

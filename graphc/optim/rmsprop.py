@@ -15,10 +15,9 @@ from typing import Any
 
 from .. import dtypes as dt
 from .. import zeros, zeros_like
-from ..autograd import enable_grad, no_grad
+from ..autograd import no_grad
 from ..tensor import Tensor
-from .adam import _check_lr
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_hparams
 
 
 class RMSprop(Optimizer):
@@ -38,9 +37,7 @@ class RMSprop(Optimizer):
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False,
                  capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
                  differentiable: bool = False) -> None:
-        if differentiable:
-            raise NotImplementedError("RMSprop(differentiable=True) is not supported by graphc")
-        _check_lr(lr)
+        check_hparams("RMSprop", differentiable, lr)
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
         if not 0.0 <= momentum:
@@ -83,10 +80,7 @@ class RMSprop(Optimizer):
     @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One RMSprop update of every parameter whose ``.grad`` is not None."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = self._closure(closure)
         for group in self.param_groups:
             params_with_grad: list[Tensor] = []
             grads: list[Tensor] = []
