@@ -27,7 +27,8 @@ def test_readme_has_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert len(cmds) == 2, cmds
     assert cmds[1] == 'pip install -e ".[test]" && pytest'
     ci_lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert cmds[1] in ci_lines, "CI must run the README's test command verbatim"
+    assert any(ln == cmds[1] or ln.startswith(cmds[1] + " || exit") for ln in ci_lines), \
+        "CI must run the README's test command verbatim"
     assert "pytest -m slow -n 0" in ci_lines, "CI must also run the slow set"
 
 
