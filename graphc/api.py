@@ -205,8 +205,9 @@ class CompiledFunction:
     def _compile(self, args: list[np.ndarray]) -> Variant:
         v = Variant(self, args)
         self.variants.append(v)
-        self._by_key.setdefault(self._key(args), []).append(v)
-        self._by_key.move_to_end(self._key(args))
+        key = self._key(args)
+        self._by_key.setdefault(key, []).append(v)
+        self._by_key.move_to_end(key)
         self.compile_count += 1
         self._last, self._last_epoch = v, nn_module.mode_epoch[0]
         if len(self.variants) > self.max_variants:

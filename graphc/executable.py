@@ -197,15 +197,17 @@ class Runtime:
         if sink.kind == "grad":
             p = sink.ref
             g = p._grad
-            if g is not None and g._node._value.flags.writeable \
-                    and g._node._value.flags.c_contiguous and g._node._value.shape == shape:
-                return g._node._value
+            a = None if g is None else g._node._value
+            if a is not None and a.flags.writeable and a.flags.c_contiguous \
+                    and a.shape == shape and a.dtype == dtype:
+                return a
             return np.empty(shape, dtype)
         opt, p, key = sink.ref
         t = opt.state[p].get(key) if p in opt.state else None
-        if isinstance(t, Tensor) and t._node._value.shape == shape \
-                and t._node._value.flags.writeable:
-            return t._node._value
+        a = t._node._value if isinstance(t, Tensor) else None
+        if a is not None and a.shape == shape and a.dtype == dtype and a.flags.writeable \
+                and a.flags.c_contiguous:
+            return a
         return np.empty(shape, dtype)
 
     def publish(self, slot: str, buf: np.ndarray) -> None:

@@ -33,7 +33,7 @@ from . import _context
 from . import dtypes as dt
 from . import shapes as sh
 from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES
-from .ir import Builder, Graph, Node
+from .ir import Builder, Graph, Node, toposort
 from .tensor import Tensor
 
 
@@ -246,7 +246,7 @@ class TraceContext:
                                "converted to a Python number")
         assert self.sig is not None
         sig = self.sig
-        leaves = [n for n in _cone(node) if n.op == "input"]
+        leaves = [n for n in toposort([node]) if n.op == "input"]
         bad = [n for n in leaves if sig.sources[n.attrs["name"]].kind != "hyper"]
         if bad:
             raise RuntimeError(
@@ -311,7 +311,7 @@ class TraceContext:
         # retain_graph, as in PyTorch; a second forward gives a new tensor and is fine.
         if id(loss) in self.freed:
             raise RuntimeError(BACKWARD_TWICE)
-        if not retain_graph and any(n.rg and n.op not in NO_SAVED_VALUES for n in _cone(root)):
+        if not retain_graph and any(n.rg and n.op not in NO_SAVED_VALUES for n in toposort([root])):
             self.freed.add(id(loss))
             self._keep_alive.append(loss)  # its id stays unique for the rest of the trace
         b = self.builder
@@ -482,42 +482,27 @@ class TraceContext:
                 sink.fresh = True
         # scalar inputs nothing reads (a hyperparameter read only to decide a branch, like
         # SGD's dampening without momentum) would cost a lookup per call: leave them out
-        used: set[int] = set()
-        for r in list(outputs) + [v for _, v in updates]:
-            used.update(n.id for n in _cone(r) if n.op == "input")
+        used = {n.id for n in toposort(list(outputs) + [v for _, v in updates])
+                if n.op == "input"}
         inputs = [n for n in self.inputs if n.id in used or n.attrs["kind"] not in (
             "hyper", "flag")]
         g = Graph(self.name, inputs, outputs, updates)
         return g
 
 
-def _cone(root: Node) -> list[Node]:
-    """Every node ``root`` depends on (itself included)."""
-    seen: set[int] = set()
-    out: list[Node] = []
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if n.id in seen:
-            continue
-        seen.add(n.id)
-        out.append(n)
-        stack.extend(n.inputs)
-    return out
-
-
-def _state_check(opt: Any, p: Tensor, key: str, label: str, node: Node
-                 ) -> Callable[[], None]:
-    """An optimizer state tensor must still have the shape and dtype the step reads it as
-    (a checkpoint of another model, or a float64 buffer, would be read as raw bytes)."""
-    shape, dtype = tuple(node.shape), node.dtype.np
-
+def _buffer_check(label: str, get: Callable[[], Any], want: Callable[[], tuple[tuple, Any]],
+                  ) -> Callable[[], None]:
+    """A tensor a step reads as a buffer of a fixed size and type (an optimizer state entry,
+    an incoming ``.grad``) must still have that shape and dtype when the step is called: a
+    checkpoint of another model, a ``.data`` swap or a float64 buffer would otherwise be
+    read as raw bytes of the wrong size. ``get`` returns the tensor (None: absent, fine),
+    ``want`` the expected (shape, numpy dtype)."""
     def check() -> None:
-        st = dict.get(opt.state, p)
-        t = None if st is None else dict.get(st, key)
+        t = get()
         if not isinstance(t, Tensor):
             return
         a = t._node._value
+        shape, dtype = want()
         if a.shape != shape:
             raise ValueError(f"{label}: expected shape {shape}, got {tuple(a.shape)}")
         if a.dtype != dtype:
@@ -526,18 +511,19 @@ def _state_check(opt: Any, p: Tensor, key: str, label: str, node: Node
     return check
 
 
+def _state_check(opt: Any, p: Tensor, key: str, label: str, node: Node
+                 ) -> Callable[[], None]:
+    """``opt.state[p][key]`` as the trace read it."""
+    def get() -> Any:
+        st = dict.get(opt.state, p)
+        return None if st is None else dict.get(st, key)
+    return _buffer_check(label, get, lambda: (tuple(node.shape), node.dtype.np))
+
+
 def _grad_check(p: Tensor, name: str) -> Callable[[], None]:
-    """The incoming ``.grad`` must still have the parameter's shape and dtype: the step reads
-    it as a buffer of that size (a ``.grad.data`` swap could make it smaller)."""
-    def check() -> None:
-        g = p._grad
-        if g is None:
-            return
-        a, want = g._node._value, p._node._value
-        if a.shape != want.shape or a.dtype != want.dtype:
-            raise ValueError(f"{name}.grad: expected shape {tuple(want.shape)} and dtype "
-                             f"{want.dtype} (the parameter's), got {tuple(a.shape)} {a.dtype}")
-    return check
+    """The incoming ``.grad``: the parameter's own shape and dtype."""
+    return _buffer_check(f"{name}.grad", lambda: p._grad,
+                         lambda: (tuple(p._node._value.shape), p._node._value.dtype))
 
 
 def _strip_detach(n: Node) -> Node:

@@ -31,12 +31,18 @@ def batch(k: int) -> tuple[np.ndarray, np.ndarray]:
             rng.standard_normal((5, 3)).astype(np.float32))
 
 
-def step_fn(model: Any, opt: Any) -> Any:
+def step_fn(model: Any, opt: Any, backwards: tuple[dict[str, Any], ...] = ({},),
+            after: Any = None) -> Any:
+    """The standard step; ``backwards``: the keyword arguments of each ``backward()`` call,
+    ``after``: called with the model after ``opt.step()`` (in the step)."""
     def step(x: Any, y: Any) -> Any:
         opt.zero_grad()
         loss = ((model(x) - y) ** 2).mean()
-        loss.backward()
+        for kw in backwards:
+            loss.backward(**kw)
         opt.step()
+        if after is not None:
+            after(model)
         return loss
 
     return step
@@ -94,19 +100,12 @@ def test_removing_a_parameter_from_its_group() -> None:
 
 
 def test_in_place_data_edit_inside_the_step() -> None:
-    def make(model: Any, opt: Any) -> Any:
-        def step(x: Any, y: Any) -> Any:
-            opt.zero_grad()
-            loss = ((model(x) - y) ** 2).mean()
-            loss.backward()
-            opt.step()
-            model[0].weight.data.mul_(0.5)  # e.g. a weight constraint or max-norm rescale
-            return loss
-        return step
+    def rescale(model: Any) -> None:
+        model[0].weight.data.mul_(0.5)  # e.g. a weight constraint or max-norm rescale
 
     me, oe = world()
     mc, oc = world()
-    se, sc = make(me, oe), gc.compile(make(mc, oc))
+    se, sc = step_fn(me, oe, after=rescale), gc.compile(step_fn(mc, oc, after=rescale))
     for k in range(3):
         x, y = batch(k)
         np.testing.assert_allclose(se(x, y).item(), sc(x, y).item(), rtol=1e-5)
@@ -143,60 +142,41 @@ def test_zero_grad_gives_a_fresh_gradient_tensor() -> None:
     np.testing.assert_array_equal(saved.numpy(), saved_values)  # the old tensor is untouched
 
 
-def test_parameters_sharing_storage_match_eager_or_raise() -> None:
+def test_parameters_sharing_storage_raise_before_changing_anything() -> None:
+    """Eager applies the two updates one after the other, each seeing the other's write; a
+    fused step cannot, so it refuses (the contract's other outcome) and changes nothing."""
     me, oe, se, mc, oc, sc = twins()
     x, y = batch(0)
-    se(x, y)
     sc(x, y)
-    for m in (me, mc):
-        m[2].bias.data = m[0].bias.data[:3]  # a view into another parameter's storage
-    try:
-        lc = sc(x, y)
-    except (ValueError, RuntimeError) as e:
-        assert "share" in str(e) or "overlap" in str(e)
-        return
-    le = se(x, y)
-    np.testing.assert_allclose(le.item(), lc.item(), rtol=1e-5)
-    assert_same(me, mc)
+    mc[2].bias.data = mc[0].bias.data[:3]  # a view into another parameter's storage
+    before = [p.numpy().copy() for p in mc.parameters()]
+    with pytest.raises(ValueError, match="share storage"):
+        sc(x, y)
+    for b, p in zip(before, mc.parameters()):
+        np.testing.assert_array_equal(b, p.numpy())
+    mc[2].bias.data = mc[2].bias.data.clone()  # its own storage again: runs
+    sc(x, y)
 
 
 def test_backward_twice_without_retain_graph_raises() -> None:
-    def make(model: Any, opt: Any) -> Any:
-        def step(x: Any, y: Any) -> Any:
-            opt.zero_grad()
-            loss = ((model(x) - y) ** 2).mean()
-            loss.backward()
-            loss.backward()
-            opt.step()
-            return loss
-        return step
-
+    twice = ({}, {})
     me, oe = world()
     mc, oc = world()
     x, y = batch(0)
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
-        make(me, oe)(x, y)
+        step_fn(me, oe, twice)(x, y)
     before = [p.numpy().copy() for p in mc.parameters()]
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
-        gc.compile(make(mc, oc))(x, y)
+        gc.compile(step_fn(mc, oc, twice))(x, y)
     for b, p in zip(before, mc.parameters()):
         np.testing.assert_array_equal(b, p.numpy())
 
 
 def test_backward_twice_with_retain_graph_accumulates() -> None:
-    def make(model: Any, opt: Any) -> Any:
-        def step(x: Any, y: Any) -> Any:
-            opt.zero_grad()
-            loss = ((model(x) - y) ** 2).mean()
-            loss.backward(retain_graph=True)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
-
+    retained = ({"retain_graph": True}, {})
     me, oe = world()
     mc, oc = world()
-    se, sc = make(me, oe), gc.compile(make(mc, oc))
+    se, sc = step_fn(me, oe, retained), gc.compile(step_fn(mc, oc, retained))
     for k in range(2):
         np.testing.assert_allclose(se(*batch(k)).item(), sc(*batch(k)).item(), rtol=1e-5)
         assert_same(me, mc)
@@ -402,3 +382,46 @@ def test_an_int_step_count_in_adam_state_is_taken_as_a_tensor(compiled: bool) ->
     for p in model.parameters():
         s = opt.state[p]["step"]
         assert isinstance(s, gc.Tensor) and s.dtype is gc.float32 and s.item() == 4.0
+
+
+class ModeSGD(optim.Optimizer):
+    """A user optimizer keeping a Python object (not a tensor, not a number) in its state and
+    branching on it: the compiled step must follow a change of it between calls."""
+
+    def __init__(self, params: Any, lr: float = 0.1) -> None:
+        super().__init__(params, dict(lr=lr))
+
+    @gc.no_grad()
+    def step(self, closure: Any = None) -> Any:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                scale = 2.0 if state.get("mode") == "double" else 1.0
+                p.add_(p.grad, alpha=-group["lr"] * scale)
+        return None
+
+
+def test_a_python_object_in_optimizer_state_is_guarded() -> None:
+    me, oe = world(opt_cls=ModeSGD, lr=0.1)
+    mc, oc = world(opt_cls=ModeSGD, lr=0.1)
+    se, sc = step_fn(me, oe), gc.compile(step_fn(mc, oc))
+    for m, o in ((me, oe), (mc, oc)):
+        for p in m.parameters():
+            o.state[p]["mode"] = "plain"
+    for k in range(4):
+        if k == 2:
+            for m, o in ((me, oe), (mc, oc)):
+                for p in m.parameters():
+                    o.state[p]["mode"] = "double"
+        np.testing.assert_allclose(se(*batch(k)).item(), sc(*batch(k)).item(), rtol=1e-5)
+        assert_same(me, mc)
+    assert sc.compile_count == 2
+
+
+def test_param_groups_added_with_plus_equals_are_tracing_groups() -> None:
+    model, opt = world()
+    extra = nn.Linear(2, 2)
+    opt.param_groups += [{"params": list(extra.parameters()), "lr": 0.5}]
+    assert type(opt.param_groups[-1]).__name__ == "ParamGroup"

@@ -43,24 +43,27 @@ def _is_number(v: Any) -> bool:
         v, (bool, np.bool_))
 
 
+def _bumping(name: str) -> Callable[..., Any]:
+    """``list.<name>`` followed by a state-epoch bump (for the lists compiled steps guard)."""
+    base = getattr(list, name)
+
+    def method(self: list, *a: Any, **k: Any) -> Any:
+        r = base(self, *a, **k)
+        _context.bump()
+        return r
+    method.__name__ = name
+    return method
+
+
+_MUTATORS = ("remove", "pop", "clear", "sort", "reverse", "__delitem__", "__imul__")
+
+
 class Params(list):
     """``group["params"]``: a list whose changes bump the state epoch (membership guards)."""
 
-    def _changed(self) -> None:
-        _context.bump()
-
-    def _wrap(name: str) -> Callable[..., Any]:  # noqa: N805 - a class-body helper
-        def method(self: Params, *a: Any, **k: Any) -> Any:
-            r = getattr(list, name)(self, *a, **k)
-            _context.bump()
-            return r
-        method.__name__ = name
-        return method
-
-    for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
-                  "__setitem__", "__delitem__", "__iadd__", "__imul__"):
-        locals()[_name] = _wrap(_name)
-    del _name, _wrap
+    for _name in _MUTATORS + ("append", "extend", "insert", "__setitem__", "__iadd__"):
+        locals()[_name] = _bumping(_name)
+    del _name
 
 
 class ParamGroups(list):
@@ -86,22 +89,18 @@ class ParamGroups(list):
         list.extend(self, [self._conv(g) for g in gs])
         _context.bump()
 
+    def __iadd__(self, gs: Iterable[Any]) -> ParamGroups:  # type: ignore[override,misc]
+        self.extend(gs)
+        return self
+
     def __setitem__(self, i: Any, g: Any) -> None:
         list.__setitem__(self, i, [self._conv(x) for x in g] if isinstance(i, slice)
                          else self._conv(g))
         _context.bump()
 
-    def _wrap(name: str) -> Callable[..., Any]:  # noqa: N805 - a class-body helper
-        def method(self: ParamGroups, *a: Any, **k: Any) -> Any:
-            r = getattr(list, name)(self, *a, **k)
-            _context.bump()
-            return r
-        method.__name__ = name
-        return method
-
-    for _name in ("remove", "pop", "clear", "sort", "reverse", "__delitem__"):
-        locals()[_name] = _wrap(_name)
-    del _name, _wrap
+    for _name in _MUTATORS:
+        locals()[_name] = _bumping(_name)
+    del _name
 
 
 class ParamGroup(dict):
@@ -368,7 +367,16 @@ class _StateView:
         if _is_number(example):
             return ctx.opt_num(opt, p, key, label, int if isinstance(example, (int, np.integer))
                                else float)
-        return example  # any other object: kept as it is (the key set is guarded)
+        if key not in self.placeholders:  # an object the trace used as it was: guard it
+            frozen = _freeze(example)
+
+            def check() -> None:
+                now = dict.get(opt.state, p)
+                value = _MISSING if now is None else dict.get(now, key, _MISSING)
+                if value is not _MISSING and _freeze(value) != frozen:
+                    raise _mismatch()
+            ctx.sig.slow_guards.append(check)
+        return example
 
     def set(self, key: Any, value: Any) -> None:
         self.deleted.discard(key)
