@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import importlib.util
 import os
 import re
 import secrets
@@ -220,11 +221,15 @@ def _secret(d: Path) -> bytes | None:
 
 @lru_cache(maxsize=1)
 def _compiler_fingerprint() -> str:
+    """Digest of everything that decides the object code for a given graph text: llvmlite's
+    version, the code generator and the IR package (the op table holds the elementwise
+    lowering rules), so editing either invalidates the cache."""
     h = hashlib.sha256(llvmlite.__version__.encode())
-    here = Path(__file__).resolve().parent
-    for f in sorted(here.glob("*.py")):
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
+    for name in ("graphc.codegen", "graphc.ir"):
+        d = Path(importlib.util.find_spec(name).origin).resolve().parent
+        for f in sorted(d.rglob("*.py")):
+            h.update(f"{name}/{f.relative_to(d)}".encode())
+            h.update(f.read_bytes())
     return h.hexdigest()
 
 

@@ -18,9 +18,9 @@ import llvmlite.binding as llvm
 import numpy as np
 import sympy
 
-from graphc import shapes as sh
 from graphc.executable import Runtime
 from graphc.ir import Graph
+from graphc.ir import shapes as sh
 from graphc.tensor import Tensor
 from graphc.trace import Signature
 

@@ -37,7 +37,7 @@ from typing import Any
 import sympy
 from llvmlite import ir
 
-from graphc import shapes as sh
+from graphc.ir import shapes as sh
 
 from .llvm_util import F32, I8P, I32, I64, declare, for_range, i64
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from graphc import shapes as sh
+from graphc.ir import shapes as sh
 
 from .lower import TABLE_FIXED
 

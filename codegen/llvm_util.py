@@ -13,7 +13,7 @@ from typing import Any
 import sympy
 from llvmlite import ir
 
-from graphc import dtypes as dt
+from graphc.ir import dtypes as dt
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)

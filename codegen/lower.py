@@ -25,10 +25,10 @@ from typing import Any
 import sympy
 from llvmlite import ir
 
-from graphc import dtypes as dt
-from graphc import ops as gops
-from graphc import shapes as sh
 from graphc.ir import Graph, Node
+from graphc.ir import dtypes as dt
+from graphc.ir import ops as gops
+from graphc.ir import shapes as sh
 
 from . import conv as conv_lowering
 from . import pool as pool_lowering

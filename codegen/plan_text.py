@@ -9,9 +9,9 @@ elementwise kernels run as a single loop) are listed under a ``loop group`` line
 
 from __future__ import annotations
 
-from graphc import shapes as sh
 from graphc.ir import Graph
-from graphc.text import type_str
+from graphc.ir import shapes as sh
+from graphc.ir.text import type_str
 
 from .lower import Plan, _closure, _reads
 

@@ -30,9 +30,9 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from graphc import shapes as sh
 from graphc.executable import Mismatch, Runtime
 from graphc.ir import Graph, Node
+from graphc.ir import shapes as sh
 from graphc.tensor import Tensor
 from graphc.trace import Signature
 

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from graphc import shapes as sh
 from graphc.ir import Node
+from graphc.ir import shapes as sh
 
 from . import cuda_runtime as cuda
 from .ptx import BLOCK

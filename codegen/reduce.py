@@ -28,7 +28,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from graphc import shapes as sh
+from graphc.ir import shapes as sh
 
 from .llvm_util import I64, REDUCE_FLAGS, fconst, for_range, i64, reg_type
 

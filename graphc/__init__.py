@@ -44,6 +44,12 @@ _ELSEWHERE = {
     "Generator": "random",
 }
 
+# Submodules that moved into a layer package: ``gc.dtypes`` & co. keep resolving to them.
+_MOVED = {
+    "dtypes": "ir.dtypes", "shapes": "ir.shapes", "ops": "ir.ops", "text": "ir.text",
+    "verify": "ir.verify",
+}
+
 __all__ = [
     "Tensor", "DType", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like",
     "ones_like", "rand", "randn", "arange", "manual_seed", "initial_seed", "no_grad",
@@ -62,6 +68,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(f"{__name__}._core"), name)
     elif name in _ELSEWHERE:
         value = getattr(importlib.import_module(f"{__name__}.{_ELSEWHERE[name]}"), name)
+    elif name in _MOVED:
+        value = importlib.import_module(f"{__name__}.{_MOVED[name]}")
     elif name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     else:
@@ -77,7 +85,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _CORE_NAMES | set(_ELSEWHERE) | set(__all__))
+    return sorted(set(globals()) | _CORE_NAMES | set(_ELSEWHERE) | set(_MOVED) | set(__all__))
 
 
 class _Package(types.ModuleType):

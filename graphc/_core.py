@@ -2,7 +2,7 @@
 forms of tensor methods (``gc.zeros``, ``gc.exp``, ``gc.cat``, ...).
 
 It lives apart from ``graphc/__init__.py`` because it needs numpy and the tensor core (which
-pulls in sympy through ``graphc.shapes``): the package resolves these names on first use
+pulls in sympy through ``graphc.ir.shapes``): the package resolves these names on first use
 (PEP 562), so ``graphc --help`` and other light entry points never pay for them.
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes as _dt
 from . import random as _random
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .dtypes import DType
+from .ir import dtypes as _dt
+from .ir.dtypes import DType
 from .tensor import Tensor, to_array
 from .tensor_ops import as_tensor, where
 

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from . import dtypes as dt
+from .ir import dtypes as dt
 
 __all__ = ["build", "save_state", "AotModel", "StateTensor", "describe", "AOTError",
            "TargetError", "check_target", "llvm_catalog"]

@@ -30,8 +30,8 @@ from typing import Any
 
 import sympy
 
-from . import dtypes as dt
 from .aot import AotModel
+from .ir import dtypes as dt
 from .serialization import _encode
 
 _C_TYPE = {dt.float32: "float", dt.float64: "double", dt.int64: "int64_t",

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes as dt
-from . import shapes as sh
 from .executable import Mismatch
+from .ir import dtypes as dt
+from .ir import shapes as sh
 from .nn import module as nn_module
 from .tensor import Tensor
 from .trace import Signature, trace

@@ -481,7 +481,7 @@ def dump_dot(fn: Any, stages: list[str], func: str) -> str:
 def _fmt(d: Any) -> str:
     import sympy
 
-    from . import shapes as sh
+    from .ir import shapes as sh
 
     return sh.fmt_dim(d) if isinstance(d, sympy.Basic) else str(d)
 
@@ -493,7 +493,7 @@ def _counts(d: dict[str, Any]) -> str:
 def _add(a: Any, b: Any) -> Any:
     import sympy
 
-    from . import shapes as sh
+    from .ir import shapes as sh
 
     return sh.dim(sympy.sympify(a) + sympy.sympify(b))
 
@@ -501,8 +501,8 @@ def _add(a: Any, b: Any) -> Any:
 def graph_stats(graph: Any) -> dict[str, Any]:
     """Op counts, inputs and update slots by kind, and bytes per input kind (symbolic
     expressions such as ``8*B`` where a shape has a batch symbol)."""
-    from . import shapes as sh
     from .dot import slot_kind
+    from .ir import shapes as sh
 
     ops: dict[str, int] = {}
     for n in graph.nodes():

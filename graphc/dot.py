@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import sympy
 
-from . import shapes as sh
 from .ir import Graph, Node
-from .text import _attr_str, type_str
+from .ir import shapes as sh
+from .ir.text import _attr_str, type_str
 
 # input kind -> (shape, fill colour); kinds not listed fall back to _DEFAULT_INPUT
 INPUT_STYLE: dict[str, tuple[str, str]] = {

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import sympy
 
-from . import shapes as sh
 from .interpreter import run_graph
 from .ir import Graph
+from .ir import shapes as sh
 from .tensor import Tensor
 from .trace import Signature
 

@@ -112,7 +112,7 @@ def _where(loc: str) -> str:
 def _graph_rows(g: Any, stage: str, locs: _Locs, kernels: dict[int, list[int]]) -> str:
     """One row per line of ``format_graph``: node rows carry their source location, the
     source text and (optimized stage) the kernels that compute them."""
-    from .text import format_graph
+    from .ir.text import format_graph
 
     lines = format_graph(g).splitlines()
     nodes = [n for n in g.nodes() if n.op != "input"]
@@ -223,7 +223,7 @@ def _hue(op: str) -> int:
 
 def _ev(x: Any, env: dict) -> int | None:
     """A symbolic size or offset at the example arguments' symbol values (None if unbound)."""
-    from graphc import shapes as sh
+    from graphc.ir import shapes as sh
 
     try:
         return sh.evaluate(x, env)
@@ -232,9 +232,9 @@ def _ev(x: Any, env: dict) -> int | None:
 
 
 def _plan_table(p: Any, g: Any, env: dict) -> str:
-    from graphc import shapes as sh
     from graphc.codegen.lower import _closure, _nbytes, _reads
-    from graphc.text import type_str
+    from graphc.ir import shapes as sh
+    from graphc.ir.text import type_str
 
     mat = {n.id for n in p.materialized}
     names = {n.id: n.attrs["name"] for n in g.inputs}
@@ -279,7 +279,7 @@ def _plan_table(p: Any, g: Any, env: dict) -> str:
 def _arena_svg(p: Any, env: dict) -> str:
     """Buffers as rectangles: x = the kernels during which a buffer is live, y = its bytes."""
     from graphc.codegen.lower import _align, _nbytes
-    from graphc.text import type_str
+    from graphc.ir.text import type_str
 
     def ev(x: Any) -> int | None:
         return _ev(x, env)

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import sympy
 
-from . import dtypes as dt
-from . import shapes as sh
 from .ir import Graph, Node
+from .ir import dtypes as dt
+from .ir import shapes as sh
 
 Impl = Callable[..., np.ndarray]
 IMPLS: dict[str, Impl] = {}

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from . import _context
-from . import dtypes as dt
-from . import shapes as sh
 from .autograd import is_grad_enabled, is_inference_mode_enabled, no_grad
 from .interpreter import run_node
 from .ir import Builder, Node
+from .ir import dtypes as dt
+from .ir import shapes as sh
 
 
 class EagerBuilder(Builder):

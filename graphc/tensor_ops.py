@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from . import _context
-from . import dtypes as dt
-from . import shapes as sh
 from .ir import Node
+from .ir import dtypes as dt
+from .ir import shapes as sh
 
 # ``from .tensor import Tensor, builder, to_array`` comes after the definitions, just before
 # ``_install()``: graphc/tensor.py imports this module at its end and takes ``_apply``,

@@ -30,10 +30,10 @@ import sympy
 from graphc.passes.autodiff import vjp
 
 from . import _context
-from . import dtypes as dt
-from . import shapes as sh
 from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES
 from .ir import Builder, Graph, Node, toposort
+from .ir import dtypes as dt
+from .ir import shapes as sh
 from .tensor import Tensor
 
 

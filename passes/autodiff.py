@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from graphc import shapes as sh
 from graphc.ir import Builder, Node, toposort
+from graphc.ir import shapes as sh
 
 Rule = Callable[[Builder, Node, Node], Sequence[Node | None]]
 VJP: dict[str, Rule] = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graphc.ir import Graph
-from graphc.verify import verify
+from graphc.ir.verify import verify
 
 from .simplify import simplify
 

@@ -8,7 +8,7 @@ from _torch import torch
 
 import graphc as gc
 from graphc import nn, optim
-from graphc.verify import verify
+from graphc.ir.verify import verify
 
 
 def mlp():

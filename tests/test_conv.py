@@ -77,8 +77,8 @@ def test_conv_kernels_match_torch(geom: tuple, dtype: Any) -> None:
 def test_fast_path_coverage() -> None:
     """Which ops take the implicit GEMM: every stride-1 op, strided forward and weight
     gradient with equal strides; the strided input gradient keeps the direct loops."""
-    from graphc import dtypes as dt
     from graphc.ir import Builder
+    from graphc.ir import dtypes as dt
 
     g = Builder()
     x = g.input("x", "arg", (2, 4, 9, 8), dt.float32)

@@ -24,7 +24,7 @@ import pytest
 
 import graphc as gc
 from graphc import cli, explain, nn, optim
-from graphc.text import format_graph
+from graphc.ir.text import format_graph
 
 ARTIFACTS = Path(os.environ.get("GRAPHC_ARTIFACTS") or Path(__file__).parent / "artifacts")
 VOID = {"meta", "br", "hr", "img", "input", "link", "wbr", "col", "source", "area", "base",

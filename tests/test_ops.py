@@ -25,9 +25,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphc as gc
-from graphc import dtypes as dt
-from graphc import interpreter, nn, ops
+from graphc import interpreter, nn
 from graphc import tensor_ops as T
+from graphc.ir import dtypes as dt
+from graphc.ir import ops
 from graphc.tensor import Tensor, builder
 
 

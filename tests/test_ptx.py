@@ -30,7 +30,8 @@ from llvmlite import ir
 from test_ops import CASES, _is_float, _run_backend, assert_backends_agree, make_value
 
 import graphc as gc
-from graphc import nn, ops, optim
+from graphc import nn, optim
+from graphc.ir import ops
 
 PTXAS = shutil.which("ptxas")
 ARCHS = ("sm_80", "sm_90")

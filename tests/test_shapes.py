@@ -1,11 +1,11 @@
-"""Shape algebra on concrete and symbolic shapes (graphc.shapes) and its run-time guards."""
+"""Shape algebra on concrete and symbolic shapes (graphc.ir.shapes) and its run-time guards."""
 
 import numpy as np
 import pytest
 import sympy
 
 import graphc as gc
-from graphc import shapes as sh
+from graphc.ir import shapes as sh
 
 B = sh.symbol("B")
 

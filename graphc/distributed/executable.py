@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import sympy
 
-from .. import ops as gops
-from .. import shapes as sh
 from ..ir import Builder, Graph, Node, toposort
+from ..ir import ops as gops
+from ..ir import shapes as sh
 from ..tensor import Tensor
 from ..trace import Signature, Sink, Source
 from . import comm

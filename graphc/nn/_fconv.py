@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import shapes as sh
 from .. import tensor_ops as T
+from ..ir import shapes as sh
 from ..tensor import Tensor, builder
 
 

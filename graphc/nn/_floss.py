@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import dtypes as dt
-from .. import shapes as sh
 from .. import tensor_ops as T
+from ..ir import dtypes as dt
+from ..ir import shapes as sh
 from ..tensor import Tensor
 
 

@@ -11,9 +11,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .. import shapes as sh
 from .. import tensor_ops as T
 from ..autograd import no_grad
+from ..ir import shapes as sh
 from ..tensor import Tensor, builder
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes
 from .. import tensor_ops as T
+from ..ir import dtypes
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -60,7 +60,7 @@ class Linear(Module):
 
 
 def _same_dim(a: Any, b: int) -> bool:
-    from .. import shapes
+    from ..ir import shapes
 
     return shapes.same(a, b)
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes
 from .. import tensor_ops as T
 from ..autograd import no_grad
+from ..ir import dtypes
 from ..tensor import Tensor
 from . import functional as F
 from . import init

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import dtypes as dt
 from .. import zeros, zeros_like
 from ..autograd import no_grad
+from ..ir import dtypes as dt
 from .optimizer import Optimizer, check_hparams
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import dtypes as dt
 from .. import full, zeros
 from ..autograd import no_grad
+from ..ir import dtypes as dt
 from ..tensor import Tensor
 from .optimizer import Optimizer, check_hparams
 

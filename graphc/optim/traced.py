@@ -603,7 +603,7 @@ def _merge(ctx: Any, c: Any, b: Any, a: Any) -> Any:
 
 
 def _merge_nodes(ctx: Any, c: Any, b: Any, a: Any) -> Any:
-    from ..ops import OP_INFO
+    from ..ir.ops import OP_INFO
 
     if b is a:
         return b

@@ -6,12 +6,14 @@ the same graph always prints the same text: that is what golden tests and users 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 
 from . import shapes as sh
-from .ir import Graph, Node
+
+if TYPE_CHECKING:  # types only: the printer and verifier never need the node classes at run time
+    from .graph import Graph, Node
 
 _KIND_ORDER = ("arg", "param", "buffer", "grad", "state", "flag", "hyper", "seed")
 

@@ -22,14 +22,14 @@ from typing import Any
 
 import sympy
 
+from ..autograd import is_grad_enabled
 from . import dtypes as dt
 from . import ops
 from . import shapes as sh
-from .autograd import is_grad_enabled
 
 _ids = itertools.count()
 
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # graphc/
 _OWN_DIRS = (
     _PKG_DIR,
     os.path.join(os.path.dirname(_PKG_DIR), "passes"),

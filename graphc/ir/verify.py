@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import ops
 from . import shapes as sh
-from .ir import Graph
+
+if TYPE_CHECKING:  # types only: the printer and verifier never need the node classes at run time
+    from .graph import Graph
 
 
 class VerifyError(AssertionError):
