@@ -33,6 +33,17 @@ from graphc.ir import shapes as sh
 from . import conv as conv_lowering
 from . import pool as pool_lowering
 from . import reduce as reduce_lowering
+from .abi import (  # noqa: F401  (re-exported until every user imports abi)
+    ALIGN,
+    ERR_BOUNDS,
+    ERR_INDEX,
+    ERR_NONFINITE,
+    ERR_OK,
+    ERR_SCRATCH,
+    PROFILE_SYMBOL,
+    RUN2_SYMBOL,
+    TABLE_FIXED,
+)
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .llvm_util import (
     F32,
@@ -57,15 +68,6 @@ from .llvm_util import (
 from .vmath import UNARY as VMATH_UNARY
 from .vmath import VMath
 
-TABLE_FIXED = 4  # syms, scratch, scratch_info, err
-RUN2_SYMBOL = "graphc_parallel_run2"
-# profiling builds: i64 [ticks, calls] per kernel, accumulated across calls
-PROFILE_SYMBOL = "graphc_profile"
-ERR_OK, ERR_INDEX, ERR_SCRATCH = 0, 1, 2
-# check_finite: a flag kernel found NaN/Inf (err = [code, check number, flag kernel, 0]);
-# debug builds: a load/store left its buffer (err = [code, node index, element, extent])
-ERR_NONFINITE, ERR_BOUNDS = 3, 4
-ALIGN = 64
 # merge same-shaped elementwise kernels into single loops (``_plan_groups``); tests and
 # benchmarks switch it off to compare against one loop per kernel
 LOOP_GROUPS = True

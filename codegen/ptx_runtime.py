@@ -37,10 +37,10 @@ from graphc.ir import Node
 from graphc.ir import shapes as sh
 
 from . import cuda_runtime as cuda
+from .abi import ERR_WORDS
 from .ptx import BLOCK
 
 _SCALAR_KINDS = ("hyper", "oflag", "seed")
-ERR_WORDS = 4
 
 
 class _Params:

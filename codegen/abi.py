@@ -1,0 +1,22 @@
+"""The compiled step's binary interface: one definition for the code generator, the runtimes
+and the AOT C sources.
+
+A step is ``void step(void **table)``. The table starts with ``TABLE_FIXED`` fixed slots
+(symbol values, scratch pointer, scratch info, the error words), then one pointer per graph
+input, output and state update, in graph order. The error words are ``ERR_WORDS`` int64s:
+``[code, detail...]`` with the codes below; the AOT header maps them to ``GRAPHC_E*``.
+"""
+
+from __future__ import annotations
+
+TABLE_FIXED = 4  # syms, scratch, scratch_info, err
+ERR_WORDS = 4
+ERR_OK, ERR_INDEX, ERR_SCRATCH = 0, 1, 2
+# check_finite: a flag kernel found NaN/Inf (err = [code, check number, flag kernel, 0]);
+# debug builds: a load/store left its buffer (err = [code, node index, element, extent])
+ERR_NONFINITE, ERR_BOUNDS = 3, 4
+# every buffer and scratch region starts on a cache-line (and AVX-512 vector) boundary
+ALIGN = 64
+RUN2_SYMBOL = "graphc_parallel_run2"
+# profiling builds: i64 [ticks, calls] per kernel, accumulated across calls
+PROFILE_SYMBOL = "graphc_profile"
