@@ -47,7 +47,7 @@ _ELSEWHERE = {
 # Submodules that moved into a layer package: ``gc.dtypes`` & co. keep resolving to them.
 _MOVED = {
     "dtypes": "ir.dtypes", "shapes": "ir.shapes", "ops": "ir.ops", "text": "ir.text",
-    "verify": "ir.verify",
+    "verify": "ir.verify", "aot_c": "aot.csource",
 }
 
 __all__ = [
