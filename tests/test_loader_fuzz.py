@@ -1,5 +1,5 @@
 """The two checkpoint readers agree on every file: ``gc.load`` (graphc/serialization.py) and
-the generated C ``NAME_load`` (graphc/aot_c.py).
+the generated C ``NAME_load`` (graphc/aot/c/checkpoint_io.c and save_load.c).
 
 One corpus of crafted and mutated files (built here: structural zip/zip64 cases, .npy header
 variants, every truncation of a C-written checkpoint, random bit flips, random header and
