@@ -41,8 +41,9 @@ Two readers parse these files: this module and the C loader of AOT libraries
 file is either accepted by both with the same values or rejected by both
 (``tests/test_loader_fuzz.py`` runs one corpus of crafted and mutated files through both). The
 rules are what numpy's ``np.savez`` and the C writer produce, so a strict reader loses nothing
-real, and everything else is refused instead of being interpreted one way by one reader and another way by the
-other (a duplicate entry name used to load the first copy in C and the last in Python):
+real, and everything else is refused instead of being interpreted one way by one reader and
+another way by the other (a duplicate entry name used to load the first copy in C and the last
+in Python):
 
 - **Start.** The file begins with a local file header (``PK\\x03\\x04``: numpy recognizes an
   archive by its first bytes, so nothing may precede it).
