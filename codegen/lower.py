@@ -44,12 +44,12 @@ from .abi import (  # noqa: F401  (re-exported until every user imports abi)
     RUN2_SYMBOL,
     TABLE_FIXED,
 )
+from .elementwise import ELEMENT_RULES
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .llvm_util import (
     F32,
     F64,
     FAST_ADD,
-    I1,
     I8,
     I8P,
     I32,
@@ -65,14 +65,12 @@ from .llvm_util import (
     mem_type,
     reg_type,
 )
-from .vmath import UNARY as VMATH_UNARY
-from .vmath import VMath
+from .views import VIEW_OPS, contiguous_strides, strided_view
 
 # merge same-shaped elementwise kernels into single loops (``_plan_groups``); tests and
 # benchmarks switch it off to compare against one loop per kernel
 LOOP_GROUPS = True
 
-VIEW_OPS = ("reshape", "permute", "expand", "detach", "slice", "pad")
 HEAVY = ("sum", "max", "matmul", "scatter_add", "conv2d", "conv2d_input_grad",
          "conv2d_weight_grad", "pool_argmax")
 # ops whose kernels read every operand element many times: operands get their own buffers
@@ -451,45 +449,6 @@ def _assign_offsets(p: Plan, mat: set[int], roots: set[int]) -> Any:
     return top
 
 
-def contiguous_strides(shape: tuple) -> list[Any]:
-    strides: list[Any] = [1] * len(shape)
-    acc: Any = 1
-    for i in range(len(shape) - 1, -1, -1):
-        strides[i] = acc
-        acc = sh.dim(acc * shape[i])
-    return strides
-
-
-def strided_view(n: Node, is_buffer: Any) -> tuple[Node, list[Any]] | None:
-    """(buffer node, element strides) if ``n`` is a buffer seen through views, else None."""
-    if is_buffer(n):
-        return n, contiguous_strides(n.shape)
-    if n.op == "detach":
-        return strided_view(n.inputs[0], is_buffer)
-    if n.op not in ("reshape", "permute", "expand"):
-        return None
-    inner = strided_view(n.inputs[0], is_buffer)
-    if inner is None:
-        return None
-    base, st = inner
-    src = n.inputs[0].shape
-    if n.op == "permute":
-        return base, [st[p] for p in n.attrs["perm"]]
-    if n.op == "expand":
-        return base, [0 if (s == 1 and not sh.same(d, 1)) else t
-                      for s, d, t in zip(src, n.shape, st)]
-    # reshape: fine if the source is contiguous, or only size-1 dims move
-    if all(sh.same(a, b) for a, b in zip(st, contiguous_strides(src))):
-        return base, contiguous_strides(n.shape)
-    kept_src = [(d, t) for d, t in zip(src, st) if d != 1]
-    kept_dst = [d for d in n.shape if d != 1]
-    if len(kept_src) == len(kept_dst) and all(sh.same(a, b) for (a, _), b in
-                                              zip(kept_src, kept_dst)):
-        it = iter(t for _, t in kept_src)
-        return base, [0 if d == 1 else next(it) for d in n.shape]
-    return None
-
-
 class KernelEmitter:
     """Emits one kernel function: loops over a node's index space, values computed inline."""
 
@@ -668,7 +627,7 @@ class KernelEmitter:
         if inside is None:
             return v
         t = reg_type(n.dtype)
-        zero = _fconst(t, 0.0) if n.dtype.is_float else ir.Constant(t, 0)
+        zero = fconst(t, 0.0) if n.dtype.is_float else ir.Constant(t, 0)
         return b.select(inside, v, zero)
 
     def map_index(self, n: Node, idx: list[ir.Value]) -> list[ir.Value]:
@@ -753,271 +712,6 @@ class KernelEmitter:
 
 
 # ---------------------------------------------------------------------------------------
-# element rules: value of a node at an index, given its operands' values
-# ---------------------------------------------------------------------------------------
-ElementRule = Any
-ELEMENT_RULES: dict[str, ElementRule] = {}
-
-
-def _erule(*names: str) -> Any:
-    def deco(fn: Any) -> Any:
-        for n in names:
-            ELEMENT_RULES[n] = fn
-        return fn
-
-    return deco
-
-
-_fconst = fconst
-
-
-def _const_value(k: KernelEmitter, n: Node) -> ir.Value:
-    v = n.attrs["value"]
-    t = reg_type(n.dtype)
-    if isinstance(v, sympy.Basic):
-        num, den = sympy.fraction(sympy.together(v))
-        if n.dtype.is_float:
-            x = k.b.sitofp(k.sym(num), t)
-            return x if den == 1 else k.b.fdiv(x, k.b.sitofp(k.sym(den), t))
-        return k.b.trunc(k.sym(v), t) if t != I64 else k.sym(v)
-    if n.dtype.is_float:
-        return _fconst(t, v)
-    if n.dtype is dt.bool_:
-        return ir.Constant(I1, int(bool(v)))
-    return ir.Constant(t, int(v))
-
-
-@_erule("const")
-def _l_const(k, n, idx):
-    return _const_value(k, n)
-
-
-@_erule("iota")
-def _l_iota(k, n, idx):
-    i = idx[n.attrs["axis"]]
-    t = reg_type(n.dtype)
-    if n.dtype.is_float:
-        return k.b.sitofp(i, t)
-    return i if t == I64 else k.b.trunc(i, t)
-
-
-@_erule("rand")
-def _l_rand(k, n, idx):
-    b = k.b
-    seed = k.value(n.inputs[0], [])
-    lin = k.linear(idx, contiguous_strides(n.shape))
-    x = b.add(lin, b.mul(seed, i64(0x100000001B3)))
-    x = b.add(x, i64(0x9E3779B97F4A7C15 - (1 << 64)))
-    x = b.mul(b.xor(x, b.lshr(x, i64(30))), i64(0xBF58476D1CE4E5B9 - (1 << 64)))
-    x = b.mul(b.xor(x, b.lshr(x, i64(27))), i64(0x94D049BB133111EB - (1 << 64)))
-    x = b.xor(x, b.lshr(x, i64(31)))
-    bits = b.lshr(x, i64(40))
-    return b.fmul(b.uitofp(bits, F32), _fconst(F32, 2.0 ** -24))
-
-
-def _unary_float(k: KernelEmitter, n: Node, x: ir.Value) -> ir.Value:
-    b = k.b
-    t = x.type
-    mod = k.L.module
-    op = n.op
-    if op == "neg":
-        return b.fneg(x)
-    if op == "abs":
-        return b.call(intrinsic(mod, "llvm.fabs", t), [x])
-    if op == "sqrt":
-        return b.call(intrinsic(mod, "llvm.sqrt", t), [x])
-    if op in VMATH_UNARY:
-        # inline IR, not libm: LLVM would scalarise llvm.exp & co. into one call per lane
-        return getattr(VMath(b, mod), op)(x)
-    if op == "relu":
-        return b.select(b.fcmp_unordered(">", x, _fconst(t, 0.0)), x, _fconst(t, 0.0))
-    if op == "sign":
-        pos = b.fcmp_ordered(">", x, _fconst(t, 0.0))
-        neg = b.fcmp_ordered("<", x, _fconst(t, 0.0))
-        return b.select(pos, _fconst(t, 1.0), b.select(neg, _fconst(t, -1.0), x))
-    raise NotImplementedError(f"no CPU lowering for {op} on floats")
-
-
-def _unary_int(k: KernelEmitter, n: Node, x: ir.Value) -> ir.Value:
-    b = k.b
-    t = x.type
-    zero = ir.Constant(t, 0)
-    op = n.op
-    if op == "not":
-        return b.not_(x)
-    if op == "neg":
-        return b.sub(zero, x)
-    if op == "abs":
-        return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
-    if op == "relu":
-        return b.select(b.icmp_signed(">", x, zero), x, zero)
-    if op == "sign":
-        pos = b.zext(b.icmp_signed(">", x, zero), t)
-        neg = b.zext(b.icmp_signed("<", x, zero), t)
-        return b.sub(pos, neg)
-    raise NotImplementedError(f"no CPU lowering for {op} on integers")
-
-
-@_erule(*[o for o in gops.UNARY if o != "cast"])
-def _l_unary(k, n, idx):
-    x = k.value(n.inputs[0], idx)
-    return _unary_float(k, n, x) if n.inputs[0].dtype.is_float else _unary_int(k, n, x)
-
-
-@_erule("cast")
-def _l_cast(k, n, idx):
-    x = k.value(n.inputs[0], idx)
-    src, dst = n.inputs[0].dtype, n.dtype
-    b = k.b
-    st, tt = reg_type(src), reg_type(dst)
-    if src is dst:
-        return x
-    if dst is dt.bool_:
-        if src.is_float:
-            return b.fcmp_unordered("!=", x, _fconst(st, 0.0))
-        return b.icmp_signed("!=", x, ir.Constant(st, 0))
-    if src is dt.bool_:
-        return b.uitofp(x, tt) if dst.is_float else b.zext(x, tt)
-    if src.is_float and dst.is_float:
-        return b.fptrunc(x, tt) if src.itemsize > dst.itemsize else b.fpext(x, tt)
-    if src.is_float:
-        return b.fptosi(x, tt)
-    if dst.is_float:
-        return b.sitofp(x, tt)
-    return b.trunc(x, tt) if src.itemsize > dst.itemsize else b.sext(x, tt)
-
-
-_FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "=="}
-_ICMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-
-
-def _pow(k: KernelEmitter, n: Node, x: ir.Value, y: ir.Value) -> ir.Value:
-    b = k.b
-    e = n.inputs[1]
-    base = e
-    while base.op in ("expand", "reshape"):
-        base = base.inputs[0]
-    if base.op == "const" and not isinstance(base.attrs["value"], sympy.Basic):
-        v = float(base.attrs["value"])
-        if v == 2.0:
-            return b.fmul(x, x)
-        if v == 1.0:
-            return x
-        if v == 0.5:
-            return b.call(intrinsic(k.L.module, "llvm.sqrt", x.type), [x])
-        if v == 3.0:
-            return b.fmul(b.fmul(x, x), x)
-        if v == -1.0:
-            return b.fdiv(_fconst(x.type, 1.0), x)
-    if x.type == F32:
-        return VMath(b, k.L.module).pow(x, y)  # vectorisable, evaluated in f64
-    return b.call(intrinsic(k.L.module, "llvm.pow", x.type, 2), [x, y])
-
-
-def _int_pow(k: KernelEmitter, x: ir.Value, y: ir.Value) -> ir.Value:
-    """Integer ``x ** y`` as PyTorch computes it: square-and-multiply with wrap-around for
-    ``y >= 0``; for ``y < 0`` (truncated 1 / x**|y|) 1 when x == 1, +-1 when x == -1 by the
-    parity of y, else 0. One select per bit of y, so the loop has no data-dependent branch."""
-    b = k.b
-    t = x.type
-    one, zero = ir.Constant(t, 1), ir.Constant(t, 0)
-    r_slot, base_slot, e_slot = k.alloca(t), k.alloca(t), k.alloca(t)
-    b.store(one, r_slot)
-    b.store(x, base_slot)
-    neg = b.icmp_signed("<", y, zero)
-    b.store(b.select(neg, zero, y), e_slot)
-    bits = t.width - 1
-    with for_range(b, i64(0), i64(bits), name="powbit"):
-        e = b.load(e_slot)
-        r, base = b.load(r_slot), b.load(base_slot)
-        odd = b.icmp_unsigned("!=", b.and_(e, one), zero)
-        b.store(b.select(odd, b.mul(r, base), r), r_slot)
-        b.store(b.mul(base, base), base_slot)
-        b.store(b.lshr(e, one), e_slot)
-    r = b.load(r_slot)
-    y_odd = b.icmp_unsigned("!=", b.and_(y, one), zero)
-    m1 = ir.Constant(t, -1)
-    negr = b.select(b.icmp_signed("==", x, one), one,
-                    b.select(b.icmp_signed("==", x, m1), b.select(y_odd, m1, one), zero))
-    return b.select(neg, negr, r)
-
-
-@_erule(*[o for o in gops.BINARY])
-def _l_binary(k, n, idx):
-    x = k.value(n.inputs[0], idx)
-    y = k.value(n.inputs[1], idx)
-    b = k.b
-    op = n.op
-    t = n.inputs[0].dtype
-    if t.is_float:
-        if op == "add":
-            return b.fadd(x, y, flags=FAST_ADD)
-        if op == "sub":
-            return b.fsub(x, y, flags=FAST_ADD)
-        if op == "mul":
-            return b.fmul(x, y, flags=FAST_ADD)
-        if op == "div":
-            return b.fdiv(x, y)
-        if op == "pow":
-            return _pow(k, n, x, y)
-        if op in ("maximum", "minimum"):
-            name = "llvm.maximum" if op == "maximum" else "llvm.minimum"
-            return b.call(intrinsic(k.L.module, name, x.type, 2), [x, y])
-        if op == "ne":
-            return b.fcmp_unordered("!=", x, y)
-        if op in _FCMP:
-            return b.fcmp_ordered(_FCMP[op], x, y)
-    else:
-        if op == "add":
-            return b.add(x, y)
-        if op == "sub":
-            return b.sub(x, y)
-        if op == "mul":
-            return b.mul(x, y)
-        if op == "div":
-            zero = ir.Constant(x.type, 0)
-            y1 = b.select(b.icmp_signed("==", y, zero), ir.Constant(x.type, 1), y)
-            q = b.sdiv(x, y1)
-            r = b.srem(x, y1)
-            fix = b.and_(b.icmp_signed("!=", r, zero),
-                         b.icmp_signed("!=", b.icmp_signed("<", r, zero),
-                                       b.icmp_signed("<", y1, zero)))
-            return b.sub(q, b.zext(fix, x.type))
-        if op in ("maximum", "minimum"):
-            pred = ">" if op == "maximum" else "<"
-            if t is dt.bool_:  # i1 compares signed as 0 > -1: true is the larger bool
-                return b.or_(x, y) if op == "maximum" else b.and_(x, y)
-            return b.select(b.icmp_signed(pred, x, y), x, y)
-        if op == "pow":
-            return _int_pow(k, x, y)
-        if op == "and":
-            return b.and_(x, y)
-        if op == "or":
-            return b.or_(x, y)
-        if op in _ICMP:
-            return b.icmp_signed(_ICMP[op], x, y) if t is not dt.bool_ else \
-                b.icmp_unsigned(_ICMP[op], x, y)
-    raise NotImplementedError(f"no CPU lowering for {op} on {t.name}")
-
-
-@_erule("where")
-def _l_where(k, n, idx):
-    c = k.value(n.inputs[0], idx)
-    return k.b.select(c, k.value(n.inputs[1], idx), k.value(n.inputs[2], idx))
-
-
-@_erule("gather")
-def _l_gather(k, n, idx):
-    x, index = n.inputs
-    ax = n.attrs["axis"]
-    ix = k.value(index, idx)
-    k.check_index(ix, x.shape[ax], k.linear(idx, contiguous_strides(n.shape)), n)
-    sub = list(idx)
-    sub[ax] = ix
-    return k.value(x, sub)
-
-
-# ---------------------------------------------------------------------------------------
 # kernels for materialized nodes
 # ---------------------------------------------------------------------------------------
 def _k_elementwise(k: KernelEmitter) -> None:
@@ -1061,9 +755,9 @@ def _combine(k: KernelEmitter, op: str, acc: ir.Value, v: ir.Value, d: dt.DType)
 def _init(op: str, d: dt.DType) -> ir.Constant:
     t = reg_type(d)
     if op == "sum":
-        return _fconst(t, 0.0) if d.is_float else ir.Constant(t, 0)
+        return fconst(t, 0.0) if d.is_float else ir.Constant(t, 0)
     if d.is_float:
-        return _fconst(t, float("-inf"))
+        return fconst(t, float("-inf"))
     return ir.Constant(t, -(1 << (8 * d.itemsize - 1)) if d is not dt.bool_ else 0)
 
 
@@ -1195,7 +889,7 @@ def _k_matmul(k: KernelEmitter) -> None:
             # i-k-j: broadcast A[m,k] along a contiguous row of B (vectorises over n)
             with for_range(b, i64(0), k.sym(M), name="m") as m:
                 with for_range(b, i64(0), k.sym(N), name="n0") as j:
-                    b.store(_fconst(t, 0.0), k.out_ptr(bidx + [m, j]))
+                    b.store(fconst(t, 0.0), k.out_ptr(bidx + [m, j]))
                 with for_range(b, i64(0), k.sym(K), name="k") as kk:
                     av = k.load_buffer(abuf, bidx + [m, kk], ast)
                     with for_range(b, i64(0), k.sym(N), name="n") as j:
@@ -1208,7 +902,7 @@ def _k_matmul(k: KernelEmitter) -> None:
             with for_range(b, i64(0), k.sym(M), name="m") as m:
                 with for_range(b, i64(0), k.sym(N), name="n") as j:
                     acc = k.alloca(t)
-                    b.store(_fconst(t, 0.0), acc)
+                    b.store(fconst(t, 0.0), acc)
                     with for_range(b, i64(0), k.sym(K), name="k") as kk:
                         av = k.load_buffer(abuf, bidx + [m, kk], ast)
                         bv = k.load_buffer(bbuf, bidx + [kk, j], bst)
@@ -1319,7 +1013,7 @@ def _conv_loops(k: KernelEmitter, x_shape: tuple, w_shape: tuple, y_shape: tuple
 
 def _zero_out(k: KernelEmitter) -> None:
     t = reg_type(k.node.dtype)
-    k.loops(k.node.shape, lambda idx: k.store_out(idx, _fconst(t, 0.0)))
+    k.loops(k.node.shape, lambda idx: k.store_out(idx, fconst(t, 0.0)))
 
 
 def _conv_accumulate(k: KernelEmitter, image: Node, inputs: bool) -> None:
@@ -1361,7 +1055,7 @@ def _k_conv2d_weight_grad(k: KernelEmitter) -> None:
     def before(o: ir.Value, c: ir.Value, kh: ir.Value, kw: ir.Value) -> None:
         if slot[0] is None:
             slot[0] = k.alloca(t)
-        b.store(_fconst(t, 0.0), slot[0])
+        b.store(fconst(t, 0.0), slot[0])
 
     def body(ix: _ConvIdx) -> None:
         prod = b.fmul(k.value(gy, [ix.nb, ix.o, ix.oh, ix.ow]),
@@ -1409,7 +1103,7 @@ def _k_pool_argmax(k: KernelEmitter) -> None:
 
     def window(idx: list[Any]) -> None:
         nb, c, oh, ow = idx
-        b.store(_fconst(t, float("-inf")), best_slot)
+        b.store(fconst(t, float("-inf")), best_slot)
         b.store(b.add(b.mul(first(oh, sh_, ph, dh), i64(W)), first(ow, sw, pw, dw)), arg_slot)
         with for_range(b, i64(0), i64(KH), name="u") as u:
             ih, okh = clamp(b.add(b.sub(b.mul(oh, i64(sh_)), i64(ph)), b.mul(u, i64(dh))), H)
