@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,15 +36,24 @@ X = np.arange(0, 1, 0.02, dtype=np.float32)[:, None]
 Y = 0.7 * X + 0.3
 """
 
-STEP = """\
-@gc.compile(example_args=(X, Y){backend})
-def train_step(x, y):
+# the step every script below trains with (zero_grad, forward, loss, backward, step)
+STEP_BODY = """\
     opt.zero_grad()
     loss = loss_fn(model(x), y)
     loss.backward()
     opt.step()
     return loss
+"""
 
+
+def step_def(head: str, indent: str = "") -> str:
+    """Source of a step function: ``head`` (its decorator and ``def`` lines), then the body."""
+    return textwrap.indent(head + "\n" + STEP_BODY, indent)
+
+
+STEP = step_def("""\
+@gc.compile(example_args=(X, Y){backend})
+def train_step(x, y):""") + """
 
 def plain(x, y):
     return x
@@ -539,14 +549,9 @@ def main():
     Y = 0.7 * X + 0.3
     print("loading data")
 
-    @gc.compile(example_args=(X, Y), backend="interp")
-    def train_step(x, y):
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+""" + step_def("""\
+@gc.compile(example_args=(X, Y), backend="interp")
+def train_step(x, y):""", "    ") + """
     for epoch in range(3):
         print(f"epoch {epoch} loss {float(train_step(X, Y)):.4f}")
     print("training finished")
@@ -560,14 +565,9 @@ TOP_LEVEL_LOOP = PRELUDE.format(momentum="") + """
 print("loading data")
 
 
+""" + step_def("""\
 @gc.compile(backend="interp")
-def train_step(x, y):
-    opt.zero_grad()
-    loss = loss_fn(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
-
+def train_step(x, y):""") + """
 
 for epoch in range(3):
     print(f"epoch {epoch} loss {float(train_step(X[:40], Y[:40])):.4f}")
@@ -580,13 +580,7 @@ class Trainer:
     def __init__(self):
         self.step = gc.compile(self._step, example_args=(X, Y), backend="interp")
 
-    def _step(self, x, y):
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+""" + step_def("def _step(self, x, y):", "    ") + """
 
 def main():
     trainer = Trainer()
@@ -683,14 +677,9 @@ import os
 print("python-level chatter")
 os.write(1, b"fd-level chatter\\n")
 """ + PRELUDE.format(momentum="") + """
+""" + step_def("""\
 @gc.compile(backend="interp")
-def train_step(x, y):
-    opt.zero_grad()
-    loss = loss_fn(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
-
+def train_step(x, y):""") + """
 
 train_step(X, Y)
 """
