@@ -31,7 +31,7 @@ Algorithms:
   and slowly varying) approximated by polynomials around interval midpoints (one for f32,
   three for f64 selected per lane). The coefficients are Chebyshev fits computed with mpmath
   at 50 digits (``mpmath.chebyfit``), rounded to double.
-- pow (f32 only): ``exp(y log|x|)`` evaluated in f64, so the result rounds to within an ulp,
+- pow: ``exp(y log|x|)``, for f32 evaluated in f64, so the result rounds to within an ulp,
   with C99's rules for negative bases, zeros, infinities and ``y == 0`` / ``x == 1``.
 """
 
@@ -263,21 +263,27 @@ class VMath:
         return self._call("llvm.copysign", y, x)
 
     def pow(self, x: ir.Value, y: ir.Value) -> ir.Value:
-        """x ** y for f32, through f64 exp/log (C99 special cases).
+        """x ** y through exp/log with C99's special cases.
 
-        The f64 intermediate is within an ulp of f64, so the f32 result is correctly rounded
-        except when the exact result lies (almost) on a rounding tie; such ties are exact
-        powers of two in the f32 denormal range (0.5 ** 150), which may round up by an ulp.
+        f32: evaluated in f64, whose intermediate is within an ulp of f64, so the f32 result
+        is correctly rounded except when the exact result lies (almost) on a rounding tie;
+        such ties are exact powers of two in the f32 denormal range (0.5 ** 150), which may
+        round up by an ulp. f64 (used on PTX only, where ``llvm.pow`` has no lowering; the
+        CPU keeps libm's): ``exp(y log|x|)`` in f64 loses about ``|y log x| * 2^-53``
+        relative, i.e. a few ulp for results of ordinary size.
         """
         b, t = self.b, x.type
-        assert t == F32, "f64 pow keeps llvm.pow: exp(y log x) loses bits at large |y log x|"
-        xd, yd = b.fpext(x, F64), b.fpext(y, F64)
-        r = b.fptrunc(self.exp(b.fmul(yd, self.log(self._call("llvm.fabs", xd)))), t)
+        if t == F32:
+            xd, yd = b.fpext(x, F64), b.fpext(y, F64)
+            r = b.fptrunc(self.exp(b.fmul(yd, self.log(self._call("llvm.fabs", xd)))), t)
+        else:
+            r = self.exp(b.fmul(y, self.log(self._call("llvm.fabs", x))))
+        it = self._int(t)
         yi = self._call("llvm.rint", y)
         is_int = b.fcmp_ordered("==", yi, y)  # also true for +-inf
         half = b.fmul(y, _c(t, 0.5))
         odd = b.and_(is_int, b.fcmp_ordered("!=", self._call("llvm.rint", half), half))
-        signbit = b.icmp_signed("<", b.bitcast(x, I32), ir.Constant(I32, 0))
+        signbit = b.icmp_signed("<", b.bitcast(x, it), ir.Constant(it, 0))
         r = b.select(b.and_(signbit, odd), b.fneg(r), r)
         neg_finite = b.and_(b.fcmp_ordered("<", x, _c(t, 0.0)),
                             b.fcmp_ordered(">", x, _c(t, float("-inf"))))

@@ -36,3 +36,16 @@ def bump() -> None:
 # their hyperparameters and re-test group options only when it moved (or when a value is a
 # tensor, which can change in place), instead of looking each one up on every call.
 hyper_epoch = [0]
+
+
+class Mismatch(Exception):
+    """A call does not fit a compiled variant's specialisation (the caller selects another).
+
+    Defined here, at the bottom of the front end, because guards raise it from the tracer,
+    from the optimizer containers and from the executables alike."""
+
+
+# The container types a step's names are read from (``model.0.weight``), registered by the
+# modules that define them (graphc/nn/module.py, graphc/optim/optimizer.py), so the tracer
+# finds them without importing nn or optim.
+named_types: dict[str, type] = {}

@@ -14,9 +14,10 @@ import numpy as np
 
 from graphc.passes.autodiff import vjp
 
+from . import _tensor
+from ._tensor import _EAGER, Tensor, to_array
 from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES, no_grad
 from .ir import toposort
-from .tensor import _EAGER, Tensor, to_array
 
 # interior nodes an earlier backward() without retain_graph went through (their saved
 # values are "freed", as in PyTorch); weak, so the tape is still collected normally
@@ -67,3 +68,6 @@ def accumulate_grad(tensor: Tensor, g: np.ndarray) -> None:
         if not dst.flags.writeable:
             tensor._grad._node._value = dst = np.array(dst)
         np.add(dst, g, out=dst)
+
+
+_tensor._EAGER_BACKWARD[0] = eager_backward

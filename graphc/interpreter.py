@@ -6,7 +6,6 @@ fusion and no cleverness. Native backends are tested against it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -16,11 +15,10 @@ import sympy
 from .ir import Graph, Node
 from .ir import dtypes as dt
 from .ir import shapes as sh
+from .ir.elementwise import ELEMENTWISE
 
 Impl = Callable[..., np.ndarray]
 IMPLS: dict[str, Impl] = {}
-
-_erf = np.frompyfunc(math.erf, 1, 1)
 
 MASK64 = (1 << 64) - 1
 
@@ -57,85 +55,19 @@ def _np(n: Node) -> np.dtype:
     return n.dtype.np
 
 
-def _unary(f: Callable[[np.ndarray], np.ndarray]) -> Impl:
-    def run(node: Node, x: np.ndarray) -> np.ndarray:
+def _elementwise(f: Callable[..., np.ndarray]) -> Impl:
+    """An op-table reference as an interpreter rule: run in the operands' dtype without
+    floating-point warnings (NaN and inf are values here), return in the node's dtype."""
+
+    def run(node: Node, *xs: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
-            return np.asarray(f(x), dtype=_np(node))
+            return np.asarray(f(*xs), dtype=_np(node))
 
     return run
 
 
-IMPLS.update({
-    "neg": _unary(np.negative),
-    "exp": _unary(np.exp),
-    "log": _unary(np.log),
-    "sqrt": _unary(np.sqrt),
-    "abs": _unary(np.abs),
-    "sign": _unary(np.sign),
-    "tanh": _unary(np.tanh),
-    "sigmoid": _unary(lambda x: 1 / (1 + np.exp(-x))),
-    "relu": _unary(lambda x: np.where(x > 0, x, np.zeros_like(x)) if x.dtype.kind != "f"
-                   else np.where(np.isnan(x) | (x > 0), x, np.zeros_like(x))),
-    "erf": _unary(lambda x: _erf(x.astype(np.float64)).astype(x.dtype)),
-    "not": _unary(np.logical_not),
-})
-
-
-def _binary(f: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Impl:
-    def run(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            return np.asarray(f(a, b), dtype=_np(node))
-
-    return run
-
-
-def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype.kind == "f":
-        return a / b
-    return np.floor_divide(a, np.where(b == 0, 1, b))
-
-
-def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.power``, except integer negative exponents (numpy raises): PyTorch gives the
-    truncated 1 / a**|b|, i.e. 1 for a == 1, +-1 for a == -1 by parity, else 0."""
-    if a.dtype.kind == "f" or not (b < 0).any():
-        return np.power(a, b)
-    neg = b < 0
-    out = np.power(a, np.where(neg, 0, b))
-    one = np.ones_like(out)
-    at_neg = np.where(a == 1, one, np.where(a == -1, np.where(b % 2 == 1, -one, one),
-                                           np.zeros_like(out)))
-    return np.where(neg, at_neg, out)
-
-
-IMPLS.update({
-    "add": _binary(np.add),
-    "sub": _binary(np.subtract),
-    "mul": _binary(np.multiply),
-    "div": _binary(_div),
-    "pow": _binary(_pow),
-    "maximum": _binary(np.maximum),
-    "minimum": _binary(np.minimum),
-    "lt": _binary(np.less),
-    "le": _binary(np.less_equal),
-    "gt": _binary(np.greater),
-    "ge": _binary(np.greater_equal),
-    "eq": _binary(np.equal),
-    "ne": _binary(np.not_equal),
-    "and": _binary(np.logical_and),
-    "or": _binary(np.logical_or),
-})
-
-
-@_impl("where")
-def _where(node, c, a, b):
-    return np.where(c, a, b).astype(_np(node))
-
-
-@_impl("cast")
-def _cast(node, x):
-    with np.errstate(all="ignore"):
-        return x.astype(_np(node))
+# every elementwise primitive: its reference from the op table
+IMPLS.update({d.name: _elementwise(d.ref) for d in ELEMENTWISE})
 
 
 @_impl("sum")

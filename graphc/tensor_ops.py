@@ -15,15 +15,12 @@ from typing import Any
 import numpy as np
 
 from . import _context
+from ._tensor import Tensor, builder, to_array
 from .ir import Node
 from .ir import dtypes as dt
 from .ir import shapes as sh
-
-# ``from .tensor import Tensor, builder, to_array`` comes after the definitions, just before
-# ``_install()``: graphc/tensor.py imports this module at its end and takes ``_apply``,
-# ``_apply_cast`` and ``as_tensor`` from it, so importing this module first (tensor.py then runs
-# inside this import) works only if those functions exist before tensor.py asks for them.
-# Nothing above the import may use these three names at module level (only in function bodies).
+from .ir.elementwise import ELEMENTWISE
+from .ir.ops import OP_INFO
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 
@@ -89,11 +86,18 @@ def binary(op: str, a: Any, b: Any) -> Tensor:
     return _wrap(bld.binary(op, x, y))
 
 
+_TORCH_NAME = {"int64": "Long", "int32": "Int", "bool": "Bool", "float32": "Float",
+               "float64": "Double"}
+
+
 def unary(op: str, x: Any) -> Tensor:
     x = as_tensor(x)
     n = x.node
-    if op in ("exp", "log", "sqrt", "tanh", "sigmoid", "erf") and not n.dtype.is_float:
-        n = builder().cast(n, dt.float32)
+    d = OP_INFO[op]
+    if d.float_only and not n.dtype.is_float:
+        if d.int_inputs == "reject":
+            raise RuntimeError(f'"{op}" not implemented for {_TORCH_NAME[n.dtype.name]!r}')
+        n = builder().cast(n, dt.float32)  # as PyTorch: integers -> float32
     return _wrap(builder().op(op, (n,)))
 
 
@@ -570,6 +574,28 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
 
 
 # -- attach to Tensor -------------------------------------------------------------------
+def _method(op: str) -> Any:
+    def method(self: Tensor) -> Tensor:
+        return unary(op, self)
+
+    method.__name__ = method.__qualname__ = op
+    method.__doc__ = f"``torch.Tensor.{op}``: the ``{op}`` primitive, elementwise."
+    return method
+
+
+def _inplace_method(op: str) -> Any:
+    def method(self: Tensor) -> Tensor:
+        out = unary(op, self)
+        if out.dtype.is_float and not self.dtype.is_float:
+            raise RuntimeError(f"{op}_(): result type {out.dtype.name} can't be cast to the "
+                               f"desired output type {self.dtype.name}")
+        return self._assign(out)
+
+    method.__name__ = method.__qualname__ = op + "_"
+    method.__doc__ = f"``torch.Tensor.{op}_``: ``{op}`` written into this tensor."
+    return method
+
+
 def _install() -> None:
     T = Tensor
 
@@ -604,8 +630,11 @@ def _install() -> None:
     T.__matmul__ = lambda self, o: matmul(self, o)
     T.__rmatmul__ = lambda self, o: matmul(o, self)
     T.__getitem__ = getitem
-    for name in ("exp", "log", "sqrt", "abs", "sign", "tanh", "sigmoid", "relu", "neg", "erf"):
-        setattr(T, name, (lambda op: lambda self: unary(op, self))(name))
+    T._where = staticmethod(where)
+    for d in ELEMENTWISE:  # methods the op table asks for: ``x.exp()`` and ``x.exp_()``
+        if "Tensor" in d.api:
+            setattr(T, d.name, _method(d.name))
+            setattr(T, d.name + "_", _inplace_method(d.name))
     T.rsqrt = lambda self: 1.0 / unary("sqrt", self)
     T.square = lambda self: self * self
     T.mul = fb("mul")
@@ -644,8 +673,6 @@ def _install() -> None:
     T.T = property(lambda self: permute(self, *reversed(range(self.ndim))))
     T.mT = property(lambda self: transpose(self, -2, -1))
 
-
-from .tensor import Tensor, builder, to_array  # noqa: E402  (see the note under the imports)
 
 _install()
 

@@ -211,9 +211,7 @@ class TraceContext:
             for st, old in zip(stores, snap):
                 if len(st) != len(old) or any(
                         k != k0 or v is not v0 for (k, v), (k0, v0) in zip(st.items(), old)):
-                    from .executable import Mismatch
-
-                    raise Mismatch
+                    raise _context.Mismatch
         assert self.sig is not None
         self.sig.slow_guards.append(check)
 
@@ -534,9 +532,8 @@ def _strip_detach(n: Node) -> Node:
 
 def collect_names(fn: Callable[..., Any]) -> dict[int, str]:
     """Readable names for the tensors a step function can reach: ``model.0.weight``."""
-    from .nn.module import Module
-    from .optim.optimizer import Optimizer
-
+    module_t = _context.named_types.get("module", ())
+    optimizer_t = _context.named_types.get("optimizer", ())
     names: dict[int, str] = {}
     scopes: dict[str, Any] = dict(getattr(fn, "__globals__", {}))
     code = getattr(fn, "__code__", None)
@@ -548,13 +545,13 @@ def collect_names(fn: Callable[..., Any]) -> dict[int, str]:
             except ValueError:
                 continue
     for var, obj in scopes.items():
-        if isinstance(obj, Module):
+        if isinstance(obj, module_t):
             for pname, p in obj.named_parameters():
                 names.setdefault(id(p), f"{var}.{pname}")
             for bname, buf in obj.named_buffers():
                 names.setdefault(id(buf), f"{var}.{bname}")
     for var, obj in scopes.items():
-        if isinstance(obj, Optimizer):
+        if isinstance(obj, optimizer_t):
             names.setdefault(id(obj), var)
             for gi, group in enumerate(obj.param_groups):
                 for pi, p in enumerate(group["params"]):

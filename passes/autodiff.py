@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from graphc.ir import Builder, Node, toposort
 from graphc.ir import shapes as sh
+from graphc.ir.elementwise import ELEMENTWISE
 
 Rule = Callable[[Builder, Node, Node], Sequence[Node | None]]
 VJP: dict[str, Rule] = {}
@@ -27,146 +28,13 @@ def _rule(*names: str) -> Callable[[Rule], Rule]:
     return deco
 
 
-def _c(b: Builder, v: float, like: Node) -> Node:
-    return b.const(v, like.shape, like.dtype)
-
-
-@_rule("input", "const", "iota", "rand", "detach", "pool_argmax", "sign",
-        "not", "lt", "le", "gt", "ge", "eq", "ne",
-       "and", "or")
+@_rule("input", "const", "iota", "rand", "detach", "pool_argmax")
 def _none(b, n, g):
     return [None] * len(n.inputs)
 
 
-@_rule("neg")
-def _neg(b, n, g):
-    return [b.neg(g)]
-
-
-@_rule("exp")
-def _exp(b, n, g):
-    return [b.mul(g, n)]
-
-
-@_rule("log")
-def _log(b, n, g):
-    return [b.div(g, n.inputs[0])]
-
-
-@_rule("sqrt")
-def _sqrt(b, n, g):
-    return [b.div(g, b.mul(_c(b, 2.0, n), n))]
-
-
-@_rule("abs")
-def _abs(b, n, g):
-    return [b.mul(g, b.op("sign", (n.inputs[0],)))]
-
-
-@_rule("tanh")
-def _tanh(b, n, g):
-    return [b.mul(g, b.sub(_c(b, 1.0, n), b.mul(n, n)))]
-
-
-@_rule("sigmoid")
-def _sigmoid(b, n, g):
-    return [b.mul(b.mul(g, b.sub(_c(b, 1.0, n), n)), n)]
-
-
-@_rule("relu")
-def _relu(b, n, g):
-    return [b.where(b.op("le", (n, _c(b, 0.0, n))), _c(b, 0.0, n), g)]
-
-
-@_rule("erf")
-def _erf(b, n, g):
-    x = n.inputs[0]
-    e = b.op("exp", (b.neg(b.mul(x, x)),))
-    return [b.mul(g, b.mul(_c(b, 1.1283791670955126, n), e))]
-
-
-@_rule("cast")
-def _cast(b, n, g):
-    x = n.inputs[0]
-    return [b.cast(g, x.dtype) if x.dtype.is_float else None]
-
-
-@_rule("add")
-def _add(b, n, g):
-    return [g, g]
-
-
-@_rule("sub")
-def _sub(b, n, g):
-    return [g, b.neg(g)]
-
-
-@_rule("mul")
-def _mul(b, n, g):
-    x, y = n.inputs
-    return [b.mul(g, y), b.mul(g, x)]
-
-
-@_rule("div")
-def _div(b, n, g):
-    x, y = n.inputs
-    return [b.div(g, y), b.div(b.mul(b.neg(g), x), b.mul(y, y))]
-
-
-def _const_value(n: Node) -> float | None:
-    """The value of a (broadcast/reshaped) numeric constant, else None."""
-    while n.op in ("expand", "reshape"):
-        n = n.inputs[0]
-    v = n.attrs.get("value") if n.op == "const" else None
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-@_rule("pow")
-def _pow(b, n, g):
-    """PyTorch's ``pow_backward_self``/``pow_backward_exponent``: d/dx is 0 where y == 0 (so
-    ``x ** 0.0`` at x = 0 gives 0, not 0 * inf), d/dy is 0 where x == 0 and y >= 0 (so
-    ``0 ** y`` gives 0, not y * log 0); products grouped as ATen groups them."""
-    x, y = n.inputs
-    one, zero = _c(b, 1.0, n), _c(b, 0.0, n)
-    yv = _const_value(y)
-    if yv == 0.0:
-        dx = zero
-    else:
-        dx = b.mul(g, b.mul(y, b.op("pow", (x, b.sub(y, one)))))
-        if yv is None:
-            dx = b.where(b.op("eq", (y, zero)), zero, dx)
-    if yv is not None:
-        return [dx, None]
-    flat = b.op("and", (b.op("eq", (x, zero)), b.op("ge", (y, zero))))
-    dy = b.mul(g, b.where(flat, zero, b.mul(n, b.op("log", (x,)))))
-    return [dx, dy]
-
-
-def _minmax(b: Builder, n: Node, g: Node, lose: str) -> list[Node]:
-    x, y = n.inputs
-    zero, half = _c(b, 0.0, n), _c(b, 0.5, n)
-    tie = b.op("eq", (x, y))
-    gh = b.where(tie, b.mul(g, half), g)
-    dx = b.where(b.op(lose, (x, y)), zero, gh)
-    dy = b.where(b.op(lose, (y, x)), zero, gh)
-    return [dx, dy]
-
-
-@_rule("maximum")
-def _maximum(b, n, g):
-    return _minmax(b, n, g, "lt")
-
-
-@_rule("minimum")
-def _minimum(b, n, g):
-    return _minmax(b, n, g, "gt")
-
-
-@_rule("where")
-def _where(b, n, g):
-    c = n.inputs[0]
-    zero = _c(b, 0.0, n)
-    return [None, b.where(c, g, zero), b.where(c, zero, g)]
+# every elementwise primitive: its rule from the op table
+VJP.update({d.name: d.vjp for d in ELEMENTWISE})
 
 
 @_rule("sum")

@@ -103,7 +103,7 @@ CASES: dict[str, Case] = {
         [Spec(("B", 4, 6, 7)), Spec(("B", 6, 3, 9))]),
     "pool_argmax": Case(lambda x: P("pool_argmax", x, **POOL), [Spec(("B", 3, 6, 7))]),
 }
-for _op in ("neg", "exp", "abs", "sign", "tanh", "sigmoid", "relu", "erf"):
+for _op in ("neg", "exp", "abs", "sign", "tanh", "sigmoid", "relu", "erf", "silu", "hardswish"):
     CASES[_op] = _unary(_op)
 for _op in ("log", "sqrt"):
     CASES[_op] = _unary(_op, "pos")

@@ -23,15 +23,15 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
-from graphc.codegen import cuda_runtime as cuda
 from graphc.codegen import ptx, ptx_kernels
-from graphc.codegen.ptx_math import Math
+from graphc.codegen.vmath import VMath as Math
 from llvmlite import ir
 from test_ops import CASES, _is_float, _run_backend, assert_backends_agree, make_value
 
 import graphc as gc
 from graphc import nn, optim
 from graphc.ir import ops
+from graphc.runtime import cuda_runtime as cuda
 
 PTXAS = shutil.which("ptxas")
 ARCHS = ("sm_80", "sm_90")
@@ -280,7 +280,7 @@ def test_libm_declaration_is_refused() -> None:
         ptx.check_declarations(mod)
 
 
-# -- math routines, checked on the host ----------------------------------------------------
+# -- the vector-math routines PTX kernels emit (the CPU's), checked on the host ------------
 def _host_math(name: str, t: ir.Type, nargs: int) -> Any:
     from graphc.codegen.cpu import host_target_machine
     from graphc.codegen.llvm_util import I64, for_range, i64

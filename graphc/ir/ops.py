@@ -1,7 +1,10 @@
-"""The op table: every primitive of the IR, its kind and its shape/dtype rule.
+"""The op table: every primitive of the IR (``OpDef``), its kind and its shape/dtype rule.
 
 ``OP_INFO`` is the single list that every other rule table (interpreter, autodiff, CPU and PTX
-lowering) is checked against by the tests. Elementwise ops take inputs of identical shape: the
+lowering) derives from or is checked against by the tests. Elementwise primitives are complete
+entries in ``elementwise.py`` (reference, derivative and lowering included); the op families
+with real kernels (reductions, matmul, movement, indexing, convolution) are listed here and
+their rules live with their kernels. Elementwise ops take inputs of identical shape: the
 front end inserts explicit ``expand``/``reshape`` nodes for broadcasting, so that autodiff and
 lowering never need to reason about implicit broadcasting. Reductions keep reduced dimensions
 (size 1); the front end reshapes them away for ``keepdim=False``.
@@ -10,56 +13,20 @@ lowering never need to reason about implicit broadcasting. Reductions keep reduc
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from . import dtypes as dt
 from . import shapes as sh
-
-
-@dataclass(frozen=True)
-class OpInfo:
-    name: str
-    kind: str  # leaf | elementwise | reduce | matmul | movement | index | nn
-    arity: int  # -1: variadic
-    differentiable: bool = True
-
+from .elementwise import COMPARE, ELEMENTWISE, LOGICAL
+from .opdef import OpDef, OpInfo
 
 _INFOS = [
     OpInfo("input", "leaf", 0, False),
     OpInfo("const", "leaf", 0, False),
     OpInfo("iota", "leaf", 0, False),
     OpInfo("rand", "leaf", 1, False),
-    # unary elementwise
-    OpInfo("neg", "elementwise", 1),
-    OpInfo("exp", "elementwise", 1),
-    OpInfo("log", "elementwise", 1),
-    OpInfo("sqrt", "elementwise", 1),
-    OpInfo("abs", "elementwise", 1),
-    OpInfo("sign", "elementwise", 1),
-    OpInfo("tanh", "elementwise", 1),
-    OpInfo("sigmoid", "elementwise", 1),
-    OpInfo("relu", "elementwise", 1),
-    OpInfo("erf", "elementwise", 1),
-    OpInfo("not", "elementwise", 1, False),
-    OpInfo("cast", "elementwise", 1),
-    # binary elementwise
-    OpInfo("add", "elementwise", 2),
-    OpInfo("sub", "elementwise", 2),
-    OpInfo("mul", "elementwise", 2),
-    OpInfo("div", "elementwise", 2),
-    OpInfo("pow", "elementwise", 2),
-    OpInfo("maximum", "elementwise", 2),
-    OpInfo("minimum", "elementwise", 2),
-    OpInfo("lt", "elementwise", 2, False),
-    OpInfo("le", "elementwise", 2, False),
-    OpInfo("gt", "elementwise", 2, False),
-    OpInfo("ge", "elementwise", 2, False),
-    OpInfo("eq", "elementwise", 2, False),
-    OpInfo("ne", "elementwise", 2, False),
-    OpInfo("and", "elementwise", 2, False),
-    OpInfo("or", "elementwise", 2, False),
-    OpInfo("where", "elementwise", 3),
+    # the elementwise primitives: graphc/ir/elementwise.py, one full entry each
+    *ELEMENTWISE,
     # reductions (keep dims)
     OpInfo("sum", "reduce", 1),
     OpInfo("max", "reduce", 1),
@@ -82,13 +49,11 @@ _INFOS = [
     OpInfo("pool_argmax", "nn", 1, False),
 ]
 
-OP_INFO: dict[str, OpInfo] = {i.name: i for i in _INFOS}
+OP_INFO: dict[str, OpDef] = {i.name: i for i in _INFOS}
 
 UNARY = tuple(i.name for i in _INFOS if i.kind == "elementwise" and i.arity == 1)
 BINARY = tuple(i.name for i in _INFOS if i.kind == "elementwise" and i.arity == 2)
-COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
-LOGICAL = ("and", "or", "not")
-FLOAT_ONLY = ("exp", "log", "sqrt", "tanh", "sigmoid", "erf")
+FLOAT_ONLY = tuple(i.name for i in _INFOS if i.float_only)
 
 
 class OpError(ValueError):

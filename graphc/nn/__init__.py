@@ -1,7 +1,8 @@
 """Neural-network layers, losses and utilities (``graphc.nn``), mirroring ``torch.nn``."""
 
 from . import functional, init, utils
-from .layers import Flatten, Identity, Linear, ModuleList, ReLU, Sequential, Sigmoid, Tanh
+from .activation import Hardswish, ReLU, SiLU
+from .layers import Flatten, Identity, Linear, ModuleList, Sequential, Sigmoid, Tanh
 from .layers2d import (
     GELU,
     AvgPool2d,
@@ -21,4 +22,5 @@ __all__ = [
     "Sequential", "ModuleList", "L1Loss", "MSELoss", "functional", "init", "utils",
     "Conv2d", "MaxPool2d", "AvgPool2d", "Dropout", "LayerNorm", "BatchNorm1d", "BatchNorm2d",
     "Embedding", "GELU", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss", "SmoothL1Loss",
+    "SiLU", "Hardswish",
 ]

@@ -54,10 +54,25 @@ def _check_class_target(fn: str, input_shape: Any, target_shape: Any,
     raise TargetShapeError(f"{msg}\n  {shapes}")
 
 
-def _reduction(size_average: Any, reduce: Any, reduction: str) -> str:
-    from .functional import _reduction as r
+_REDUCTIONS = ("none", "mean", "sum")
 
-    return r(size_average, reduce, reduction)
+
+def _reduction(size_average: Any, reduce: Any, reduction: str) -> str:
+    if size_average is not None or reduce is not None:
+        size_average = True if size_average is None else size_average
+        reduce = True if reduce is None else reduce
+        return "none" if not reduce else ("mean" if size_average else "sum")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
 
 
 def _log1p_small(u: Tensor) -> Tensor:

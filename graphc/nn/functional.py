@@ -7,11 +7,33 @@ from typing import Any
 
 from .. import tensor_ops as T
 from ..ir import user_location
+from ..ir.elementwise import ELEMENTWISE
+from ..ir.opdef import OpDef
 from ..tensor import Tensor
 
-relu = lambda x, inplace=False: T.unary("relu", x)  # noqa: E731
-tanh = lambda x: T.unary("tanh", x)  # noqa: E731
-sigmoid = lambda x: T.unary("sigmoid", x)  # noqa: E731
+
+def _elementwise(d: OpDef) -> Any:
+    """``nn.functional.<op>(input, inplace=False)`` for an op-table entry; ``inplace=True``
+    writes the result into ``input`` (its ``op_`` method) and returns it, as torch does."""
+    name = d.name
+
+    def fn(input: Any, inplace: bool = False) -> Tensor:  # noqa: A002
+        if inplace:
+            if not isinstance(input, Tensor):
+                raise TypeError(f"{name}(): inplace=True needs a Tensor, got "
+                                f"{type(input).__name__}")
+            return T._inplace_method(name)(input)
+        return T.unary(name, input)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``torch.nn.functional.{name}``: elementwise ``{name}``."
+    return fn
+
+
+_FROM_TABLE = [d.name for d in ELEMENTWISE if "F" in d.api]
+for _d in ELEMENTWISE:
+    if "F" in _d.api:
+        globals()[_d.name] = _elementwise(_d)
 softmax = lambda x, dim=None, dtype=None: T.softmax(T.as_tensor(x), dim)  # noqa: E731
 log_softmax = lambda x, dim=None, dtype=None: T.log_softmax(T.as_tensor(x), dim)  # noqa: E731
 
@@ -20,27 +42,6 @@ def linear(x: Any, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias`` (the transpose is a view the backend folds into the GEMM)."""
     out = T.matmul(T.as_tensor(x), weight.T)
     return out + bias if bias is not None else out
-
-
-_REDUCTIONS = ("none", "mean", "sum")
-
-
-def _reduction(size_average: Any, reduce: Any, reduction: str) -> str:
-    if size_average is not None or reduce is not None:
-        size_average = True if size_average is None else size_average
-        reduce = True if reduce is None else reduce
-        return "none" if not reduce else ("mean" if size_average else "sum")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    return reduction
-
-
-def _reduce(loss: Tensor, reduction: str) -> Tensor:
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
 
 
 _warned: set[tuple[str, str]] = set()
@@ -79,6 +80,8 @@ def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = No
 # -- layers and losses implemented in their own modules (re-exported, as torch's F) ----------
 from ._fconv import avg_pool2d, conv2d, max_pool2d  # noqa: E402
 from ._floss import (  # noqa: E402
+    _reduce,
+    _reduction,
     binary_cross_entropy_with_logits,
     cross_entropy,
     log_sigmoid,
@@ -108,7 +111,7 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float = 0.0) -> Ten
 
 
 __all__ = [
-    "relu", "tanh", "sigmoid", "softmax", "log_softmax", "linear", "l1_loss", "mse_loss",
+    *_FROM_TABLE, "softmax", "log_softmax", "linear", "l1_loss", "mse_loss",
     "conv2d", "max_pool2d", "avg_pool2d", "batch_norm", "layer_norm", "dropout", "embedding",
     "gelu", "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "smooth_l1_loss",
     "log_sigmoid", "pad",

@@ -65,14 +65,6 @@ def _same_dim(a: Any, b: int) -> bool:
     return shapes.same(a, b)
 
 
-class ReLU(Module):
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-
-    def forward(self, x: Any) -> Tensor:
-        return F.relu(x)
-
-
 class Tanh(Module):
     def forward(self, x: Any) -> Tensor:
         return F.tanh(x)

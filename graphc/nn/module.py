@@ -283,3 +283,6 @@ class Module:
             body = repr(m).replace("\n", "\n  ")
             lines.append(f"  ({n}): {body}")
         return lines[0] + ("\n" + "\n".join(lines[1:]) + "\n)" if len(lines) > 1 else ")")
+
+
+_context.named_types["module"] = Module  # the tracer names what it finds in a step's scope

@@ -290,3 +290,6 @@ class _ItemView:
 
 def params_of(groups: Iterable[dict[str, Any]]) -> list[Tensor]:
     return [p for g in groups for p in g["params"]]
+
+
+_context.named_types["optimizer"] = Optimizer  # the tracer names what it finds in a step's scope

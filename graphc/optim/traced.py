@@ -200,9 +200,7 @@ def _freeze(v: Any) -> Any:
 
 
 def _mismatch() -> Exception:
-    from ..executable import Mismatch
-
-    return Mismatch()
+    return _context.Mismatch()
 
 
 class ParamState(dict):

@@ -1,0 +1,516 @@
+"""``Tensor``: one front end for eager execution and tracing.
+
+Every operation builds an IR node through a builder. In eager mode the builder is an
+``EagerBuilder`` that evaluates each node with the reference interpreter as it is created (and
+keeps only the nodes on a gradient path, so no-grad code does not retain history); while a step
+is being traced, the builder is the trace's interning builder and nodes are symbolic. The
+same user code therefore runs eagerly and compiles, and ``backward()`` uses the single autodiff
+pass in both cases.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _context
+from .autograd import is_grad_enabled, is_inference_mode_enabled, no_grad
+from .interpreter import run_node
+from .ir import Builder, Node
+from .ir import dtypes as dt
+from .ir import shapes as sh
+
+
+class EagerBuilder(Builder):
+    """Evaluates nodes on creation; nodes off any gradient path become value-only leaves."""
+
+    def __init__(self) -> None:
+        super().__init__(intern=False, track_loc=False)
+
+    def op(self, op: str, inputs: Sequence[Node] = (), **attrs: Any) -> Node:
+        node = super().op(op, inputs, **attrs)
+        if op == "input":
+            return node
+        value = run_node(node, [x._value for x in node.inputs])
+        if node.rg:
+            node._value = value
+            return node
+        return leaf_node(value)
+
+
+_EAGER = EagerBuilder()
+_leaf_ids = iter(range(1, 1 << 62))
+
+
+def leaf_node(value: np.ndarray, requires_grad: bool = False) -> Node:
+    n = Node("input", (), tuple(int(d) for d in value.shape), dt.from_numpy(value.dtype),
+             {"name": f"leaf{next(_leaf_ids)}", "kind": "leaf",
+              "shape": tuple(value.shape), "dtype": dt.from_numpy(value.dtype)})
+    n._value = value
+    n.rg = requires_grad
+    return n
+
+
+_DT_OF = {d.np.num: d for d in dt.ALL}
+
+
+class _OutNode(Node):
+    """A value-only leaf for compiled results: the fixed fields live on the class, so
+    creating one per call sets four slots instead of nine."""
+
+    __slots__ = ()
+    op = "input"
+    inputs = ()
+    attrs = {"name": "result", "kind": "leaf"}  # noqa: RUF012 - shared, never mutated
+    id = -1
+    loc = None
+
+
+class _ScalarOutNode(_OutNode):
+    """A one-element compiled result kept as a Python number until its array is asked for.
+
+    Most steps return a scalar loss that the caller reads now and then (or never): holding
+    ``staging.item()`` (exact for every dtype numpy converts to a Python number) instead of
+    a fresh 0-d array saves allocating and freeing that array on every call (~0.2 us of a
+    1.5 us seed step). ``_value`` builds the array on first use and keeps it."""
+
+    __slots__ = ("_item", "_arr")
+
+    @property
+    def _value(self) -> np.ndarray:
+        try:
+            return self._arr
+        except AttributeError:
+            a = self._arr = np.array(self._item, self.dtype.np)
+            return a
+
+    @_value.setter
+    def _value(self, v: np.ndarray) -> None:
+        self._arr = v
+
+
+def builder() -> Builder:
+    ctx = _context.current()
+    return ctx.builder if ctx is not None else _EAGER
+
+
+def to_array(data: Any, dtype: dt.DType | None = None) -> np.ndarray:
+    """Convert user data as ``gc.tensor`` does (no copy when dtype and layout allow)."""
+    if isinstance(data, Tensor):
+        arr = data.numpy()
+    else:
+        arr = np.asarray(data)
+    if dtype is not None:
+        # reshape: ascontiguousarray turns 0-d arrays into 1-d ones
+        return np.ascontiguousarray(arr, dtype=dtype.np).reshape(arr.shape)
+    if arr.dtype == np.float64 and not isinstance(data, np.ndarray):
+        arr = arr.astype(np.float32)  # Python floats default to float32, like torch.tensor
+    elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind == "u" or arr.dtype == np.float16:
+        raise TypeError(f"dtype {arr.dtype} is not supported")
+    dt.from_numpy(arr.dtype)
+    return np.ascontiguousarray(arr).reshape(arr.shape)
+
+
+def _is_one(v: Any) -> bool:
+    """A Python (not traced) multiplier of exactly 1: the multiplication can be skipped."""
+    return not isinstance(v, Tensor) and v == 1
+
+
+class Tensor:
+    """A value with PyTorch's user-facing semantics (``.grad``, ``backward``, operators)."""
+
+    __slots__ = ("_node", "_grad", "_trace", "_inference", "__weakref__")
+    __array_priority__ = 1000
+
+    def __init__(self, node: Node, trace: Any = None) -> None:
+        self._node = node
+        self._grad: Tensor | None = None
+        self._trace = trace
+        self._inference = is_inference_mode_enabled()
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def _wrap(cls, node: Node) -> Tensor:
+        return cls(node, _context.current())
+
+    @classmethod
+    def _from_array(cls, arr: np.ndarray, requires_grad: bool = False) -> Tensor:
+        t = object.__new__(cls)
+        Tensor.__init__(t, leaf_node(arr, requires_grad))
+        t._node.attrs["tensor"] = weakref.ref(t)
+        return t
+
+    @classmethod
+    def _from_output(cls, arr: np.ndarray) -> Tensor:
+        """Wrap a freshly computed result (no grad): the cheap path for compiled outputs."""
+        n = _OutNode.__new__(_OutNode)
+        n.shape, n.dtype, n.rg, n._value = arr.shape, _DT_OF[arr.dtype.num], False, arr
+        t = object.__new__(cls)
+        t._node, t._grad, t._trace, t._inference = n, None, None, False
+        return t
+
+    # -- introspection -----------------------------------------------------------------
+    @property
+    def node(self) -> Node:
+        """The IR node this tensor stands for in the current context."""
+        ctx = _context.current()
+        if ctx is not None:
+            return ctx.read(self)
+        if self._trace is not None:
+            raise RuntimeError(
+                "a tensor created while tracing a compiled function was used outside it"
+            )
+        return self._node
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.node.shape)
+
+    def size(self, d: int | None = None) -> Any:
+        s = self.shape
+        return s if d is None else s[sh.norm_axis(d, len(s), "size")]
+
+    @property
+    def dtype(self) -> dt.DType:
+        return self.node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> Any:
+        return sh.numel(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._trace is None and self._node.op == "input"
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.node.rg
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if not self.is_leaf:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables")
+        if value and not self.dtype.is_float:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if _context.current() is not None:
+            raise RuntimeError("changing requires_grad inside a compiled function is not "
+                               "supported: change it between calls (compiled steps guard on it)")
+        if self._node.rg != bool(value):
+            self._node.rg = bool(value)
+            _context.bump()
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def grad_fn(self) -> Any:
+        n = self.node
+        return None if (n.op == "input" or not n.rg) else n.op
+
+    @property
+    def grad(self) -> Tensor | None:
+        ctx = _context.current()
+        if ctx is not None and self._trace is None:
+            return ctx.get_grad(self)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        ctx = _context.current()
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"assigned grad expected to be a Tensor or None, got {type(value)}")
+        if value is not None and tuple(value.shape) != tuple(self.shape):
+            raise RuntimeError(
+                f"assigned grad has data of a different size ({value.shape} vs {self.shape})"
+            )
+        if value is not None and value.dtype is not self.dtype:
+            raise TypeError(f"assigned grad has data of a different type ({value.dtype!r} vs "
+                            f"{self.dtype!r}); convert it first, e.g. g.to({self.dtype!r})")
+        if ctx is not None and self._trace is None:
+            ctx.set_grad(self, value)
+        else:
+            self._grad = value
+            _context.bump()  # a new .grad may have another shape or dtype: guards re-check
+
+    @property
+    def data(self) -> Tensor:
+        """The same storage without autograd history: in-place edits of ``.data`` change this
+        tensor, eagerly (a view of the same array) and inside a compiled step (traced as an
+        update of this tensor)."""
+        ctx = _context.current()
+        if ctx is None:
+            return self.detach()
+        return ctx.data_alias(self)
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        arr = to_array(value)
+        if self._trace is not None or _context.current() is not None:
+            raise RuntimeError("assigning .data is not supported inside a compiled function")
+        self._node._value = np.ascontiguousarray(arr, dtype=self.dtype.np)
+        self._node.shape = tuple(arr.shape)
+        _context.bump()  # compiled steps re-check shapes, dtypes and aliasing before running
+
+    # -- values ------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        if _context.current() is not None or self._trace is not None:
+            raise RuntimeError(
+                "cannot read a tensor's value while tracing a compiled function "
+                "(values exist only when the compiled step runs)"
+            )
+        return self._node._value
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self) -> Any:
+        ctx = _context.current()
+        if ctx is not None:
+            return ctx.concretize(self)
+        n = self._node
+        if type(n) is _ScalarOutNode and self._trace is None and _context.current() is None:
+            try:
+                return n._arr.item()  # the array exists (and may have been changed in place)
+            except AttributeError:
+                return n._item
+        a = self.numpy()
+        if a.size != 1:
+            raise ValueError(
+                f"a Tensor with {a.size} elements cannot be converted to Scalar"
+            )
+        return a.reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.is_float:
+            raise TypeError("only integer tensors can be converted to an index")
+        return int(self.item())
+
+    def __repr__(self) -> str:
+        if _context.current() is not None or self._trace is not None:
+            return f"Tensor(traced, {self.dtype.short}{sh.fmt_shape(self.shape)})"
+        extra = ", requires_grad=True" if self.requires_grad else ""
+        if self.dtype is not dt.float32 and self.dtype is not dt.int64:
+            extra = f", dtype={self.dtype!r}" + extra
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        return f"tensor({body}{extra})"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # -- autograd ----------------------------------------------------------------------
+    def detach(self) -> Tensor:
+        if _context.current() is None:
+            return Tensor._from_array(self.numpy())
+        return Tensor._wrap(builder().op("detach", [self.node]))
+
+    def backward(self, gradient: Any = None, retain_graph: Any = None,
+                 create_graph: bool = False, inputs: Any = None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (PyTorch's rules)."""
+        if create_graph:
+            raise NotImplementedError("backward(create_graph=True) is not supported")
+        if inputs is not None:
+            raise NotImplementedError("backward(inputs=...) is not supported")
+        ctx = _context.current()
+        if ctx is not None:
+            ctx.backward(self, gradient, retain_graph)
+            return
+        _EAGER_BACKWARD[0](self, gradient, retain_graph)
+
+    # -- in-place updates (the optimizer and buffer updates use these) ------------------
+    def _assign(self, value: Tensor) -> Tensor:
+        """Overwrite this tensor's contents (shape and dtype must match)."""
+        ctx = _context.current()
+        node = value.node
+        if tuple(node.shape) != tuple(self.shape) and not sh.same_shape(node.shape, self.shape):
+            node = builder().broadcast_to(node, self.shape)
+        node = builder().cast(node, self.dtype)
+        if ctx is not None:
+            ctx.assign(self, node)
+        else:
+            dst = self._node._value
+            if not dst.flags.writeable:
+                self._node._value = dst = np.array(dst)
+            np.copyto(dst, node._value)
+        return self
+
+    def copy_(self, src: Any) -> Tensor:
+        with no_grad():
+            src = src if isinstance(src, Tensor) else Tensor._from_array(to_array(src, self.dtype))
+            return self._assign(src)
+
+    def zero_(self) -> Tensor:
+        return self.fill_(0)
+
+    def fill_(self, value: Any) -> Tensor:
+        with no_grad():
+            return self._assign(Tensor._wrap(builder().const(value, self.shape, self.dtype))
+                                if _context.current() is not None
+                                else Tensor._from_array(np.full(self.shape, value,
+                                                                self.dtype.np)))
+
+    def add(self, other: Any, alpha: Any = 1) -> Tensor:
+        return self + (other if _is_one(alpha) else other * alpha)
+
+    def sub(self, other: Any, alpha: Any = 1) -> Tensor:
+        return self - (other if _is_one(alpha) else other * alpha)
+
+    def add_(self, other: Any, alpha: Any = 1) -> Tensor:
+        return self._assign(self.add(other, alpha))
+
+    def sub_(self, other: Any, alpha: Any = 1) -> Tensor:
+        return self._assign(self.sub(other, alpha))
+
+    def mul_(self, other: Any) -> Tensor:
+        return self._assign(self * other)
+
+    def div_(self, other: Any) -> Tensor:
+        return self._assign(self / other)
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+        return self._assign(self.clamp(min, max))
+
+    # the pointwise combinations optimizers are written with, in ATen's evaluation order
+    # (``self + (value * t1) * t2``), so user-written update rules round as PyTorch's do
+    def addcmul(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+        t1 = tensor1 if _is_one(value) else tensor1 * value
+        return self + t1 * tensor2
+
+    def addcdiv(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+        t1 = tensor1 if _is_one(value) else tensor1 * value
+        return self + t1 / tensor2
+
+    def addcmul_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+        return self._assign(self.addcmul(tensor1, tensor2, value=value))
+
+    def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+        return self._assign(self.addcdiv(tensor1, tensor2, value=value))
+
+    def lerp(self, end: Any, weight: Any) -> Tensor:
+        """ATen's two rounding branches: ``self + w*(end-self)`` for ``|w| < 0.5``, else
+        ``end - (end-self)*(1-w)`` (a scalar weight picks one; a tensor weight, per element)."""
+        diff = end - self
+        if isinstance(weight, Tensor) and weight.ndim > 0:
+            # ``where`` with broadcasting, installed with the other operators by tensor_ops
+            return self._where(weight.abs() < 0.5, self + diff * weight,
+                               end - diff * (1 - weight))
+        small = bool(abs(weight) < 0.5)  # traced: a guard on the branch, not on the value
+        if small:
+            return self + diff * weight
+        return end - diff * (1 - weight)
+
+    def lerp_(self, end: Any, weight: Any) -> Tensor:
+        return self._assign(self.lerp(end, weight))
+
+    def pow_(self, exponent: Any) -> Tensor:
+        return self._assign(self ** exponent)
+
+    def reciprocal(self) -> Tensor:
+        return 1 / self
+
+    def reciprocal_(self) -> Tensor:
+        return self._assign(1 / self)
+
+    def rsqrt(self) -> Tensor:
+        return 1 / self.sqrt()
+
+    def maximum_(self, other: Any) -> Tensor:
+        return self._assign(self.maximum(other))
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(self + other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(self - other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(self * other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(self / other)
+
+    def _inplace_or_rebind(self, result: Tensor) -> Tensor:
+        if self._trace is not None and _context.current() is self._trace:
+            self._node = result.node  # a traced intermediate: rebind (the IR is functional)
+            return self
+        if self.is_leaf and self.requires_grad and is_grad_enabled():
+            raise RuntimeError(
+                "a leaf Variable that requires grad is being used in an in-place operation."
+            )
+        if self._trace is None and _context.current() is None and self._node.op != "input":
+            self._node = result._node
+            return self
+        return self._assign(result)
+
+    # -- conversions -------------------------------------------------------------------
+    def to(self, dtype: Any = None, *args: Any, **kwargs: Any) -> Tensor:
+        dtype = kwargs.get("dtype", dtype)
+        if dtype is None or isinstance(dtype, str) and dtype in ("cpu", "cuda"):
+            return self
+        return self._cast( dt.as_dtype(dtype))
+
+    def _cast(self, dtype: dt.DType) -> Tensor:
+        return Tensor._wrap(builder().cast(self.node, dtype))
+
+    def float(self) -> Tensor:
+        return self._cast( dt.float32)
+
+    def double(self) -> Tensor:
+        return self._cast( dt.float64)
+
+    def long(self) -> Tensor:
+        return self._cast( dt.int64)
+
+    def int(self) -> Tensor:
+        return self._cast( dt.int32)
+
+    def bool(self) -> Tensor:
+        return self._cast( dt.bool_)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self._cast( other.dtype)
+
+    def clone(self) -> Tensor:
+        return self + 0 if self.dtype is not dt.bool_ else self.to(dt.bool_)
+
+    def contiguous(self) -> Tensor:
+        return self
+
+    def cpu(self) -> Tensor:
+        return self
+
+
+# eager ``backward()``: set by graphc/engine.py when it is imported (graphc/tensor.py imports
+# it), so this module does not import the autograd engine that imports it
+_EAGER_BACKWARD: list[Any] = [None]
+
+__all__ = ["Tensor", "builder", "to_array", "leaf_node"]

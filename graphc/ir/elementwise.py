@@ -1,0 +1,247 @@
+"""The elementwise primitives, one ``OpDef`` each: reference, derivative, lowering, surface.
+
+Adding an elementwise op is one entry here plus its tests (``tests/test_ops.py`` case,
+PyTorch parity in ``tests/test_elementwise_table.py``): the interpreter, the autodiff pass,
+the CPU and PTX code generators, ``Tensor`` methods, ``gc.*``, ``nn.functional`` and the ``nn``
+module are derived from it. A transcendental needs, in addition, one routine in
+``codegen/vmath.py``, which both the CPU and the PTX backend emit.
+
+Conventions (shared by every entry):
+
+- operands have identical shapes and dtypes (the front end broadcasts and promotes first);
+- ``ref`` gets numpy arrays of the operands' dtype; its result is cast to the node's dtype;
+- ``vjp`` returns one cotangent per input (``None`` for "no gradient"), following PyTorch's
+  ``derivatives.yaml`` / ATen backward kernels so gradients agree to rounding, including the
+  value chosen at kinks and ties;
+- ``lower`` receives the lowering vocabulary ``e`` (``codegen/emit.py``) and the operand values;
+  ``e``'s helpers are type generic (float, signed int, bool), comparisons are ordered unless
+  ``nan=True`` asks for "true when unordered".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .opdef import OpDef
+
+_erf_scalar = np.frompyfunc(math.erf, 1, 1)
+
+
+def _c(b: Any, v: float, like: Any) -> Any:
+    """A constant node shaped and typed like ``like`` (for VJP rules)."""
+    return b.const(v, like.shape, like.dtype)
+
+
+def _no_grad(b: Any, n: Any, g: Any) -> list[None]:
+    return [None] * len(n.inputs)
+
+
+def _float(x: np.ndarray) -> bool:
+    return x.dtype.kind == "f"
+
+
+# -- references that need more than one numpy call ----------------------------------------
+def _relu_ref(x: np.ndarray) -> np.ndarray:
+    if not _float(x):
+        return np.where(x > 0, x, np.zeros_like(x))
+    return np.where(np.isnan(x) | (x > 0), x, np.zeros_like(x))
+
+
+def _div_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Float division; integer division floors (the front end only emits it for ``//``)."""
+    if _float(a):
+        return a / b
+    return np.floor_divide(a, np.where(b == 0, 1, b))
+
+
+def _pow_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.power``, except integer negative exponents (numpy raises): PyTorch gives the
+    truncated 1 / a**|b|, i.e. 1 for a == 1, +-1 for a == -1 by parity, else 0."""
+    if _float(a) or not (b < 0).any():
+        return np.power(a, b)
+    neg = b < 0
+    out = np.power(a, np.where(neg, 0, b))
+    one = np.ones_like(out)
+    at_neg = np.where(a == 1, one, np.where(a == -1, np.where(b % 2 == 1, -one, one),
+                                           np.zeros_like(out)))
+    return np.where(neg, at_neg, out)
+
+
+def _sign_ref(x: np.ndarray) -> np.ndarray:
+    if x.dtype == np.bool_:
+        return x.copy()
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
+def _sigmoid_ref(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+# -- derivative rules shared by several entries ---------------------------------------------
+def _const_value(n: Any) -> float | None:
+    """The value of a (broadcast/reshaped) numeric constant node, else None."""
+    while n.op in ("expand", "reshape"):
+        n = n.inputs[0]
+    v = n.attrs.get("value") if n.op == "const" else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _pow_vjp(b: Any, n: Any, g: Any) -> list:
+    """PyTorch's ``pow_backward_self``/``pow_backward_exponent``: d/dx is 0 where y == 0 (so
+    ``x ** 0.0`` at x = 0 gives 0, not 0 * inf), d/dy is 0 where x == 0 and y >= 0 (so
+    ``0 ** y`` gives 0, not y * log 0); products grouped as ATen groups them."""
+    x, y = n.inputs
+    one, zero = _c(b, 1.0, n), _c(b, 0.0, n)
+    yv = _const_value(y)
+    if yv == 0.0:
+        dx = zero
+    else:
+        dx = b.mul(g, b.mul(y, b.op("pow", (x, b.sub(y, one)))))
+        if yv is None:
+            dx = b.where(b.op("eq", (y, zero)), zero, dx)
+    if yv is not None:
+        return [dx, None]
+    flat = b.op("and", (b.op("eq", (x, zero)), b.op("ge", (y, zero))))
+    dy = b.mul(g, b.where(flat, zero, b.mul(n, b.op("log", (x,)))))
+    return [dx, dy]
+
+
+def _minmax_vjp(lose: str) -> Callable[..., list]:
+    """maximum/minimum: the gradient goes to the winner, split evenly on ties (ATen)."""
+
+    def vjp(b: Any, n: Any, g: Any) -> list:
+        x, y = n.inputs
+        zero, half = _c(b, 0.0, n), _c(b, 0.5, n)
+        gh = b.where(b.op("eq", (x, y)), b.mul(g, half), g)
+        return [b.where(b.op(lose, (x, y)), zero, gh), b.where(b.op(lose, (y, x)), zero, gh)]
+
+    return vjp
+
+
+def _silu_vjp(b: Any, n: Any, g: Any) -> list:
+    """ATen ``silu_backward``: ``g * s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``."""
+    x = n.inputs[0]
+    s = b.op("sigmoid", (x,))
+    one = _c(b, 1.0, n)
+    return [b.mul(b.mul(g, s), b.add(one, b.mul(x, b.sub(one, s))))]
+
+
+def _hardswish_vjp(b: Any, n: Any, g: Any) -> list:
+    """ATen ``hardswish_backward``: 0 for x <= -3, ``g * (x / 3 + 0.5)`` for -3 < x < 3, ``g``
+    for x >= 3 (the one-sided choices at the kinks are PyTorch's)."""
+    x = n.inputs[0]
+    three, zero = _c(b, 3.0, n), _c(b, 0.0, n)
+    mid = b.mul(g, b.add(b.div(x, three), _c(b, 0.5, n)))
+    return [b.where(b.op("le", (x, b.neg(three))), zero,
+                    b.where(b.op("lt", (x, three)), mid, g))]
+
+
+def _hardswish_ref(x: np.ndarray) -> np.ndarray:
+    t = x.dtype.type
+    return x * np.minimum(np.maximum(x + t(3), t(0)), t(6)) / t(6)
+
+
+# -- the table --------------------------------------------------------------------------
+def _unary(name: str, **kw: Any) -> OpDef:
+    return OpDef(name, "elementwise", 1, **kw)
+
+
+def _binary(name: str, **kw: Any) -> OpDef:
+    return OpDef(name, "elementwise", 2, **kw)
+
+
+def _cmp(name: str, ref: Callable) -> OpDef:
+    return _binary(name, differentiable=False, ref=ref, vjp=_no_grad,
+                   lower=lambda e, x, y: getattr(e, name)(x, y))
+
+
+ELEMENTWISE: tuple[OpDef, ...] = (
+    # unary
+    _unary("neg", api=("Tensor",), ref=np.negative, vjp=lambda b, n, g: [b.neg(g)],
+           lower=lambda e, x: e.neg(x)),
+    _unary("exp", api=("Tensor",), float_only=True, ref=np.exp, vjp=lambda b, n, g: [b.mul(g, n)],
+           lower=lambda e, x: e.math("exp", x)),
+    _unary("log", api=("Tensor",), float_only=True, ref=np.log,
+           vjp=lambda b, n, g: [b.div(g, n.inputs[0])], lower=lambda e, x: e.math("log", x)),
+    _unary("sqrt", api=("Tensor",), float_only=True, ref=np.sqrt,
+           vjp=lambda b, n, g: [b.div(g, b.mul(_c(b, 2.0, n), n))],
+           lower=lambda e, x: e.intr("sqrt", x)),
+    _unary("abs", api=("Tensor",), ref=np.abs,
+           vjp=lambda b, n, g: [b.mul(g, b.op("sign", (n.inputs[0],)))],
+           lower=lambda e, x: e.abs(x)),
+    # sign keeps NaN and the sign of zero (x itself where it is neither > 0 nor < 0)
+    # sign is (x > 0) - (x < 0) as in ATen: NaN and -0.0 give 0; its gradient is a tensor
+    # of zeros (as torch gives), not "no gradient"
+    _unary("sign", api=("Tensor",), ref=_sign_ref,
+           vjp=lambda b, n, g: [_c(b, 0.0, n)],
+           lower=lambda e, x: e.select(e.gt(x, e.c(0)), e.c(1),
+                                       e.select(e.lt(x, e.c(0)), e.c(-1), e.c(0)))),
+    _unary("tanh", api=("Tensor", "F"), float_only=True, ref=np.tanh,
+           vjp=lambda b, n, g: [b.mul(g, b.sub(_c(b, 1.0, n), b.mul(n, n)))],
+           lower=lambda e, x: e.math("tanh", x)),
+    _unary("sigmoid", api=("Tensor", "F"), float_only=True, ref=_sigmoid_ref,
+           vjp=lambda b, n, g: [b.mul(b.mul(g, b.sub(_c(b, 1.0, n), n)), n)],
+           lower=lambda e, x: e.math("sigmoid", x)),
+    # relu propagates NaN (PyTorch's clamp_min(0) does); its gradient is 0 at x <= 0
+    _unary("relu", api=("Tensor", "F"), module="ReLU", ref=_relu_ref,
+           vjp=lambda b, n, g: [b.where(b.op("le", (n, _c(b, 0.0, n))), _c(b, 0.0, n), g)],
+           lower=lambda e, x: e.select(e.gt(x, e.c(0), nan=True), x, e.c(0))),
+    _unary("erf", api=("Tensor",), float_only=True,
+           ref=lambda x: np.asarray(_erf_scalar(x.astype(np.float64)), np.float64),
+           vjp=lambda b, n, g: [b.mul(g, b.mul(
+               _c(b, 1.1283791670955126, n),
+               b.op("exp", (b.neg(b.mul(n.inputs[0], n.inputs[0])),))))],
+           lower=lambda e, x: e.math("erf", x)),
+    _unary("not", differentiable=False, ref=np.logical_not, vjp=_no_grad,
+           lower=lambda e, x: e.not_(x)),
+    _unary("cast", ref=lambda x: x,  # the interpreter casts every result to the node's dtype
+           vjp=lambda b, n, g: [b.cast(g, n.inputs[0].dtype)
+                                if n.inputs[0].dtype.is_float else None],
+           lower=lambda e, x: e.cast(x)),
+    # activations added with the op table (PyTorch formulas, forward and backward)
+    _unary("silu", float_only=True, int_inputs="reject", ref=lambda x: x * _sigmoid_ref(x), vjp=_silu_vjp,
+           lower=lambda e, x: e.mul(x, e.math("sigmoid", x)),
+           api=("Tensor", "F"), module="SiLU"),
+    _unary("hardswish", float_only=True, int_inputs="reject", ref=_hardswish_ref, vjp=_hardswish_vjp,
+           lower=lambda e, x: e.div(
+               e.mul(x, e.min(e.max(e.add(x, e.c(3)), e.c(0)), e.c(6))), e.c(6)),
+           api=("F",), module="Hardswish"),
+    # binary
+    _binary("add", ref=np.add, vjp=lambda b, n, g: [g, g], lower=lambda e, x, y: e.add(x, y)),
+    _binary("sub", ref=np.subtract, vjp=lambda b, n, g: [g, b.neg(g)],
+            lower=lambda e, x, y: e.sub(x, y)),
+    _binary("mul", ref=np.multiply,
+            vjp=lambda b, n, g: [b.mul(g, n.inputs[1]), b.mul(g, n.inputs[0])],
+            lower=lambda e, x, y: e.mul(x, y)),
+    _binary("div", ref=_div_ref,
+            vjp=lambda b, n, g: [b.div(g, n.inputs[1]),
+                                 b.div(b.mul(b.neg(g), n.inputs[0]),
+                                       b.mul(n.inputs[1], n.inputs[1]))],
+            lower=lambda e, x, y: e.div(x, y)),
+    _binary("pow", ref=_pow_ref, vjp=_pow_vjp, lower=lambda e, x, y: e.pow(x, y)),
+    _binary("maximum", ref=np.maximum, vjp=_minmax_vjp("lt"),
+            lower=lambda e, x, y: e.max(x, y)),
+    _binary("minimum", ref=np.minimum, vjp=_minmax_vjp("gt"),
+            lower=lambda e, x, y: e.min(x, y)),
+    _cmp("lt", np.less),
+    _cmp("le", np.less_equal),
+    _cmp("gt", np.greater),
+    _cmp("ge", np.greater_equal),
+    _cmp("eq", np.equal),
+    _cmp("ne", np.not_equal),
+    _binary("and", differentiable=False, ref=np.logical_and, vjp=_no_grad,
+            lower=lambda e, x, y: e.and_(x, y)),
+    _binary("or", differentiable=False, ref=np.logical_or, vjp=_no_grad,
+            lower=lambda e, x, y: e.or_(x, y)),
+    OpDef("where", "elementwise", 3, ref=np.where,
+          vjp=lambda b, n, g: [None, b.where(n.inputs[0], g, _c(b, 0.0, n)),
+                               b.where(n.inputs[0], _c(b, 0.0, n), g)],
+          lower=lambda e, c, x, y: e.select(c, x, y)),
+)
+
+COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+LOGICAL = ("and", "or", "not")
