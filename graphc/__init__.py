@@ -47,7 +47,7 @@ _ELSEWHERE = {
 # Submodules that moved into a layer package: ``gc.dtypes`` & co. keep resolving to them.
 _MOVED = {
     "dtypes": "ir.dtypes", "shapes": "ir.shapes", "ops": "ir.ops", "text": "ir.text",
-    "verify": "ir.verify", "aot_c": "aot.csource",
+    "verify": "ir.verify", "aot_c": "aot.csource", "executable": "runtime.executable",
 }
 
 __all__ = [
@@ -78,8 +78,12 @@ def __getattr__(name: str) -> Any:
         except ModuleNotFoundError as e:
             if e.name != f"{__name__}.{name}":
                 raise  # the submodule exists but something it imports does not
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-        return value  # the import system has already set it on the package
+            core = importlib.import_module(f"{__name__}._core")
+            if name not in core._FROM_TABLE:  # ``gc.<op>`` of an op-table entry
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+            value = getattr(core, name)
+        else:
+            return value  # the import system has already set it on the package
     globals()[name] = value
     return value
 

@@ -211,3 +211,32 @@ __all__ = [
     "tanh", "sigmoid", "relu", "sqrt", "abs", "sum", "mean", "maximum", "minimum", "clamp",
     "argmax", "softmax", "log_softmax", "gather", "cat", "concat", "stack",
 ]
+
+
+def _table_function(d: Any) -> Any:
+    """``gc.<op>`` for an op-table entry with ``"gc"`` in its ``api`` (``torch.<op>``)."""
+    n_more = d.arity - 1
+
+    def fn(input: Any, *args: Any, **kwargs: Any) -> Tensor:  # noqa: A002
+        operands, rest = args[:n_more], args[n_more:]
+        params = _op("bind_params")(d, rest, kwargs, d.name)
+        return _op("apply_op")(d, input, *operands, **params)
+
+    fn.__name__ = fn.__qualname__ = d.name
+    fn.__doc__ = f"``torch.{d.name}``: elementwise ``{d.name}``."
+    return fn
+
+
+def _install_table() -> list[str]:
+    from .ir.elementwise import SURFACE
+
+    names = []
+    for d in SURFACE:
+        if "gc" in d.api and d.name not in globals():
+            globals()[d.name] = _table_function(d)
+            names.append(d.name)
+    return names
+
+
+# ``gc.<op>`` for the op table's entries (graphc/__init__.py falls back to this module for them)
+_FROM_TABLE = _install_table()

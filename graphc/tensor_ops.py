@@ -8,6 +8,7 @@ of IR primitives, so they get autodiff and native lowering for free.
 from __future__ import annotations
 
 import builtins
+import sys
 from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
@@ -19,7 +20,8 @@ from ._tensor import Tensor, builder, to_array
 from .ir import Node
 from .ir import dtypes as dt
 from .ir import shapes as sh
-from .ir.elementwise import ELEMENTWISE
+from .ir.elementwise import SURFACE
+from .ir.opdef import OpDef
 from .ir.ops import OP_INFO
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
@@ -574,18 +576,65 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
 
 
 # -- attach to Tensor -------------------------------------------------------------------
-def _method(op: str) -> Any:
-    def method(self: Tensor) -> Tensor:
-        return unary(op, self)
+def bind_params(d: OpDef, args: tuple, kwargs: dict, where: str) -> dict[str, Any]:
+    """An op's parameters from positional and keyword arguments, torch's order and defaults;
+    unknown or repeated names raise ``TypeError`` as a Python signature would."""
+    names = [k for k, _ in d.params]
+    if len(args) > len(names):
+        raise TypeError(f"{where}() takes {len(names)} parameter(s) after the input "
+                        f"({', '.join(names) or 'none'}), got {len(args)}")
+    out = dict(d.params)
+    out.update(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in out:
+            raise TypeError(f"{where}() got an unexpected keyword argument {k!r}")
+        if k in names[:len(args)]:
+            raise TypeError(f"{where}() got multiple values for argument {k!r}")
+        out[k] = v
+    return out
+
+
+def apply_op(d: OpDef, *xs: Any, **params: Any) -> Tensor:
+    """Apply an op-table entry: a primitive through its IR op, a composite through its
+    decomposition (with this module as the op namespace)."""
+    if d.kind == "composite":
+        ts = [as_tensor(x) for x in xs]
+        if d.float_only:
+            ts = [_float_operand(d, t) for t in ts]
+        return d.decompose(sys.modules[__name__], *ts, **params)
+    if d.arity == 1:
+        return unary(d.name, xs[0])
+    return binary(d.name, *xs)
+
+
+def _float_operand(d: OpDef, t: Tensor) -> Tensor:
+    if t.dtype.is_float:
+        return t
+    if d.int_inputs == "reject":
+        raise RuntimeError(f'"{d.name}" not implemented for {_TORCH_NAME[t.dtype.name]!r}')
+    return t.to(dt.float32)
+
+
+def _method(d: OpDef) -> Any:
+    op = d.name
+    n_more = d.arity - 1
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        operands, rest = args[:n_more], args[n_more:]
+        return apply_op(d, self, *operands, **bind_params(d, rest, kwargs, op))
 
     method.__name__ = method.__qualname__ = op
-    method.__doc__ = f"``torch.Tensor.{op}``: the ``{op}`` primitive, elementwise."
+    method.__doc__ = f"``torch.Tensor.{op}``: ``{op}`` elementwise."
     return method
 
 
-def _inplace_method(op: str) -> Any:
-    def method(self: Tensor) -> Tensor:
-        out = unary(op, self)
+def _inplace_method(d: OpDef) -> Any:
+    op = d.name
+    n_more = d.arity - 1
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        operands, rest = args[:n_more], args[n_more:]
+        out = apply_op(d, self, *operands, **bind_params(d, rest, kwargs, op + "_"))
         if out.dtype.is_float and not self.dtype.is_float:
             raise RuntimeError(f"{op}_(): result type {out.dtype.name} can't be cast to the "
                                f"desired output type {self.dtype.name}")
@@ -631,10 +680,10 @@ def _install() -> None:
     T.__rmatmul__ = lambda self, o: matmul(o, self)
     T.__getitem__ = getitem
     T._where = staticmethod(where)
-    for d in ELEMENTWISE:  # methods the op table asks for: ``x.exp()`` and ``x.exp_()``
+    for d in SURFACE:  # methods the op table asks for: ``x.exp()`` and ``x.exp_()``
         if "Tensor" in d.api:
-            setattr(T, d.name, _method(d.name))
-            setattr(T, d.name + "_", _inplace_method(d.name))
+            setattr(T, d.name, _method(d))
+            setattr(T, d.name + "_", _inplace_method(d))
     T.rsqrt = lambda self: 1.0 / unary("sqrt", self)
     T.square = lambda self: self * self
     T.mul = fb("mul")

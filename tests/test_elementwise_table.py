@@ -14,31 +14,43 @@ from typing import Any
 import numpy as np
 import pytest
 from _torch import torch
+from graphc.passes import autodiff
 
 import graphc as gc
 from graphc import interpreter, nn
-from graphc.ir.elementwise import ELEMENTWISE
+from graphc.ir.elementwise import ELEMENTWISE, SURFACE
 from graphc.ir.ops import OP_INFO
 from graphc.nn import functional as F
-from graphc.passes import autodiff
 
-PUBLIC = [d for d in ELEMENTWISE if d.api]
+PUBLIC = list(SURFACE)
+
+
+def _param_sets(d: Any) -> list[dict]:
+    """The defaults, every numeric parameter moved off its default, and the entry's own
+    ``extra["test_params"]`` (for string or flag parameters)."""
+    sets = [{}]
+    moved = {k: v * 0.5 + 0.1 for k, v in d.params
+             if isinstance(v, float) and not isinstance(v, bool)}
+    if moved:
+        sets.append(moved)
+    return sets + list(d.extra.get("test_params", []))
 # values that hit every branch of the ops under test (kinks at 0 and +-3, large |x|)
 SPECIAL = [0.0, -0.0, 1.0, -1.0, 3.0, -3.0, 2.9999, -3.0001, 6.0, 20.0, -20.0, 100.0, -100.0,
            1e-8, -1e-8]
 NONFINITE = [float("nan"), float("inf"), float("-inf")]
 
 
-def _torch_fn(d: Any) -> Any:
-    if "F" in d.api:
-        return getattr(torch.nn.functional, d.name)
-    return getattr(torch, d.name)
+def _torch_fn(d: Any, params: dict | None = None) -> Any:
+    f = getattr(torch.nn.functional, d.name) if "F" in d.api else getattr(torch, d.name)
+    return lambda *xs: f(*xs, **(params or {}))
 
 
-def _gc_fn(d: Any) -> Any:
+def _gc_fn(d: Any, params: dict | None = None) -> Any:
     if "F" in d.api:
-        return getattr(F, d.name)
-    return lambda x: getattr(x, d.name)()
+        return lambda *xs: getattr(F, d.name)(*xs, **(params or {}))
+    if "gc" in d.api:
+        return lambda *xs: getattr(gc, d.name)(*xs, **(params or {}))
+    return lambda x, *xs: getattr(x, d.name)(*xs, **(params or {}))
 
 
 def _tol(dtype: Any) -> dict:
@@ -51,6 +63,10 @@ def test_every_entry_is_complete() -> None:
         assert d.ref is not None and d.vjp is not None and d.lower is not None, d.name
         assert interpreter.IMPLS[d.name] is not None
         assert autodiff.VJP[d.name] is d.vjp
+    for d in SURFACE:
+        assert d.kind in ("elementwise", "composite"), d.name
+        assert d.kind != "composite" or (d.decompose is not None and d.name not in OP_INFO)
+    assert len({d.name for d in SURFACE}) == len(SURFACE)
 
 
 @pytest.mark.parametrize("d", PUBLIC, ids=lambda d: d.name)
@@ -61,9 +77,10 @@ def test_derived_surface(d: Any) -> None:
         assert d.name in F.__all__ and callable(getattr(F, d.name))
     if d.module:
         assert d.module in nn.__all__
-        m = getattr(nn, d.module)()
-        assert repr(m) == f"{d.module}()"
-        assert repr(getattr(nn, d.module)(inplace=True)) == f"{d.module}(inplace=True)"
+        assert repr(getattr(nn, d.module)()) == repr(getattr(torch.nn, d.module)())
+        if d.inplace:
+            assert (repr(getattr(nn, d.module)(inplace=True))
+                    == repr(getattr(torch.nn, d.module)(inplace=True)))
 
 
 def _inputs(dtype: Any, seed: int = 0) -> list[np.ndarray]:
@@ -77,13 +94,13 @@ def _inputs(dtype: Any, seed: int = 0) -> list[np.ndarray]:
 @pytest.mark.parametrize("d", PUBLIC, ids=lambda d: d.name)
 def test_eager_matches_torch(d: Any, dtype: Any) -> None:
     """Values and gradients (through a weighted sum, so every element's cotangent differs)."""
-    for x in _inputs(dtype):
+    for x, params in [(x, p) for p in _param_sets(d) for x in _inputs(dtype)]:
         w = np.linspace(-1, 2, x.size).reshape(x.shape).astype(dtype)
         tx = torch.tensor(x, requires_grad=True)
-        ty = _torch_fn(d)(tx)
+        ty = _torch_fn(d, params)(tx)
         (ty * torch.tensor(w)).sum().backward()
         gx = gc.tensor(x, requires_grad=True)
-        gy = _gc_fn(d)(gx)
+        gy = _gc_fn(d, params)(gx)
         (gy * gc.tensor(w)).sum().backward()
         assert gy.dtype.np == dtype and gy.shape == tuple(ty.shape)
         np.testing.assert_allclose(gy.numpy(), ty.detach().numpy(), **_tol(dtype))

@@ -1,6 +1,9 @@
-"""The elementwise primitives, one ``OpDef`` each: reference, derivative, lowering, surface.
+"""The elementwise ops, one ``OpDef`` each: reference, derivative, lowering, surface.
 
-Adding an elementwise op is one entry here plus its tests (``tests/test_ops.py`` case,
+This module holds the core primitives and gathers the sections (``activations.py``, ...):
+``ELEMENTWISE`` (IR primitives), ``COMPOSITES`` (ops written in terms of others) and
+``SURFACE`` (everything the front end exposes). Adding an elementwise op is one entry in a
+section plus its tests (``tests/test_ops.py`` case,
 PyTorch parity in ``tests/test_elementwise_table.py``): the interpreter, the autodiff pass,
 the CPU and PTX code generators, ``Tensor`` methods, ``gc.*``, ``nn.functional`` and the ``nn``
 module are derived from it. A transcendental needs, in addition, one routine in
@@ -26,22 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from ._ewlib import _binary, _c, _float, _no_grad, _sigmoid_ref, _unary
+from .activations import ACTIVATIONS
 from .opdef import OpDef
 
 _erf_scalar = np.frompyfunc(math.erf, 1, 1)
-
-
-def _c(b: Any, v: float, like: Any) -> Any:
-    """A constant node shaped and typed like ``like`` (for VJP rules)."""
-    return b.const(v, like.shape, like.dtype)
-
-
-def _no_grad(b: Any, n: Any, g: Any) -> list[None]:
-    return [None] * len(n.inputs)
-
-
-def _float(x: np.ndarray) -> bool:
-    return x.dtype.kind == "f"
 
 
 # -- references that need more than one numpy call ----------------------------------------
@@ -75,10 +67,6 @@ def _sign_ref(x: np.ndarray) -> np.ndarray:
     if x.dtype == np.bool_:
         return x.copy()
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
-
-
-def _sigmoid_ref(x: np.ndarray) -> np.ndarray:
-    return 1 / (1 + np.exp(-x))
 
 
 # -- derivative rules shared by several entries ---------------------------------------------
@@ -122,44 +110,13 @@ def _minmax_vjp(lose: str) -> Callable[..., list]:
     return vjp
 
 
-def _silu_vjp(b: Any, n: Any, g: Any) -> list:
-    """ATen ``silu_backward``: ``g * s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``."""
-    x = n.inputs[0]
-    s = b.op("sigmoid", (x,))
-    one = _c(b, 1.0, n)
-    return [b.mul(b.mul(g, s), b.add(one, b.mul(x, b.sub(one, s))))]
-
-
-def _hardswish_vjp(b: Any, n: Any, g: Any) -> list:
-    """ATen ``hardswish_backward``: 0 for x <= -3, ``g * (x / 3 + 0.5)`` for -3 < x < 3, ``g``
-    for x >= 3 (the one-sided choices at the kinks are PyTorch's)."""
-    x = n.inputs[0]
-    three, zero = _c(b, 3.0, n), _c(b, 0.0, n)
-    mid = b.mul(g, b.add(b.div(x, three), _c(b, 0.5, n)))
-    return [b.where(b.op("le", (x, b.neg(three))), zero,
-                    b.where(b.op("lt", (x, three)), mid, g))]
-
-
-def _hardswish_ref(x: np.ndarray) -> np.ndarray:
-    t = x.dtype.type
-    return x * np.minimum(np.maximum(x + t(3), t(0)), t(6)) / t(6)
-
-
 # -- the table --------------------------------------------------------------------------
-def _unary(name: str, **kw: Any) -> OpDef:
-    return OpDef(name, "elementwise", 1, **kw)
-
-
-def _binary(name: str, **kw: Any) -> OpDef:
-    return OpDef(name, "elementwise", 2, **kw)
-
-
 def _cmp(name: str, ref: Callable) -> OpDef:
     return _binary(name, differentiable=False, ref=ref, vjp=_no_grad,
                    lower=lambda e, x, y: getattr(e, name)(x, y))
 
 
-ELEMENTWISE: tuple[OpDef, ...] = (
+CORE: tuple[OpDef, ...] = (
     # unary
     _unary("neg", api=("Tensor",), ref=np.negative, vjp=lambda b, n, g: [b.neg(g)],
            lower=lambda e, x: e.neg(x)),
@@ -202,14 +159,6 @@ ELEMENTWISE: tuple[OpDef, ...] = (
            vjp=lambda b, n, g: [b.cast(g, n.inputs[0].dtype)
                                 if n.inputs[0].dtype.is_float else None],
            lower=lambda e, x: e.cast(x)),
-    # activations added with the op table (PyTorch formulas, forward and backward)
-    _unary("silu", float_only=True, int_inputs="reject", ref=lambda x: x * _sigmoid_ref(x), vjp=_silu_vjp,
-           lower=lambda e, x: e.mul(x, e.math("sigmoid", x)),
-           api=("Tensor", "F"), module="SiLU"),
-    _unary("hardswish", float_only=True, int_inputs="reject", ref=_hardswish_ref, vjp=_hardswish_vjp,
-           lower=lambda e, x: e.div(
-               e.mul(x, e.min(e.max(e.add(x, e.c(3)), e.c(0)), e.c(6))), e.c(6)),
-           api=("F",), module="Hardswish"),
     # binary
     _binary("add", ref=np.add, vjp=lambda b, n, g: [g, g], lower=lambda e, x, y: e.add(x, y)),
     _binary("sub", ref=np.subtract, vjp=lambda b, n, g: [g, b.neg(g)],
@@ -242,6 +191,13 @@ ELEMENTWISE: tuple[OpDef, ...] = (
                                b.where(n.inputs[0], _c(b, 0.0, n), g)],
           lower=lambda e, c, x, y: e.select(c, x, y)),
 )
+
+# every section's entries; primitives are IR ops, composites are front-end compositions
+_SECTIONS = CORE + ACTIVATIONS
+ELEMENTWISE: tuple[OpDef, ...] = tuple(d for d in _SECTIONS if d.kind == "elementwise")
+COMPOSITES: tuple[OpDef, ...] = tuple(d for d in _SECTIONS if d.kind == "composite")
+# what the front end exposes (Tensor methods, gc.*, nn.functional, nn modules)
+SURFACE: tuple[OpDef, ...] = tuple(d for d in _SECTIONS if d.api or d.module)
 
 COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL = ("and", "or", "not")

@@ -38,6 +38,9 @@ class OpDef:
     front end exposes an elementwise op: ``"Tensor"`` (method, plus ``name_`` in place),
     ``"gc"`` (``gc.name``), ``"F"`` (``nn.functional.name``, with ``inplace=``), and
     ``module`` the ``nn`` module class name (``nn.SiLU``).
+
+    A ``kind="composite"`` entry is not an IR primitive (it is not in ``OP_INFO``): it has a
+    ``decompose`` instead of ``ref``/``vjp``/``lower``, and the same surface fields.
     """
 
     name: str
@@ -53,6 +56,21 @@ class OpDef:
     api: tuple[str, ...] = ()
     module: str | None = None
     doc: str = ""
+    # user-facing parameters after the tensor operands, with torch's names and defaults
+    # (``negative_slope=0.01``); the surface functions and modules take them in this order
+    params: tuple[tuple[str, Any], ...] = ()
+    # composites (``kind="composite"``, not IR primitives): the op in terms of other ops,
+    # ``decompose(T, *tensors, **params)`` with ``T`` the front end's op namespace
+    # (``graphc.tensor_ops``: ``T.where``, ``T.unary``, tensor methods and operators); the
+    # IR, derivatives and lowerings are those of the ops it uses
+    decompose: Callable[..., Any] | None = None
+    # whether ``nn.functional.<op>`` and the module take ``inplace=`` (torch's signature)
+    inplace: bool = True
+    # the inputs on which the op is smooth and defined, for generated tests: "real",
+    # "pos" (x > 0), "unit" (|x| < 1), "ge1" (x > 1), "bool", "int"
+    domain: str = "real"
+    # rarely needed details: "test_params" (parameter sets the parity tests add),
+    # "repr_inplace" (False where torch's module repr omits ``inplace=True``)
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
 

@@ -1,5 +1,6 @@
 """Neural-network layers, losses and utilities (``graphc.nn``), mirroring ``torch.nn``."""
 
+from . import activation as _activation
 from . import functional, init, utils
 from .activation import Hardswish, ReLU, SiLU
 from .layers import Flatten, Identity, Linear, ModuleList, Sequential, Sigmoid, Tanh
@@ -24,3 +25,7 @@ __all__ = [
     "Embedding", "GELU", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss", "SmoothL1Loss",
     "SiLU", "Hardswish",
 ]
+
+# every activation module the op table defines (added table entries need no edit here)
+globals().update(_activation.MODULES)
+__all__ += sorted(set(_activation.MODULES) - set(__all__))

@@ -1,15 +1,17 @@
-"""Activation modules derived from the op table (``nn.ReLU``, ``nn.SiLU``, ``nn.Hardswish`` ...).
+"""Activation modules derived from the op table (``nn.ReLU``, ``nn.SiLU``, ``nn.LeakyReLU`` ...).
 
-Why generated: each is ``forward(x) = F.<op>(x, inplace=self.inplace)`` with torch's
-constructor (``inplace=False``) and repr; writing them out by hand per op is the duplication
-the op table exists to remove. An ``OpDef`` with ``module="SiLU"`` gets the class here.
+Why generated: each is ``forward(x) = F.<op>(x, *params, inplace=self.inplace)`` with torch's
+constructor (the op's parameters with torch's names and defaults, then ``inplace=False`` where
+torch has it) and repr; writing them out by hand per op is the duplication the op table exists
+to remove. An ``OpDef`` with ``module="SiLU"`` gets the class here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..ir.elementwise import ELEMENTWISE
+from .. import tensor_ops as T
+from ..ir.elementwise import SURFACE
 from ..ir.opdef import OpDef
 from ..tensor import Tensor
 from . import functional as F
@@ -18,16 +20,30 @@ from .module import Module
 
 def _module_class(d: OpDef) -> type[Module]:
     op = d.name
+    names = [k for k, _ in d.params]
 
-    def __init__(self: Any, inplace: bool = False) -> None:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         Module.__init__(self)
-        self.inplace = bool(inplace)
+        inplace = False
+        if d.inplace:
+            if len(args) > len(names):
+                args, inplace = args[:len(names)], bool(args[len(names)])
+            inplace = bool(kwargs.pop("inplace", inplace))
+        for k, v in T.bind_params(d, args, kwargs, d.module).items():
+            setattr(self, k, v)
+        self.inplace = inplace
 
     def forward(self: Any, input: Any) -> Tensor:  # noqa: A002
-        return getattr(F, op)(input, inplace=self.inplace)
+        params = {k: getattr(self, k) for k in names}
+        if d.inplace:
+            return getattr(F, op)(input, inplace=self.inplace, **params)
+        return getattr(F, op)(input, **params)
 
     def extra_repr(self: Any) -> str:
-        return "inplace=True" if self.inplace else ""
+        parts = [f"{k}={getattr(self, k)}" for k in names]
+        if self.inplace and d.extra.get("repr_inplace", True):  # torch's Hardswish omits it
+            parts.append("inplace=True")
+        return ", ".join(parts)
 
     return type(d.module, (Module,), {
         "__init__": __init__, "forward": forward, "extra_repr": extra_repr,
@@ -36,7 +52,7 @@ def _module_class(d: OpDef) -> type[Module]:
     })
 
 
-MODULES: dict[str, type[Module]] = {d.module: _module_class(d) for d in ELEMENTWISE if d.module}
+MODULES: dict[str, type[Module]] = {d.module: _module_class(d) for d in SURFACE if d.module}
 globals().update(MODULES)
 
 __all__ = sorted(MODULES)

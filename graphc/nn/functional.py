@@ -7,33 +7,43 @@ from typing import Any
 
 from .. import tensor_ops as T
 from ..ir import user_location
-from ..ir.elementwise import ELEMENTWISE
+from ..ir.elementwise import SURFACE
 from ..ir.opdef import OpDef
 from ..tensor import Tensor
 
 
-def _elementwise(d: OpDef) -> Any:
-    """``nn.functional.<op>(input, inplace=False)`` for an op-table entry; ``inplace=True``
-    writes the result into ``input`` (its ``op_`` method) and returns it, as torch does."""
+def _from_table(d: OpDef) -> Any:
+    """``nn.functional.<op>(input, *params, inplace=False)`` for an op-table entry, with
+    torch's parameter names and defaults; ``inplace=True`` writes the result into ``input``
+    (its ``op_`` method) and returns it, as torch does."""
     name = d.name
+    n_more = d.arity - 1
 
-    def fn(input: Any, inplace: bool = False) -> Tensor:  # noqa: A002
+    def fn(input: Any, *args: Any, **kwargs: Any) -> Tensor:  # noqa: A002
+        operands, rest = args[:n_more], args[n_more:]
+        inplace = False
+        if d.inplace:
+            names = [k for k, _ in d.params]
+            if len(rest) > len(names):  # inplace given positionally, after the parameters
+                rest, inplace = rest[:len(names)], bool(rest[len(names)])
+            inplace = bool(kwargs.pop("inplace", inplace))
+        params = T.bind_params(d, rest, kwargs, name)
         if inplace:
             if not isinstance(input, Tensor):
                 raise TypeError(f"{name}(): inplace=True needs a Tensor, got "
                                 f"{type(input).__name__}")
-            return T._inplace_method(name)(input)
-        return T.unary(name, input)
+            return T._inplace_method(d)(input, *operands, **params)
+        return T.apply_op(d, input, *operands, **params)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``torch.nn.functional.{name}``: elementwise ``{name}``."
     return fn
 
 
-_FROM_TABLE = [d.name for d in ELEMENTWISE if "F" in d.api]
-for _d in ELEMENTWISE:
+_FROM_TABLE = [d.name for d in SURFACE if "F" in d.api]
+for _d in SURFACE:
     if "F" in _d.api:
-        globals()[_d.name] = _elementwise(_d)
+        globals()[_d.name] = _from_table(_d)
 softmax = lambda x, dim=None, dtype=None: T.softmax(T.as_tensor(x), dim)  # noqa: E731
 log_softmax = lambda x, dim=None, dtype=None: T.log_softmax(T.as_tensor(x), dim)  # noqa: E731
 

@@ -1,0 +1,45 @@
+"""Helpers shared by the op-table sections (``elementwise.py``, ``activations.py``, ...).
+
+Kept apart so each section imports downward from here instead of from the module that
+aggregates the sections.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .opdef import OpDef
+
+
+def _c(b: Any, v: float, like: Any) -> Any:
+    """A constant node shaped and typed like ``like`` (for VJP rules)."""
+    return b.const(v, like.shape, like.dtype)
+
+
+def _no_grad(b: Any, n: Any, g: Any) -> list[None]:
+    return [None] * len(n.inputs)
+
+
+def _float(x: np.ndarray) -> bool:
+    return x.dtype.kind == "f"
+
+
+def _sigmoid_ref(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+def _unary(name: str, **kw: Any) -> OpDef:
+    """A one-operand elementwise primitive."""
+    return OpDef(name, "elementwise", 1, **kw)
+
+
+def _binary(name: str, **kw: Any) -> OpDef:
+    """A two-operand elementwise primitive (operands of one shape and dtype)."""
+    return OpDef(name, "elementwise", 2, **kw)
+
+
+def composite(name: str, decompose: Any, arity: int = 1, **kw: Any) -> OpDef:
+    """An op written in terms of other ops (see ``OpDef.decompose``)."""
+    return OpDef(name, "composite", arity, decompose=decompose, **kw)
