@@ -29,6 +29,7 @@ from graphc import interpreter, nn
 from graphc import tensor_ops as T
 from graphc.ir import dtypes as dt
 from graphc.ir import ops
+from graphc.ir.elementwise import ELEMENTWISE
 from graphc.tensor import Tensor, builder
 
 
@@ -108,6 +109,11 @@ for _op in ("neg", "exp", "abs", "sign", "tanh", "sigmoid", "relu", "erf", "silu
 for _op in ("log", "sqrt"):
     CASES[_op] = _unary(_op, "pos")
 CASES["not"] = _unary("not", "bool")
+# every other elementwise primitive of the op table: a case from its declared domain
+_KIND = {"real": "f", "pos": "pos", "unit": "unit", "ge1": "ge1", "bool": "bool"}
+for _d in ELEMENTWISE:
+    if _d.name not in CASES and _d.name not in ("cast", "where") and _d.arity in (1, 2):
+        CASES[_d.name] = (_unary if _d.arity == 1 else _binary)(_d.name, _KIND[_d.domain])
 for _op in ("add", "sub", "mul", "maximum", "minimum", "lt", "le", "gt", "ge", "eq", "ne"):
     CASES[_op] = _binary(_op)
 CASES["div"] = _binary("div", "f", "pos")
@@ -138,11 +144,15 @@ def make_value(spec: Spec, batch: int, rng: np.random.Generator, fdtype: Any) ->
     mag = rng.uniform(0.2, 1.5, shape)
     if spec.kind == "pos":
         return (mag + 0.3).astype(fdtype)
+    if spec.kind == "unit":  # inside (-1, 1), away from the ends
+        return (mag / 1.8 * rng.choice([-1.0, 1.0], shape)).astype(fdtype)
+    if spec.kind == "ge1":
+        return (mag + 1.3).astype(fdtype)
     return (mag * rng.choice([-1.0, 1.0], shape)).astype(fdtype)
 
 
 def _is_float(spec: Spec) -> bool:
-    return spec.kind in ("f", "pos")
+    return spec.kind in ("f", "pos", "unit", "ge1")
 
 
 @pytest.mark.parametrize("op", sorted(ops.OP_INFO))

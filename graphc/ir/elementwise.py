@@ -31,7 +31,9 @@ import numpy as np
 
 from ._ewlib import _binary, _c, _float, _no_grad, _sigmoid_ref, _unary
 from .activations import ACTIVATIONS
+from .mathops import MATH
 from .opdef import OpDef
+from .pointwise import POINTWISE
 
 _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 
@@ -193,7 +195,7 @@ CORE: tuple[OpDef, ...] = (
 )
 
 # every section's entries; primitives are IR ops, composites are front-end compositions
-_SECTIONS = CORE + ACTIVATIONS
+_SECTIONS = CORE + ACTIVATIONS + MATH + POINTWISE
 ELEMENTWISE: tuple[OpDef, ...] = tuple(d for d in _SECTIONS if d.kind == "elementwise")
 COMPOSITES: tuple[OpDef, ...] = tuple(d for d in _SECTIONS if d.kind == "composite")
 # what the front end exposes (Tensor methods, gc.*, nn.functional, nn modules)
