@@ -2,7 +2,7 @@
 
 For the seed and ``mlp_small`` steps, timed blocks alternate between the generated wrapper
 with the reliability checks (aliasing check after a rebinding, interrupt-safe publishing:
-``codegen/guard.py``) and the same wrapper built without them (``build_runner(exe,
+``graphc/runtime/guard.py``) and the same wrapper built without them (``build_runner(exe,
 safe=False)``), on the same executable and arrays. The argument checks (count, rank, shape,
 dtype, batch symbols, shape guards) are in both: they bind the batch size, so the step cannot
 run without them. Reports medians per step and the ratio checked / unchecked. The native index
@@ -16,7 +16,7 @@ import statistics
 import time
 from typing import Any
 
-from graphc.codegen.runner import build_runner
+from graphc.runtime.runner import build_runner
 
 from .workloads import all_workloads
 

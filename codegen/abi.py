@@ -9,6 +9,11 @@ input, output and state update, in graph order. The error words are ``ERR_WORDS`
 
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import Any
+
+import sympy
+
 TABLE_FIXED = 4  # syms, scratch, scratch_info, err
 ERR_WORDS = 4
 ERR_OK, ERR_INDEX, ERR_SCRATCH = 0, 1, 2
@@ -20,3 +25,24 @@ ALIGN = 64
 RUN2_SYMBOL = "graphc_parallel_run2"
 # profiling builds: i64 [ticks, calls] per kernel, accumulated across calls
 PROFILE_SYMBOL = "graphc_profile"
+
+
+def align(x: Any) -> Any:
+    """``x`` bytes (an int or a sympy expression in the batch symbols) rounded up to
+    ``ALIGN``: the size a buffer or workspace region takes in the scratch arena."""
+    if isinstance(x, int):
+        return (x + ALIGN - 1) // ALIGN * ALIGN
+    return _align_sym(sympy.sympify(x))
+
+
+@lru_cache(maxsize=4096)
+def _align_sym(x: sympy.Expr) -> Any:
+    """Round a symbolic byte count up to ``ALIGN``. Sizes are mostly ``c * B`` with ``c`` a
+    multiple of 64, already aligned for every integer ``B``: recognised from the terms' integer
+    coefficients without asking sympy to simplify a floor (which cost a tenth of a small
+    step's compile time)."""
+    terms = x.as_coefficients_dict()
+    if all(c.is_Integer and int(c) % ALIGN == 0 and (k == 1 or k.is_integer)
+           for k, c in terms.items()):
+        return x
+    return sympy.floor((x + ALIGN - 1) / ALIGN, evaluate=False) * ALIGN

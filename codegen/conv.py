@@ -21,23 +21,24 @@ the grid itself: no im2col matrix, no packing, the padding costs nothing in the 
   next row never meets a zero and ``Inf * 0`` cannot appear), then reduces across lanes once.
 
 Two threads (``parallel.run2``, when the pool is there and a convolution has at least
-``PAR_MIN_MACS`` multiply-adds): the forward and input-gradient kernels repack the weight, then
-split the images in halves, each thread with its own grid (the workspace holds two); the
-weight gradient builds the grids split by images, then splits its ``RO x RK`` tile list in
-halves (the tile shape is chosen for the busiest half). Each output element is computed by
-the same code on either thread, and a one-thread step runs part 0 then part 1 of the same
-task, so the results are bit-identical. Each part is a ``task(ctx, part)`` that unpacks a
-stack struct and calls a body whose pointer arguments are ``noalias`` (without that LLVM did
-not vectorise the grid copies: +20 % on one thread). Measured on the cnn benchmark (batch 64,
+``parallel.CONV_PAR_MIN_MACS`` multiply-adds): the forward and input-gradient kernels repack
+the weight, then split the images in halves, each thread with its own grid (the workspace holds
+two); the weight gradient builds the grids split by images, then splits its ``RO x RK`` tile
+list in halves (the tile shape is chosen for the busiest half). Each output element is computed
+by the same code on either thread, and a one-thread step runs part 0 then part 1 of the same
+task, so the results are bit-identical. Each part is a ``task(ctx, part)`` that unpacks a stack
+struct and calls a body whose pointer arguments are ``noalias`` (without that LLVM did not
+vectorise the grid copies: +20 % on one thread). Measured on the cnn benchmark (batch 64,
 2-vCPU znver5, time-stamp ticks per call, one -> two threads): forward 8->16 345k -> 177k,
 input gradient 16->8 360k -> 187k, weight gradients 385k -> 228k and 167k -> 69k (the second
-also from the 2x9 tile), forward 1->8 115k -> 57k. The 8->16 weight gradient scales least:
-its grid building (~15 % of it) and both threads streaming all 64 images' grids from L2.
+also from the 2x9 tile), forward 1->8 115k -> 57k. The 8->16 weight gradient scales least: its
+grid building (~15 % of it) and both threads streaming all 64 images' grids from L2.
 
 Strided forward and weight-gradient convolutions use *phase grids*: the padded input split by
 ``(row mod s, col mod s)``, so each tap again reads contiguous vectors of one phase. The
 strided input gradient (output positions with different tap sets per phase) and debug builds
-(bounds-checked loads) use the direct loops in ``lower.py``.
+(bounds-checked loads) use the direct loops of ``codegen.conv_direct``. The three ops form one
+kernel family, registered in ``codegen.kernels`` with this module's ``workspace_bytes``.
 """
 
 from __future__ import annotations
@@ -46,15 +47,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import sympy
 from llvmlite import ir
 
 from graphc.ir import Node
 from graphc.ir import shapes as sh
 
-from .llvm_util import F32, I1, I8P, I32, I64, declare, for_range, i64, mem_type
+from .abi import ALIGN, align
+from .conv_direct import DIRECT
+from .kernels import Kernel, register
+from .llvm_util import F32, I1, I32, I64, declare, for_range, i64, mem_type
+from .parallel import CONV_PAR_MIN_MACS, TASK, context_type, pack_context, unpack_context
+from .views import strided_view
 
-ALIGN = 64
 OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 
 
@@ -157,12 +161,6 @@ def problem(n: Node, wide: bool) -> Problem | None:
     return Problem(g, oc // g, Cg, H, W, ph, pw, KH, KW, dh, dw, sh_, OH, OW, lanes)
 
 
-def _align(x: Any) -> Any:
-    if isinstance(x, int):
-        return (x + ALIGN - 1) // ALIGN * ALIGN
-    return sympy.floor((x + ALIGN - 1) / ALIGN) * ALIGN
-
-
 @dataclass(frozen=True)
 class Tile:
     rm: int  # accumulator rows
@@ -201,10 +199,10 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
         return 0
     it = n.dtype.itemsize
     if n.op == "conv2d_weight_grad":
-        return _align(sh.dim(n.inputs[0].shape[0] * _align(p.grid_elems * it))) + ALIGN
+        return align(sh.dim(n.inputs[0].shape[0] * align(p.grid_elems * it))) + ALIGN
     t = pick_tile(p.M, p.OH * p.qv, wide)
     mp = -(-p.M // t.rm) * t.rm
-    return _align(p.G * p.K * mp * it) + 2 * _align(p.grid_elems * it) + ALIGN
+    return align(p.G * p.K * mp * it) + 2 * align(p.grid_elems * it) + ALIGN
 
 
 # ---------------------------------------------------------------------------------------
@@ -327,8 +325,6 @@ def _build_grid(b: ir.IRBuilder, p: Problem, grid: ir.Value, src: ir.Value,
 
 
 def _operand(k: Any, n: Node) -> tuple[ir.Value, list[ir.Value]] | None:
-    from .lower import strided_view
-
     sv = strided_view(n, k._is_buffer)
     if sv is None:
         return None
@@ -339,9 +335,6 @@ def _operand(k: Any, n: Node) -> tuple[ir.Value, list[ir.Value]] | None:
 # ---------------------------------------------------------------------------------------
 # two-thread split
 # ---------------------------------------------------------------------------------------
-PAR_MIN_MACS = 1 << 18  # below this the hand-off to the second thread costs more than it saves
-
-
 class _Task:
     """A ``void(i8* ctx, i64 part)`` function for the thread pool (``parallel.run2``), with
     its own builder, and the kernel side that fills the ctx and dispatches it.
@@ -359,7 +352,7 @@ class _Task:
                                                                          for x in live):
                 live.append(v)
         self.live = live
-        self.ct = ir.LiteralStructType([v.type for v in live] or [I64])
+        self.ct = context_type([v.type for v in live])
         mod = k.L.module
         name = f"{k.fn.name}.{suffix}"
         # the task unpacks the ctx and calls the body, whose pointer arguments are noalias
@@ -372,12 +365,10 @@ class _Task:
         for a in body.args[:-1]:
             if isinstance(a.type, ir.PointerType):
                 a.add_attribute("noalias")
-        self.fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I8P, I64]), name=name)
+        self.fn = ir.Function(mod, TASK, name=name)
         self.fn.linkage = "internal"
         w = ir.IRBuilder(self.fn.append_basic_block("entry"))
-        ctx = w.bitcast(self.fn.args[0], self.ct.as_pointer())
-        w.call(body, [w.load(w.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
-                      for i in range(len(live))] + [self.fn.args[1]])
+        w.call(body, unpack_context(w, self.fn.args[0], self.ct, len(live)) + [self.fn.args[1]])
         w.ret_void()
         entry = body.append_basic_block("entry")
         start = body.append_basic_block("start")
@@ -413,10 +404,7 @@ class _Task:
         element either way, so the results are bit-identical."""
         k = self.k
         b = k.b
-        ctx = k.alloca(self.ct)
-        for i, v in enumerate(self.live):
-            b.store(v, b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
-        cp = b.bitcast(ctx, I8P)
+        cp = pack_context(b, k.alloca(self.ct), self.live)
         disp = b.load(k.L.run2_global())
         go = b.and_(b.icmp_unsigned("!=", b.ptrtoint(disp, I64), i64(0)), par)
         with b.if_else(go) as (then, otherwise):
@@ -445,8 +433,8 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
     K = p.K
     it = n.dtype.itemsize
     apack = _carve(b, k.work, 0, elt)
-    abytes = _align(p.G * K * mp * it)
-    grids = [_carve(b, k.work, abytes + i * _align(p.grid_elems * it), elt) for i in range(2)]
+    abytes = align(p.G * K * mp * it)
+    grids = [_carve(b, k.work, abytes + i * align(p.grid_elems * it), elt) for i in range(2)]
     offs = _offset_table(k.L.module, p, k.fn.name)
 
     # the weight as [group][k][m] (zero rows past M); the input gradient flips the taps
@@ -476,7 +464,7 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
     _igemm_images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
                   [task[x] for x in grids], task[k.out], task[nimg])
     macs = b.mul(nimg, i64(p.G * p.M * K * p.OH * p.OW))
-    task.dispatch(b.and_(b.icmp_signed(">=", macs, i64(PAR_MIN_MACS)),
+    task.dispatch(b.and_(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)),
                          b.icmp_signed(">=", nimg, i64(2))))
     return True
 
@@ -560,12 +548,12 @@ def _emit_wgrad(k: Any, p: Problem) -> bool:
     if not (isinstance(gst[3], ir.Constant) and gst[3].constant == 1):
         return False  # dY rows are read as vectors
     K = p.K
-    gsz = _align(p.grid_elems * n.dtype.itemsize) // n.dtype.itemsize
+    gsz = align(p.grid_elems * n.dtype.itemsize) // n.dtype.itemsize
     grids = _carve(b, k.work, 0, elt)
     offs = _offset_table(k.L.module, p, k.fn.name)
     nimg = k.sym(x_node.shape[0])
     macs = b.mul(nimg, i64(p.G * p.M * K * p.OH * p.OW))
-    big = b.icmp_signed(">=", macs, i64(PAR_MIN_MACS))
+    big = b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS))
     # the tile loop split in two halves of the (o, k) tile list, with the tile that
     # balances the halves best (on one thread it measured as fast as the one-thread best:
     # the shape does not change any dW element's summation order either way)
@@ -644,7 +632,7 @@ def _wgrad_tiles(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
 
 
 def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
-    """The KERNELS entry for a conv op: the implicit GEMM when it applies, else
+    """The kernel for a conv op: the implicit GEMM when it applies, else
     ``fallback`` (the direct loops), which debug builds always use for their bounds checks."""
 
     def emit(k: Any) -> None:
@@ -660,4 +648,7 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
     return emit
 
 
-__all__ = ["Problem", "problem", "workspace_bytes", "kernel", "pick_tile", "OPS"]
+KERNEL = register(Kernel("conv", OPS, kernel(lambda k: DIRECT[k.node.op](k)),
+                         workspace=workspace_bytes, dense_operands=True))
+
+__all__ = ["Problem", "problem", "workspace_bytes", "kernel", "pick_tile", "OPS", "KERNEL"]

@@ -1,44 +1,19 @@
-"""The llvmlite CPU backend: JIT-compile a lowered step and call it through one pointer table.
+"""The CPU code generator's LLVM side: target machines, the optimization pipeline, and a
+lowered step (``codegen.lower``) compiled to an optimized module.
 
-Calling costs are what matter for small steps (measured here: a ctypes call with one pointer
-argument costs ~0.15 µs, fetching an array's data pointer ~1 µs). So the pointer table is a
-ctypes array built once; per call only the slots whose buffers changed are rewritten (arrays
-are cached by identity), hyperparameters are written into preallocated scalars, and the
-native code does the rest.
+Pure code generation: no ctypes, no buffers, no Python objects of the front end. Loading the
+object code and calling it is ``graphc.runtime.cpu``; the AOT builder uses this module to emit
+objects for other machines.
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
 import threading
 from typing import Any
 
 import llvmlite.binding as llvm
-import numpy as np
-import sympy
 
-from graphc.executable import Runtime
-from graphc.ir import Graph
-from graphc.ir import shapes as sh
-from graphc.tensor import Tensor
-from graphc.trace import Signature
-
-from . import cache
-from . import lower as lower_mod
-from .gemm import build_library
-from .guard import GuardMixin
-from .lower import (
-    ERR_BOUNDS,
-    ERR_INDEX,
-    ERR_NONFINITE,
-    ERR_SCRATCH,
-    RUN2_SYMBOL,
-    TABLE_FIXED,
-    Lowering,
-)
-from .parallel import dispatch_address
-from .runner import build_runner
+from .lower import Lowering
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -83,10 +58,12 @@ def optimize(mod: Any, tm: Any) -> None:
 
 
 def compile_module(lowering: Lowering, tm: Any) -> Any:
-    return _compile_ir(str(lowering.module), tm)
+    """The optimized LLVM module of a lowered step, for ``tm`` (parse, verify, O3)."""
+    return compile_ir(str(lowering.module), tm)
 
 
-def _compile_ir(text: str, tm: Any) -> Any:
+def compile_ir(text: str, tm: Any) -> Any:
+    """LLVM IR text parsed for ``tm``'s triple and data layout, verified and optimized."""
     mod = llvm.parse_assembly(text)
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
@@ -95,279 +72,5 @@ def _compile_ir(text: str, tm: Any) -> Any:
     return mod
 
 
-_LIBRARIES: dict[str, bytes] = {}  # GEMM library objects compiled or loaded in this process
-
-
-def _library_object(k: str) -> bytes | None:
-    obj = _LIBRARIES.get(k)
-    if obj is None:
-        obj = cache.load(k)
-        if obj is not None:
-            _LIBRARIES[k] = obj
-    return obj
-
-
-_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
-
-
-def _ptr(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
-
-
-def _position_in_argument(sig: Signature, name: str, args: Any, value: int, pos: int) -> Any:
-    """Where ``value`` first occurs in argument ``name`` (flat, and as an index for rank > 1);
-    the kernel's ``pos`` counts elements of the indexing op instead (an Embedding's gather
-    runs over [B, n, dim]), which is what remains when the value was computed, not passed."""
-    from .runner import _as_array
-
-    try:
-        a = _as_array(args[sig.arg_names.index(name)])
-        hits = np.flatnonzero(a.reshape(-1) == value)
-    except Exception:  # noqa: BLE001 - a best-effort refinement of the message
-        return pos
-    if not len(hits):
-        return f"{pos} of the indexing op"
-    flat = int(hits[0])
-    index = tuple(int(i) for i in np.unravel_index(flat, a.shape))
-    return flat if a.ndim <= 1 else f"{flat} (index {index})"
-
-
-class CPUExecutable(GuardMixin, Runtime):
-    """A JIT-compiled step plus the bookkeeping to call it from Python."""
-
-    def __init__(self, graph: Graph, sig: Signature, cpu: str | None = None,
-                 debug: bool = False) -> None:
-        super().__init__(graph, sig)
-        self.debug = debug
-        init_llvm()
-        self.tm = host_target_machine(cpu)
-        self.wide = has_avx512(self.tm, cpu)
-        self.name = "graphc_step"
-        native = cpu in (None, "native")
-        cpu_name = llvm.get_host_cpu_name() if native else cpu
-        feats = llvm.get_host_cpu_features().flatten() if native else ""
-        target = f"{self.tm.triple}|{cpu_name}|{feats}|{self.wide}" + ("|debug" if debug else "")
-        self.loop_groups = lower_mod.LOOP_GROUPS
-        target += "" if self.loop_groups else "|no-loop-groups"
-        self.profiling = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
-        target += "|profile" if self.profiling else ""
-        # the printed graph groups inputs by kind; the native table follows the inputs' (and
-        # updates') order, so that order is part of the key: two steps that print the same
-        # but bind their buffers in another order must not share an object
-        layout = "\n".join(["inputs: " + " ".join(n.attrs["name"] for n in graph.inputs),
-                             "updates: " + " ".join(s for s, _ in graph.updates)])
-        self.cache_key = cache.key(str(graph) + "\n" + layout, target)
-        self._target = target
-        self._lowering: Lowering | None = None
-        self._mod: Any = None
-        self._lib_mod: Any = None
-        # the step's own object, plus the GEMM library it links against (cached separately
-        # by tile set: a new step whose tiles were compiled before compiles only its kernels)
-        obj = cache.load(self.cache_key)
-        deps = cache.load(self.cache_key, ".deps") if obj is not None else None
-        libs = ([_library_object(k) for k in deps.decode("ascii", "replace").split()]
-                if deps is not None else [])
-        self.cache_hit = obj is not None and deps is not None and all(o is not None
-                                                                       for o in libs)
-        if not self.cache_hit:
-            obj = self.tm.emit_object(self.mod)
-            keys, libs = self._libraries()
-            cache.store(self.cache_key, " ".join(keys).encode(), ".deps")
-            cache.store(self.cache_key, obj)
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
-        for o in [obj, *libs]:
-            self.engine.add_object_file(llvm.ObjectFileRef.from_data(o))
-        self.engine.finalize_object()
-        self.fn = _FN(self.engine.get_function_address(self.name))
-        self._profile: np.ndarray | None = None
-        if self.profiling:
-            addr = self.engine.get_global_value_address(lower_mod.PROFILE_SYMBOL)
-            n_units = len(self.lowering.plan.units())
-            self._profile = np.ctypeslib.as_array(
-                (ctypes.c_int64 * (2 * n_units)).from_address(addr)).reshape(n_units, 2)
-        run2 = self.engine.get_global_value_address(RUN2_SYMBOL)
-        if run2:
-            ctypes.c_void_p.from_address(run2).value = dispatch_address() or None
-        self.symbols = graph.symbols()
-        n = TABLE_FIXED + len(graph.inputs) + len(graph.outputs) + len(graph.updates)
-        self.table = (ctypes.c_void_p * n)()
-        self.table_addr = ctypes.addressof(self.table)
-        self.sym_arr = np.zeros(max(1, len(self.symbols)), np.int64)
-        self.scratch = np.zeros(0, np.uint8)
-        self.info = np.zeros(2, np.int64)
-        self.err = np.zeros(4, np.int64)
-        self.table[0] = _ptr(self.sym_arr)
-        self.table[2] = _ptr(self.info)
-        self.table[3] = _ptr(self.err)
-        self._set_scratch(4096)
-        self._cache: list[Any] = [None] * n  # the object whose buffer is in each slot
-        self.out_shapes = [o.shape for o in graph.outputs]
-        self.out_dtypes = [o.dtype.np for o in graph.outputs]
-        self.upd_nodes = [v for _, v in graph.updates]
-        self._keep: dict[int, np.ndarray] = {}
-        self.scalar_inputs = {}
-        for i, node in enumerate(self.input_nodes):
-            src = sig.sources[node.attrs["name"]]
-            if src.kind in ("hyper", "oflag", "seed", "cell", "onum"):  # 0-d, written in place
-                self.scalar_inputs[i] = np.zeros((), node.dtype.np)
-                self.table[TABLE_FIXED + i] = _ptr(self.scalar_inputs[i])
-        self._init_guard()
-        self._runner = build_runner(self)
-        self.call = self._runner  # callers use the generated wrapper directly
-
-    def _set_scratch(self, nbytes: int) -> None:
-        self.scratch = np.zeros(int(nbytes) + 64, np.uint8)
-        base = _ptr(self.scratch)
-        aligned = (base + 63) // 64 * 64
-        self.table[1] = aligned
-        self.info[0] = int(nbytes)
-
-    @property
-    def lowering(self) -> Lowering:
-        """The LLVM lowering (built lazily: a cache hit does not need it)."""
-        if self._lowering is None:
-            self._lowering = Lowering(self.graph, name=self.name, wide=self.wide,
-                                      debug=self.debug, loop_groups=self.loop_groups,
-                                      profile=self.profiling, gemm_library=True)
-        return self._lowering
-
-    def _libraries(self) -> tuple[list[str], list[bytes]]:
-        """Keys and object code of the GEMM library this step declared (none without
-        matmuls), compiled here unless an earlier step (or process) already did."""
-        req = self.lowering.gemm_requests
-        if not req:
-            return [], []
-        spec = "gemm-library|" + repr(sorted((t.vw, t.mr, t.nv, e) for t, e in req))
-        k = cache.key(spec, self._target)
-        obj = _library_object(k)
-        if obj is None:
-            obj = self.tm.emit_object(self.lib_mod)
-            _LIBRARIES[k] = obj
-            cache.store(k, obj)
-        return [k], [obj]
-
-    @property
-    def lib_mod(self) -> Any:
-        """The optimized GEMM library module (None when the step has no matmul)."""
-        req = self.lowering.gemm_requests
-        if self._lib_mod is None and req:
-            lib = build_library(req, name=f"{self.name}_gemm")
-            self._lib_mod = _compile_ir(str(lib), self.tm)
-        return self._lib_mod
-
-    @property
-    def mod(self) -> Any:
-        """The optimized LLVM module (built lazily, like ``lowering``)."""
-        if self._mod is None:
-            self._mod = compile_module(self.lowering, self.tm)
-        return self._mod
-
-    def memory_report(self) -> str:
-        """Peak memory of one step: the scratch arena (after buffer reuse) and the state."""
-        p = self.lowering.plan
-        state = sh.dim(sum((sh.numel(n.shape) * n.dtype.itemsize for n in self.graph.inputs
-                            if n.attrs["kind"] in ("param", "grad", "state", "buffer")), 0))
-        env = self.sig.example_env
-        at = ", ".join(f"{s}={v}" for s, v in env.items())
-
-        def fmt(e: Any) -> str:
-            e = sympy.sympify(e)
-            mb = f"{sh.evaluate(e, env) / 2**20:.2f} MiB"
-            return mb if e.is_number else f"{mb} at {at}"
-
-        return (f"# memory: scratch arena {fmt(p.scratch_bytes)} (intermediates "
-                f"{fmt(p.work_offset)}, {fmt(p.no_reuse_bytes)} without buffer reuse; GEMM "
-                f"packing {fmt(sympy.sympify(p.scratch_bytes) - p.work_offset)}); persistent "
-                f"state {fmt(state)}\n# scratch bytes = {sh.fmt_dim(p.scratch_bytes)}")
-
-    def _lib_text(self, render: Any) -> str:
-        lib = self.lib_mod
-        return "" if lib is None else f"\n; GEMM library (a separate object)\n{render(lib)}"
-
-    def profile(self) -> list[tuple[str, int, int]]:
-        """``(kernel, time-stamp ticks, calls)`` accumulated since compilation (profiling
-        builds: ``GRAPHC_PROFILE=1`` when the step was compiled)."""
-        if self._profile is None:
-            raise RuntimeError("profile: this step was compiled without profiling; set "
-                               "GRAPHC_PROFILE=1 before compiling it")
-        return [(name, int(t), int(c)) for name, (t, c) in
-                zip(self.lowering.unit_names, self._profile)]
-
-    def stages(self) -> dict[str, Any]:
-        from .plan_text import format_plan
-
-        return {"fused": lambda: format_plan(self.graph, self.lowering.plan),
-                "llvm": lambda: str(self.mod) + self._lib_text(str),
-                "asm": lambda: self.tm.emit_assembly(self.mod) + self._lib_text(
-                    self.tm.emit_assembly),
-                "llvm_unoptimized": lambda: str(self.lowering.module)}
-
-    # -- calling --------------------------------------------------------------------------
-    def bind_input(self, slot: int, arr: np.ndarray) -> None:
-        """Point a table slot at an input buffer (copied first if it is not C-contiguous;
-        a copy is not cached by identity: the caller may change the original in place)."""
-        self.rebound = True
-        if not arr.flags.c_contiguous:
-            self._cache[slot] = None
-            self._keep[slot] = self._bound[slot] = arr = np.ascontiguousarray(arr)
-            self.table[slot] = _ptr(arr)
-            return
-        self._keep.pop(slot, None)
-        self._cache[slot] = self._bound[slot] = arr
-        self.table[slot] = _ptr(arr)
-
-    def bind_output(self, slot: int, shape: tuple, j: int) -> np.ndarray:
-        buf = np.empty(shape, self.out_dtypes[j])
-        self._cache[slot] = buf
-        self.table[slot] = _ptr(buf)
-        return buf
-
-    def bind_target(self, slot: int, j: int, shape: tuple, fresh: bool = False) -> None:
-        name, node = self.graph.updates[j]
-        buf = self.sink_buffer(name, shape, node.dtype.np, fresh)
-        if self._cache[slot] is not buf:
-            self._cache[slot] = self._bound[slot] = buf
-            self.table[slot] = _ptr(buf)
-            self.rebound = True
-
-    def on_error(self, rc: int, args: list[np.ndarray]) -> int:
-        if rc == ERR_SCRATCH:
-            self._set_scratch(int(self.info[1]) * 2)
-            rc = self.fn(self.table_addr)
-            if rc == 0:
-                return 0
-        if rc == ERR_INDEX:
-            self._raise_index_error(args)
-        if rc == ERR_NONFINITE:
-            self._raise_nonfinite()
-        if rc == ERR_BOUNDS:
-            self._raise_bounds()
-        raise RuntimeError(f"compiled step failed with code {rc}")
-
-    def call(self, args: tuple) -> Any:
-        return self._runner(args)
-
-    def _raise_index_error(self, args: list[np.ndarray]) -> None:
-        _, node_idx, pos, value = (int(v) for v in self.err)
-        node = next((n for n in self.lowering.plan.order
-                     if self.lowering.plan.node_index.get(n.id) == node_idx), None)
-        what = "an index"
-        size: Any = "?"
-        if node is not None:
-            from graphc.ir import toposort
-
-            named = [x for x in toposort([node.inputs[1]])
-                     if x.op == "input" and x.attrs["kind"] == "arg" and not x.dtype.is_float]
-            if named:
-                what = f"argument {named[0].attrs['name']!r}"
-                pos = _position_in_argument(self.sig, named[0].attrs["name"], args, value, pos)
-            ax = node.attrs.get("axis", 0)
-            size = node.inputs[0].shape[ax] if node.op == "gather" else node.shape[ax]
-            size = sh.evaluate(size, self.check_args(args))
-        raise IndexError(
-            f"{what}: value {value} at flat position {pos} is out of range "
-            f"[0, {size}) (no parameter was modified)"
-        )
-
-
-__all__ = ["CPUExecutable", "Tensor"]
+__all__ = ["init_llvm", "host_target_machine", "has_avx512", "optimize", "compile_module",
+           "compile_ir"]

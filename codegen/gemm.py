@@ -40,6 +40,7 @@ from llvmlite import ir
 from graphc.ir import shapes as sh
 
 from .llvm_util import F32, I8P, I32, I64, declare, for_range, i64
+from .parallel import GEMM_PAR_MIN_MACS, TASK, context_type, pack_context, unpack_context
 
 KC = 256
 
@@ -262,12 +263,10 @@ def _gemm_swapped(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value,
                     bld.call(mstore, [v, dst, bld.select(inside, nmask, none)])
 
 
-PAR_MIN_MACS = 1 << 19  # below ~1 MFLOP the split does not pay for the hand-off
-
-
 def _ctx_type(elt: ir.Type) -> ir.LiteralStructType:
+    """The task context of a split GEMM: the call's arguments and the two workspaces."""
     ep = elt.as_pointer()
-    return ir.LiteralStructType([ep, I64, I64, ep, I64, I64, ep, I64, I64, I64, I64, I8P, I8P])
+    return context_type([ep, I64, I64, ep, I64, I64, ep, I64, I64, I64, I64, I8P, I8P])
 
 
 def gemm_task(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
@@ -280,12 +279,11 @@ def gemm_task(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
         return fn
     gemm = gemm_function(mod, tile, elt)
     ct = _ctx_type(elt)
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I8P, I64]), name=name)
+    fn = ir.Function(mod, TASK, name=name)
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    ctx = b.bitcast(fn.args[0], ct.as_pointer())
+    f = unpack_context(b, fn.args[0], ct, 13)
     part = fn.args[1]
-    f = [b.load(b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, i)])) for i in range(13)]
     a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k, w0, w1 = f
     first = b.icmp_signed("==", part, i64(0))
     work = b.select(first, w0, w1)
@@ -425,7 +423,7 @@ def _emit_gemm_big(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt
     disp = b.load(run2)
     macs = b.mul(b.mul(m, n), k)
     par = b.and_(b.icmp_unsigned("!=", b.ptrtoint(disp, I64), i64(0)),
-                 b.and_(b.icmp_signed(">=", macs, i64(PAR_MIN_MACS)),
+                 b.and_(b.icmp_signed(">=", macs, i64(GEMM_PAR_MIN_MACS)),
                         b.or_(b.icmp_signed(">=", m, i64(2 * tile.mr)),
                               b.icmp_signed(">=", n, i64(2 * tile.nr)))))
     with b.if_else(par) as (then, otherwise):
@@ -433,14 +431,12 @@ def _emit_gemm_big(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt
             ct = _ctx_type(elt)
             ctx = alloca(ct)
             w1 = b.gep(work, [work_bytes], inbounds=True)
-            for i, v in enumerate(args + [work, w1]):
-                b.store(v, b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
+            cp = pack_context(b, ctx, args + [work, w1])
             if getattr(mod, "gemm_requests", None) is not None:
-                task = _declare_like(mod, _task_name(tile, elt),
-                                     ir.FunctionType(ir.VoidType(), [I8P, I64]))
+                task = _declare_like(mod, _task_name(tile, elt), TASK)
             else:
                 task = gemm_task(mod, tile, elt)
-            b.call(disp, [task, b.bitcast(ctx, I8P)])
+            b.call(disp, [task, cp])
         with otherwise:
             b.call(gemm, args + [work])
 

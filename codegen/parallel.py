@@ -1,4 +1,10 @@
-"""A native two-thread pool: a persistent worker that spins, then sleeps on a futex.
+"""The two-thread pool's code: its LLVM module, the task type and the task context that
+kernels (GEMM, convolution) fill to split work between two threads.
+
+This is the code-generation half; ``graphc.runtime.pool`` compiles the module, starts the
+worker and hands compiled steps its dispatch address.
+
+A native two-thread pool: a persistent worker that spins, then sleeps on a futex.
 
 Waking a Python thread costs 40–60 µs on these machines, a spinning native worker under a
 microsecond, so large GEMMs can be split across both cores even inside a ~1 ms step. The pool
@@ -20,12 +26,8 @@ contended second core costs a few nanoseconds, never a scheduler quantum. The wo
 
 from __future__ import annotations
 
-import atexit
-import os
-import threading
-from typing import Any
+from collections.abc import Sequence
 
-import llvmlite.binding as llvm
 from llvmlite import ir
 
 from .llvm_util import I8P, I32, I64, VOID, declare
@@ -34,10 +36,42 @@ _SPIN_LIMIT = 200_000  # pause iterations before sleeping (~50 µs)
 SYS_FUTEX = 202  # x86-64
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 
+# a task: ``void task(i8* ctx, i64 part)``; ``run2`` runs part 0 and part 1 concurrently
 TASK = ir.FunctionType(VOID, [I8P, I64])
 
+# Splitting work over the two threads pays only above a size (multiply-adds), below which the
+# hand-off to the second thread costs more than it saves. The two kernel families were tuned
+# separately and differ: each GEMM part packs its own half of the larger operand and all of the
+# smaller one (below ~1 MFLOP that does not pay), while the convolution's parts share the one
+# weight repack done before the split and each only build their own images' grids.
+GEMM_PAR_MIN_MACS = 1 << 19
+CONV_PAR_MIN_MACS = 1 << 18
 
-def _module(triple: str) -> ir.Module:
+
+def context_type(types: Sequence[ir.Type]) -> ir.LiteralStructType:
+    """The stack struct through which a kernel hands a task its values (one field for none)."""
+    return ir.LiteralStructType(list(types) or [I64])
+
+
+def pack_context(b: ir.IRBuilder, slot: ir.Value, values: Sequence[ir.Value]) -> ir.Value:
+    """In the kernel: store ``values`` into the context struct at ``slot`` (an alloca of
+    ``context_type``); returns the ``i8*`` the task receives."""
+    for i, v in enumerate(values):
+        b.store(v, b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
+    return b.bitcast(slot, I8P)
+
+
+def unpack_context(b: ir.IRBuilder, ctx: ir.Value, ct: ir.LiteralStructType, count: int
+                   ) -> list[ir.Value]:
+    """In the task: load the first ``count`` fields of context struct type ``ct`` from its
+    ``i8*`` argument ``ctx``."""
+    p = b.bitcast(ctx, ct.as_pointer())
+    return [b.load(b.gep(p, [ir.Constant(I32, 0), ir.Constant(I32, i)])) for i in range(count)]
+
+
+def pool_module(triple: str) -> ir.Module:
+    """The pool's own module: ``graphc_pool_start``, ``graphc_pool_run2``, ``graphc_pool_stop``
+    and the worker thread's loop (compiled and started by ``graphc.runtime.pool``)."""
     mod = ir.Module(name="graphc_pool")
     mod.triple = triple
     # pool state: gen (futex word), done, sleeping, stop, started
@@ -202,70 +236,5 @@ def _module(triple: str) -> ir.Module:
     return mod
 
 
-class _Pool:
-    def __init__(self) -> None:
-        from .cpu import host_target_machine, init_llvm
-
-        init_llvm()
-        tm = host_target_machine()
-        mod = llvm.parse_assembly(str(_module(tm.triple)))
-        mod.verify()
-        self.engine = llvm.create_mcjit_compiler(mod, tm)
-        self.engine.finalize_object()
-        import ctypes
-
-        self.run2 = self.engine.get_function_address("graphc_pool_run2")
-        self._start = ctypes.CFUNCTYPE(ctypes.c_int32)(
-            self.engine.get_function_address("graphc_pool_start"))
-        self._stop = ctypes.CFUNCTYPE(None)(self.engine.get_function_address("graphc_pool_stop"))
-        self.running = self._start() == 0
-        if self.running:
-            atexit.register(self.stop)
-
-    def stop(self) -> None:
-        if self.running:
-            self.running = False
-            self._stop()
-
-
-_pool: _Pool | None = None
-_lock = threading.Lock()
-
-
-def threads() -> int:
-    """Threads compiled steps use: ``GRAPHC_NUM_THREADS`` (1 or 2), default 2 when the process
-    may run on at least two CPUs and the machine is x86-64 Linux.
-
-    The CPUs counted are the process's affinity mask, not the machine's: under ``taskset`` or
-    a container's cpuset a second spinning worker would share the caller's only core and
-    halve the step's speed (measured pinned to one CPU: the mlp_small forward took 323 us
-    instead of 146 us)."""
-    env = os.environ.get("GRAPHC_NUM_THREADS")
-    if env is not None:
-        return 2 if env.strip() not in ("", "0", "1") else 1
-    import platform
-
-    ok = platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
-    return 2 if ok and usable_cpus() >= 2 else 1
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def dispatch_address() -> int:
-    """Address of ``run2`` (starting the pool on first use), or 0 to run single-threaded."""
-    global _pool
-    if threads() < 2:
-        return 0
-    with _lock:
-        if _pool is None:
-            _pool = _Pool()
-    return _pool.run2 if _pool.running else 0
-
-
-__all__ = ["dispatch_address", "threads", "usable_cpus", "TASK", "Any"]
+__all__ = ["pool_module", "TASK", "context_type", "pack_context", "unpack_context",
+           "GEMM_PAR_MIN_MACS", "CONV_PAR_MIN_MACS"]

@@ -13,7 +13,7 @@ from graphc.ir import Graph
 from graphc.ir import shapes as sh
 from graphc.ir.text import type_str
 
-from .lower import Plan, _closure, _reads
+from .planning import Plan, closure_of, reads_of
 
 
 def format_plan(g: Graph, p: Plan) -> str:
@@ -25,14 +25,14 @@ def format_plan(g: Graph, p: Plan) -> str:
     slots = [s for s, _ in g.updates]
     lines = [f"kernels of {g.name}: {len(p.units())} kernels ({len(p.materialized)} "
              f"materialized nodes, {len(p.groups)} loop groups), "
-             f"{sum(len(_closure(n, mat)) for n in p.materialized)} nodes"]
+             f"{sum(len(closure_of(n, mat)) for n in p.materialized)} nodes"]
     for i, n in enumerate(p.materialized):
         gi = p.group_of.get(n.id)
         if gi is not None and p.groups[gi][0] is n:
             grp = p.groups[gi]
             lines.append(f"loop group of {len(grp)} (one loop over {type_str(n)}):")
-        inline = [x for x in _closure(n, mat) if x is not n]
-        reads = ", ".join(names[x.id] for x in _reads(n, mat))
+        inline = [x for x in closure_of(n, mat) if x is not n]
+        reads = ", ".join(names[x.id] for x in reads_of(n, mat))
         if n.id in p.direct:
             where = f"in place -> {slots[p.direct[n.id]]}"
         elif n.id in p.virtual:

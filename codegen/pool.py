@@ -1,6 +1,7 @@
-"""Max-pool indices (``pool_argmax``) for windows that lie inside the image (CPU backend).
+"""Max-pool indices (``pool_argmax``): the CPU kernel family, registered in
+``codegen.kernels``, and the window arithmetic the PTX kernel shares.
 
-The general kernel in ``lower.py`` clamps every tap and skips the ones in the padding with a
+The general kernel (``direct``) clamps every tap and skips the ones in the padding with a
 select, and finds each window's first tap with a division: right for any padding, dilation
 and ``ceil_mode``, but scalar code at ~20 cycles a window. Without padding and with every
 window inside the image (``MaxPool2d(2)`` on an even size, the usual case), the taps are
@@ -16,9 +17,67 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from llvmlite import ir
+
 from graphc.ir import Node
 
-from .llvm_util import for_range, i64
+from .emitter import KernelEmitter
+from .kernels import Kernel, register
+from .llvm_util import I64, fconst, for_range, i64, reg_type
+from .views import strided_view
+
+
+def window_start(b: ir.IRBuilder, o: ir.Value, s: int, p: int, d: int) -> ir.Value:
+    """First in-image tap of a pooling window: ``o*s - p`` advanced by whole dilation steps
+    until it is >= 0 (shared by the CPU and PTX pool kernels)."""
+    h0 = b.sub(b.mul(o, i64(s)), i64(p))
+    steps = b.sdiv(b.add(b.sub(i64(0), h0), i64(d - 1)), i64(d))
+    return b.select(b.icmp_signed("<", h0, i64(0)), b.add(h0, b.mul(steps, i64(d))), h0)
+
+
+def direct(k: KernelEmitter) -> None:
+    """PyTorch's max-pool index rule: first strict maximum in window order, NaN wins.
+
+    Window taps outside the image are skipped by a select (the load index is clamped), so the
+    body is branch-free.
+    """
+    n = k.node
+    x = n.inputs[0]
+    a = n.attrs
+    b = k.b
+    (KH, KW), (sh_, sw), (ph, pw), (dh, dw) = a["kernel"], a["stride"], a["padding"], \
+        a["dilation"]
+    H, W = x.shape[2:]
+    t = reg_type(x.dtype)
+    best_slot, arg_slot = k.alloca(t), k.alloca(I64)
+
+    def first(o: ir.Value, s: int, p: int, d: int) -> ir.Value:
+        return window_start(b, o, s, p, d)
+
+    def clamp(v: ir.Value, size: int) -> tuple[ir.Value, ir.Value]:
+        ok = b.and_(b.icmp_signed(">=", v, i64(0)), b.icmp_signed("<", v, i64(size)))
+        v = b.select(b.icmp_signed("<", v, i64(0)), i64(0), v)
+        return b.select(b.icmp_signed(">=", v, i64(size)), i64(size - 1), v), ok
+
+    def window(idx: list[Any]) -> None:
+        nb, c, oh, ow = idx
+        b.store(fconst(t, float("-inf")), best_slot)
+        b.store(b.add(b.mul(first(oh, sh_, ph, dh), i64(W)), first(ow, sw, pw, dw)), arg_slot)
+        with for_range(b, i64(0), i64(KH), name="u") as u:
+            ih, okh = clamp(b.add(b.sub(b.mul(oh, i64(sh_)), i64(ph)), b.mul(u, i64(dh))), H)
+            with for_range(b, i64(0), i64(KW), name="v") as v:
+                iw, okw = clamp(b.add(b.sub(b.mul(ow, i64(sw)), i64(pw)), b.mul(v, i64(dw))),
+                                W)
+                val = k.value(x, [nb, c, ih, iw])
+                best = b.load(best_slot)
+                take = b.or_(b.fcmp_ordered(">", val, best), b.fcmp_unordered("uno", val, val))
+                take = b.and_(take, b.and_(okh, okw))
+                b.store(b.select(take, val, best), best_slot)
+                flat = b.add(b.mul(ih, i64(W)), iw)
+                b.store(b.select(take, flat, b.load(arg_slot)), arg_slot)
+        k.store_out(list(idx), b.load(arg_slot))
+
+    k.loops(n.shape, window)
 
 
 def inside(n: Node) -> bool:
@@ -37,12 +96,10 @@ def inside(n: Node) -> bool:
 
 
 def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
-    """The KERNELS entry for ``pool_argmax``: the unrolled kernel when every window is
+    """The kernel for ``pool_argmax``: the unrolled kernel when every window is
     inside the image (and not in debug builds), else ``fallback``."""
 
     def emit(k: Any) -> None:
-        from .lower import strided_view
-
         n = k.node
         sv = strided_view(n.inputs[0], k._is_buffer)
         if getattr(k, "debug", False) or sv is None or not inside(n):
@@ -87,4 +144,6 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
     return emit
 
 
-__all__ = ["inside", "kernel"]
+KERNEL = register(Kernel("pool", ("pool_argmax",), kernel(direct), dense_operands=True))
+
+__all__ = ["inside", "kernel", "direct", "window_start", "KERNEL"]

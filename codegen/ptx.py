@@ -1,6 +1,6 @@
-"""The PTX backend: an optimized Graph -> NVPTX LLVM module -> PTX text, plus its executable.
+"""The PTX code generator: an optimized Graph -> NVPTX LLVM module -> PTX text and launches.
 
-Same plan as the CPU (``lower.plan``: which nodes get buffers in the scratch arena and which
+Same plan as the CPU (``planning.plan``: which nodes get buffers in the scratch arena and which
 are recomputed inline), different execution: each materialized node becomes one or two
 ``.entry`` kernels (see ``ptx_kernels``), launched in plan order on one stream; then one
 *commit* copy kernel per state update copies the new value over the device-resident state,
@@ -16,6 +16,9 @@ intrinsic NVPTX cannot lower, ``validate`` checks every op before any IR is buil
 
 The architecture is ``sm_80`` unless ``GRAPHC_CUDA_ARCH`` (or ``DEFAULT_ARCH``) says otherwise;
 ``sm_80`` PTX also runs on Hopper and later (the driver JIT-compiles it).
+
+Running the program (device buffers, launches, copies back) is ``graphc.runtime.ptx`` and
+``graphc.runtime.ptx_runtime``.
 """
 
 from __future__ import annotations
@@ -26,18 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import llvmlite.binding as llvm
-import numpy as np
 import sympy
 from llvmlite import ir
 
-from graphc.executable import Mismatch, Runtime
 from graphc.ir import Graph, Node
 from graphc.ir import shapes as sh
-from graphc.tensor import Tensor
-from graphc.trace import Signature
 
 from .llvm_util import I64, VOID, i64, mem_type
-from .lower import Plan, plan
+from .planning import Plan, plan
 from .ptx_kernels import (
     BLOCK,
     TILE_M,
@@ -56,7 +55,7 @@ MAX_GRID = 4096  # grid-stride loops cover the rest; ~30 blocks of 256 per SM on
 # externals NVPTX lowers without libm (anything else could abort LLVM: checked up front)
 _ALLOWED_PREFIXES = ("llvm.nvvm.", "llvm.fabs.", "llvm.sqrt.", "llvm.rint.", "llvm.fma.",
                      "llvm.fmuladd.", "llvm.maximum.", "llvm.minimum.", "llvm.minnum.",
-                     "llvm.maxnum.")
+                     "llvm.maxnum.", "llvm.copysign.")
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -255,37 +254,4 @@ class _CopyEmitter:
                            "gs")
 
 
-class PTXExecutable(Runtime):
-    """A step compiled to PTX; runs through the CUDA driver when one is present.
-
-    Lowering happens here, at compile time, so compile errors surface at ``gc.compile``;
-    the driver is touched only by ``call`` (``ptx_runtime.DeviceStep``).
-    """
-
-    def __init__(self, graph: Graph, sig: Signature, arch: str | None = None) -> None:
-        super().__init__(graph, sig)
-        self.program = PTXProgram(graph, arch, name=graph.name or "graphc")
-        self._device: Any = None
-
-    def stages(self) -> dict[str, Any]:
-        p = self.program
-        return {"ptx": p.ptx, "asm": p.ptx, "llvm": lambda: str(p.llvm_module),
-                "llvm_unoptimized": p.llvm_unoptimized, "kernels": p.describe}
-
-    def call(self, args: tuple) -> Any:
-        from graphc.tensor_ops import as_tensor
-        from graphc.trace import unflatten
-
-        from .ptx_runtime import DeviceStep
-
-        arrays = [np.asarray(a.numpy() if isinstance(a, Tensor) else a) for a in args]
-        if not self.matches(arrays):
-            raise Mismatch
-        env = self.check_args(arrays)  # raises before anything is touched
-        if self._device is None:
-            self._device = DeviceStep(self)  # raises the no-GPU RuntimeError
-        outs = self._device.run(arrays, env)
-        return unflatten(self.sig.output_tree, [as_tensor(o) for o in outs])
-
-
-__all__ = ["PTXExecutable", "PTXProgram", "Launch", "Commit", "validate", "DEFAULT_ARCH"]
+__all__ = ["PTXProgram", "Launch", "Commit", "validate", "DEFAULT_ARCH"]

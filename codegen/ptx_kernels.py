@@ -37,6 +37,9 @@ from graphc.ir import dtypes as dt
 from graphc.ir import ops as gops
 from graphc.ir import shapes as sh
 
+from .abi import ERR_INDEX
+from .elementwise import ELEMENT_RULES
+from .emitter import KernelEmitter
 from .llvm_util import (
     F32,
     I1,
@@ -52,17 +55,10 @@ from .llvm_util import (
     mem_type,
     reg_type,
 )
-from .lower import (
-    ELEMENT_RULES,
-    ERR_INDEX,
-    VIEW_OPS,
-    KernelEmitter,
-    contiguous_strides,
-    strided_view,
-    window_start,
-)
+from .pool import window_start
 from .ptx_math import UNARY as MATH_UNARY
 from .ptx_math import Math
+from .views import VIEW_OPS, contiguous_strides, strided_view
 
 BLOCK = 256
 SMALL_REDUCTION = 64  # static reduced extents up to this run one thread per output

@@ -1,8 +1,9 @@
-"""Reduction kernels for the CPU backend (and the blocked summation the PTX kernels share).
+"""Reduction kernels for the CPU backend (and the blocked summation the PTX kernels share):
+the ``sum``/``max`` kernel family, registered in ``codegen.kernels``.
 
 Two concerns live here.
 
-*Layout.* The general inner reduction in ``lower.py`` nests one loop per reduced dim, so a bias
+*Layout.* The general inner reduction (``direct``) nests one loop per reduced dim, so a bias
 gradient (``sum`` over N, H, W of an ``[N, C, 14, 14]`` buffer) vectorises over 14 elements at
 a time. When the operand is a buffer (contiguous) and two or more trailing dims are all
 reduced, they are one run of ``prod(dims)`` elements: ``kernel`` reads it with a single loop
@@ -28,9 +29,13 @@ from typing import Any
 
 from llvmlite import ir
 
+from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 
-from .llvm_util import I64, REDUCE_FLAGS, fconst, for_range, i64, reg_type
+from .emitter import KernelEmitter, loops_into
+from .kernels import Kernel, register
+from .llvm_util import I64, REDUCE_FLAGS, fconst, for_range, i64, intrinsic, reg_type
+from .views import contiguous_strides
 
 BLOCK = 2048  # elements summed by one plain (vectorised) loop before a pairwise merge
 ROW_BLOCK = 128  # rows of a leading-dim reduction accumulated before a pairwise merge
@@ -198,8 +203,6 @@ def outer_sum(k: Any) -> None:
     ``ROW_BLOCK`` rows the strip is pushed into a ``Cascade`` of strips, so the rows are
     combined pairwise in blocks instead of one long serial chain per column.
     """
-    from .lower import _loops_into
-
     n = k.node
     x = n.inputs[0]
     b = k.b
@@ -231,7 +234,7 @@ def outer_sum(k: Any) -> None:
                     cas.push()
                     b.store(i64(0), rows)
 
-            _loops_into(k, tuple(x.shape), red, full, row)
+            loops_into(k, tuple(x.shape), red, full, row)
             cas.push()
             cas.fold()
             with for_range(b, i64(0), w, name="put") as i:
@@ -242,12 +245,104 @@ def outer_sum(k: Any) -> None:
     k.loops(tuple(x.shape), strip, order=kept_outer)
 
 
+def combine(k: KernelEmitter, op: str, acc: ir.Value, v: ir.Value, d: dt.DType) -> ir.Value:
+    b = k.b
+    if op == "sum":
+        return b.fadd(acc, v, flags=REDUCE_FLAGS) if d.is_float else b.add(acc, v)
+    if d.is_float:
+        return b.call(intrinsic(k.L.module, "llvm.maximum", acc.type, 2), [acc, v])
+    if d is dt.bool_:  # i1 compares signed as 0 > -1: the max of bools is their or
+        return b.or_(acc, v)
+    return b.select(b.icmp_signed(">", v, acc), v, acc)
+
+
+def init(op: str, d: dt.DType) -> ir.Constant:
+    t = reg_type(d)
+    if op == "sum":
+        return fconst(t, 0.0) if d.is_float else ir.Constant(t, 0)
+    if d.is_float:
+        return fconst(t, float("-inf"))
+    return ir.Constant(t, -(1 << (8 * d.itemsize - 1)) if d is not dt.bool_ else 0)
+
+
+def direct(k: KernelEmitter) -> None:
+    """The general reduction: inner reductions accumulate in a register (blocked pairwise for
+    long float sums), outer ones accumulate rows into the output buffer."""
+    n = k.node
+    x = n.inputs[0]
+    axes = set(n.attrs["axes"])
+    nd = len(x.shape)
+    b = k.b
+    blocked = n.op == "sum" and n.dtype.is_float and not fits_one_block(
+        sh.numel([x.shape[d] for d in sorted(axes)]))
+    if nd and (nd - 1) in axes:
+        # inner reduction: kept dims outside, reduced dims inside, accumulator in a register
+        kept = [d for d in range(nd) if d not in axes]
+        red = [d for d in range(nd) if d in axes]
+        if blocked:
+            # float sums longer than one block: blocked pairwise summation over the
+            # innermost reduced dim that is not 1 (see ``reduce.cascade_sum``)
+            inner_d = max(d for d in red if not sh.same(x.shape[d], 1))
+            extent = k.sym(x.shape[inner_d])
+            rest = [d for d in red if d != inner_d]
+
+            def outer_blocked(idx: list[Any]) -> None:
+                full = list(idx)
+                full[inner_d] = i64(0)
+
+                def run_loops(body: Any) -> None:
+                    loops_into(k, tuple(x.shape), rest, full, lambda f: body())
+
+                def element(j: ir.Value) -> ir.Value:
+                    at = list(full)
+                    at[inner_d] = j
+                    return k.value(x, at)
+
+                total = cascade_sum(k, reg_type(n.dtype), run_loops, extent,
+                                                    element)
+                k.store_out([i64(0) if d in axes else idx[d] for d in range(nd)], total)
+
+            k.loops(tuple(x.shape), outer_blocked, order=kept) if kept else \
+                outer_blocked([None] * nd)
+            return
+
+        def outer(idx: list[Any]) -> None:
+            acc_slot = k.alloca(reg_type(n.dtype))
+            b.store(init(n.op, n.dtype), acc_slot)
+
+            def inner(full: list[Any]) -> None:
+                v = k.value(x, list(full))
+                b.store(combine(k, n.op, b.load(acc_slot), v, n.dtype), acc_slot)
+
+            full = list(idx)
+            red_shape = tuple(x.shape)
+            loops_into(k, red_shape, red, full, inner)
+            out_idx = [i64(0) if d in axes else idx[d] for d in range(nd)]
+            k.store_out(out_idx, b.load(acc_slot))
+
+        k.loops(tuple(x.shape), outer, order=kept) if kept else outer([None] * nd)
+        return
+    if n.op == "sum" and n.dtype.is_float and not fits_one_block(
+            sh.numel([x.shape[d] for d in sorted(axes)]), ROW_BLOCK):
+        outer_sum(k)  # rows combined pairwise in blocks, strips of columns
+        return
+    # outer reduction: initialise the output, then accumulate rows into it (vectorises)
+    k.loops(n.shape, lambda idx: k.store_out(idx, init(n.op, n.dtype)))
+
+    def acc(idx: list[Any]) -> None:
+        out_idx = [i64(0) if d in axes else idx[d] for d in range(nd)]
+        ptr = k.out_ptr(out_idx)
+        v = k.value(x, list(idx))
+        b.store(combine(k, n.op, b.load(ptr), v, n.dtype), ptr)
+
+    k.loops(tuple(x.shape), acc)
+
+
 def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
-    """The KERNELS entry for ``sum``/``max``: the flattened-run kernel when it applies."""
+    """The kernel for ``sum``/``max``: the flattened-run kernel when it applies, else
+    ``fallback``."""
 
     def emit(k: Any) -> None:
-        from .lower import _combine, _init, _loops_into, contiguous_strides
-
         n = k.node
         x = n.inputs[0]
         axes = set(n.attrs["axes"])
@@ -272,7 +367,7 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
             full = list(idx)
             if blocked:
                 def run_loops(body: Callable[[], None]) -> None:
-                    _loops_into(k, tuple(x.shape), red, full, lambda f: body())
+                    loops_into(k, tuple(x.shape), red, full, lambda f: body())
 
                 def element(j: ir.Value) -> ir.Value:
                     row = b.gep(src, [k.linear(full[:tail], strides)], inbounds=True)
@@ -281,16 +376,16 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
                 total = cascade_sum(k, reg_type(n.dtype), run_loops, run, element)
                 k.store_out([i64(0) if d in axes else idx[d] for d in range(nd)], total)
                 return
-            acc = k.alloca(_init(n.op, n.dtype).type)
-            b.store(_init(n.op, n.dtype), acc)
+            acc = k.alloca(init(n.op, n.dtype).type)
+            b.store(init(n.op, n.dtype), acc)
 
             def inner(full: list[Any]) -> None:
                 row = b.gep(src, [k.linear(full[:tail], strides)], inbounds=True)
                 with for_range(b, i64(0), run, name="run") as j:
                     v = b.load(b.gep(row, [j], inbounds=True))
-                    b.store(_combine(k, n.op, b.load(acc), v, n.dtype), acc)
+                    b.store(combine(k, n.op, b.load(acc), v, n.dtype), acc)
 
-            _loops_into(k, tuple(x.shape), red, full, inner)
+            loops_into(k, tuple(x.shape), red, full, inner)
             k.store_out([i64(0) if d in axes else idx[d] for d in range(nd)], b.load(acc))
 
         if kept:
@@ -302,4 +397,7 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
     return emit
 
 
-__all__ = ["kernel", "Cascade", "cascade_sum", "outer_sum", "fits_one_block", "BLOCK"]
+KERNEL = register(Kernel("reduce", ("sum", "max"), kernel(direct)))
+
+__all__ = ["kernel", "direct", "combine", "init", "KERNEL", "Cascade", "cascade_sum",
+           "outer_sum", "fits_one_block", "BLOCK"]

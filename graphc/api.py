@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from .executable import Mismatch
 from .ir import dtypes as dt
 from .ir import shapes as sh
 from .nn import module as nn_module
+from .runtime.executable import Mismatch
 from .tensor import Tensor
 from .trace import Signature, trace
 
@@ -187,20 +187,9 @@ class CompiledFunction:
             from .distributed.executable import DistributedExecutable
 
             return DistributedExecutable(graph, sig, self._backend)
-        if self.backend_name == "interp":
-            from .executable import InterpreterExecutable
+        from .runtime import backends
 
-            return InterpreterExecutable(graph, sig)
-        if self.backend_name == "cuda":
-            from graphc.codegen.ptx import PTXExecutable
-
-            return PTXExecutable(graph, sig)
-        if self.backend_name != "cpu":
-            raise ValueError(f"backend: expected 'cpu', 'cuda' or 'interp', got "
-                             f"{self.backend_name!r}")
-        from graphc.codegen.cpu import CPUExecutable
-
-        return CPUExecutable(graph, sig, debug=self.debug)
+        return backends.create(self.backend_name, graph, sig, debug=self.debug)
 
     def _compile(self, args: list[np.ndarray]) -> Variant:
         v = Variant(self, args)

@@ -187,9 +187,9 @@ def _plan(exe: Any) -> Any:
 
 
 def _lifetimes(p: Any) -> dict[int, tuple[int, int]]:
-    """node id -> (first kernel, last kernel reading it), as ``lower._assign_offsets`` decides
+    """node id -> (first kernel, last kernel reading it), as ``planning._assign_offsets`` decides
     them: a loop group's members live over the whole group; outputs and updates to the end."""
-    from graphc.codegen.lower import _reads
+    from graphc.codegen.planning import reads_of
 
     mat = {n.id for n in p.materialized}
     index = {n.id: i for i, n in enumerate(p.materialized)}
@@ -199,7 +199,7 @@ def _lifetimes(p: Any) -> dict[int, tuple[int, int]]:
     last = {n.id: end if n.id in roots else last_of.get(n.id, index[n.id])
             for n in p.materialized}
     for i, n in enumerate(p.materialized):
-        for x in _reads(n, mat):
+        for x in reads_of(n, mat):
             if x.id in last and x.id not in roots:
                 last[x.id] = max(last[x.id], last_of.get(n.id, i))
     return {n.id: (first_of.get(n.id, index[n.id]), last[n.id]) for n in p.materialized}
@@ -207,12 +207,12 @@ def _lifetimes(p: Any) -> dict[int, tuple[int, int]]:
 
 def _kernels_of(p: Any) -> dict[int, list[int]]:
     """node id -> the kernels (``k`` numbers, as in ``ir("fused")``) that compute it."""
-    from graphc.codegen.lower import _closure
+    from graphc.codegen.planning import closure_of
 
     mat = {n.id for n in p.materialized}
     out: dict[int, list[int]] = {}
     for i, n in enumerate(p.materialized):
-        for x in _closure(n, mat):
+        for x in closure_of(n, mat):
             out.setdefault(x.id, []).append(i)
     return out
 
@@ -232,7 +232,7 @@ def _ev(x: Any, env: dict) -> int | None:
 
 
 def _plan_table(p: Any, g: Any, env: dict) -> str:
-    from graphc.codegen.lower import _closure, _nbytes, _reads
+    from graphc.codegen.planning import closure_of, nbytes, reads_of
     from graphc.ir import shapes as sh
     from graphc.ir.text import type_str
 
@@ -259,14 +259,14 @@ def _plan_table(p: Any, g: Any, env: dict) -> str:
         elif n.id in p.virtual:
             where = "registers only"
         else:
-            off, size = _ev(p.offsets[n.id], env), _ev(_nbytes(n), env)
+            off, size = _ev(p.offsets[n.id], env), _ev(nbytes(n), env)
             sym = f"arena+{sh.fmt_dim(p.offsets[n.id])}"
             where = (f'<span title="{_e(sym)}">arena [{off}, {off + size})</span>'
                      if off is not None and size is not None else _e(sym))
-        inline = sorted((x for x in _closure(n, mat) if x is not n),
+        inline = sorted((x for x in closure_of(n, mat) if x is not n),
                         key=lambda x: p.node_index[x.id])
         fused = ", ".join(f"{ref(x)}&nbsp;{_e(x.op)}" for x in inline)
-        reads = ", ".join(ref(x) for x in _reads(n, mat))
+        reads = ", ".join(ref(x) for x in reads_of(n, mat))
         src = _e(_where(n.loc)) if n.loc else ""
         cls = "k grp" if gi is not None else "k"
         rows.append(f'<tr class="{cls}" id="k{i}" data-k="{i}" data-n="{p.node_index[n.id]}">'
@@ -278,7 +278,8 @@ def _plan_table(p: Any, g: Any, env: dict) -> str:
 
 def _arena_svg(p: Any, env: dict) -> str:
     """Buffers as rectangles: x = the kernels during which a buffer is live, y = its bytes."""
-    from graphc.codegen.lower import _align, _nbytes
+    from graphc.codegen.abi import align
+    from graphc.codegen.planning import nbytes
     from graphc.ir.text import type_str
 
     def ev(x: Any) -> int | None:
@@ -308,8 +309,8 @@ def _arena_svg(p: Any, env: dict) -> str:
                          f'packing workspace ({total - work} B)</text>')
     for n in p.materialized:
         off = ev(p.offsets.get(n.id)) if n.id in p.offsets else None
-        size = ev(_nbytes(n))
-        asize = ev(_align(_nbytes(n)))
+        size = ev(nbytes(n))
+        asize = ev(align(nbytes(n)))
         if off is None or size is None:
             continue
         a, b = life[n.id]

@@ -16,7 +16,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
     say "$(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader)"
 fi
 python - <<'EOF' 2>&1 | tee -a "$REPORT"
-from graphc.codegen import cuda_runtime as cuda
+from graphc.runtime import cuda_runtime as cuda
 if cuda.available():
     d = cuda.driver()
     print(f"driver ok: {d.name()} compute capability {d.compute_capability()}")
@@ -42,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, "tests")
 import graphc as gc  # noqa: E402
-from graphc.codegen import cuda_runtime as cuda  # noqa: E402
+from graphc.runtime import cuda_runtime as cuda  # noqa: E402
 from test_ptx import _mlp_step  # noqa: E402
 
 CONFIGS = {"mlp_small": ((784, 256, 10), 64), "mlp_large": ((784, 1024, 1024, 10), 256)}

@@ -369,7 +369,7 @@ def test_native_uses_avx512(adam: Any) -> None:
 
 
 def test_x86_64_v3_library_runs_and_matches_the_jit_for_that_cpu(tmp_path: Path) -> None:
-    from graphc.codegen.cpu import CPUExecutable
+    from graphc.runtime.cpu import CPUExecutable
 
     m = ex.make_mlp("adam")
     paths = gc.aot.build(m.step, m.step.example_args, str(tmp_path), "mlp_v3",

@@ -435,10 +435,10 @@ def test_readme_documents_reliability() -> None:
 def test_debug_build_turns_a_bad_access_into_an_exception(monkeypatch: Any) -> None:
     """With the index check sabotaged, an out-of-range target reads past a buffer: the debug
     build's bounds checks catch it and name the kernel's op and IR line."""
-    from graphc.codegen import lower
+    from graphc.codegen import emitter
 
     monkeypatch.setenv("GRAPHC_CACHE", "0")  # never store the sabotaged code
-    monkeypatch.setattr(lower.KernelEmitter, "check_index", lambda self, *a, **k: None)
+    monkeypatch.setattr(emitter.KernelEmitter, "check_index", lambda self, *a, **k: None)
     step = _mlp(debug=True)
     x, y = _data()
     step(x, y)

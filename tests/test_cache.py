@@ -17,7 +17,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from graphc.codegen import cache
+
+from graphc.runtime import cache
 
 SCRIPT = r'''
 import sys, numpy as np, graphc as gc
@@ -368,10 +369,10 @@ def test_key_follows_the_input_order_not_only_the_printed_graph() -> None:
     import dataclasses
 
     import numpy as np
-    from graphc.codegen.cpu import CPUExecutable
 
     import graphc as gc
     from graphc import nn, optim
+    from graphc.runtime.cpu import CPUExecutable
 
     model = nn.Linear(2, 1)
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _steps import compiled_train_step
-from graphc.codegen import lower
+from graphc.codegen import lower, planning
 
 import graphc as gc
 from graphc import nn, optim
@@ -120,7 +120,7 @@ def _no_transposed_member(step) -> bool:
     for grp in plan.groups:
         if any(m.id in direct_ids for m in grp):
             for m in grp:
-                for x in lower._closure(m, {n.id for n in plan.materialized}):
+                for x in planning.closure_of(m, {n.id for n in plan.materialized}):
                     if x.op == "permute":
                         return False
     return True

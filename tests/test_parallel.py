@@ -46,12 +46,12 @@ def test_two_threads_bit_identical_to_one(tmp_path):
 
 
 def test_thread_setting():
-    from graphc.codegen import parallel
+    from graphc.runtime import pool
 
     old = os.environ.get("GRAPHC_NUM_THREADS")
     try:
         os.environ["GRAPHC_NUM_THREADS"] = "1"
-        assert parallel.threads() == 1 and parallel.dispatch_address() == 0
+        assert pool.threads() == 1 and pool.dispatch_address() == 0
     finally:
         if old is None:
             os.environ.pop("GRAPHC_NUM_THREADS")
@@ -63,14 +63,14 @@ def test_thread_setting():
 def test_default_follows_affinity_mask():
     """Pinned to one CPU (taskset, a cpuset), the default is one thread: a second spinning
     worker would share the caller's core."""
-    from graphc.codegen import parallel
+    from graphc.runtime import pool
 
     old_env = os.environ.pop("GRAPHC_NUM_THREADS", None)
     old_mask = os.sched_getaffinity(0)
     try:
         os.sched_setaffinity(0, {min(old_mask)})
-        assert parallel.usable_cpus() == 1
-        assert parallel.threads() == 1
+        assert pool.usable_cpus() == 1
+        assert pool.threads() == 1
     finally:
         os.sched_setaffinity(0, old_mask)
         if old_env is not None:

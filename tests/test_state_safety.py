@@ -98,7 +98,7 @@ def test_keyboard_interrupt_leaves_state_whole(monkeypatch: Any) -> None:
         ref.append(_state(model, opt))
 
     # publishing is slowed down, so that interrupts often land in the middle of it
-    from graphc.executable import Runtime
+    from graphc.runtime.executable import Runtime
 
     orig = Runtime.publish
 

@@ -211,7 +211,7 @@ class DistributedExecutable:
                 c.tensor._node._value = np.zeros(shape, c.node.dtype.np)
 
     def call(self, args: tuple) -> Any:
-        from ..executable import Mismatch
+        from ..runtime.executable import Mismatch
 
         if self._sym_cuts:
             self._resize_cuts(args)

@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from graphc.codegen.abi import ERR_WORDS
+from graphc.codegen.ptx_kernels import BLOCK
 from graphc.ir import Node
 from graphc.ir import shapes as sh
 
 from . import cuda_runtime as cuda
-from .abi import ERR_WORDS
-from .ptx import BLOCK
 
 _SCALAR_KINDS = ("hyper", "oflag", "seed")
 

@@ -4,6 +4,9 @@
 optimizer state, hyperparameters) into arrays and commits update slots back into the Python
 objects, creating ``.grad`` tensors and optimizer state the first time they appear, exactly
 where eager PyTorch would have them. Backends differ only in how they compute.
+
+Part of ``graphc.runtime`` (what runs a compiled step, below the front end that traces it):
+the base class every backend's executable derives from, and the interpreter backend.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ from typing import Any
 import numpy as np
 import sympy
 
-from .interpreter import run_graph
-from .ir import Graph
-from .ir import shapes as sh
-from .tensor import Tensor
-from .trace import Signature
+from graphc._context import Mismatch
+from graphc.interpreter import run_graph
+from graphc.ir import Graph
+from graphc.ir import shapes as sh
+from graphc.tensor import Tensor
+from graphc.trace import Signature
 
 
 def check_shape_guards(sig: Signature, env: dict) -> None:
@@ -37,8 +41,6 @@ def _number_like(v: Any) -> bool:
         isinstance(v, np.ndarray) and v.size == 1)
 
 
-class Mismatch(Exception):
-    """A call does not fit a variant's specialisation (the caller selects another)."""
 
 
 def slow_check(sig: Signature) -> None:
@@ -167,7 +169,7 @@ class Runtime:
             opt, p, key = src.ref
             return np.array(p in opt.state and opt.state[p].get(key) is not None)
         if k == "seed":
-            from . import random as grandom
+            from graphc import random as grandom
 
             return np.array(grandom.next_seed(), np.int64)
         if k == "hyper":
@@ -237,8 +239,8 @@ class InterpreterExecutable(Runtime):
 
     def call(self, args: tuple) -> Any:
         """Run with user arguments and return the step's result structure."""
-        from .tensor_ops import as_tensor
-        from .trace import unflatten
+        from graphc.tensor_ops import as_tensor
+        from graphc.trace import unflatten
 
         arrays = [np.asarray(a.numpy() if isinstance(a, Tensor) else a) for a in args]
         return unflatten(self.sig.output_tree, [as_tensor(o) for o in self.run(arrays)])
@@ -250,7 +252,7 @@ class InterpreterExecutable(Runtime):
         feeds = {n.attrs["name"]: self.source_value(n, args) for n in self.input_nodes}
         outs, ups = run_graph(self.graph, feeds)
         if self.graph.meta.get("finite_flags"):
-            from .checks import NonFiniteError, first_nonfinite, nonfinite_message
+            from graphc.checks import NonFiniteError, first_nonfinite, nonfinite_message
 
             bad = first_nonfinite(self.graph, outs, ups)
             if bad is not None:

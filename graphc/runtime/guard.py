@@ -22,9 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from graphc.codegen.abi import TABLE_FIXED
 from graphc.ir import shapes as sh
-
-from .lower import TABLE_FIXED
 
 
 def _range(a: np.ndarray) -> tuple[int, int]:

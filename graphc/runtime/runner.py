@@ -22,10 +22,9 @@ import sympy
 from graphc._context import hyper_epoch, state_epoch
 from graphc.autograd import _state as grad_mode_state
 from graphc.autograd import is_grad_enabled
-from graphc.executable import Mismatch, _number_like, check_shape_guards, slow_check
+from graphc.codegen.abi import TABLE_FIXED
+from graphc.runtime.executable import Mismatch, _number_like, check_shape_guards, slow_check
 from graphc.tensor import Tensor, _OutNode, _ScalarOutNode
-
-from .lower import TABLE_FIXED
 
 # references to a published .grad tensor and to its array that graphc itself holds when the
 # wrapper tests them (parameter slot + local + getrefcount's argument; node, table cache,
@@ -143,7 +142,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
     """Generate ``run(args) -> list[np.ndarray]`` for a ``CPUExecutable``.
 
     ``safe=False`` leaves out the aliasing check and the interrupt-safe publishing (see
-    ``codegen/guard.py``); only ``benchmarks/overhead.py`` uses it, to measure what they cost.
+    ``runtime/guard.py``); only ``benchmarks/overhead.py`` uses it, to measure what they cost.
     """
     sig = exe.sig
     g = exe.graph

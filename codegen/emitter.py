@@ -1,0 +1,340 @@
+"""The kernel emitter: one LLVM function computing one materialized node (or a loop group).
+
+``KernelEmitter`` owns what every CPU kernel needs: the function and its ``noalias`` buffer
+arguments, the symbol values, loop nests, index arithmetic (strides, views, padding), loads
+and stores (bounds-checked in debug builds), index checks that stop the step with an error
+code, and ``value(n, idx)``, which fuses an expression node inline through the elementwise
+rules. Family kernels (``codegen.reduce``, ``codegen.matmul``, ``codegen.conv`` ...) and the
+PTX backend's ``PTXKernel`` build on it; the entry function (``codegen.lower``) creates one
+per kernel. It sits between the elementwise rules, which it calls, and the kernel families,
+which call it.
+
+``lower`` (the first argument) is the module being built: ``codegen.lower.Lowering`` or the
+PTX program; the emitter reads its ``module``, ``symbols``, ``plan``, ``mat_ids``, ``debug``
+and ``wide``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+
+from graphc.ir import Node
+from graphc.ir import dtypes as dt
+from graphc.ir import shapes as sh
+
+from .abi import ERR_BOUNDS, ERR_INDEX, ERR_OK
+from .elementwise import ELEMENT_RULES
+from .llvm_util import I8, I8P, I32, I64, SymEmitter, fconst, for_range, i64, mem_type, reg_type
+from .views import VIEW_OPS, contiguous_strides, strided_view
+
+
+class KernelEmitter:
+    """Emits one kernel function: loops over a node's index space, values computed inline."""
+
+    debug = False  # bounds checks (set per instance; subclasses with their own __init__: off)
+
+    def __init__(self, lower: Any, node: Node, name: str,
+                 group: list[Node] | None = None) -> None:
+        self.L = lower
+        self.node = node
+        # a loop group computes several nodes per index (``Plan.groups``): members read
+        # earlier members' values from ``cache`` (registers), never from their buffers
+        self.members = group or [node]
+        self.cache: dict[int, ir.Value] = {}
+        virtual = getattr(getattr(lower, "plan", None), "virtual", set())
+        self.stored = [m for m in self.members if m.id not in virtual]
+        # buffers this kernel reads: materialized/input nodes reachable through expressions
+        self.buffers: list[Node] = []
+        skip = {m.id for m in self.members} if group else set()
+        for m in self.members:
+            self._collect(m, top=True, skip=skip)
+        mod = lower.module
+        arg_types = [I8P for _ in self.stored] + [I8P for _ in self.buffers] + [
+            I8P, I64.as_pointer(), I64.as_pointer()]
+        self.fn = ir.Function(mod, ir.FunctionType(I32, arg_types), name=name)
+        self.fn.linkage = "internal"
+        for a in self.fn.args[:-2]:
+            a.add_attribute("noalias")
+        self.work = self.fn.args[-3]
+        entry = self.fn.append_basic_block("entry")
+        start = self.fn.append_basic_block("start")
+        self._allocas = ir.IRBuilder(entry)
+        self._entry_br = self._allocas.branch(start)
+        self.b = ir.IRBuilder(start)
+        self.err_block: ir.Block | None = None
+        syms_ptr = self.fn.args[-2]
+        self.err_ptr = self.fn.args[-1]
+        symvals = {s: self.b.load(self.b.gep(syms_ptr, [i64(i)], inbounds=True), name=s.name)
+                   for i, s in enumerate(lower.symbols)}
+        self.sym = SymEmitter(self.b, symvals)
+        # debug builds: buffer extents, emitted here so that they dominate every check
+        self.debug = getattr(lower, "debug", False)  # the PTX backend reuses this class
+        self.extent = {n.id: self.sym(sh.numel(n.shape)) for n in [node] + self.buffers} \
+            if self.debug else {}
+        self.ptr: dict[int, ir.Value] = {}
+        self.outs = {m.id: self.b.bitcast(a, mem_type(m.dtype).as_pointer())
+                     for m, a in zip(self.stored, self.fn.args)}
+        self.out = self.outs.get(node.id)
+        for n, a in zip(self.buffers, self.fn.args[len(self.stored):-3]):
+            self.ptr[n.id] = self.b.bitcast(a, mem_type(n.dtype).as_pointer())
+
+    def _is_buffer(self, n: Node) -> bool:
+        return n.op == "input" or n.id in self.L.mat_ids
+
+    def _collect(self, n: Node, top: bool = False, skip: set[int] | frozenset = frozenset()
+                 ) -> None:
+        seen: set[int] = set()
+        stack = list(n.inputs) if top else [n]
+        while stack:
+            x = stack.pop()
+            if x.id in seen or x.id in skip:
+                continue
+            seen.add(x.id)
+            if self._is_buffer(x):
+                if all(x is not y for y in self.buffers):
+                    self.buffers.append(x)
+                continue
+            stack.extend(x.inputs)
+
+    # -- index helpers -------------------------------------------------------------------
+    def linear(self, idx: list[ir.Value], strides: list[Any]) -> ir.Value:
+        b = self.b
+        terms = []
+        for i, s in zip(idx, strides):
+            if (isinstance(s, int) and s == 0) or (isinstance(i, ir.Constant)
+                                                   and i.constant == 0):
+                continue
+            terms.append(i if (isinstance(s, int) and s == 1)
+                         else b.mul(i, self.sym(s), flags=("nsw",)))
+        if not terms:
+            return i64(0)
+        out = terms[0]
+        for t in terms[1:]:
+            out = b.add(out, t, flags=("nsw",))
+        return out
+
+    def alloca(self, t: ir.Type) -> ir.Value:
+        """A stack slot in the entry block (allocas inside loops would grow the stack)."""
+        self._allocas.position_before(self._entry_br)
+        return self._allocas.alloca(t)
+
+    def load_buffer(self, n: Node, idx: list[ir.Value], strides: list[Any] | None = None
+                    ) -> ir.Value:
+        strides = contiguous_strides(n.shape) if strides is None else strides
+        lin = self.linear(idx, strides)
+        if self.debug:
+            self.check_bounds(lin, n)
+        ptr = self.b.gep(self.ptr[n.id], [lin], inbounds=True)
+        v = self.b.load(ptr)
+        if n.dtype is dt.bool_:
+            v = self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+        return v
+
+    def store_out(self, idx: list[ir.Value], v: ir.Value) -> None:
+        ptr = self.out_ptr(idx)
+        if self.node.dtype is dt.bool_:
+            v = self.b.zext(v, I8)
+        self.b.store(v, ptr)
+
+    def out_ptr(self, idx: list[ir.Value]) -> ir.Value:
+        lin = self.linear(idx, contiguous_strides(self.node.shape))
+        if self.debug:
+            self.check_bounds(lin, self.node)
+        return self.b.gep(self.out, [lin], inbounds=True)
+
+    def check_bounds(self, lin: ir.Value, buf: Node) -> None:
+        """Debug builds: stop with ERR_BOUNDS (node, element, extent) unless ``lin`` is an
+        element of ``buf``'s buffer."""
+        b = self.b
+        size = self.extent[buf.id]
+        bad = b.icmp_unsigned(">=", lin, size)
+        ok = self.fn.append_basic_block("bounds.ok")
+        fail = self.fn.append_basic_block("bounds.bad")
+        b.cbranch(bad, fail, ok)
+        b.position_at_end(fail)
+        for j, v in enumerate((i64(ERR_BOUNDS), i64(self.L.plan.node_index[self.node.id]),
+                               lin, size)):
+            b.store(v, b.gep(self.err_ptr, [i64(j)], inbounds=True))
+        b.ret(ir.Constant(I32, ERR_BOUNDS))
+        b.position_at_end(ok)
+
+    # -- values --------------------------------------------------------------------------
+    def value(self, n: Node, idx: list[ir.Value]) -> ir.Value:
+        """The value of node ``n`` at multi-index ``idx`` (fusing expressions inline)."""
+        if n.id in self.cache:  # an earlier loop-group member, read at its own index
+            return self.cache[n.id]
+        if self._is_buffer(n):
+            return self.load_buffer(n, idx)
+        return self.compute(n, idx)
+
+    def compute(self, n: Node, idx: list[ir.Value]) -> ir.Value:
+        """Like ``value`` but never loads ``n`` itself (used for the node being computed)."""
+        if n.op == "pad":
+            return self._padded(n, idx)
+        if n.op in VIEW_OPS:
+            sv = strided_view(n, lambda m: m is not n and self._is_buffer(m))
+            if sv is not None:
+                base, strides = sv
+                return self.load_buffer(base, idx, strides)
+            return self.value(n.inputs[0], self.map_index(n, idx))
+        rule = ELEMENT_RULES.get(n.op)
+        if rule is None:
+            raise NotImplementedError(f"no CPU lowering for op {n.op!r} used as an expression")
+        return rule(self, n, idx)
+
+    def _padded(self, n: Node, idx: list[ir.Value]) -> ir.Value:
+        """Zero padding without branches: clamp the index into the source, load, select.
+
+        The clamped load is always in bounds, so the loop stays straight-line code that
+        LLVM can vectorise; positions in the padding select zero.
+        """
+        b = self.b
+        src = n.inputs[0].shape
+        inside: ir.Value | None = None
+        sub = []
+        for i, (d, (lo, _)) in zip(idx, zip(src, n.attrs["pads"])):
+            if isinstance(lo, int) and lo == 0 and sh.same(d, n.shape[len(sub)]):
+                sub.append(i)
+                continue
+            j = b.sub(i, self.sym(lo)) if not (isinstance(lo, int) and lo == 0) else i
+            ok = b.and_(b.icmp_signed(">=", j, i64(0)), b.icmp_signed("<", j, self.sym(d)))
+            inside = ok if inside is None else b.and_(inside, ok)
+            top = b.sub(self.sym(d), i64(1))
+            j = b.select(b.icmp_signed("<", j, i64(0)), i64(0), j)
+            sub.append(b.select(b.icmp_signed(">", j, top), top, j))
+        v = self.value(n.inputs[0], sub)
+        if inside is None:
+            return v
+        t = reg_type(n.dtype)
+        zero = fconst(t, 0.0) if n.dtype.is_float else ir.Constant(t, 0)
+        return b.select(inside, v, zero)
+
+    def map_index(self, n: Node, idx: list[ir.Value]) -> list[ir.Value]:
+        """Index into ``n.inputs[0]`` for index ``idx`` of view node ``n``."""
+        src = n.inputs[0].shape
+        if n.op == "detach":
+            return idx
+        if n.op == "slice":
+            out = []
+            for i, b0, st in zip(idx, n.attrs["starts"], n.attrs["steps"]):
+                j = i if st == 1 else self.b.mul(i, i64(st), flags=("nsw",))
+                out.append(j if (isinstance(b0, int) and b0 == 0)
+                           else self.b.add(j, self.sym(b0), flags=("nsw",)))
+            return out
+        if n.op == "permute":
+            out: list[Any] = [None] * len(idx)
+            for i, p in enumerate(n.attrs["perm"]):
+                out[p] = idx[i]
+            return out
+        if n.op == "expand":
+            return [i64(0) if (s == 1 and not sh.same(d, 1)) else i
+                    for s, d, i in zip(src, n.shape, idx)]
+        # reshape: linearise in the output shape, delinearise in the input shape
+        lin = self.linear(idx, contiguous_strides(n.shape))
+        res = []
+        for s, d in zip(contiguous_strides(src), src):
+            q = self.b.sdiv(lin, self.sym(s)) if s != 1 else lin
+            res.append(self.b.srem(q, self.sym(d)) if d != 1 else i64(0))
+        return res
+
+    def error_exit(self) -> ir.Block:
+        if self.err_block is None:
+            cur = self.b.block
+            self.err_block = self.fn.append_basic_block("error")
+            self.b.position_at_end(self.err_block)
+            self.b.ret(ir.Constant(I32, ERR_INDEX))
+            self.b.position_at_end(cur)
+        return self.err_block
+
+    def check_index(self, ix: ir.Value, size: Any, pos: ir.Value, node: Node | None = None
+                    ) -> None:
+        """Branch to the error exit (recording node, position, value) when ix ∉ [0, size).
+
+        ``node`` is the indexing op (it may be computed inline inside another node's kernel);
+        its index lets the runtime name the offending argument."""
+        b = self.b
+        bad = b.icmp_unsigned(">=", ix, self.sym(size))
+        ok = self.fn.append_basic_block("idx.ok")
+        fail = self.fn.append_basic_block("idx.bad")
+        b.cbranch(bad, fail, ok)
+        b.position_at_end(fail)
+        b.store(i64(self.L.plan.node_index[(node or self.node).id]),
+                b.gep(self.err_ptr, [i64(1)], inbounds=True))
+        b.store(pos, b.gep(self.err_ptr, [i64(2)], inbounds=True))
+        b.store(ix, b.gep(self.err_ptr, [i64(3)], inbounds=True))
+        b.store(i64(ERR_INDEX), self.err_ptr)
+        b.branch(self.error_exit())
+        b.position_at_end(ok)
+
+    # -- loop nests ----------------------------------------------------------------------
+    def loops(self, shape: tuple, body: Any, order: list[int] | None = None) -> None:
+        dims = list(range(len(shape))) if order is None else order
+        idx: list[Any] = [None] * len(shape)
+
+        def rec(k: int) -> None:
+            if k == len(dims):
+                body(idx)
+                return
+            d = dims[k]
+            if shape[d] == 1:
+                idx[d] = i64(0)
+                rec(k + 1)
+                return
+            with for_range(self.b, i64(0), self.sym(shape[d]), name=f"i{d}") as i:
+                idx[d] = i
+                rec(k + 1)
+
+        rec(0)
+
+    def finish(self) -> None:
+        self.b.ret(ir.Constant(I32, ERR_OK))
+
+
+def emit_elementwise(k: KernelEmitter) -> None:
+    n = k.node
+    rule = ELEMENT_RULES.get(n.op)
+    if n.op in VIEW_OPS or rule is not None:
+        def body(idx: list[ir.Value]) -> None:
+            k.store_out(idx, k.compute(n, idx))
+
+        k.loops(n.shape, body)
+        return
+    raise NotImplementedError(f"no CPU kernel for op {n.op!r}")
+
+
+def emit_group(k: KernelEmitter) -> None:
+    """One loop for a loop group: each member's value at the index, in order, stored unless
+    the member is group-internal."""
+    def body(idx: list[ir.Value]) -> None:
+        for m in k.members:
+            k.node, k.out = m, k.outs.get(m.id)
+            v = k.compute(m, idx)
+            k.cache[m.id] = v
+            if k.out is not None:
+                k.store_out(idx, v)
+        k.node = k.members[0]
+
+    k.loops(k.members[0].shape, body)
+
+
+def loops_into(k: KernelEmitter, shape: tuple, dims: list[int], idx: list[Any], body: Any
+                ) -> None:
+    def rec(j: int) -> None:
+        if j == len(dims):
+            body(idx)
+            return
+        d = dims[j]
+        if shape[d] == 1:
+            idx[d] = i64(0)
+            rec(j + 1)
+            return
+        with for_range(k.b, i64(0), k.sym(shape[d]), name=f"r{d}") as i:
+            idx[d] = i
+            rec(j + 1)
+
+    rec(0)
+
+
+__all__ = ["KernelEmitter", "emit_elementwise", "emit_group", "loops_into"]

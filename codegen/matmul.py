@@ -1,0 +1,106 @@
+"""The matrix-product kernel family (``matmul``) for the CPU backend.
+
+The kernel addresses both operands through strided views (a transposed weight is the same
+buffer read with swapped strides) and calls the GEMM routines of ``codegen.gemm`` for floats;
+integer products use plain loops. Its scratch is one packing area per thread, which the
+planner reserves through the ``workspace`` hook. Separate from ``codegen.gemm``, which only
+builds GEMM routines (no graph nodes, no kernel emitter), so the AOT and JIT paths can compile
+and cache those on their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphc.ir import Node
+from graphc.ir import shapes as sh
+
+from .abi import align
+from .emitter import KernelEmitter
+from .gemm import choose_tile, emit_gemm_call, workspace_bytes
+from .kernels import Kernel, register
+from .llvm_util import FAST_ADD, REDUCE_FLAGS, fconst, for_range, i64, reg_type
+from .views import contiguous_strides, strided_view
+
+
+def workspace(n: Node, wide: bool) -> Any:
+    """Packing workspace of a float matmul: one area per thread (0 for integer products)."""
+    if not n.dtype.is_float:
+        return 0
+    t = choose_tile(n.shape[-1], wide, n.dtype.itemsize)
+    need = workspace_bytes(n.shape[-2], n.shape[-1], n.inputs[0].shape[-1], t,
+                           n.dtype.itemsize)
+    return 2 * align(need)
+
+
+def emit(k: KernelEmitter) -> None:
+    """``C = A @ B`` (batched over leading dims): the packed, tiled GEMM for floats, split over
+    two threads when that pays (``codegen.gemm``); plain loops for integers."""
+    n = k.node
+    a, bnode = n.inputs
+    sa = strided_view(a, k._is_buffer)
+    sb = strided_view(bnode, k._is_buffer)
+    assert sa is not None and sb is not None, "matmul operands must be addressable"
+    (abuf, ast), (bbuf, bst) = sa, sb
+    nb = len(n.shape) - 2
+    M, N = n.shape[-2], n.shape[-1]
+    K = a.shape[-1]
+    b = k.b
+    t = reg_type(n.dtype)
+    out_st = contiguous_strides(n.shape)
+
+    def batch_body(bidx: list[Any]) -> None:
+        if n.dtype.is_float:
+            tile = choose_tile(N, k.L.wide, n.dtype.itemsize)
+            origin = b.gep(k.out, [k.linear(bidx + [i64(0), i64(0)], out_st)], inbounds=True)
+            zero2 = [i64(0), i64(0)]
+            pa = b.gep(k.ptr[abuf.id], [k.linear(bidx + zero2, ast)], inbounds=True)
+            pb = b.gep(k.ptr[bbuf.id], [k.linear(bidx + zero2, bst)], inbounds=True)
+            args = [pa, k.sym(ast[-2]), k.sym(ast[-1]), pb, k.sym(bst[-2]), k.sym(bst[-1]),
+                    origin, k.sym(out_st[-2]), k.sym(M), k.sym(N), k.sym(K)]
+            wbytes = k.sym(align(workspace_bytes(M, N, K, tile, n.dtype.itemsize)))
+            if k.debug and not any(isinstance(d, int) and d == 0 for d in (M, N, K)):
+                # the GEMM's first and last element of each operand must be in range
+                last = [k.sym(sh.dim(d - 1)) for d in (M, K, N)]
+                for buf, st, i0, i1 in ((abuf, ast, last[0], last[1]),
+                                        (bbuf, bst, last[1], last[2])):
+                    k.check_bounds(k.linear(bidx + zero2, st), buf)
+                    k.check_bounds(k.linear(bidx + [i0, i1], st), buf)
+                k.check_bounds(k.linear(bidx + [last[0], last[2]], out_st), n)
+            emit_gemm_call(b, k.L.module, k.alloca, tile, t, args, k.work, wbytes,
+                           k.L.run2_global())
+            return
+        if sh.same(bst[-1], 1) or not sh.same(bst[-2], 1):
+            # i-k-j: broadcast A[m,k] along a contiguous row of B (vectorises over n)
+            with for_range(b, i64(0), k.sym(M), name="m") as m:
+                with for_range(b, i64(0), k.sym(N), name="n0") as j:
+                    b.store(fconst(t, 0.0), k.out_ptr(bidx + [m, j]))
+                with for_range(b, i64(0), k.sym(K), name="k") as kk:
+                    av = k.load_buffer(abuf, bidx + [m, kk], ast)
+                    with for_range(b, i64(0), k.sym(N), name="n") as j:
+                        ptr = k.out_ptr(bidx + [m, j])
+                        bv = k.load_buffer(bbuf, bidx + [kk, j], bst)
+                        b.store(b.fadd(b.load(ptr), b.fmul(av, bv, flags=FAST_ADD),
+                                       flags=FAST_ADD), ptr)
+        else:
+            # dot products along k (B is k-contiguous, as for x @ W.T)
+            with for_range(b, i64(0), k.sym(M), name="m") as m:
+                with for_range(b, i64(0), k.sym(N), name="n") as j:
+                    acc = k.alloca(t)
+                    b.store(fconst(t, 0.0), acc)
+                    with for_range(b, i64(0), k.sym(K), name="k") as kk:
+                        av = k.load_buffer(abuf, bidx + [m, kk], ast)
+                        bv = k.load_buffer(bbuf, bidx + [kk, j], bst)
+                        b.store(b.fadd(b.load(acc), b.fmul(av, bv, flags=REDUCE_FLAGS),
+                                       flags=REDUCE_FLAGS), acc)
+                    b.store(b.load(acc), k.out_ptr(bidx + [m, j]))
+
+    if nb:
+        k.loops(tuple(n.shape[:nb]), lambda bidx: batch_body(list(bidx)))
+    else:
+        batch_body([])
+
+
+KERNEL = register(Kernel("matmul", ("matmul",), emit, workspace=workspace, dense_operands=True))
+
+__all__ = ["emit", "workspace", "KERNEL"]

@@ -1,0 +1,386 @@
+"""Kernel and memory planning: which nodes get buffers, which kernels run as one loop, where
+every buffer lives in the scratch arena.
+
+A node gets its own buffer (is *materialized*) when it is a family kernel's output (a
+reduction, a matmul, a convolution, a scatter: ``codegen.kernels``), a graph output or
+update, or when its value is used by more than one consumer; every other node is an
+*expression* that its consumer recomputes inline at each index, so chains of elementwise ops,
+broadcasts, transposes and reshapes fuse into their consumer's loop. Updates whose kernel can
+safely write over the old state do so in place (``_plan_direct_writes``); runs of same-shaped
+elementwise kernels become one loop (``_plan_groups``); buffers reuse the space of buffers
+whose last reader has run (``_assign_offsets``).
+
+The plan is data (``Plan``), shared by the CPU entry function (``codegen.lower``), the PTX
+program (``codegen.ptx``), the printed plan (``codegen.plan_text``) and ``graphc.explain``;
+it is separate from the emitters because none of it emits code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from graphc.ir import Graph, Node
+from graphc.ir import ops as gops
+from graphc.ir import shapes as sh
+
+from .abi import align
+from .elementwise import ELEMENT_RULES
+from .families import KERNELS, kernel_for
+from .views import VIEW_OPS, strided_view
+
+CHECKED_OPS = ("gather", "scatter_add")  # ops whose kernels may stop with an error code
+
+
+def _dense_operands(n: Node) -> bool:
+    """Whether ``n``'s kernel reads every operand element many times (matmul, convolution,
+    pooling): its operands then get their own buffers (or are buffers seen through strided
+    views) instead of being recomputed inline."""
+    kern = KERNELS.get(n.op)
+    return kern is not None and kern.dense_operands
+
+
+@dataclass
+class Plan:
+    graph: Graph
+    order: list[Node]
+    materialized: list[Node]  # non-input nodes with buffers, in execution order
+    offsets: dict[int, Any] = field(default_factory=dict)  # node id -> byte offset (sympy)
+    scratch_bytes: Any = 0
+    work_offset: Any = 0  # GEMM packing workspace (shared: kernels run one at a time)
+    no_reuse_bytes: Any = 0  # what the buffers would take without reuse (for reports)
+    direct: dict[int, int] = field(default_factory=dict)  # node id -> update it writes in place
+    input_index: dict[int, int] = field(default_factory=dict)  # node id -> input slot
+    node_index: dict[int, int] = field(default_factory=dict)  # node id -> printed index
+    # loop groups: runs of same-shaped elementwise kernels emitted as one loop (see
+    # ``_plan_groups``); ``group_of`` maps a member's id to its group's index in ``groups``
+    groups: list[list[Node]] = field(default_factory=list)
+    group_of: dict[int, int] = field(default_factory=dict)
+    virtual: set[int] = field(default_factory=set)  # group-internal values: no buffer
+
+    def units(self) -> list[list[Node]]:
+        """Kernels in execution order: a loop group, or a single materialized node."""
+        out: list[list[Node]] = []
+        for n in self.materialized:
+            gi = self.group_of.get(n.id)
+            if gi is None:
+                out.append([n])
+            elif self.groups[gi][0] is n:
+                out.append(self.groups[gi])
+        return out
+
+
+def nbytes(n: Node) -> Any:
+    return sh.numel(n.shape) * n.dtype.itemsize
+
+
+def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = False) -> Plan:
+    """Decide which nodes get buffers and lay them out in the scratch arena.
+
+    ``debug``: every kernel may stop with a bounds error, so no update is written in place
+    (a failing debug step must still change nothing). ``loop_groups``: merge runs of
+    same-shaped elementwise kernels into single loops (the CPU backend; see
+    ``_plan_groups``)."""
+    order = g.nodes()
+    users: dict[int, list[Node]] = {n.id: [] for n in order}
+    for n in order:
+        for x in n.inputs:
+            users[x.id].append(n)
+    roots = {n.id for n in g.roots}
+
+    eff_cache: dict[int, int] = {}
+
+    def eff_users(n: Node) -> int:
+        if n.id in eff_cache:
+            return eff_cache[n.id]
+        c = 1 if n.id in roots else 0
+        for u in users[n.id]:
+            c += eff_users(u) if (u.op in VIEW_OPS and u.id not in roots) else 1
+        eff_cache[n.id] = c
+        return c
+
+    mat: set[int] = set()
+    for n in order:
+        if n.op == "input":
+            continue
+        if n.id in roots or n.op in KERNELS:
+            mat.add(n.id)
+        elif n.op not in VIEW_OPS and n.op not in ("const", "iota") and eff_users(n) > 1:
+            mat.add(n.id)
+    # matmul/conv operands must be addressable with strides: a buffer seen through views
+    for n in order:
+        if _dense_operands(n):
+            for x in n.inputs:
+                base = x
+                while base.op in VIEW_OPS:
+                    base = base.inputs[0]
+                if base.op != "input" and base.id not in mat:
+                    mat.add(base.id)
+                if strided_view(x, lambda m: m.op == "input" or m.id in mat) is None:
+                    mat.add(x.id)
+    materialized = [n for n in order if n.id in mat]
+    if loop_groups and not debug:
+        materialized = _hoist_scalars(materialized, mat)
+    p = Plan(g, order, materialized)
+    if not debug:
+        _plan_direct_writes(p, mat)
+        if loop_groups:
+            _plan_groups(p, mat)
+    off = _assign_offsets(p, mat, roots)
+    needs: list[Any] = []
+    for n in materialized:
+        kern = kernel_for(n)
+        need = kern.workspace(n, wide) if kern is not None else 0  # GEMM packing, conv grids
+        if not (isinstance(need, int) and need == 0):
+            needs.append(need)
+    work = _max_of(needs)
+    p.work_offset = off
+    p.scratch_bytes = sh.dim(off + align(work))
+    p.input_index = {n.id: i for i, n in enumerate(g.inputs)}
+    k = 0
+    for n in order:
+        if n.op != "input":
+            p.node_index[n.id] = k
+            k += 1
+    return p
+
+
+def _max_of(xs: list[Any]) -> Any:
+    """max of sizes (ints or sympy expressions), 0 for none. Symbolic terms stay an
+    unevaluated ``Max``: sympy's pairwise simplification of a few dozen GEMM workspace
+    expressions took a quarter of a small step's compile time, and the arena only needs
+    the value at run time."""
+    ints = [x for x in xs if isinstance(x, int)]
+    syms = list(dict.fromkeys(x for x in xs if not isinstance(x, int)))
+    if not syms:
+        return max(ints, default=0)
+    terms = syms + ([max(ints)] if ints else [])
+    return terms[0] if len(terms) == 1 else sympy.Max(*terms, evaluate=False)
+
+
+def reads_of(n: Node, mat: set[int]) -> list[Node]:
+    """Buffers (materialized or input nodes) that the kernel computing ``n`` reads."""
+    out: list[Node] = []
+    seen: set[int] = set()
+    stack = list(n.inputs)
+    while stack:
+        x = stack.pop()
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        if x.op == "input" or x.id in mat:
+            out.append(x)
+        else:
+            stack.extend(x.inputs)
+    return out
+
+
+def closure_of(n: Node, mat: set[int]) -> list[Node]:
+    """``n`` and the expression nodes its kernel computes inline."""
+    out, seen, stack = [n], {n.id}, list(n.inputs)
+    while stack:
+        x = stack.pop()
+        if x.id in seen or x.op == "input" or x.id in mat:
+            continue
+        seen.add(x.id)
+        out.append(x)
+        stack.extend(x.inputs)
+    return out
+
+
+def _pointwise(v: Node, old: Node, mat: set[int]) -> bool:
+    """True when every read of ``old`` in ``v``'s kernel is at ``v``'s own index (only
+    elementwise ops between them), so writing ``v`` over ``old`` in place is safe."""
+    closure = closure_of(v, mat)
+    ids = {x.id for x in closure}
+    memo: dict[int, bool] = {}
+
+    def reaches(x: Node) -> bool:
+        if x is old:
+            return True
+        if x.id not in ids:
+            return False
+        if x.id not in memo:
+            memo[x.id] = any(reaches(y) for y in x.inputs)
+        return memo[x.id]
+
+    return all(gops.OP_INFO[x.op].kind == "elementwise" for x in closure if reaches(x))
+
+
+def _plan_direct_writes(p: Plan, mat: set[int]) -> None:
+    """Let an update's kernel write straight into the state buffer when that is safe.
+
+    Safe means: no kernel after it reads the old state, its own reads of the old state are
+    pointwise, and no kernel that can fail (an index check) runs after it — so a failing step
+    still changes nothing. This removes a scratch copy and a commit ``memcpy`` per update.
+    """
+    g = p.graph
+    index = {n.id: i for i, n in enumerate(p.materialized)}
+    reads = [{x.id for x in reads_of(n, mat)} for n in p.materialized]
+    flags = {n.id for n in g.meta.get("finite_flags", ())}  # check_finite: may stop too
+    may_fail = [i for i, n in enumerate(p.materialized)
+                if n.id in flags or any(x.op in CHECKED_OPS for x in closure_of(n, mat))]
+    last_fail = max(may_fail, default=-1)
+    by_name = {n.attrs["name"]: n for n in g.inputs}
+    outputs = {o.id for o in g.outputs}
+    for j, (slot, v) in enumerate(g.updates):
+        i = index.get(v.id)
+        if i is None or i <= last_fail or v.id in p.direct or v.id in outputs:
+            continue
+        old = by_name.get(slot)
+        if old is not None:
+            readers = [k for k, r in enumerate(reads) if old.id in r]
+            if any(k > i for k in readers):
+                continue
+            if i in readers and not _pointwise(v, old, mat):
+                continue
+        p.direct[v.id] = j
+
+
+def _is_scalar(n: Node) -> bool:
+    return all(isinstance(d, int) and d == 1 for d in n.shape)
+
+
+def _hoist_scalars(materialized: list[Node], mat: set[int]) -> list[Node]:
+    """Move one-element kernels (hyperparameter casts, ``1 - dampening``, a loss divisor) to
+    just after the last kernel they read: left where the topological order put them, they sit
+    between the optimizer's per-tensor loops and keep those loops from merging."""
+    out: list[Node] = []
+    for n in materialized:
+        if not _is_scalar(n):
+            out.append(n)
+            continue
+        deps = {x.id for x in reads_of(n, mat)}
+        at = max((i + 1 for i, m in enumerate(out) if m.id in deps), default=0)
+        out.insert(at, n)
+    return out
+
+
+def _groupable(n: Node, mat: set[int], flags: set[int]) -> bool:
+    """A kernel that is one plain loop over its own shape and can never stop early."""
+    return (n.op not in KERNELS and (n.op in VIEW_OPS or n.op in ELEMENT_RULES)
+            and n.id not in flags and not _is_scalar(n)
+            and not any(x.op in CHECKED_OPS for x in closure_of(n, mat)))
+
+
+def _plan_groups(p: Plan, mat: set[int]) -> None:
+    """Merge runs of consecutive same-shaped elementwise kernels into one loop.
+
+    An optimizer step is a chain of such kernels per parameter (``g + wd * p``; the momentum
+    buffer, written in place; the parameter, written in place): as separate loops each pass
+    streams the whole tensor through the caches again, and the value shared by two
+    consumers gets a buffer of its own. In one loop every value is loaded once, a member's
+    result is reused from registers by later members, and a member that only later members
+    read needs no buffer at all (``Plan.virtual``).
+
+    A kernel joins the run when it has the run's shape, every read of an earlier member is
+    at its own index (only elementwise ops between them), and, if it writes a state buffer
+    in place, every earlier member reads that state's old value at its own index too — so
+    interleaving the loops changes no value any of them reads. Kernels that may stop early
+    (index checks, check_finite flags) never join: a failing step must change nothing.
+    """
+    g = p.graph
+    flags = {n.id for n in g.meta.get("finite_flags", ())}
+    roots = {n.id for n in g.roots}
+    by_name = {n.attrs["name"]: n for n in g.inputs}
+    slots = [s for s, _ in g.updates]
+    reads = {n.id: {x.id for x in reads_of(n, mat)} for n in p.materialized}
+
+    def fits(run: list[Node], n: Node) -> bool:
+        first = run[0]
+        if len(n.shape) != len(first.shape) or not all(
+                sh.same(a, b) for a, b in zip(n.shape, first.shape)):
+            return False
+        for e in run:
+            if e.id in reads[n.id] and not _pointwise(n, e, mat):
+                return False
+        if n.id in p.direct:
+            old = by_name.get(slots[p.direct[n.id]])
+            if old is not None and any(old.id in reads[e.id] and not _pointwise(e, old, mat)
+                                       for e in run):
+                return False
+        return True
+
+    runs: list[list[Node]] = []
+    cur: list[Node] = []
+    for n in p.materialized:
+        if _groupable(n, mat, flags):
+            if cur and fits(cur, n):
+                cur.append(n)
+                continue
+            runs.append(cur)
+            cur = [n]
+        else:
+            runs.append(cur)
+            cur = []
+    runs.append(cur)
+    for run in runs:
+        if len(run) < 2:
+            continue
+        gi = len(p.groups)
+        p.groups.append(run)
+        ids = {m.id for m in run}
+        for m in run:
+            p.group_of[m.id] = gi
+        for m in run:
+            if m.id in roots or m.id in p.direct:
+                continue
+            readers = [n for n in p.materialized if m.id in reads[n.id]]
+            if readers and all(r.id in ids for r in readers):
+                p.virtual.add(m.id)
+
+
+def _provably_ge(a: Any, b: Any) -> bool:
+    """a >= b for every positive value of the symbols (polynomials with nonneg coefficients)."""
+    d = sympy.expand(sympy.sympify(a) - sympy.sympify(b))
+    if d.is_number:
+        return bool(d >= 0)
+    poly = d.as_poly()
+    return poly is not None and all(c >= 0 for c in poly.coeffs())
+
+
+def _assign_offsets(p: Plan, mat: set[int], roots: set[int]) -> Any:
+    """Memory planning: buffers get arena offsets, reusing space whose last reader has run.
+
+    A buffer is live from its kernel until the last kernel that reads it (outputs and state
+    updates stay live to the end: they are committed after the last kernel). A freed block is
+    reused by a later buffer that provably fits in it for every value of the batch symbols.
+    Returns the arena size before the GEMM workspace.
+    """
+    index = {n.id: i for i, n in enumerate(p.materialized)}
+    end = len(p.materialized)
+    # a loop group runs its members interleaved: what any member reads stays live to the
+    # group's last member, and no member reuses a block freed inside the group
+    first_of = {n.id: index[grp[0].id] for grp in p.groups for n in grp}
+    last_of = {n.id: index[grp[-1].id] for grp in p.groups for n in grp}
+    last = {n.id: (end if n.id in roots else last_of.get(n.id, index[n.id]))
+            for n in p.materialized}
+    for i, n in enumerate(p.materialized):
+        for x in reads_of(n, mat):
+            if x.id in last and x.id not in roots:
+                last[x.id] = max(last[x.id], last_of.get(n.id, i))
+    free: list[tuple[Any, Any]] = []  # (offset, size)
+    live: list[tuple[int, Any, Any]] = []  # (last use, offset, size)
+    top: Any = 0
+    for i, n in enumerate(p.materialized):
+        start = first_of.get(n.id, i)
+        still = []
+        for lu, o, sz in live:
+            (free.append((o, sz)) if lu < start else still.append((lu, o, sz)))
+        live = still
+        if n.id in p.direct or n.id in p.virtual:
+            continue  # written straight into its state buffer, or never stored
+        need = align(nbytes(n))
+        pick = next((j for j, (_, sz) in enumerate(free) if _provably_ge(sz, need)), None)
+        if pick is not None:
+            o, sz = free.pop(pick)
+        else:
+            o, sz = top, need
+            top = sh.dim(top + need)
+        p.offsets[n.id] = o
+        live.append((last[n.id], o, sz))
+    p.no_reuse_bytes = sh.dim(sum((align(nbytes(n)) for n in p.materialized
+                                   if n.id not in p.virtual), 0))
+    return top
