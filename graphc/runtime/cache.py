@@ -6,7 +6,8 @@ vector width), and the source of the code generator itself, so a changed compile
 stale objects. A step's entry is its object code (``KEY.o``) and the keys of the GEMM library
 objects it links against (``KEY.deps``); a GEMM library is keyed by its tile shapes and the
 target, so every step with the same tiles shares one. ``GRAPHC_CACHE_DIR`` moves the cache,
-``GRAPHC_CACHE=0`` turns it off.
+``GRAPHC_CACHE=0`` turns it off. Part of ``graphc.runtime``: the executables consult it before
+asking ``graphc.codegen`` for code; its key still covers the code generator's sources.
 
 Why entries are authenticated, not just checked
 -----------------------------------------------

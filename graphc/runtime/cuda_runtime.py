@@ -7,7 +7,8 @@ without ``argtypes`` passes Python ints as 32-bit C ints and silently truncates 
 
 Errors: a missing driver or GPU raises ``NoCUDAError`` (a RuntimeError saying so) the first
 time a device is needed; every failing driver call raises ``CUDAError`` with the call's name
-and the driver's own error name and text. Nothing here runs at import time.
+and the driver's own error name and text. Nothing here runs at import time. Part of
+``graphc.runtime``: only running a PTX step needs the driver.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@
   publishing when the native step committed (``err[0] == 0``), so a ``KeyboardInterrupt``
   leaves parameters, gradients and optimizer state either untouched or fully updated.
 * **Error codes** from ``check_finite`` flags and debug bounds checks become exceptions.
+
+Part of ``graphc.runtime``: these checks happen around each call, not when code is generated.
 """
 
 from __future__ import annotations

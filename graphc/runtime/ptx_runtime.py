@@ -22,6 +22,9 @@ Coherence (the Python objects must show exactly what the CPU backend shows):
 An index error found on the device sets the error record; the commit kernels and the kernels
 that write state in place (``Plan.direct``) then write nothing, no copy-back happens, and the
 step raises IndexError with parameters unchanged.
+
+Part of ``graphc.runtime``: ``graphc.codegen.ptx`` builds the program without a GPU; only
+running it needs the driver.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ hyperparameters are written into one float64 array, and outputs are copied out o
 buffers (cheaper than fetching a fresh array's pointer).
 
 The wrapper raises ``Mismatch`` when the arguments or guards do not fit this variant; the
-caller then selects or compiles another variant (or raises a clear error).
+caller then selects or compiles another variant (or raises a clear error). Part of
+``graphc.runtime``: it runs steps (Tensors in, Tensors out) and generates no native code.
 """
 
 from __future__ import annotations
