@@ -6,8 +6,9 @@ strides), and replaces what is about *execution*: kernels are ``ptx_kernel`` fun
 ``addrspace(1)`` buffers, batch symbols arrive as ``i64`` parameters, loops over the output
 become grid-stride loops (any symbolic batch size runs with any grid), index errors set a flag
 in device memory instead of returning early (a thread that leaves a kernel early would skip
-the barriers its block waits on), and the few element rules that would call libm intrinsics
-(fatal on NVPTX) are replaced by ``ptx_math``.
+the barriers its block waits on). Element values come from the op table's expressions, which
+both backends emit (``codegen/emit.py``; transcendental functions are ``vmath``'s plain-IR
+routines, never libm calls, which NVPTX cannot lower).
 
 Kernel shapes (``BLOCK`` threads each):
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import sympy
 from llvmlite import ir
 
 from graphc.ir import Node
@@ -56,8 +56,6 @@ from .llvm_util import (
     reg_type,
 )
 from .pool import window_start
-from .ptx_math import UNARY as MATH_UNARY
-from .ptx_math import Math
 from .views import VIEW_OPS, contiguous_strides, strided_view
 
 BLOCK = 256
@@ -117,7 +115,6 @@ class PTXKernel(KernelEmitter):
         self.sym = SymEmitter(_Hoisted(hoist, self._entry_br), dict(zip(lower.symbols, syms)))
         self.out = self.fn.args[0]
         self.ptr = {n.id: a for n, a in zip(self.buffers, self.fn.args[1:len(ptrs)])}
-        self.math = Math(self.b, mod)
         self._sreg: dict[str, ir.Value] = {}
         if self.direct:
             # it overwrites state: do nothing if an earlier kernel flagged an error (the
@@ -179,7 +176,7 @@ class PTXKernel(KernelEmitter):
     # -- values ---------------------------------------------------------------------------
     def compute(self, n: Node, idx: list[ir.Value]) -> ir.Value:
         rule = PTX_RULES.get(n.op)
-        if rule is not None and (n.op not in MATH_UNARY or n.dtype.is_float):
+        if rule is not None:
             return rule(self, n, idx)
         return super().compute(n, idx)
 
@@ -227,35 +224,6 @@ class _Hoisted:
 # ---------------------------------------------------------------------------------------
 # element rules that differ from the CPU's
 # ---------------------------------------------------------------------------------------
-def _r_math(k: PTXKernel, n: Node, idx: list[ir.Value]) -> ir.Value:
-    return getattr(k.math, n.op)(k.value(n.inputs[0], idx))
-
-
-def _r_pow(k: PTXKernel, n: Node, idx: list[ir.Value]) -> ir.Value:
-    if not n.dtype.is_float:  # integer square-and-multiply: plain IR, shared with the CPU
-        return ELEMENT_RULES["pow"](k, n, idx)
-    x = k.value(n.inputs[0], idx)
-    y = k.value(n.inputs[1], idx)
-    base = n.inputs[1]
-    while base.op in ("expand", "reshape"):
-        base = base.inputs[0]
-    if base.op == "const" and not isinstance(base.attrs["value"], sympy.Basic):
-        v = float(base.attrs["value"])
-        b = k.b
-        if v == 2.0:
-            return b.fmul(x, x)
-        if v == 1.0:
-            return x
-        if v == 3.0:
-            return b.fmul(b.fmul(x, x), x)
-        if v == -1.0:
-            return b.fdiv(fconst(x.type, 1.0), x)
-        if v == 0.5:
-            return b.call(declare(k.L.module, f"llvm.sqrt.f{32 if x.type == F32 else 64}",
-                                  x.type, [x.type]), [x])
-    return k.math.pow(x, y)
-
-
 def _r_gather(k: PTXKernel, n: Node, idx: list[ir.Value]) -> ir.Value:
     x, index = n.inputs
     ax = n.attrs["axis"]
@@ -268,7 +236,7 @@ def _r_gather(k: PTXKernel, n: Node, idx: list[ir.Value]) -> ir.Value:
 
 
 PTX_RULES: dict[str, Callable[[PTXKernel, Node, list[ir.Value]], ir.Value]] = {
-    **{op: _r_math for op in MATH_UNARY}, "pow": _r_pow, "gather": _r_gather,
+    "gather": _r_gather,
 }
 # ops that can be computed inline (expressions) by a PTX kernel
 EXPRESSION_OPS = frozenset(ELEMENT_RULES) | frozenset(PTX_RULES) | frozenset(VIEW_OPS)

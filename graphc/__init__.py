@@ -78,8 +78,12 @@ def __getattr__(name: str) -> Any:
         except ModuleNotFoundError as e:
             if e.name != f"{__name__}.{name}":
                 raise  # the submodule exists but something it imports does not
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-        return value  # the import system has already set it on the package
+            core = importlib.import_module(f"{__name__}._core")
+            if name not in core._FROM_TABLE:  # ``gc.<op>`` of an op-table entry
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+            value = getattr(core, name)
+        else:
+            return value  # the import system has already set it on the package
     globals()[name] = value
     return value
 
