@@ -157,3 +157,14 @@ def test_layers_import_only_downward(layer: str, forbidden: tuple[str, ...]) -> 
     bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if _under(m, (layer,))
                  for t in ts if _under(t, forbidden))
     assert bad == []
+
+
+def test_every_package_is_installed() -> None:
+    """A plain (non-editable) install ships exactly the packages ``pyproject.toml`` lists:
+    every folder with an ``__init__.py`` must be there."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {m for m, p in _modules().items() if p.name == "__init__.py"}
+    assert found == listed
