@@ -43,7 +43,7 @@ from llvmlite import ir
 
 from .llvm_util import F32, F64, I32, I64, declare, fconst, log_special_cases
 
-UNARY = ("exp", "log", "tanh", "sigmoid", "erf")
+UNARY = ("exp", "log", "tanh", "sigmoid", "erf", "expm1", "log1p")
 
 # -- coefficients (lowest degree first) ---------------------------------------------------
 # exp: clamp range (outside it the result is 0 or inf, reached through the normal path)
@@ -55,6 +55,10 @@ _LN2 = {32: (0.693359375, -2.12194440e-4),
 _EXP_P = {32: (5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3,
                1.3981999507e-3, 1.9875691500e-4),
           64: tuple(1.0 / math.factorial(k) for k in range(2, 14))}
+# expm1(r) = r + r^2 P(r): Taylor coefficients, whose error is relative to r^2 (small r too)
+_EXPM1_P = {32: tuple(1.0 / math.factorial(k) for k in range(2, 10)), 64: _EXP_P[64]}
+# expm1: below this it is -1 in both precisions (exp(-50) < 2^-54 / 2)
+_EXPM1_LO = -50.0
 # log (f32, Cephes logf): log(1 + f) = f - f^2/2 + f^3 P(f)
 _LOGF_P = (3.3333331174e-1, -2.4999993993e-1, 2.0000714765e-1, -1.6668057665e-1,
            1.4249322787e-1, -1.2420140846e-1, 1.1676998740e-1, -1.1514610310e-1,
@@ -184,6 +188,29 @@ class VMath:
         y = b.fmul(b.fmul(p, self._pow2(n1, t)), self._pow2(n2, t))
         return b.select(self._is_nan(x), x, y)
 
+    def expm1(self, x: ir.Value) -> ir.Value:
+        """exp(x) - 1 without cancellation: ``x = k ln2 + r``, ``p = expm1(r)`` by its Taylor
+        polynomial, then ``2^k p + (2^k - 1)`` as ``2 (h p + (h - 1/2))`` with ``h = 2^(k-1)``
+        (``h`` stays representable up to the overflow threshold; every term is exact but the
+        last sum, which rounds once); ``p`` itself for ``k = 0``, ``x`` itself for tiny |x|
+        (keeps -0 and denormals exact)."""
+        b, t = self.b, x.type
+        w = _bits(t)
+        hi = _EXP_RANGE[w][1]
+        xs = b.select(b.fcmp_ordered(">", x, _c(t, hi)), _c(t, hi), x)
+        xs = b.select(b.fcmp_unordered("<", xs, _c(t, _EXPM1_LO)), _c(t, _EXPM1_LO), xs)
+        nf = self._call("llvm.rint", b.fmul(xs, _c(t, 1.4426950408889634)))
+        c1, c2 = _LN2[w]
+        r = self.fma(nf, _c(t, -c1), xs)
+        r = self.fma(nf, _c(t, -c2), r)
+        p = self.fma(self.horner(r, _EXPM1_P[w]), b.fmul(r, r), r)
+        n = b.fptosi(nf, I32)
+        h = self._pow2(b.sub(n, ir.Constant(I32, 1)), t)
+        y = b.fmul(self.fma(h, p, b.fsub(h, _c(t, 0.5))), _c(t, 2.0))
+        y = b.select(b.icmp_signed("==", n, ir.Constant(I32, 0)), p, y)
+        tiny = b.fcmp_ordered("<", self._call("llvm.fabs", x), _c(t, 2.0 ** (-w)))
+        return b.select(b.or_(tiny, self._is_nan(x)), x, y)
+
     # -- log -------------------------------------------------------------------------------
     def log(self, x: ir.Value) -> ir.Value:
         b, t = self.b, x.type
@@ -220,6 +247,23 @@ class VMath:
             inner = self.fma(s, b.fadd(hfsq, r), b.fmul(ef, _c(t, c2)))
             y = self.fma(ef, _c(t, c1), b.fsub(f, b.fsub(hfsq, inner)))
         return log_special_cases(b, x, y)
+
+    def log1p(self, x: ir.Value) -> ir.Value:
+        """log(1 + x) as ``log(u) + c / u`` with ``u = 1 + x`` rounded and ``c`` its exact
+        rounding error (Fast2Sum, the larger operand first), so small x keep full relative
+        precision; x itself for tiny |x| (keeps -0 and denormals exact); log1p(-1) = -inf,
+        below -1 NaN, log1p(inf) = inf."""
+        b, t = self.b, x.type
+        w = _bits(t)
+        one = _c(t, 1.0)
+        u = b.fadd(one, x)
+        big = b.fcmp_ordered(">", x, one)
+        c = b.select(big, b.fsub(one, b.fsub(u, x)), b.fsub(x, b.fsub(u, one)))
+        ok = b.and_(b.fcmp_ordered("!=", u, _c(t, 0.0)),
+                    b.fcmp_ordered("<", u, _c(t, float("inf"))))
+        y = b.fadd(self.log(u), b.select(ok, b.fdiv(c, u), _c(t, 0.0)))
+        tiny = b.fcmp_ordered("<", self._call("llvm.fabs", x), _c(t, 2.0 ** (-w)))
+        return b.select(tiny, x, y)
 
     # -- composites ------------------------------------------------------------------------
     def sigmoid(self, x: ir.Value) -> ir.Value:
