@@ -35,7 +35,7 @@ _CORE_NAMES = frozenset({
     "float", "double", "long", "manual_seed", "initial_seed", "tensor", "from_numpy", "zeros",
     "ones", "full", "zeros_like", "ones_like", "rand", "randn", "arange", "matmul", "exp", "log",
     "tanh", "sigmoid", "relu", "sqrt", "abs", "sum", "mean", "maximum", "minimum", "clamp",
-    "argmax", "softmax", "log_softmax", "gather", "cat", "concat", "stack",
+    "argmax", "softmax", "log_softmax", "gather", "cat", "concat", "stack", "device",
 })
 _ELSEWHERE = {
     "compile": "api", "CompiledFunction": "api",

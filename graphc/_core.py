@@ -16,6 +16,7 @@ from . import random as _random
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ir import dtypes as _dt
 from .ir.dtypes import DType
+from ._tensor import device
 from .tensor import Tensor, to_array
 from .tensor_ops import as_tensor, where
 
@@ -209,7 +210,7 @@ __all__ = [
     "float", "double", "long", "manual_seed", "initial_seed", "tensor", "from_numpy", "zeros",
     "ones", "full", "zeros_like", "ones_like", "rand", "randn", "arange", "matmul", "exp", "log",
     "tanh", "sigmoid", "relu", "sqrt", "abs", "sum", "mean", "maximum", "minimum", "clamp",
-    "argmax", "softmax", "log_softmax", "gather", "cat", "concat", "stack",
+    "argmax", "softmax", "log_softmax", "gather", "cat", "concat", "stack", "device",
 ]
 
 

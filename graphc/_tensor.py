@@ -472,11 +472,33 @@ class Tensor:
         return self._assign(result)
 
     # -- conversions -------------------------------------------------------------------
-    def to(self, dtype: Any = None, *args: Any, **kwargs: Any) -> Tensor:
-        dtype = kwargs.get("dtype", dtype)
-        if dtype is None or isinstance(dtype, str) and dtype in ("cpu", "cuda"):
-            return self
-        return self._cast( dt.as_dtype(dtype))
+    @property
+    def device(self) -> device:
+        """Where the tensor lives: always the CPU for an eager or traced tensor (a step
+        compiled with ``device="cuda"`` runs on the GPU, its tensors stay host arrays)."""
+        return _CPU
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``t.to(dtype)``, ``t.to(device, dtype)``, ``t.to(other)``, with ``non_blocking``
+        and ``copy`` (as ``torch.Tensor.to``): ``self`` when nothing changes and ``copy`` is
+        false; a device other than the CPU raises (see ``device_of``)."""
+        _device, dtype, copy = parse_to(args, kwargs, "Tensor.to")
+        if dtype is None or dtype is self.dtype:
+            return self.clone() if copy else self
+        return self._cast(dtype)
+
+    def type(self, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+        """``t.type()``: the type name (``"graphc.FloatTensor"``); ``t.type(dtype)`` (a dtype
+        or a name such as ``"torch.DoubleTensor"``): ``t`` cast to it (``t`` itself when the
+        dtype is already that)."""
+        if dtype is None:
+            return f"graphc.{_TYPE_NAMES[self.dtype]}"
+        d = dtype_of(dtype, "Tensor.type")
+        return self if d is self.dtype else self._cast(d)
 
     def _cast(self, dtype: dt.DType) -> Tensor:
         return Tensor._wrap(builder().cast(self.node, dtype))
@@ -496,6 +518,12 @@ class Tensor:
     def bool(self) -> Tensor:
         return self._cast( dt.bool_)
 
+    def half(self) -> Tensor:
+        raise NotImplementedError(_no_half("float16", "Tensor.half()"))
+
+    def bfloat16(self) -> Tensor:
+        raise NotImplementedError(_no_half("bfloat16", "Tensor.bfloat16()"))
+
     def type_as(self, other: Tensor) -> Tensor:
         return self._cast( other.dtype)
 
@@ -509,8 +537,178 @@ class Tensor:
         return self
 
 
+
+# -- devices and the arguments of ``.to()`` -------------------------------------------------
+class device:  # noqa: N801  (torch.device's spelling)
+    """``gc.device("cpu")``, ``gc.device("cuda:0")``, ``gc.device("cuda", 1)``: a place, as
+    ``torch.device``: ``.type`` and ``.index``, printed ``device(type='cpu')``. It compares
+    equal to another device with the same type and index, to its string (``"cpu"``) and to a
+    ``torch.device`` naming the same place."""
+
+    __slots__ = ("type", "index")
+    type: str
+    index: int | None
+
+    def __init__(self, type: Any, index: int | None = None) -> None:  # noqa: A002
+        if isinstance(type, device) or (hasattr(type, "type") and hasattr(type, "index")
+                                         and not isinstance(type, str)):
+            if index is not None:
+                raise TypeError("device(): an index cannot be given with a device object")
+            object.__setattr__(self, "type", str(type.type))
+            object.__setattr__(self, "index", type.index)
+            return
+        if isinstance(type, int) and not isinstance(type, bool):
+            type, index = "cuda", type  # torch.device(0): the first CUDA device
+        if not isinstance(type, str):
+            raise TypeError(f"device() expected a string or a device, got "
+                            f"{type.__class__.__name__}")
+        name = type.strip()
+        if ":" in name:
+            if index is not None:
+                raise RuntimeError(f"type (string) must not include an index because index "
+                                   f"was passed explicitly: {name}")
+            name, _, idx = name.partition(":")
+            if not idx.isdigit():
+                raise RuntimeError(f"Invalid device string: {type!r}")
+            index = int(idx)
+        if name not in _DEVICE_TYPES:
+            raise RuntimeError(f"Expected one of {', '.join(_DEVICE_TYPES)} device type at start "
+                               f"of device string: {type}")
+        if index is not None and (not isinstance(index, int) or index < 0):
+            raise RuntimeError(f"Device index must not be negative, got {index}")
+        object.__setattr__(self, "type", name)
+        object.__setattr__(self, "index", index)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("device objects are immutable")
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self) -> str:
+        idx = "" if self.index is None else f", index={self.index}"
+        return f"device(type='{self.type}'{idx})"
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except (RuntimeError, TypeError):
+                return False
+        elif not isinstance(other, device):
+            if not (hasattr(other, "type") and hasattr(other, "index")):
+                return NotImplemented
+            other = device(other)
+        return (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __reduce__(self) -> Any:
+        return (device, (self.type, self.index))
+
+
+_DEVICE_TYPES = ("cpu", "cuda")
+_CPU = device("cpu")
+_TYPE_NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.int64: "LongTensor",
+               dt.int32: "IntTensor", dt.bool_: "BoolTensor"}
+_BY_TYPE_NAME = {v: k for k, v in _TYPE_NAMES.items()}
+_HALF = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16",
+         "HalfTensor": "float16", "BFloat16Tensor": "bfloat16"}
+
+
+def _no_half(name: str, what: str) -> str:
+    return (f"{what}: dtype {name} is not supported by graphc (it computes in float32, "
+            "float64, int64, int32 and bool); keep the model in float32")
+
+
+def dtype_of(d: Any, what: str) -> dt.DType:
+    """A graphc dtype from a graphc, numpy or torch dtype, a Python type, or a tensor type
+    name (``"torch.DoubleTensor"``); float16 and bfloat16 raise ``NotImplementedError``."""
+    if isinstance(d, dt.DType):
+        return d
+    if isinstance(d, str):
+        base = d.rsplit(".", 1)[-1]
+        if base in _BY_TYPE_NAME:
+            return _BY_TYPE_NAME[base]
+        if base in _HALF:
+            raise NotImplementedError(_no_half(_HALF[base], what))
+    elif type(d).__module__ == "torch" and type(d).__name__ == "dtype":
+        name = str(d).rsplit(".", 1)[-1]
+        if name in _HALF:
+            raise NotImplementedError(_no_half(_HALF[name], what))
+        try:
+            return dt.as_dtype(name)
+        except TypeError:
+            raise TypeError(f"{what}: dtype {d} is not supported; expected one of float32, "
+                            "float64, int64, int32, bool") from None
+    else:
+        try:
+            if np.dtype(d) in (np.float16,):
+                raise NotImplementedError(_no_half("float16", what))
+        except TypeError:
+            pass
+    return dt.as_dtype(d)
+
+
+def _is_device_like(a: Any) -> bool:
+    if isinstance(a, device):
+        return True
+    if isinstance(a, str):
+        return a.split(":", 1)[0].strip() in _DEVICE_TYPES
+    return (not isinstance(a, (dt.DType, type, np.dtype)) and hasattr(a, "type")
+            and hasattr(a, "index") and type(a).__name__ == "device")
+
+
+def device_of(d: Any, what: str) -> device:
+    """The device ``d`` names; only the CPU is a place graphc tensors can be."""
+    dev = d if isinstance(d, device) else device(d)
+    if dev.type != "cpu":
+        raise NotImplementedError(
+            f"{what}: graphc tensors and modules live on the CPU ({dev} was asked for); to run "
+            "a training step on a GPU, compile it with gc.compile(fn, device=\"cuda\")")
+    return dev
+
+
+def parse_to(args: tuple, kwargs: dict[str, Any], what: str
+             ) -> tuple[device | None, dt.DType | None, bool]:
+    """(device, dtype, copy) from the arguments of ``torch.Tensor.to``'s three forms:
+    ``to(dtype, non_blocking=False, copy=False)``, ``to(device=None, dtype=None,
+    non_blocking=False, copy=False)`` and ``to(other, non_blocking=False, copy=False)``."""
+    kwargs = dict(kwargs)
+    kwargs.pop("memory_format", None)
+    dev = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    non_blocking = kwargs.pop("non_blocking", False)
+    copy = kwargs.pop("copy", False)
+    if kwargs:
+        raise TypeError(f"{what}() got an unexpected keyword argument {next(iter(kwargs))!r}")
+    rest = list(args)
+    if rest and isinstance(rest[0], Tensor):
+        other = rest.pop(0)
+        dev, dtype = other.device, other.dtype
+    elif rest and (rest[0] is None or _is_device_like(rest[0])
+                   or isinstance(rest[0], int) and not isinstance(rest[0], bool)):
+        dev = rest.pop(0)
+        if rest and not isinstance(rest[0], bool):
+            dtype = rest.pop(0)
+    elif rest:
+        dtype = rest.pop(0)
+    if rest:
+        non_blocking = rest.pop(0)
+    if rest:
+        copy = rest.pop(0)
+    if rest:
+        raise TypeError(f"{what}() received too many positional arguments")
+    del non_blocking  # a CPU copy is synchronous
+    out_dev = None if dev is None else device_of(dev, what)
+    out_dtype = None if dtype is None else dtype_of(dtype, what)
+    return out_dev, out_dtype, bool(copy)
+
+
 # eager ``backward()``: set by graphc/engine.py when it is imported (graphc/tensor.py imports
 # it), so this module does not import the autograd engine that imports it
 _EAGER_BACKWARD: list[Any] = [None]
 
-__all__ = ["Tensor", "builder", "to_array", "leaf_node"]
+__all__ = ["Tensor", "builder", "to_array", "leaf_node", "device", "parse_to",
+           "dtype_of", "device_of"]

@@ -3,6 +3,7 @@
 from . import activation as _activation
 from . import functional, init, utils
 from .activation import Hardswish, ReLU, SiLU
+from .containers import ModuleDict, ParameterDict, ParameterList
 from .layers import Flatten, Identity, Linear, ModuleList, Sequential, Sigmoid, Tanh
 from .layers2d import (
     GELU,
@@ -23,7 +24,7 @@ __all__ = [
     "Sequential", "ModuleList", "L1Loss", "MSELoss", "functional", "init", "utils",
     "Conv2d", "MaxPool2d", "AvgPool2d", "Dropout", "LayerNorm", "BatchNorm1d", "BatchNorm2d",
     "Embedding", "GELU", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss", "SmoothL1Loss",
-    "SiLU", "Hardswish",
+    "SiLU", "Hardswish", "ModuleDict", "ParameterList", "ParameterDict",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

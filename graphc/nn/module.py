@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from .. import _context
+from .._tensor import dtype_of, parse_to
 from ..tensor import Tensor, to_array
 
 # Bumped by every train()/eval() that changes a flag: compiled steps re-check their
@@ -39,6 +41,54 @@ def _array_to_tensor(v: Any) -> Any:
     return Tensor._from_array(to_array(v)) if isinstance(v, np.ndarray) else v
 
 
+_HOOK_IDS = itertools.count()
+# per trace: the modules whose hook tables it already guards (a trace context lives only as
+# long as its compile, so the entry goes with it)
+_HOOKS_GUARDED: weakref.WeakKeyDictionary[Any, set[int]] = weakref.WeakKeyDictionary()
+_HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks")
+
+
+class RemovableHandle:
+    """What ``register_forward_hook`` and ``register_forward_pre_hook`` return: ``remove()``
+    takes the hook off (a compiled step that ran the module re-traces without it); also a
+    context manager that removes the hook on exit."""
+
+    def __init__(self, table: OrderedDict[int, Any], *extra: dict | set) -> None:
+        self.id = next(_HOOK_IDS)
+        self._tables = [weakref.ref(table)]
+        self._extra = list(extra)
+
+    def remove(self) -> None:
+        for ref in self._tables:
+            table = ref()
+            if table is not None and self.id in table:
+                del table[self.id]
+                _context.bump()  # compiled steps guard on the hooks their modules had
+        for e in self._extra:
+            e.discard(self.id) if isinstance(e, set) else e.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+
+def _convert_tensor(t: Tensor, dtype: Any) -> None:
+    """Change ``t`` (and its ``.grad``) to ``dtype`` in place, keeping the object (as
+    ``Module.to`` does through ``param.data``), so optimizers holding it stay valid; a
+    compiled step that read it re-traces (its dtype guard fails)."""
+    for x in (t, t._grad):
+        if x is None or x.dtype is dtype:
+            continue
+        node = x._node
+        node._value = np.array(node._value, dtype=dtype.np, order="C")  # keeps 0-d
+        node.dtype = dtype
+        if "dtype" in node.attrs:
+            node.attrs["dtype"] = dtype
+    _context.bump()
+
+
 class Module:
     """Base class of layers and models (``forward`` is called by ``__call__``)."""
 
@@ -47,6 +97,10 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_training", True)
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_hooks_with_kwargs", set())
+        object.__setattr__(self, "_hooks_always_called", set())
 
     @property
     def training(self) -> bool:
@@ -73,10 +127,13 @@ class Module:
                 value, (Parameter, Module)):
             _context.bump()  # compiled steps guard on which tensors and children they used
         if isinstance(value, (Parameter, Module)):
+            own = params if isinstance(value, Parameter) else mods
             for store in (params, bufs, mods):
-                store.pop(name, None)
+                if store is not own:  # a replaced entry keeps its place, as in PyTorch
+                    store.pop(name, None)
             d.pop(name, None)
-            (params if isinstance(value, Parameter) else mods)[name] = value
+            d.get("_non_persistent", set()).discard(name)
+            own[name] = value
         elif name in params:
             if value is not None:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as parameter "
@@ -96,45 +153,191 @@ class Module:
         d = self.__dict__
         for store in ("_parameters", "_buffers", "_modules"):
             if store in d and name in d[store]:
-                return d[store][name]
+                value = d[store][name]
+                if store == "_modules" and value is not None:
+                    ctx = _context.current()
+                    if ctx is not None:
+                        # a child read in a traced step (``self.layers``, ``self.heads``) is
+                        # guarded like a called one: a ModuleList/ModuleDict that is only
+                        # indexed or iterated must not have its entries replaced unseen
+                        ctx.note_module(value)
+                        _guard_hooks(ctx, value)
+                return value
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
         for store in (self._parameters, self._buffers, self._modules):
             if name in store:
                 del store[name]
+                self.__dict__.get("_non_persistent", set()).discard(name)
                 _context.bump()
                 return
         object.__delattr__(self, name)
 
+    def _check_new_name(self, name: Any, kind: str, store: str) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain "."')
+        if name in self.__dict__ or (hasattr(type(self), name)) or any(
+                name in self.__dict__[st] for st in ("_parameters", "_buffers", "_modules")
+                if st != store):
+            raise KeyError(f"attribute '{name}' already exists")
+
     def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Add ``param`` (a ``Parameter`` or None) under ``name``, as PyTorch checks it."""
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        self._check_new_name(name, "parameter", "_parameters")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+                            f"'{name}' (graphc.nn.Parameter or None required)")
         self._parameters[name] = param
         _context.bump()
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Add a buffer (a tensor that is state but not a parameter). ``persistent=False``
+        keeps it out of ``state_dict()`` (and ``load_state_dict``), as PyTorch does; it is
+        still in ``buffers()`` and converted by ``to()``."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        self._check_new_name(name, "buffer", "_buffers")
+        if isinstance(tensor, np.ndarray):
+            tensor = Tensor._from_array(to_array(tensor))
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
+                            f"'{name}' (graphc Tensor or None required)")
         self._buffers[name] = tensor
         _context.bump()
-        if not persistent:
-            self.__dict__.setdefault("_non_persistent", set()).add(name)
+        skip = self.__dict__.setdefault("_non_persistent", set())
+        if persistent:
+            skip.discard(name)
+        else:
+            skip.add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {type(name).__name__}")
+        if "." in name or name == "":
+            raise KeyError(f'module name can\'t contain "." or be empty, got: {name!r}')
         self._modules[name] = module
         _context.bump()
 
+    register_module = add_module
+
+    # -- hooks -------------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """``hook(module, args)`` runs before ``forward``; a non-None result replaces the
+        positional arguments (a non-tuple is wrapped in one). With ``with_kwargs``:
+        ``hook(module, args, kwargs)`` returning None or ``(args, kwargs)``.
+
+        Hooks are Python run by ``__call__``, so a traced step records what they compute;
+        adding or removing one after a step was compiled makes that step re-trace."""
+        table = self.__dict__["_forward_pre_hooks"]
+        handle = RemovableHandle(table, self.__dict__["_hooks_with_kwargs"])
+        self._add_hook(table, handle.id, hook, prepend)
+        if with_kwargs:
+            self.__dict__["_hooks_with_kwargs"].add(handle.id)
+        return handle
+
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                              with_kwargs: bool = False, always_call: bool = False
+                              ) -> RemovableHandle:
+        """``hook(module, args, output)`` runs after ``forward``; a non-None result replaces
+        the output. With ``with_kwargs``: ``hook(module, args, kwargs, output)``. With
+        ``always_call`` it also runs when ``forward`` raised (the error is re-raised).
+        See ``register_forward_pre_hook`` for compiled steps."""
+        table = self.__dict__["_forward_hooks"]
+        handle = RemovableHandle(table, self.__dict__["_hooks_with_kwargs"],
+                                 self.__dict__["_hooks_always_called"])
+        self._add_hook(table, handle.id, hook, prepend)
+        if with_kwargs:
+            self.__dict__["_hooks_with_kwargs"].add(handle.id)
+        if always_call:
+            self.__dict__["_hooks_always_called"].add(handle.id)
+        return handle
+
+    def register_full_backward_hook(self, hook: Any, *a: Any, **k: Any) -> Any:
+        raise NotImplementedError(
+            "module backward hooks are not supported by graphc (gradients are computed by one "
+            "autodiff pass over the whole step); read p.grad after backward() instead")
+
+    register_backward_hook = register_full_backward_hook
+    register_full_backward_pre_hook = register_full_backward_hook
+
+    @staticmethod
+    def _add_hook(table: OrderedDict[int, Any], hid: int, hook: Any, prepend: bool) -> None:
+        if _context.current() is not None:
+            raise RuntimeError("registering a hook inside a compiled function is not "
+                               "supported: register it before the call")
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+        table[hid] = hook
+        if prepend:
+            table.move_to_end(hid, last=False)
+        _context.bump()  # compiled steps guard on the hooks their modules had
+
     # -- traversal ---------------------------------------------------------------------
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
-        seen: set[int] = set()
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+        """``(name, module)`` for this module and every descendant, depth first (a module
+        reachable twice is listed once unless ``remove_duplicate=False``)."""
+        seen: set[int] = set() if memo is None else {id(m) for m in memo}
 
         def walk(m: Module, pre: str) -> Iterator[tuple[str, Module]]:
-            if id(m) in seen:
-                return
-            seen.add(id(m))
+            if remove_duplicate:
+                if id(m) in seen:
+                    return
+                seen.add(id(m))
+                if memo is not None:
+                    memo.add(m)
             yield pre, m
             for n, c in m._modules.items():
                 if c is not None:
                     yield from walk(c, f"{pre}.{n}" if pre else n)
 
         yield from walk(self, prefix)
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn`` on every child (recursively), then on this module; returns self
+        (``model.apply(init_weights)``)."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def get_submodule(self, target: str) -> Module:
+        """The module at dotted path ``target`` (``""``: this module)."""
+        mod: Module = self
+        if target == "":
+            return mod
+        for item in target.split("."):
+            sub = mod.__dict__["_modules"].get(item)
+            if not isinstance(sub, Module):
+                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}`")
+            mod = sub
+        return mod
+
+    def get_parameter(self, target: str) -> Parameter:
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        p = mod.__dict__["_parameters"].get(name)
+        if p is None:
+            raise AttributeError(f"{type(mod).__name__} has no parameter `{name}`")
+        return p
+
+    def get_buffer(self, target: str) -> Tensor:
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        b = mod.__dict__["_buffers"].get(name)
+        if b is None:
+            raise AttributeError(f"{type(mod).__name__} has no buffer `{name}`")
+        return b
 
     def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
@@ -153,7 +356,7 @@ class Module:
     def named_parameters(self, prefix: str = "", recurse: bool = True
                          ) -> Iterator[tuple[str, Parameter]]:
         seen: set[int] = set()
-        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
         for mp, m in mods:
             for n, p in m._parameters.items():
                 if p is None or id(p) in seen:
@@ -167,7 +370,7 @@ class Module:
 
     def named_buffers(self, prefix: str = "", recurse: bool = True
                       ) -> Iterator[tuple[str, Tensor]]:
-        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
         for mp, m in mods:
             for n, b in m._buffers.items():
                 if b is not None:
@@ -195,6 +398,54 @@ class Module:
     def eval(self) -> Module:
         return self.train(False)
 
+    # -- dtypes and devices ------------------------------------------------------------
+    def _convert(self, dtype: Any, floating_only: bool) -> Module:
+        if _context.current() is not None:
+            raise RuntimeError("converting a module's dtype inside a compiled function is not "
+                               "supported: convert it before the call")
+        for t in itertools.chain(self.parameters(), self.buffers()):
+            if t.dtype.is_float or not floating_only:
+                _convert_tensor(t, dtype)
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(tensor)``: floating
+        parameters and buffers (and their ``.grad``) change dtype in place, keeping their
+        identity, as PyTorch's ``Module.to``; the CPU is the only device (another raises
+        ``NotImplementedError``); returns self."""
+        _device, dtype, _copy = parse_to(args, kwargs, "Module.to")
+        if dtype is None:
+            return self
+        if not dtype.is_float:
+            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
+                            f"got desired dtype={dtype!r}")
+        return self._convert(dtype, floating_only=True)
+
+    def float(self) -> Module:
+        return self._convert(dtype_of("float32", "Module.float"), floating_only=True)
+
+    def double(self) -> Module:
+        return self._convert(dtype_of("float64", "Module.double"), floating_only=True)
+
+    def half(self) -> Module:
+        dtype_of("float16", "Module.half()")  # raises NotImplementedError naming float16
+        return self
+
+    def bfloat16(self) -> Module:
+        dtype_of("bfloat16", "Module.bfloat16()")
+        return self
+
+    def type(self, dst_type: Any) -> Module:  # noqa: A003
+        """Every parameter and buffer (integer ones too) cast to ``dst_type``."""
+        return self._convert(dtype_of(dst_type, "Module.type"), floating_only=False)
+
+    def cpu(self) -> Module:
+        return self
+
+    def cuda(self, device: Any = None) -> Module:
+        parse_to(("cuda" if device is None else device,), {}, "Module.cuda")
+        return self
+
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         for p in self.parameters():
             p.requires_grad_(requires_grad)
@@ -211,7 +462,7 @@ class Module:
     def state_dict(self, prefix: str = "") -> OrderedDict[str, np.ndarray]:
         """Parameters and persistent buffers as numpy arrays, with PyTorch's key names."""
         out: OrderedDict[str, np.ndarray] = OrderedDict()
-        for mp, m in self.named_modules(prefix.rstrip(".")):
+        for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
             skip = m.__dict__.get("_non_persistent", set())
             for n, p in m._parameters.items():
                 if p is not None:
@@ -259,20 +510,61 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run ``forward``, with numpy arrays among the arguments converted to tensors first
-        (as ``gc.tensor`` would, sharing memory where dtype and layout allow): a ``forward``
+        """Run ``forward`` (with the forward pre-hooks before it and the forward hooks
+        after), with numpy arrays among the arguments converted to tensors first (as
+        ``gc.tensor`` would, sharing memory where dtype and layout allow): a ``forward``
         written for PyTorch calls tensor methods on its inputs (``idx.size()``, ``x.view``),
         which on a numpy array are other things or absent."""
         ctx = _context.current()
+        d = self.__dict__
         if ctx is not None:
             ctx.note_module(self)
+            _guard_hooks(ctx, self)
         for a in args:
             if isinstance(a, np.ndarray):
                 args = tuple(_array_to_tensor(v) for v in args)
                 break
         if kwargs:
             kwargs = {k: _array_to_tensor(v) for k, v in kwargs.items()}
-        return self.forward(*args, **kwargs)
+        pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+        if not pre and not post:
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(pre or {}, post or {}, args, kwargs)
+
+    def _call_with_hooks(self, pre: Any, post: Any, args: tuple, kwargs: dict) -> Any:
+        with_kwargs = self.__dict__["_hooks_with_kwargs"]
+        for hid, hook in list(pre.items()):
+            if hid in with_kwargs:
+                res = hook(self, args, kwargs)
+                if res is not None:
+                    if not (isinstance(res, tuple) and len(res) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {res}.")
+                    args, kwargs = res
+            else:
+                res = hook(self, args)
+                if res is not None:
+                    args = res if isinstance(res, tuple) else (res,)
+        called: set[int] = set()
+        try:
+            out = self.forward(*args, **kwargs)
+            for hid, hook in list(post.items()):
+                called.add(hid)
+                res = (hook(self, args, kwargs, out) if hid in with_kwargs
+                       else hook(self, args, out))
+                if res is not None:
+                    out = res
+        except Exception:
+            always = self.__dict__["_hooks_always_called"]
+            for hid, hook in list(post.items()):
+                if hid in always and hid not in called:
+                    try:
+                        (hook(self, args, kwargs, None) if hid in with_kwargs
+                         else hook(self, args, None))
+                    except Exception:  # noqa: BLE001, S110 - the forward error is the one raised
+                        pass
+            raise
+        return out
 
     def extra_repr(self) -> str:
         return ""
@@ -283,6 +575,33 @@ class Module:
             body = repr(m).replace("\n", "\n  ")
             lines.append(f"  ({n}): {body}")
         return lines[0] + ("\n" + "\n".join(lines[1:]) + "\n)" if len(lines) > 1 else ")")
+
+
+def _guard_hooks(ctx: Any, m: Module) -> None:
+    """Guard (once per trace) that ``m``'s forward hooks stay the ones the trace ran: adding
+    or removing a hook bumps the state epoch, and this check then re-traces the step."""
+    seen = _hooks_guarded_for(ctx)
+    if id(m) in seen:
+        return
+    seen.add(id(m))
+    d = m.__dict__
+    tables = [d.get(name) for name in _HOOK_TABLES]
+    snap = [tuple(t.items()) if t is not None else () for t in tables]
+
+    def check() -> None:
+        for t, old in zip(tables, snap):
+            now = tuple(t.items()) if t is not None else ()
+            if len(now) != len(old) or any(
+                    k != k0 or v is not v0 for (k, v), (k0, v0) in zip(now, old)):
+                raise _context.Mismatch
+    ctx.sig.slow_guards.append(check)
+
+
+def _hooks_guarded_for(ctx: Any) -> set[int]:
+    seen = _HOOKS_GUARDED.get(ctx)
+    if seen is None:
+        seen = _HOOKS_GUARDED[ctx] = set()
+    return seen
 
 
 _context.named_types["module"] = Module  # the tracer names what it finds in a step's scope
