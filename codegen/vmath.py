@@ -1,4 +1,5 @@
-"""Vectorisable transcendental functions (exp, log, tanh, sigmoid, erf, pow) in LLVM IR.
+"""Vectorisable transcendental functions (exp, log, tanh, sigmoid, erf, pow and the elementary
+functions of ``graphc/ir/mathops.py``) in LLVM IR.
 
 Why: LLVM has no vector math library on these targets, so ``llvm.exp.f32`` in a loop is
 vectorised in IR and then scalarised again into one ``expf`` call per lane (about 0.5 Gelem/s
@@ -13,7 +14,13 @@ Special values follow C99 / numpy exactly: NaN propagates, ``exp(±inf) = inf / 
 in libm (results round once into the denormal range), and denormal inputs are exact.
 
 Accuracy (``tests/test_vmath.py`` measures it against numpy over the whole float range):
-within a couple of ulp for exp, log, tanh and sigmoid in f32 and f64; erf within a few ulp.
+within a couple of ulp for exp, log, tanh and sigmoid in f32 and f64; erf within a few ulp;
+expm1, log1p and the f64 elementary functions within 1 (sin, cos, asin, acos, atan, exp2) to
+2.5 ulp (tan, log2, log10, hyperbolic). Those elementary functions evaluate f32 in f64 and
+round once (``_via_f64``): half-width vectors, but f32 results are correctly rounded but for
+rare double roundings. sin, cos and tan reduce exactly for |x| < 2^31 pi/2 (~3.4e9, f32 and
+f64); above, results stay in range (|sin|, |cos| <= 1, tan finite) but are not accurate
+(no Payne-Hanek reduction: it needs a table lookup per lane).
 
 Algorithms:
 
@@ -31,6 +38,18 @@ Algorithms:
   and slowly varying) approximated by polynomials around interval midpoints (one for f32,
   three for f64 selected per lane). The coefficients are Chebyshev fits computed with mpmath
   at 50 digits (``mpmath.chebyfit``), rounded to double.
+- expm1: exp's reduction ``x = k ln2 + r``, ``p = expm1(r)`` by its Taylor polynomial, then
+  ``2^k p + (2^k - 1)`` rounded once; log1p: ``log(u) + c / u`` with ``u = 1 + x`` and ``c``
+  the exact rounding error of that sum.
+- exp2: ``x = k + r`` exactly, exp's kernel on ``r ln2``; log2 and log10: log's reduction
+  ``2^e (1 + f)``, ``e + log1p(f) / ln2`` (exact at powers of two), ``e log10(2) + ...``.
+- sin, cos, tan: Cody-Waite ``x = k pi/2 + r`` with pi/2 in three 22-bit parts and a fourth
+  (each ``k P_i`` exact, the rounding subtractions kept by TwoSum), fdlibm's kernels on
+  ``r = rh + rl``, the quadrant ``k mod 4`` picking sin/cos and the sign; tan = sin / cos.
+- asin, acos, atan, atan2: fdlibm's (rational ``R(z)`` near 0, ``sqrt((1 - |x|)/2)`` with a
+  split square root above 1/2; atan's five intervals picked per lane by select); atan2 as
+  ``atan(|y/x|)`` reflected by x's sign bit and signed by y's, C99's special values.
+- sinh, cosh, asinh, acosh, atanh: musl's stable forms through expm1 / exp / log1p / log.
 - pow: ``exp(y log|x|)``, for f32 evaluated in f64, so the result rounds to within an ulp,
   with C99's rules for negative bases, zeros, infinities and ``y == 0`` / ``x == 1``.
 """
@@ -43,7 +62,9 @@ from llvmlite import ir
 
 from .llvm_util import F32, F64, I32, I64, declare, fconst, log_special_cases
 
-UNARY = ("exp", "log", "tanh", "sigmoid", "erf", "expm1", "log1p")
+UNARY = ("exp", "log", "tanh", "sigmoid", "erf", "expm1", "log1p", "sin", "cos", "tan", "asin",
+         "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2")
+BINARY = ("pow", "atan2")
 
 # -- coefficients (lowest degree first) ---------------------------------------------------
 # exp: clamp range (outside it the result is 0 or inf, reached through the normal path)
@@ -114,6 +135,38 @@ _ERFCX = {32: [(1.25, 2.625, (
 ]}
 
 
+# trigonometric reduction x = k pi/2 + r: pi/2 as three 22-bit parts (k P_i exact for
+# |k| < 2^31) and a full-precision fourth; exact reduction below _TRIG_EXACT
+_PIO2 = (1.5707964897155762, -1.6292068494294654e-07, 5.390302529957765e-15,
+         3.2820035428735005e-22)
+_TRIG_EXACT = 2.0 ** 31
+# kernels on |r| <= pi/4 (fdlibm/musl): sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2)
+_SIN_S = (-1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04,
+          2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10)
+_COS_C = (4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05,
+          -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11)
+# asin/acos (fdlibm): asin(x) = x + x R(x^2), R = z P(z) / Q(z)
+_ASIN_P = (1.66666666666666657415e-01, -3.25565818622400915405e-01, 2.01212532134862925881e-01,
+           -4.00555345006794114027e-02, 7.91534994289814532176e-04, 3.47933107596021167570e-05)
+_ASIN_Q = (1.0, -2.40339491173441421878e+00, 2.02094576023350569471e+00,
+           -6.88283971605453293030e-01, 7.70381505559019352791e-02)
+_PIO2_HI, _PIO2_LO = 1.57079632679489655800e+00, 6.12323399573676603587e-17
+_PI_LO = 1.2246467991473532e-16
+# atan (fdlibm): breakpoints, atan of the interval centres (hi, lo), odd series coefficients
+_ATAN_BREAKS = (7.0 / 16, 11.0 / 16, 19.0 / 16, 39.0 / 16)
+_ATAN_HI = (4.63647609000806093515e-01, 7.85398163397448278999e-01, 9.82793723247329054082e-01,
+            1.57079632679489655800e+00)
+_ATAN_LO = (2.26987774529616870924e-17, 3.06161699786838301793e-17, 1.39033110312309984516e-17,
+            6.12323399573676603587e-17)
+_ATAN_T = (3.33333333333329318027e-01, -1.99999999998764832476e-01, 1.42857142725034663711e-01,
+           -1.11111104054623557880e-01, 9.09088713343650656196e-02, -7.69187620504482999495e-02,
+           6.66107313738753120669e-02, -5.83357013379057348645e-02, 4.97687799461593236017e-02,
+           -3.65315727442169155270e-02, 1.62858201153657823623e-02)
+_LN2_F64 = 0.6931471805599453
+_INV_LN2, _INV_LN10 = 1.4426950408889634, 0.4342944819032518
+_LOG10_2 = (0.3010299956658855, -1.9043128467164274e-12)  # hi part: k * hi exact
+
+
 def _bits(t: ir.Type) -> int:
     return 32 if t == F32 else 64
 
@@ -179,14 +232,30 @@ class VMath:
         c1, c2 = _LN2[w]
         r = self.fma(nf, _c(t, -c1), xs)
         r = self.fma(nf, _c(t, -c2), r)
-        p = self.fma(self.horner(r, _EXP_P[w]), b.fmul(r, r), r)
+        return b.select(self._is_nan(x), x, self._exp_scaled(nf, r))
+
+    def _exp_scaled(self, nf: ir.Value, r: ir.Value) -> ir.Value:
+        """exp(r) 2^n for |r| <= ln2/2 and an integral ``nf`` in exp's clamped range."""
+        b, t = self.b, r.type
+        p = self.fma(self.horner(r, _EXP_P[_bits(t)]), b.fmul(r, r), r)
         p = b.fadd(p, _c(t, 1.0))
         n = b.fptosi(nf, I32)
         n1 = b.ashr(n, ir.Constant(I32, 1))
         n2 = b.sub(n, n1)
         # two factors: p 2^n1 is exact, the second product rounds once (also into denormals)
-        y = b.fmul(b.fmul(p, self._pow2(n1, t)), self._pow2(n2, t))
-        return b.select(self._is_nan(x), x, y)
+        return b.fmul(b.fmul(p, self._pow2(n1, t)), self._pow2(n2, t))
+
+    def exp2(self, x: ir.Value) -> ir.Value:
+        """2^x: ``x = k + r`` exactly (|r| <= 1/2), then exp's kernel on ``r ln2``; exact
+        for integral x. f32 is evaluated in f64."""
+        if x.type == F32:
+            return self._via_f64(self.exp2, x)
+        b, t = self.b, x.type
+        xs = b.select(b.fcmp_ordered(">", x, _c(t, 1025.0)), _c(t, 1025.0), x)
+        xs = b.select(b.fcmp_unordered("<", xs, _c(t, -1076.0)), _c(t, -1076.0), xs)
+        nf = self._call("llvm.rint", xs)
+        r = b.fmul(b.fsub(xs, nf), _c(t, _LN2_F64))
+        return b.select(self._is_nan(x), x, self._exp_scaled(nf, r))
 
     def expm1(self, x: ir.Value) -> ir.Value:
         """exp(x) - 1 without cancellation: ``x = k ln2 + r``, ``p = expm1(r)`` by its Taylor
@@ -215,6 +284,27 @@ class VMath:
     def log(self, x: ir.Value) -> ir.Value:
         b, t = self.b, x.type
         w = _bits(t)
+        ef, f = self._log_reduce(x)
+        c1, c2 = _LN2[w]
+        if w == 32:
+            z = b.fmul(f, f)
+            y = b.fmul(b.fmul(f, z), self.horner(f, _LOGF_P))
+            y = self.fma(ef, _c(t, c2), y)
+            y = self.fma(z, _c(t, -0.5), y)
+            y = self.fma(ef, _c(t, c1), b.fadd(f, y))
+        else:
+            hfsq = b.fmul(b.fmul(f, f), _c(t, 0.5))
+            s = b.fdiv(f, b.fadd(f, _c(t, 2.0)))
+            z = b.fmul(s, s)
+            r = b.fmul(z, self.horner(z, _LOG_LG))
+            inner = self.fma(s, b.fadd(hfsq, r), b.fmul(ef, _c(t, c2)))
+            y = self.fma(ef, _c(t, c1), b.fsub(f, b.fsub(hfsq, inner)))
+        return log_special_cases(b, x, y)
+
+    def _log_reduce(self, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """``x = 2^e (1 + f)`` with ``1 + f`` in ``[sqrt(1/2), sqrt(2))``: (e as a float, f)."""
+        b, t = self.b, x.type
+        w = _bits(t)
         it = self._int(t)
         mbits, bias, emask = (23, 127, 0xFF) if w == 32 else (52, 1023, 0x7FF)
         boost = 25 if w == 32 else 54
@@ -231,21 +321,34 @@ class VMath:
         m = b.select(big, b.fmul(m, _c(t, 0.5)), m)
         e = b.add(e, b.zext(big, it))
         f = b.fsub(m, _c(t, 1.0))  # exact (Sterbenz), in [sqrt(1/2) - 1, sqrt(2) - 1]
-        ef = b.sitofp(e, t)
-        c1, c2 = _LN2[w]
-        if w == 32:
-            z = b.fmul(f, f)
-            y = b.fmul(b.fmul(f, z), self.horner(f, _LOGF_P))
-            y = self.fma(ef, _c(t, c2), y)
-            y = self.fma(z, _c(t, -0.5), y)
-            y = self.fma(ef, _c(t, c1), b.fadd(f, y))
-        else:
-            hfsq = b.fmul(b.fmul(f, f), _c(t, 0.5))
-            s = b.fdiv(f, b.fadd(f, _c(t, 2.0)))
-            z = b.fmul(s, s)
-            r = b.fmul(z, self.horner(z, _LOG_LG))
-            inner = self.fma(s, b.fadd(hfsq, r), b.fmul(ef, _c(t, c2)))
-            y = self.fma(ef, _c(t, c1), b.fsub(f, b.fsub(hfsq, inner)))
+        return b.sitofp(e, t), f
+
+    def _log1p_kernel(self, f: ir.Value) -> ir.Value:
+        """log(1 + f) for f64 ``f`` in ``[sqrt(1/2) - 1, sqrt(2) - 1]`` (fdlibm's series)."""
+        b, t = self.b, f.type
+        hfsq = b.fmul(b.fmul(f, f), _c(t, 0.5))
+        s = b.fdiv(f, b.fadd(f, _c(t, 2.0)))
+        z = b.fmul(s, s)
+        r = b.fmul(z, self.horner(z, _LOG_LG))
+        return b.fsub(f, b.fsub(hfsq, b.fmul(s, b.fadd(hfsq, r))))
+
+    def log2(self, x: ir.Value) -> ir.Value:
+        """e + log(1 + f) / ln2 (f64; f32 evaluated in f64): exact at powers of two."""
+        if x.type == F32:
+            return self._via_f64(self.log2, x)
+        b, t = self.b, x.type
+        ef, f = self._log_reduce(x)
+        y = self.fma(self._log1p_kernel(f), _c(t, _INV_LN2), ef)
+        return log_special_cases(b, x, y)
+
+    def log10(self, x: ir.Value) -> ir.Value:
+        """e log10(2) (two parts) + log(1 + f) / ln10 (f64; f32 evaluated in f64)."""
+        if x.type == F32:
+            return self._via_f64(self.log10, x)
+        b, t = self.b, x.type
+        ef, f = self._log_reduce(x)
+        lo = self.fma(self._log1p_kernel(f), _c(t, _INV_LN10), b.fmul(ef, _c(t, _LOG10_2[1])))
+        y = b.fadd(b.fmul(ef, _c(t, _LOG10_2[0])), lo)
         return log_special_cases(b, x, y)
 
     def log1p(self, x: ir.Value) -> ir.Value:
@@ -264,6 +367,303 @@ class VMath:
         y = b.fadd(self.log(u), b.select(ok, b.fdiv(c, u), _c(t, 0.0)))
         tiny = b.fcmp_ordered("<", self._call("llvm.fabs", x), _c(t, 2.0 ** (-w)))
         return b.select(tiny, x, y)
+
+    # -- f32 through f64 ---------------------------------------------------------------------
+    def _via_f64(self, fn: object, *xs: ir.Value) -> ir.Value:
+        """An f32 routine as its f64 routine, rounded once at the end (f64 lanes are half as
+        wide, but the result is within about half an ulp and the special values carry)."""
+        b = self.b
+        return b.fptrunc(fn(*[b.fpext(x, F64) for x in xs]), F32)  # type: ignore[operator]
+
+    # -- trigonometric -------------------------------------------------------------------
+    def _two_sum(self, a: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """a + c = s + err exactly (Knuth's TwoSum; no FMA contraction in plain IR)."""
+        b = self.b
+        s = b.fadd(a, c)
+        bb = b.fsub(s, a)
+        return s, b.fadd(b.fsub(a, b.fsub(s, bb)), b.fsub(c, bb))
+
+    def _trig_reduce(self, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+        """f64 ``x = k pi/2 + (rh + rl)``, |rh| <= pi/4: (rh, rl, k mod 4 as i32, finite).
+
+        Cody-Waite with pi/2 in three 22-bit parts and a fourth: every ``k P_i`` is exact for
+        |k| < 2^31 and the two subtractions that round keep their error (TwoSum), so r is
+        exact to about 2^-100 absolute for |x| < 2^31 pi/2 (~3.4e9). Above that the products
+        round: r is clamped to [-pi/4, pi/4], so results stay in range but are inaccurate.
+        Non-finite x reduce as 0 (the callers return NaN for them).
+        """
+        b, t = self.b, x.type
+        fin = b.fcmp_ordered("<", self._call("llvm.fabs", x), _c(t, float("inf")))
+        xs = b.select(fin, x, _c(t, 0.0))
+        kf = self._call("llvm.rint", b.fmul(xs, _c(t, 0.6366197723675814)))
+        p1, p2, p3, p4 = _PIO2
+        a = b.fsub(xs, b.fmul(kf, _c(t, p1)))
+        s1, e1 = self._two_sum(a, b.fneg(b.fmul(kf, _c(t, p2))))
+        s2, e2 = self._two_sum(s1, b.fneg(b.fmul(kf, _c(t, p3))))
+        tail = b.fsub(b.fadd(e1, e2), b.fmul(kf, _c(t, p4)))
+        rh = b.fadd(s2, tail)
+        rl = b.fsub(tail, b.fsub(rh, s2))
+        lim = _c(t, math.pi / 4 * (1 + 2.0 ** -40))
+        rh = b.select(b.fcmp_unordered(">", rh, lim), lim, rh)  # NaN (products overflowed)
+        rh = b.select(b.fcmp_ordered("<", rh, b.fneg(lim)), b.fneg(lim), rh)
+        exact = b.fcmp_ordered("<", self._call("llvm.fabs", kf), _c(t, _TRIG_EXACT))
+        rl = b.select(exact, rl, _c(t, 0.0))
+        # k - 4 rint(k/4) is exact and in [-2, 2]: its low two bits are k mod 4
+        qf = b.fsub(kf, b.fmul(_c(t, 4.0), self._call("llvm.rint", b.fmul(kf, _c(t, 0.25)))))
+        return rh, rl, b.fptosi(qf, I32), fin
+
+    def _sin_kernel(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """sin(x + y), |x| <= pi/4, |y| tiny (fdlibm __kernel_sin)."""
+        b, t = self.b, x.type
+        z = b.fmul(x, x)
+        v = b.fmul(z, x)
+        r = self.horner(z, _SIN_S[1:])
+        inner = b.fsub(b.fmul(z, b.fsub(b.fmul(_c(t, 0.5), y), b.fmul(v, r))), y)
+        return b.fsub(x, b.fsub(inner, b.fmul(v, _c(t, _SIN_S[0]))))
+
+    def _cos_kernel(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """cos(x + y), |x| <= pi/4, |y| tiny (musl __cos)."""
+        b, t = self.b, x.type
+        z = b.fmul(x, x)
+        r = b.fmul(z, self.horner(z, _COS_C))
+        hz = b.fmul(_c(t, 0.5), z)
+        w = b.fsub(_c(t, 1.0), hz)
+        corr = b.fsub(b.fmul(z, r), b.fmul(x, y))
+        return b.fadd(w, b.fadd(b.fsub(b.fsub(_c(t, 1.0), w), hz), corr))
+
+    def _trig(self, x: ir.Value, which: str) -> ir.Value:
+        if x.type == F32:
+            return self._via_f64(lambda v: self._trig(v, which), x)
+        b, t = self.b, x.type
+        rh, rl, q, fin = self._trig_reduce(x)
+        s, c = self._sin_kernel(rh, rl), self._cos_kernel(rh, rl)
+        odd = b.trunc(q, ir.IntType(1))
+        if which == "tan":
+            y = b.select(odd, b.fdiv(b.fneg(c), s), b.fdiv(s, c))
+        else:
+            if which == "cos":
+                q = b.add(q, ir.Constant(I32, 1))
+                odd = b.trunc(q, ir.IntType(1))
+            neg = b.trunc(b.lshr(q, ir.Constant(I32, 1)), ir.IntType(1))
+            y = b.select(odd, c, s)
+            y = b.select(neg, b.fneg(y), y)
+        if which != "cos":  # odd functions keep -0 (the reduction gives +0)
+            y = b.select(b.fcmp_ordered("==", x, _c(t, 0.0)), x, y)
+        return b.select(fin, y, _c(t, float("nan")))
+
+    def sin(self, x: ir.Value) -> ir.Value:
+        """sin: exact Cody-Waite reduction (see ``_trig_reduce``), fdlibm kernels; f32 is
+        evaluated in f64."""
+        return self._trig(x, "sin")
+
+    def cos(self, x: ir.Value) -> ir.Value:
+        return self._trig(x, "cos")
+
+    def tan(self, x: ir.Value) -> ir.Value:
+        """sin(r) / cos(r), or -cos(r) / sin(r) in odd quadrants."""
+        return self._trig(x, "tan")
+
+    def _asin_r(self, z: ir.Value) -> ir.Value:
+        """fdlibm's R(z) = z P(z) / Q(z) with asin(x) = x + x R(x^2) near 0."""
+        b = self.b
+        return b.fdiv(b.fmul(z, self.horner(z, _ASIN_P)), self.horner(z, _ASIN_Q))
+
+    def _hi_half(self, s: ir.Value) -> ir.Value:
+        """s with the low 32 bits of its mantissa cleared (f64), so s_hi^2 is exact."""
+        b = self.b
+        bits = b.and_(b.bitcast(s, I64), ir.Constant(I64, -(1 << 32)))
+        return b.bitcast(bits, F64)
+
+    def asin(self, x: ir.Value) -> ir.Value:
+        """fdlibm asin: ``x + x R(x^2)`` below 1/2; above, ``pi/2 - 2 asin(sqrt((1-|x|)/2))``
+        with the square root split in two so its error stays out of the result."""
+        if x.type == F32:
+            return self._via_f64(self.asin, x)
+        b, t = self.b, x.type
+        a = self._call("llvm.fabs", x)
+        near = self.fma(x, self._asin_r(b.fmul(x, x)), x)
+        z = b.fmul(b.fsub(_c(t, 1.0), a), _c(t, 0.5))
+        s = self._call("llvm.sqrt", z)
+        r = self._asin_r(z)
+        edge = b.fsub(_c(t, _PIO2_HI), b.fsub(b.fmul(_c(t, 2.0), self.fma(s, r, s)),
+                                              _c(t, _PIO2_LO)))
+        f = self._hi_half(s)
+        c = b.fdiv(b.fsub(z, b.fmul(f, f)), b.fadd(s, f))
+        two = _c(t, 2.0)
+        p = b.fsub(b.fmul(b.fmul(two, s), r), b.fsub(_c(t, _PIO2_LO), b.fmul(two, c)))
+        mid = b.fsub(_c(t, 0.5 * _PIO2_HI),
+                     b.fsub(p, b.fsub(_c(t, 0.5 * _PIO2_HI), b.fmul(two, f))))
+        far = b.select(b.fcmp_ordered(">=", a, _c(t, 0.975)), edge, mid)
+        y = b.select(b.fcmp_ordered("<", a, _c(t, 0.5)), near, self._call("llvm.copysign", far, x))
+        y = b.select(b.fcmp_ordered(">", a, _c(t, 1.0)), _c(t, float("nan")), y)
+        return b.select(self._is_nan(x), x, y)
+
+    def acos(self, x: ir.Value) -> ir.Value:
+        """fdlibm acos: ``pi/2 - (x + x R(x^2))`` below 1/2, ``2 (pi/2 - asin-part)`` for
+        x < -1/2, ``2 asin(sqrt((1-x)/2))`` (split square root) for x > 1/2."""
+        if x.type == F32:
+            return self._via_f64(self.acos, x)
+        b, t = self.b, x.type
+        a = self._call("llvm.fabs", x)
+        two = _c(t, 2.0)
+        near = b.fsub(_c(t, _PIO2_HI), b.fsub(
+            x, b.fsub(_c(t, _PIO2_LO), b.fmul(x, self._asin_r(b.fmul(x, x))))))
+        zn = b.fmul(b.fadd(_c(t, 1.0), x), _c(t, 0.5))
+        sn = self._call("llvm.sqrt", zn)
+        wn = b.fsub(b.fmul(self._asin_r(zn), sn), _c(t, _PIO2_LO))
+        neg = b.fmul(two, b.fsub(_c(t, _PIO2_HI), b.fadd(sn, wn)))
+        zp = b.fmul(b.fsub(_c(t, 1.0), x), _c(t, 0.5))
+        sp = self._call("llvm.sqrt", zp)
+        df = self._hi_half(sp)
+        c = b.fdiv(b.fsub(zp, b.fmul(df, df)), b.fadd(sp, df))
+        wp = self.fma(self._asin_r(zp), sp, c)
+        pos = b.fmul(two, b.fadd(df, wp))
+        y = b.select(b.fcmp_ordered("<", x, _c(t, 0.0)), neg, pos)
+        y = b.select(b.fcmp_ordered("==", x, _c(t, 1.0)), _c(t, 0.0), y)  # pos: c = 0/0
+        y = b.select(b.fcmp_ordered("<", a, _c(t, 0.5)), near, y)
+        y = b.select(b.fcmp_ordered(">", a, _c(t, 1.0)), _c(t, float("nan")), y)
+        return b.select(self._is_nan(x), x, y)
+
+    def _atan_pos(self, a: ir.Value) -> ir.Value:
+        """fdlibm atan for a = |x| >= 0 (inf gives pi/2, NaN propagates): the interval is
+        picked per lane and mapped to a small argument ``t = (A a + B) / (C a + D)``."""
+        b, t = self.b, a.type
+        k = lambda v: _c(t, v)  # noqa: E731
+        a = b.select(b.fcmp_ordered(">", a, k(1e300)), k(1e300), a)  # inf: 0 * a is NaN
+        # interval i (0..4): coefficients of t and the centre's atan
+        maps = ((1.0, 0.0, 0.0, 1.0), (2.0, -1.0, 1.0, 2.0), (1.0, -1.0, 1.0, 1.0),
+                (1.0, -1.5, 1.5, 1.0), (0.0, -1.0, 1.0, 0.0))
+        cA, cB, cC, cD = (k(v) for v in maps[0])
+        hi, lo = k(0.0), k(0.0)
+        for brk, m, h, lw in zip(_ATAN_BREAKS, maps[1:], _ATAN_HI, _ATAN_LO):
+            here = b.fcmp_unordered(">=", a, k(brk))
+            cA, cB, cC, cD = (b.select(here, k(v), old) for v, old in zip(m, (cA, cB, cC, cD)))
+            hi, lo = b.select(here, k(h), hi), b.select(here, k(lw), lo)
+        x = b.fdiv(self.fma(cA, a, cB), self.fma(cC, a, cD))
+        z = b.fmul(x, x)
+        w = b.fmul(z, z)
+        s1 = b.fmul(z, self.horner(w, _ATAN_T[0::2]))
+        s2 = b.fmul(w, self.horner(w, _ATAN_T[1::2]))
+        return b.fsub(hi, b.fsub(b.fsub(b.fmul(x, b.fadd(s1, s2)), lo), x))
+
+    def atan(self, x: ir.Value) -> ir.Value:
+        if x.type == F32:
+            return self._via_f64(self.atan, x)
+        y = self._atan_pos(self._call("llvm.fabs", x))
+        return self._call("llvm.copysign", y, x)
+
+    def atan2(self, y: ir.Value, x: ir.Value) -> ir.Value:
+        """atan(|y| / |x|) (0/0 read as 0, inf/inf as 1), reflected to ``pi - a`` where x has
+        its sign bit set (-0 included), then given y's sign: C99's special values. f32 is
+        evaluated in f64 (no underflow or overflow in the quotient)."""
+        if y.type == F32:
+            return self._via_f64(self.atan2, y, x)
+        b, t = self.b, y.type
+        ay, ax = self._call("llvm.fabs", y), self._call("llvm.fabs", x)
+        q = b.fdiv(ay, ax)
+        inf = _c(t, float("inf"))
+        both_inf = b.and_(b.fcmp_ordered("==", ay, inf), b.fcmp_ordered("==", ax, inf))
+        both_zero = b.and_(b.fcmp_ordered("==", ay, _c(t, 0.0)),
+                           b.fcmp_ordered("==", ax, _c(t, 0.0)))
+        q = b.select(both_inf, _c(t, 1.0), b.select(both_zero, _c(t, 0.0), q))
+        a = self._atan_pos(q)
+        xneg = b.icmp_signed("<", b.bitcast(x, I64), ir.Constant(I64, 0))
+        a = b.select(xneg, b.fsub(_c(t, math.pi), b.fsub(a, _c(t, _PI_LO))), a)
+        # |y/x| > 2^64 (x = +-0 included): pi/2 whatever x's sign (reflecting would round)
+        a = b.select(b.fcmp_ordered(">", q, _c(t, 2.0 ** 64)), _c(t, _PIO2_HI), a)
+        r = self._call("llvm.copysign", a, y)
+        return b.select(b.or_(self._is_nan(x), self._is_nan(y)), b.fadd(x, y), r)
+
+    # -- hyperbolic ----------------------------------------------------------------------
+    def sinh(self, x: ir.Value) -> ir.Value:
+        """musl sinh from t = expm1(|x|): ``(2t - t^2/(t+1)) / 2`` below 1, ``(t + t/(t+1))
+        / 2`` up to 709, ``(exp(|x|/2) / 2) exp(|x|/2)`` above; sign by copysign."""
+        if x.type == F32:
+            return self._via_f64(self.sinh, x)
+        b, t = self.b, x.type
+        a = self._call("llvm.fabs", x)
+        am = b.select(b.fcmp_ordered("<", a, _c(t, 709.0)), a, _c(t, 709.0))
+        e = self.expm1(am)
+        u = b.fdiv(e, b.fadd(e, _c(t, 1.0)))
+        small = b.fsub(b.fmul(_c(t, 2.0), e), b.fmul(e, u))
+        mid = b.fadd(e, u)
+        h = self.exp(b.fmul(a, _c(t, 0.5)))
+        big = b.fmul(b.fmul(h, _c(t, 0.5)), h)
+        y = b.fmul(b.select(b.fcmp_ordered("<", a, _c(t, 1.0)), small, mid), _c(t, 0.5))
+        y = b.select(b.fcmp_ordered("<", a, _c(t, 709.0)), y, big)
+        y = self._call("llvm.copysign", y, x)
+        return b.select(self._is_nan(x), x, y)
+
+    def cosh(self, x: ir.Value) -> ir.Value:
+        """musl cosh: ``1 + t^2 / (2 (1 + t))`` with t = expm1(|x|) below ln2, ``(e + 1/e)/2``
+        below 709, ``(exp(|x|/2) / 2) exp(|x|/2)`` above."""
+        if x.type == F32:
+            return self._via_f64(self.cosh, x)
+        b, t = self.b, x.type
+        a = self._call("llvm.fabs", x)
+        am = b.select(b.fcmp_ordered("<", a, _c(t, 709.0)), a, _c(t, 709.0))
+        e1 = self.expm1(am)
+        small = b.fadd(_c(t, 1.0), b.fdiv(b.fmul(e1, e1),
+                                         b.fmul(_c(t, 2.0), b.fadd(_c(t, 1.0), e1))))
+        e = self.exp(am)
+        mid = b.fmul(_c(t, 0.5), b.fadd(e, b.fdiv(_c(t, 1.0), e)))
+        h = self.exp(b.fmul(a, _c(t, 0.5)))
+        big = b.fmul(b.fmul(h, _c(t, 0.5)), h)
+        y = b.select(b.fcmp_ordered("<", a, _c(t, _LN2_F64)), small, mid)
+        y = b.select(b.fcmp_ordered("<", a, _c(t, 709.0)), y, big)
+        return b.select(self._is_nan(x), a, y)
+
+    def asinh(self, x: ir.Value) -> ir.Value:
+        """musl asinh on |x|: ``log(|x|) + ln2`` above 2^26, ``log(2|x| + 1/(sqrt(x^2+1) +
+        |x|))`` above 2, ``log1p(|x| + x^2/(sqrt(x^2+1) + 1))`` below; x itself when tiny."""
+        if x.type == F32:
+            return self._via_f64(self.asinh, x)
+        b, t = self.b, x.type
+        one = _c(t, 1.0)
+        a = self._call("llvm.fabs", x)
+        a2 = b.fmul(a, a)
+        sq = self._call("llvm.sqrt", b.fadd(a2, one))
+        huge = b.fadd(self.log(a), _c(t, _LN2_F64))
+        big = self.log(b.fadd(b.fmul(_c(t, 2.0), a), b.fdiv(one, b.fadd(sq, a))))
+        small = self.log1p(b.fadd(a, b.fdiv(a2, b.fadd(sq, one))))
+        y = b.select(b.fcmp_ordered("<", a, _c(t, 2.0)), small, big)
+        y = b.select(b.fcmp_ordered("<", a, _c(t, 2.0 ** 26)), y, huge)
+        y = self._call("llvm.copysign", y, x)
+        y = b.select(b.fcmp_ordered("<", a, _c(t, 2.0 ** -28)), x, y)
+        return b.select(self._is_nan(x), x, y)
+
+    def acosh(self, x: ir.Value) -> ir.Value:
+        """musl acosh: ``log1p(u + sqrt(u^2 + 2u))`` with u = x - 1 below 2, ``log(2x -
+        1/(x + sqrt(x^2 - 1)))`` below 2^26, ``log(x) + ln2`` above; NaN below 1."""
+        if x.type == F32:
+            return self._via_f64(self.acosh, x)
+        b, t = self.b, x.type
+        one = _c(t, 1.0)
+        u = b.fsub(x, one)
+        small = self.log1p(b.fadd(u, self._call("llvm.sqrt", self.fma(u, u, b.fadd(u, u)))))
+        sq = self._call("llvm.sqrt", b.fsub(b.fmul(x, x), one))
+        big = self.log(b.fsub(b.fadd(x, x), b.fdiv(one, b.fadd(x, sq))))
+        huge = b.fadd(self.log(x), _c(t, _LN2_F64))
+        y = b.select(b.fcmp_ordered("<", x, _c(t, 2.0)), small, big)
+        y = b.select(b.fcmp_ordered("<", x, _c(t, 2.0 ** 26)), y, huge)
+        y = b.select(b.fcmp_ordered("<", x, one), _c(t, float("nan")), y)
+        return b.select(self._is_nan(x), x, y)
+
+    def atanh(self, x: ir.Value) -> ir.Value:
+        """musl atanh on |x|: ``log1p(2a + 2a^2/(1-a)) / 2`` below 1/2, ``log1p(2a/(1-a)) /
+        2`` above (inf at 1, NaN beyond); x itself when tiny; sign by copysign."""
+        if x.type == F32:
+            return self._via_f64(self.atanh, x)
+        b, t = self.b, x.type
+        a = self._call("llvm.fabs", x)
+        one_m = b.fsub(_c(t, 1.0), a)
+        a2 = b.fadd(a, a)
+        small = b.fadd(a2, b.fdiv(b.fmul(a2, a), one_m))
+        big = b.fdiv(a2, one_m)
+        y = self.log1p(b.select(b.fcmp_ordered("<", a, _c(t, 0.5)), small, big))
+        y = self._call("llvm.copysign", b.fmul(y, _c(t, 0.5)), x)
+        y = b.select(b.fcmp_ordered("<", a, _c(t, 2.0 ** -28)), x, y)
+        return b.select(self._is_nan(x), x, y)
 
     # -- composites ------------------------------------------------------------------------
     def sigmoid(self, x: ir.Value) -> ir.Value:
