@@ -22,7 +22,10 @@ from graphc.ir.elementwise import ELEMENTWISE, SURFACE
 from graphc.ir.ops import OP_INFO
 from graphc.nn import functional as F
 
-PUBLIC = list(SURFACE)
+# entries whose inputs are not any-shape tensors with default parameters (glu halves a dim,
+# threshold has required parameters) opt out with ``extra["own_tests"]`` and are tested in
+# their own file
+PUBLIC = [d for d in SURFACE if not d.extra.get("own_tests")]
 
 
 def _param_sets(d: Any) -> list[dict]:
@@ -159,7 +162,8 @@ def test_compiled_matches_torch(d: Any, backend: Any) -> None:
         np.testing.assert_allclose(param.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("d", [d for d in PUBLIC if "F" in d.api], ids=lambda d: d.name)
+@pytest.mark.parametrize("d", [d for d in PUBLIC if "F" in d.api and d.inplace],
+                         ids=lambda d: d.name)
 def test_functional_inplace(d: Any) -> None:
     x = np.array([-4.0, -1.0, 0.5, 2.0, 7.0], np.float32)
     t = gc.tensor(x)

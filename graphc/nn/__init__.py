@@ -2,11 +2,10 @@
 
 from . import activation as _activation
 from . import functional, init, utils
-from .activation import Hardswish, ReLU, SiLU
+from .activation import GELU, Hardswish, ReLU, SiLU
 from .containers import ModuleDict, ParameterDict, ParameterList
 from .layers import Flatten, Identity, Linear, ModuleList, Sequential, Sigmoid, Tanh
 from .layers2d import (
-    GELU,
     AvgPool2d,
     BatchNorm1d,
     BatchNorm2d,

@@ -1,4 +1,4 @@
-"""Normalisation, dropout, embedding and GELU in tensor operations.
+"""Normalisation, dropout and embedding in tensor operations.
 
 All are composites of IR primitives (so eager, interpreter and native share one definition).
 Batch-norm running statistics are written with ``Tensor._assign`` under ``no_grad``: eagerly
@@ -7,7 +7,6 @@ that copies into the buffer, and inside a compiled step it becomes a state updat
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -123,12 +122,3 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None,
         out = T.where(flat == pad, out.detach(), out)
     return out.reshape(list(idx.shape) + [dim])
 
-
-def gelu(input: Any, approximate: str = "none") -> Tensor:
-    x = T.as_tensor(input)
-    if approximate == "none":
-        return x * 0.5 * ((x * (1.0 / math.sqrt(2.0))).erf() + 1.0)
-    if approximate == "tanh":
-        inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
-        return x * 0.5 * (inner.tanh() + 1.0)
-    raise ValueError(f"approximate argument must be either none or tanh, got {approximate!r}")

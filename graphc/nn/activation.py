@@ -8,9 +8,11 @@ to remove. An ``OpDef`` with ``module="SiLU"`` gets the class here.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from .. import tensor_ops as T
+from ..ir.activations import missing_params
 from ..ir.elementwise import SURFACE
 from ..ir.opdef import OpDef
 from ..tensor import Tensor
@@ -18,9 +20,17 @@ from . import functional as F
 from .module import Module
 
 
+def _fmt(v: Any) -> str:
+    """A parameter as torch's ``extra_repr`` prints it (strings quoted: ``approximate='none'``)."""
+    return repr(v) if isinstance(v, str) else str(v)
+
+
 def _module_class(d: OpDef) -> type[Module]:
     op = d.name
-    names = [k for k, _ in d.params]
+    # the module takes the op's parameters, or the subset torch's module takes
+    # (``nn.Softmax(dim)`` for ``F.softmax(input, dim, _stacklevel, dtype)``)
+    names = list(d.extra.get("module_params", [k for k, _ in d.params]))
+    md = dataclasses.replace(d, params=tuple((k, v) for k, v in d.params if k in names))
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         Module.__init__(self)
@@ -29,7 +39,9 @@ def _module_class(d: OpDef) -> type[Module]:
             if len(args) > len(names):
                 args, inplace = args[:len(names)], bool(args[len(names)])
             inplace = bool(kwargs.pop("inplace", inplace))
-        for k, v in T.bind_params(d, args, kwargs, d.module).items():
+        params = T.bind_params(md, args, kwargs, d.module)
+        missing_params(d.module + ".__init__", params)
+        for k, v in params.items():
             setattr(self, k, v)
         self.inplace = inplace
 
@@ -40,7 +52,9 @@ def _module_class(d: OpDef) -> type[Module]:
         return getattr(F, op)(input, **params)
 
     def extra_repr(self: Any) -> str:
-        parts = [f"{k}={getattr(self, k)}" for k in names]
+        if "extra_repr" in d.extra:  # torch's own format (``Softshrink(0.5)``)
+            return d.extra["extra_repr"](self)
+        parts = [f"{k}={_fmt(getattr(self, k))}" for k in names]
         if self.inplace and d.extra.get("repr_inplace", True):  # torch's Hardswish omits it
             parts.append("inplace=True")
         return ", ".join(parts)

@@ -44,8 +44,6 @@ _FROM_TABLE = [d.name for d in SURFACE if "F" in d.api]
 for _d in SURFACE:
     if "F" in _d.api:
         globals()[_d.name] = _from_table(_d)
-softmax = lambda x, dim=None, dtype=None: T.softmax(T.as_tensor(x), dim)  # noqa: E731
-log_softmax = lambda x, dim=None, dtype=None: T.log_softmax(T.as_tensor(x), dim)  # noqa: E731
 
 
 def linear(x: Any, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -98,7 +96,7 @@ from ._floss import (  # noqa: E402
     nll_loss,
     smooth_l1_loss,
 )
-from ._fnorm import batch_norm, dropout, embedding, gelu, layer_norm  # noqa: E402
+from ._fnorm import batch_norm, dropout, embedding, layer_norm  # noqa: E402
 
 
 def pad(input: Any, pad: Any, mode: str = "constant", value: float = 0.0) -> Tensor:
@@ -121,8 +119,8 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float = 0.0) -> Ten
 
 
 __all__ = [
-    *_FROM_TABLE, "softmax", "log_softmax", "linear", "l1_loss", "mse_loss",
+    *_FROM_TABLE, "linear", "l1_loss", "mse_loss",
     "conv2d", "max_pool2d", "avg_pool2d", "batch_norm", "layer_norm", "dropout", "embedding",
-    "gelu", "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "smooth_l1_loss",
+    "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "smooth_l1_loss",
     "log_sigmoid", "pad",
 ]

@@ -1,4 +1,4 @@
-"""Convolution, pooling, normalisation, dropout, embedding and GELU modules (as torch.nn's).
+"""Convolution, pooling, normalisation, dropout and embedding modules (as torch.nn's).
 
 Parameter shapes, buffer names and default initialisation follow PyTorch, so a PyTorch
 model's ``state_dict`` loads unchanged and ``gc.manual_seed`` gives PyTorch's initial weights.
@@ -258,17 +258,3 @@ class Embedding(Module):
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"
 
-
-class GELU(Module):
-    def __init__(self, approximate: str = "none") -> None:
-        super().__init__()
-        if approximate not in ("none", "tanh"):
-            raise ValueError(f"approximate argument must be either none or tanh, got "
-                             f"{approximate!r}")
-        self.approximate = approximate
-
-    def forward(self, x: Any) -> Tensor:
-        return F.gelu(x, self.approximate)
-
-    def extra_repr(self) -> str:
-        return f"approximate={self.approximate!r}"
