@@ -148,6 +148,120 @@ class Emit:
     def not_(self, x: ir.Value) -> ir.Value:
         return self.b.not_(x)
 
+    def xor(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """Bitwise exclusive or (integers and bools)."""
+        return self.b.xor(x, y)
+
+    # -- integer shifts (PyTorch's out-of-range rules) ---------------------------------------
+    def shl(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """``x << y`` as ATen's ``lshift``: 0 for a negative amount or one of at least the
+        width (where LLVM's ``shl`` would give poison)."""
+        b = self.b
+        width = ir.Constant(x.type, x.type.width)
+        bad = b.or_(b.icmp_signed("<", y, ir.Constant(x.type, 0)),
+                    b.icmp_unsigned(">=", y, width))
+        safe = b.select(bad, ir.Constant(x.type, 0), y)
+        return b.select(bad, ir.Constant(x.type, 0), b.shl(x, safe))
+
+    def shr(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """``x >> y`` (arithmetic) as ATen's ``rshift``: a negative amount or one of at least
+        the width minus one shifts by the width minus one (the sign fill)."""
+        b = self.b
+        top = ir.Constant(x.type, x.type.width - 1)
+        bad = b.or_(b.icmp_signed("<", y, ir.Constant(x.type, 0)),
+                    b.icmp_unsigned(">=", y, top))
+        return b.ashr(x, b.select(bad, top, y))
+
+    # -- rounding divisions and remainders ---------------------------------------------------
+    def _int_divisor(self, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """``y`` with 0 and -1 replaced by 1 (neither traps nor overflows in ``sdiv``), and the
+        i1 "y was -1" (the quotient is then ``-x``, wrapping like PyTorch's)."""
+        b = self.b
+        one, m1 = ir.Constant(y.type, 1), ir.Constant(y.type, -1)
+        is_m1 = b.icmp_signed("==", y, m1)
+        bad = b.or_(is_m1, b.icmp_signed("==", y, ir.Constant(y.type, 0)))
+        return b.select(bad, one, y), is_m1
+
+    def fmod(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """C ``fmod`` (the remainder of truncated division, sign of ``x``). Floats: ``frem`` (the
+        exact libm ``fmod`` on the CPU); on PTX, where NVPTX expands ``frem`` to
+        ``x - trunc(x / y) * y``, the quotient's rounding is corrected by one ``y`` and the
+        sign of a zero result is ``x``'s (exact while the quotient is below 2**24 in float32,
+        2**53 in float64). Integers: ``srem``, a zero divisor giving 0."""
+        b = self.b
+        if not self.is_float:
+            y1, _ = self._int_divisor(y)
+            return b.srem(x, y1)
+        r = b.frem(x, y)
+        if not self.ptx:
+            return r
+        ay = self.intr("fabs", y)
+        sy = self.intr("copysign", ay, x)
+        zero = self.c(0)
+        wrong_sign = b.and_(b.fcmp_ordered("!=", r, zero),
+                            b.icmp_unsigned("!=", b.fcmp_ordered("<", r, zero),
+                                            b.fcmp_ordered("<", x, zero)))
+        r = b.select(wrong_sign, b.fadd(r, sy), r)
+        r = b.select(b.fcmp_ordered(">=", self.intr("fabs", r), ay), b.fsub(r, sy), r)
+        return self.intr("copysign", r, x)
+
+    def truncdiv(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """Division rounded toward zero (``div(rounding_mode="trunc")``): ``trunc(x / y)`` for
+        floats; ``sdiv`` for integers, a zero divisor giving ``x``."""
+        b = self.b
+        if self.is_float:
+            return self.intr("trunc", b.fdiv(x, y))
+        y1, is_m1 = self._int_divisor(y)
+        return b.select(is_m1, self.neg(x), b.sdiv(x, y1))
+
+    def floormod(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """Python's ``%`` (``torch.remainder``): ``fmod`` moved by ``y`` when its sign differs
+        from ``y``'s (a zero integer divisor gives 0)."""
+        b = self.b
+        if not self.is_float:
+            y1, _ = self._int_divisor(y)
+            r = b.srem(x, y1)
+            zero = ir.Constant(x.type, 0)
+            fix = b.and_(b.icmp_signed("!=", r, zero),
+                         b.icmp_unsigned("!=", b.icmp_signed("<", r, zero),
+                                         b.icmp_signed("<", y1, zero)))
+            return b.select(fix, b.add(r, y1), r)
+        r = self.fmod(x, y)
+        zero = self.c(0)
+        fix = b.and_(b.fcmp_unordered("!=", r, zero),
+                     b.icmp_unsigned("!=", b.fcmp_ordered("<", y, zero),
+                                     b.fcmp_ordered("<", r, zero)))
+        return b.select(fix, b.fadd(r, y), r)
+
+    def floordiv(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """Division rounded toward minus infinity (``//``, ``div(rounding_mode="floor")``).
+        Floats follow ATen's ``div_floor_floating`` (Python's algorithm: ``(x - fmod) / y``
+        corrected by one, rounded to the nearest integer, a zero quotient signed as
+        ``x / y``, a zero divisor giving ``x / y``); integers floor ``sdiv``'s quotient, a
+        zero divisor giving ``x``."""
+        b = self.b
+        if not self.is_float:
+            y1, is_m1 = self._int_divisor(y)
+            q, r = b.sdiv(x, y1), b.srem(x, y1)
+            zero = ir.Constant(x.type, 0)
+            fix = b.and_(b.icmp_signed("!=", r, zero),
+                         b.icmp_unsigned("!=", b.icmp_signed("<", r, zero),
+                                         b.icmp_signed("<", y1, zero)))
+            return b.select(is_m1, self.neg(x), b.sub(q, b.zext(fix, x.type)))
+        zero, one = self.c(0), self.c(1)
+        basic = b.fdiv(x, y)
+        mod = self.fmod(x, y)
+        div = b.fdiv(b.fsub(x, mod), y)
+        fix = b.and_(b.fcmp_unordered("!=", mod, zero),
+                     b.icmp_unsigned("!=", b.fcmp_ordered("<", y, zero),
+                                     b.fcmp_ordered("<", mod, zero)))
+        div = b.select(fix, b.fsub(div, one), div)
+        fl = self.intr("floor", div)
+        fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), self.c(0.5)), b.fadd(fl, one), fl)
+        out = b.select(b.fcmp_unordered("!=", div, zero), fl,
+                       self.intr("copysign", zero, basic))
+        return b.select(b.fcmp_ordered("==", y, zero), basic, out)
+
     # -- conversions -----------------------------------------------------------------------
     def cast(self, x: ir.Value) -> ir.Value:
         """Convert from the operand dtype to the node's dtype, as numpy's ``astype``."""

@@ -55,7 +55,7 @@ MAX_GRID = 4096  # grid-stride loops cover the rest; ~30 blocks of 256 per SM on
 # externals NVPTX lowers without libm (anything else could abort LLVM: checked up front)
 _ALLOWED_PREFIXES = ("llvm.nvvm.", "llvm.fabs.", "llvm.sqrt.", "llvm.rint.", "llvm.fma.",
                      "llvm.fmuladd.", "llvm.maximum.", "llvm.minimum.", "llvm.minnum.",
-                     "llvm.maxnum.", "llvm.copysign.")
+                     "llvm.maxnum.", "llvm.copysign.", "llvm.floor.", "llvm.ceil.", "llvm.trunc.")
 
 _init_lock = threading.Lock()
 _initialized = False

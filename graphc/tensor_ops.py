@@ -83,8 +83,11 @@ def _py(v: Any) -> Any:
 def binary(op: str, a: Any, b: Any) -> Tensor:
     x, y = _operands(a, b, op)
     bld = builder()
-    if op == "div" and not x.dtype.is_float:
-        x, y = bld.cast(x, dt.float32), bld.cast(y, dt.float32)
+    if (op == "div" or OP_INFO[op].float_only) and not x.dtype.is_float:
+        if OP_INFO[op].int_inputs == "reject":
+            raise NotImplementedError(
+                f'"{op}" not implemented for {_TORCH_NAME[x.dtype.name]!r}')
+        x, y = bld.cast(x, dt.float32), bld.cast(y, dt.float32)  # as PyTorch: -> float32
     return _wrap(bld.binary(op, x, y))
 
 
@@ -670,9 +673,23 @@ def _install() -> None:
     T.__ge__ = fb("ge")
     T.__eq__ = fb("eq")  # type: ignore[assignment]
     T.__ne__ = fb("ne")  # type: ignore[assignment]
-    T.__and__ = fb("and")
-    T.__or__ = fb("or")
-    T.__invert__ = lambda self: unary("not", self)
+    from .ir.elementwise import COMPOSITES
+
+    table = {d.name: d for d in SURFACE + COMPOSITES}
+
+    def tb(name: str) -> Any:  # an op-table entry as an operator
+        return lambda self, other: apply_op(table[name], self, other)
+
+    def rtb(name: str) -> Any:
+        return lambda self, other: apply_op(table[name], other, self)
+
+    # ``&`` ``|`` ``^`` ``~`` ``<<`` ``>>``: bitwise on integers, logical on bools (PyTorch)
+    for dunder, name in (("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor"),
+                         ("lshift", "bitwise_left_shift"), ("rshift", "bitwise_right_shift"),
+                         ("mod", "remainder"), ("floordiv", "floor_divide")):
+        setattr(T, f"__{dunder}__", tb(name))
+        setattr(T, f"__r{dunder}__", rtb(name))
+    T.__invert__ = lambda self: apply_op(table["bitwise_not"], self)
     T.__neg__ = lambda self: unary("neg", self)
     T.__pos__ = lambda self: self
     T.__abs__ = lambda self: unary("abs", self)
@@ -685,9 +702,33 @@ def _install() -> None:
             setattr(T, d.name, _method(d))
             setattr(T, d.name + "_", _inplace_method(d))
     T.rsqrt = lambda self: 1.0 / unary("sqrt", self)
-    T.square = lambda self: self * self
     T.mul = fb("mul")
-    T.div = fb("div")
+
+    def div(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        """``torch.Tensor.div``: true division, or rounded toward zero (``"trunc"``) or
+        minus infinity (``"floor"``) in the operands' promoted dtype (integers stay
+        integers), with a zero gradient."""
+        if rounding_mode is None:
+            return binary("div", self, other)
+        if rounding_mode not in ("trunc", "floor"):
+            raise ValueError("div expected rounding_mode to be one of None, 'trunc', or "
+                             f"'floor' but found '{rounding_mode}'")
+        name = "floor_divide" if rounding_mode == "floor" else "div_trunc"
+        return apply_op(table[name], self, other)
+
+    def div_(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        out = div(self, other, rounding_mode=rounding_mode)
+        if out.dtype.is_float and not self.dtype.is_float:
+            raise RuntimeError(f"result type {out.dtype.name} can't be cast to the desired "
+                               f"output type {self.dtype.name}")
+        return self._assign(out)
+
+    T.div, T.div_ = div, div_
+    # comparisons as methods (``x.eq(y)``; in place, the result in ``x``'s dtype)
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        setattr(T, name, fb(name))
+        setattr(T, name + "_", (lambda op: lambda self, other: self._assign(
+            binary(op, self, other)))(name))
     T.pow = fb("pow")
     T.maximum = fb("maximum")
     T.minimum = fb("minimum")
