@@ -106,9 +106,12 @@ def to_array(data: Any, dtype: dt.DType | None = None) -> np.ndarray:
     if dtype is not None:
         # reshape: ascontiguousarray turns 0-d arrays into 1-d ones
         return np.ascontiguousarray(arr, dtype=dtype.np).reshape(arr.shape)
-    if arr.dtype == np.float64 and not isinstance(data, np.ndarray):
-        arr = arr.astype(np.float32)  # Python floats default to float32, like torch.tensor
-    elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not isinstance(data, np.ndarray):
+    # Python numbers take torch's defaults (float32, int64); numpy arrays and numpy scalars
+    # keep their dtype (``torch.tensor(np.float64(1.1))`` is float64)
+    typed = isinstance(data, (np.ndarray, np.generic))
+    if arr.dtype == np.float64 and not typed:
+        arr = arr.astype(np.float32)
+    elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not typed:
         arr = arr.astype(np.int64)
     elif arr.dtype.kind == "u" or arr.dtype == np.float16:
         raise TypeError(f"dtype {arr.dtype} is not supported")

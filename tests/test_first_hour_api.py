@@ -322,3 +322,11 @@ def test_keyword_arguments_with_defaults():
         evaluate(x=X, scale=1.0)
     with pytest.raises(TypeError, match="unexpected keyword argument 'bias'"):
         evaluate(X, Y, bias=1.0)
+
+
+def test_numpy_scalars_keep_their_dtype_as_in_torch():
+    from _torch import torch
+
+    for v in (np.float64(1.1), np.float32(1.5), np.int64(3), np.int32(3), 1.1, 3, True):
+        assert gc.tensor(v).dtype.name == str(torch.tensor(v).dtype).removeprefix("torch."), v
+    assert (gc.ones(2) * np.float64(2.0)).dtype is gc.float32  # scalars in ops do not widen
