@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from . import random as _random
+from ._tensor import device
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ir import dtypes as _dt
 from .ir.dtypes import DType
-from ._tensor import device
 from .tensor import Tensor, to_array
 from .tensor_ops import as_tensor, where
 
