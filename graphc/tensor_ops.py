@@ -49,16 +49,19 @@ def _is_scalar(x: Any) -> bool:
     return isinstance(x, (bool, int, float, np.number, np.bool_))
 
 
+def _category(d: dt.DType) -> int:
+    return 0 if d is dt.bool_ else (2 if d.is_float else 1)
+
+
 def _operands(a: Any, b: Any, op: str) -> tuple[Node, Node]:
     bld = builder()
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         an, bn = a.node, b.node
-        # 0-d tensors do not widen a dimensioned tensor of the same category (PyTorch rule)
-        if an.ndim == 0 and bn.ndim > 0 and an.dtype.is_float == bn.dtype.is_float \
-                and an.dtype is not dt.bool_:
+        # a 0-d tensor does not widen a dimensioned tensor of the same or a higher category
+        # (bool < integer < float: PyTorch's rule), so ``bool_tensor + tensor(1)`` is int64
+        if an.ndim == 0 and bn.ndim > 0 and _category(an.dtype) <= _category(bn.dtype):
             t = bn.dtype
-        elif bn.ndim == 0 and an.ndim > 0 and an.dtype.is_float == bn.dtype.is_float \
-                and bn.dtype is not dt.bool_:
+        elif bn.ndim == 0 and an.ndim > 0 and _category(bn.dtype) <= _category(an.dtype):
             t = an.dtype
         else:
             t = dt.promote(an.dtype, bn.dtype)

@@ -329,3 +329,22 @@ def test_comparison_methods_in_place() -> None:
     f = gc.tensor([1.0, NAN])
     np.testing.assert_array_equal(f.ne(f).numpy(), [False, True])
     np.testing.assert_array_equal(f.ge(1).numpy(), [True, False])
+
+
+def test_comparison_functions_and_promotion_follow_torch() -> None:
+    """``gc.eq`` & co. exist; a 0-d tensor of a higher category widens (bool < int < float)."""
+    from _torch import torch
+
+    a, b = [1.0, 2.0, float("nan")], [2.0, 2.0, float("nan")]
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        got = getattr(gc, name)(gc.tensor(a), gc.tensor(b)).numpy()
+        np.testing.assert_array_equal(got, getattr(torch, name)(torch.tensor(a),
+                                                               torch.tensor(b)).numpy())
+    cases = [(gc.tensor([True]), gc.tensor(1), torch.tensor([True]), torch.tensor(1)),
+             (gc.tensor([1.0]), gc.tensor(True), torch.tensor([1.0]), torch.tensor(True)),
+             (gc.tensor(1), gc.tensor([True]), torch.tensor(1), torch.tensor([True])),
+             (gc.tensor([1], dtype=gc.int32), gc.tensor(7), torch.tensor([1], dtype=torch.int32),
+              torch.tensor(7))]
+    for ga, gb, ta, tb in cases:
+        assert (ga + gb).dtype.name == str((ta + tb).dtype).removeprefix("torch.")
+    assert (gc.tensor([True]) & 1).dtype.name == str((torch.tensor([True]) & 1).dtype)[6:]

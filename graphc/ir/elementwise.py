@@ -114,8 +114,11 @@ def _minmax_vjp(lose: str) -> Callable[..., list]:
 
 # -- the table --------------------------------------------------------------------------
 def _cmp(name: str, ref: Callable) -> OpDef:
+    # gc.eq & co.; the methods (x.eq, x.eq_) are installed with the operators; bool results
+    # are tested in tests/test_pointwise.py
     return _binary(name, differentiable=False, ref=ref, vjp=_no_grad,
-                   lower=lambda e, x, y: getattr(e, name)(x, y))
+                   lower=lambda e, x, y: getattr(e, name)(x, y), api=("gc",),
+                   extra={"own_tests": True})
 
 
 CORE: tuple[OpDef, ...] = (
