@@ -1,4 +1,5 @@
-"""Indexing beyond slices: tensor, list and bool indices, index_put_ / item assignment, index_select, scatter/gather variants, sort/topk; attached to ``Tensor`` by ``install``."""
+"""Indexing beyond slices: tensor, list and bool indices, ``index_put_`` / item assignment,
+``index_select``, scatter/gather variants, sort/topk; attached to ``Tensor`` by ``install``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Reductions and scans beyond sum/mean/max (std/var variants, prod, any/all, cumsum/cumprod/cummax/cummin, logcumsumexp, norms, count_nonzero); attached to ``Tensor`` by ``install``."""
+"""Reductions and scans beyond sum/mean/max (std/var variants, prod, any/all, cumsum/cumprod/
+cummax/cummin, logcumsumexp, norms, count_nonzero); attached to ``Tensor`` by ``install``."""
 
 from __future__ import annotations
 

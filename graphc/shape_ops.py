@@ -1,4 +1,6 @@
-"""Shape and creation ops beyond the core set (tril/triu, flip, roll, repeat, split, einsum, eye, linspace ...), written with the core ops of ``tensor_ops`` and attached to ``Tensor`` by ``install``."""
+"""Shape and creation ops beyond the core set (tril/triu, flip, roll, repeat, split, einsum,
+eye, linspace ...), written with the core ops of ``tensor_ops`` and attached to ``Tensor`` by
+``install``."""
 
 from __future__ import annotations
 
