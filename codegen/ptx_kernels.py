@@ -21,6 +21,7 @@ Kernel shapes (``BLOCK`` threads each):
   ``mma.sync`` (tf32/bf16) would be the next step; it changes float32 rounding, so it would be
   opt-in;
 - scatter_add: copy ``base``, then ``atomicrmw add`` per source element;
+- scans (cumsum, cumprod, cummax): one thread per line, sequential along the axis;
 - convolutions and max-pool indices: one thread per output element with the taps in a loop
   (the weight gradient, which sums over the batch, is a block reduction).
 """
@@ -56,6 +57,7 @@ from .llvm_util import (
     reg_type,
 )
 from .pool import window_start
+from .scan import outer_shape, scan_line
 from .views import VIEW_OPS, contiguous_strides, strided_view
 
 BLOCK = 256
@@ -497,6 +499,14 @@ def k_scatter_atomic(k: PTXKernel) -> None:
             b.atomic_rmw(op, k.out_ptr(tgt), v, "monotonic")
 
 
+def k_scan(k: PTXKernel) -> None:
+    """cumsum / cumprod / cummax: one thread per line, sequential along the scanned axis."""
+    n = k.node
+    outer = outer_shape(n)
+    with k.grid_stride(k.numel(outer)) as lin:
+        scan_line(k, k.delin(lin, outer))
+
+
 def _conv_geometry(n: Node, x_shape: tuple, w_shape: tuple) -> dict[str, Any]:
     a = n.attrs
     return dict(s=a["stride"], p=a["padding"], d=a["dilation"], H=x_shape[2], W=x_shape[3],
@@ -648,6 +658,9 @@ KERNELS: dict[str, list[tuple[str, Callable[[PTXKernel], None], str]]] = {
     "conv2d_input_grad": [("", k_conv2d_input_grad, "flat")],
     "conv2d_weight_grad": [("", k_conv2d_weight_grad, "blocks")],
     "pool_argmax": [("", k_pool_argmax, "flat")],
+    "cumsum": [("", k_scan, "flat")],
+    "cumprod": [("", k_scan, "flat")],
+    "cummax": [("", k_scan, "flat")],
 }
 ELEMENTWISE = [("", k_elementwise, "flat")]
 

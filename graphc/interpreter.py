@@ -82,6 +82,21 @@ def _max(node, x):
     return np.max(x, axis=node.attrs["axes"], keepdims=True)
 
 
+def _scan(f: Any) -> Impl:
+    def run(node: Node, x: np.ndarray) -> np.ndarray:
+        ax = node.attrs["axis"]
+        if node.attrs.get("reverse"):
+            return np.ascontiguousarray(np.flip(f(np.flip(x, ax), ax), ax)).astype(_np(node))
+        return f(x, ax).astype(_np(node))
+
+    return run
+
+
+IMPLS["cumsum"] = _scan(lambda x, ax: np.cumsum(x, axis=ax, dtype=x.dtype))
+IMPLS["cumprod"] = _scan(lambda x, ax: np.cumprod(x, axis=ax, dtype=x.dtype))
+IMPLS["cummax"] = _scan(lambda x, ax: np.maximum.accumulate(x, axis=ax))
+
+
 @_impl("matmul")
 def _matmul(node, a, b):
     return np.matmul(a, b).astype(_np(node))

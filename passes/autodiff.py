@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from graphc.ir import Builder, Node, toposort
+from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 from graphc.ir.elementwise import ELEMENTWISE
 
@@ -49,6 +50,55 @@ def _max(b, n, g):
     mask = b.cast(b.op("eq", (x, b.expand(n, x.shape))), x.dtype)
     count = b.op("sum", (mask,), axes=n.attrs["axes"])
     return [b.mul(mask, b.expand(b.div(g, count), x.shape))]
+
+
+@_rule("cumsum")
+def _cumsum(b, n, g):
+    # each input feeds every later (earlier, reversed) output: the opposite scan of g
+    a = n.attrs
+    return [b.op("cumsum", (g,), axis=a["axis"], reverse=not a.get("reverse", False))]
+
+
+@_rule("cumprod")
+def _cumprod(b, n, g):
+    """PyTorch's ``cumprod_backward``, exact with zeros: before the first zero of a line the
+    gradient is ``revcumsum(g * out) / x`` (over the outputs before that zero); at the first
+    zero it is ``prod(x before it) * sum_{j >= z} g_j prod(x after it, up to j)``; after it
+    every output holds the zero, so the gradient is 0."""
+    x = n.inputs[0]
+    ax, rev = n.attrs["axis"], n.attrs.get("reverse", False)
+    t = x.dtype
+    zero, one = b.const(0.0, x.shape, t), b.const(1.0, x.shape, t)
+    zeros_seen = b.op("cumsum", (b.cast(b.op("eq", (x, zero)), t),), axis=ax, reverse=rev)
+    before = b.op("eq", (zeros_seen, zero))
+    first = b.op("and", (b.op("eq", (x, zero)), b.op("eq", (zeros_seen, one))))
+    after = b.op("and", (b.op("not", (before,)), b.op("not", (first,))))
+    tail = b.op("cumsum", (b.where(before, b.mul(g, n), zero),), axis=ax, reverse=not rev)
+    g_before = b.div(tail, b.where(before, x, one))
+    lead = b.op("cumprod", (b.where(before, x, one),), axis=ax, reverse=rev)
+    rest = b.op("cumprod", (b.where(after, x, one),), axis=ax, reverse=rev)
+    s = b.op("sum", (b.where(before, zero, b.mul(g, rest)),), axes=(ax,))
+    g_first = b.mul(lead, b.expand(s, x.shape))
+    return [b.where(before, g_before, b.where(first, g_first, zero))]
+
+
+def scan_argmax(b: Builder, x: Node, out: Node, ax: int) -> Node:
+    """Index of the element ``cummax`` took at each position: the last position up to it
+    holding a running maximum (a tie or a NaN takes over, as in PyTorch)."""
+    hit = b.op("eq", (x, out))
+    if x.dtype.is_float:
+        hit = b.op("or", (hit, b.op("ne", (x, x))))
+    iota = b.op("iota", (), shape=x.shape, dtype=dt.int64, axis=ax)
+    cand = b.where(hit, iota, b.const(0, x.shape, dt.int64))
+    return b.op("cummax", (cand,), axis=ax)
+
+
+@_rule("cummax")
+def _cummax(b, n, g):
+    x = n.inputs[0]
+    ax = n.attrs["axis"]
+    idx = scan_argmax(b, x, n, ax)
+    return [b.op("scatter_add", (b.const(0.0, x.shape, x.dtype), idx, g), axis=ax)]
 
 
 def _swap_last(b: Builder, x: Node) -> Node:

@@ -57,6 +57,13 @@ def _const(x: Tensor, v: float) -> Tensor:
     return Tensor._wrap(builder().const(v, x.shape, x.dtype))
 
 
+def _zero_some(x: Tensor) -> Tensor:
+    """A constant 0/1 mask that zeroes some elements (cumprod's gradient at zeros)."""
+    mask = np.ones(tuple(x.shape[1:]), np.float64)
+    mask[0, 2] = mask[0, 4] = mask[1, 3] = 0.0
+    return Tensor._from_array(mask.astype(x.dtype.np))
+
+
 CONV = dict(stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2)
 POOL = dict(kernel=(3, 2), stride=(2, 1), padding=(1, 1), dilation=(1, 2), ceil_mode=True)
 
@@ -103,6 +110,11 @@ CASES: dict[str, Case] = {
         lambda x, g: P("conv2d_weight_grad", x, g, weight_shape=(6, 2, 3, 2), **CONV),
         [Spec(("B", 4, 6, 7)), Spec(("B", 6, 3, 9))]),
     "pool_argmax": Case(lambda x: P("pool_argmax", x, **POOL), [Spec(("B", 3, 6, 7))]),
+    "cumsum": Case(lambda x: P("cumsum", x, axis=1) + P("cumsum", x, axis=0, reverse=True),
+                   [Spec(("B", 5, 3))]),
+    "cumprod": Case(lambda x: P("cumprod", x * _zero_some(x), axis=2),
+                    [Spec(("B", 3, 6))]),
+    "cummax": Case(lambda x: P("cummax", x, axis=1), [Spec(("B", 6, 3))]),
 }
 for _op in ("neg", "exp", "abs", "sign", "tanh", "sigmoid", "relu", "erf", "silu", "hardswish"):
     CASES[_op] = _unary(_op)

@@ -30,6 +30,10 @@ _INFOS = [
     # reductions (keep dims)
     OpInfo("sum", "reduce", 1),
     OpInfo("max", "reduce", 1),
+    # scans along one axis (inclusive; ``reverse`` scans from the end)
+    OpInfo("cumsum", "scan", 1),
+    OpInfo("cumprod", "scan", 1),
+    OpInfo("cummax", "scan", 1),
     # linear algebra
     OpInfo("matmul", "matmul", 2),
     # movement
@@ -125,6 +129,18 @@ def _reduce(op, xs, a):
         if not 0 <= ax < len(s):
             raise OpError(f"{op}: axis {ax} out of range for {_fmt(xs[0])}")
     return tuple(1 if i in axes else d for i, d in enumerate(s)), xs[0].dtype
+
+
+@_rule("cumsum", "cumprod", "cummax")
+def _scan(op, xs, a):
+    s = xs[0].shape
+    if not 0 <= a["axis"] < len(s):
+        raise OpError(f"{op}: axis {a['axis']} out of range for {_fmt(xs[0])}")
+    if xs[0].dtype is dt.bool_:
+        raise OpError(f"{op}: expected a numeric operand, got {_fmt(xs[0])}")
+    if op == "cummax" and a.get("reverse"):
+        raise OpError("cummax: only forward scans")
+    return s, xs[0].dtype
 
 
 @_rule("matmul")
