@@ -17,6 +17,17 @@ from .layers2d import (
 )
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module, Parameter
+from .transformer import (
+    Bilinear,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    MultiheadAttention,
+    RMSNorm,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+    Unflatten,
+)
 
 __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Tanh", "Sigmoid", "Flatten", "Identity",
@@ -24,6 +35,8 @@ __all__ = [
     "Conv2d", "MaxPool2d", "AvgPool2d", "Dropout", "LayerNorm", "BatchNorm1d", "BatchNorm2d",
     "Embedding", "GELU", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss", "SmoothL1Loss",
     "SiLU", "Hardswish", "ModuleDict", "ParameterList", "ParameterDict",
+    "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "GroupNorm",
+    "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "Bilinear", "Unflatten",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .. import tensor_ops as T
 from ..autograd import no_grad
 from ..ir import shapes as sh
@@ -122,3 +124,92 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None,
         out = T.where(flat == pad, out.detach(), out)
     return out.reshape(list(idx.shape) + [dim])
 
+
+
+def group_norm(input: Any, num_groups: int, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise (N, C, *) over each group of ``C // num_groups`` channels and the spatial
+    dims (biased variance), then a per-channel affine."""
+    x = T.as_tensor(input)
+    if x.ndim < 2:
+        raise RuntimeError(f"group_norm: expected at least 2D input, got {x.ndim}D")
+    c = x.shape[1]
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {sh.fmt_shape(x.shape)} and "
+                           f"num_groups={num_groups}")
+    shape = list(x.shape)
+    g = x.reshape(shape[0], num_groups, -1)
+    mu = g.mean(-1, keepdim=True)
+    d = g - mu
+    var = (d * d).mean(-1, keepdim=True)
+    y = (d * (var + eps).rsqrt()).reshape(shape)
+    bshape = [1, -1] + [1] * (x.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(bshape)
+    if bias is not None:
+        y = y + bias.reshape(bshape)
+    return y
+
+
+def instance_norm(input: Any, running_mean: Tensor | None = None,
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise (N, C, *) over the spatial dims of each instance and channel. With
+    ``use_input_stats`` the running statistics (if given) move towards the batch averages of
+    the per-instance mean and unbiased variance, as PyTorch's."""
+    x = T.as_tensor(input)
+    if x.ndim < 3:
+        raise ValueError(f"instance_norm: expected at least 3D input, got {x.ndim}D")
+    axes = tuple(range(2, x.ndim))
+    bshape = [1, -1] + [1] * (x.ndim - 2)
+    if use_input_stats:
+        n = _count(x, axes)
+        sh.require_gt(n, 1, "Expected more than 1 spatial element when training, got input "
+                      f"size {sh.fmt_shape(x.shape)}")
+        mean = x.mean(axes, keepdim=True)
+        d = x - mean
+        ssq = (d * d).sum(axes, keepdim=True)
+        var = ssq / _scalar(n, x)
+        if running_mean is not None or running_var is not None:
+            with no_grad():
+                m = float(momentum)
+                if running_mean is not None:
+                    bm = mean.detach().reshape(x.shape[0], -1).mean(0)
+                    running_mean._assign(running_mean * (1.0 - m) + bm * m)
+                if running_var is not None:
+                    unbiased = ssq.detach().reshape(x.shape[0], -1) / _scalar(sh.dim(n - 1), x)
+                    running_var._assign(running_var * (1.0 - m) + unbiased.mean(0) * m)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("Expected running_mean and running_var to be defined when "
+                             "use_input_stats is false")
+        mean = running_mean.reshape(bshape)
+        var = running_var.reshape(bshape)
+        d = x - mean
+    y = d * (var + eps).rsqrt()
+    if weight is not None:
+        y = y * weight.reshape(bshape)
+    if bias is not None:
+        y = y + bias.reshape(bshape)
+    return y
+
+
+def rms_norm(input: Any, normalized_shape: Any, weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing ``normalized_shape`` dims;
+    ``eps=None`` is the dtype's machine epsilon, as PyTorch's."""
+    x = T.as_tensor(input)
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(ns)
+    if tuple(x.shape[x.ndim - k:]) != tuple(ns):
+        raise RuntimeError(f"rms_norm: expected input with trailing shape {ns}, got "
+                           f"{tuple(x.shape)}")
+    if eps is None:
+        eps = float(np.finfo(x.dtype.np).eps)
+    axes = tuple(range(x.ndim - k, x.ndim))
+    y = x * ((x * x).mean(axes, keepdim=True) + eps).rsqrt()
+    if weight is not None:
+        y = y * weight
+    return y

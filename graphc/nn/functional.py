@@ -5,6 +5,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy as np
+
 from .. import tensor_ops as T
 from ..ir import user_location
 from ..ir.elementwise import SURFACE
@@ -86,6 +88,7 @@ def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = No
 
 
 # -- layers and losses implemented in their own modules (re-exported, as torch's F) ----------
+from ._fattn import bilinear, scaled_dot_product_attention  # noqa: E402
 from ._fconv import avg_pool2d, conv2d, max_pool2d  # noqa: E402
 from ._floss import (  # noqa: E402
     _reduce,
@@ -96,26 +99,86 @@ from ._floss import (  # noqa: E402
     nll_loss,
     smooth_l1_loss,
 )
-from ._fnorm import batch_norm, dropout, embedding, layer_norm  # noqa: E402
+from ._fnorm import (  # noqa: E402
+    batch_norm,
+    dropout,
+    embedding,
+    group_norm,
+    instance_norm,
+    layer_norm,
+    rms_norm,
+)
 
 
-def pad(input: Any, pad: Any, mode: str = "constant", value: float = 0.0) -> Tensor:
-    """``F.pad`` with zero constant padding (pairs from the last dim backwards, as torch)."""
-    if mode != "constant" or value != 0:
-        raise NotImplementedError("pad: only mode='constant' with value=0 is supported")
+def _pad_index(size: int, lo: int, hi: int, mode: str) -> np.ndarray:
+    """Source positions of a ``size + lo + hi`` padded dim (``lo``/``hi`` may be negative)."""
+    j = np.arange(-lo, size + hi)
+    if mode == "reflect":
+        if lo >= size or hi >= size:
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding "
+                               f"input dimension, but got: padding ({lo}, {hi}) at dimension "
+                               f"of size {size}")
+        j = np.abs(j)
+        return np.where(j > size - 1, 2 * (size - 1) - j, j)
+    if mode == "replicate":
+        return np.clip(j, 0, size - 1)
+    if lo > size or hi > size:
+        raise RuntimeError("Padding value causes wrapping around more than once.")
+    return j % size
+
+
+def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None) -> Tensor:
+    """``F.pad``: pairs from the last dim backwards, as torch. ``constant`` pads with ``value``
+    (negative pads crop); ``reflect``, ``replicate`` and ``circular`` are constant-index
+    gathers along each padded dim, so their gradients sum into the source positions."""
     x = T.as_tensor(input)
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(f"pad: padding length must be even and at most 2*ndim, got {pad}")
-    pairs = [(0, 0)] * x.ndim
-    for i in range(len(pad) // 2):
-        lo, hi = int(pad[2 * i]), int(pad[2 * i + 1])
+    n = len(pad) // 2
+    pairs = [(int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(n)]
+    if mode != "constant":
+        if mode not in ("reflect", "replicate", "circular"):
+            raise NotImplementedError(f"pad: mode={mode!r} is not supported (constant, reflect, "
+                                      "replicate and circular are)")
+        if value is not None and value != 0:
+            raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+        if n > 3 or x.ndim < n + 1 or x.ndim > n + 2:
+            raise NotImplementedError(
+                f"pad: mode={mode!r} pads the last 1, 2 or 3 dims of a 2D-5D input (as torch); "
+                f"got {n} pad pairs for a {x.ndim}D input")
+        from ._fconv import _take
+        for i, (lo, hi) in enumerate(pairs):
+            if lo == 0 and hi == 0:
+                continue
+            ax = x.ndim - 1 - i
+            x = _take(x, ax, _pad_index(int(x.shape[ax]), lo, hi, mode))
+        return x
+    fill = 0.0 if value is None else value
+    pads = [(0, 0)] * x.ndim
+    for i, (lo, hi) in enumerate(pairs):
         ax = x.ndim - 1 - i
         if lo < 0 or hi < 0:
             x = T.slice_dims(x, [max(0, -lo) if a == ax else 0 for a in range(x.ndim)],
                              [x.shape[a] - max(0, -hi) if a == ax else x.shape[a]
                               for a in range(x.ndim)])
-        pairs[ax] = (max(lo, 0), max(hi, 0))
-    return T.pad(x, pairs)
+        pads[ax] = (max(lo, 0), max(hi, 0))
+    out = T.pad(x, pads)
+    if fill == 0 or out is x:
+        return out
+    border = None
+    for ax, (lo, hi) in enumerate(pads):
+        if lo == 0 and hi == 0:
+            continue
+        size = out.shape[ax]
+        if not isinstance(size, int):
+            raise NotImplementedError("pad: a nonzero value on a symbolic (batch) dim")
+        m = np.ones(size, bool)
+        m[lo:size - hi] = False
+        shape = [1] * out.ndim
+        shape[ax] = size
+        mt = T.as_tensor(m.reshape(shape))
+        border = mt if border is None else T.binary("or", border, mt)
+    return T.where(border, T.as_tensor(fill, out.dtype) if out.dtype.is_float else fill, out)
 
 
 __all__ = [
@@ -123,4 +186,5 @@ __all__ = [
     "conv2d", "max_pool2d", "avg_pool2d", "batch_norm", "layer_norm", "dropout", "embedding",
     "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "smooth_l1_loss",
     "log_sigmoid", "pad",
+    "scaled_dot_product_attention", "bilinear", "group_norm", "instance_norm", "rms_norm",
 ]
