@@ -6,14 +6,25 @@ from .activation import GELU, Hardswish, ReLU, SiLU
 from .containers import ModuleDict, ParameterDict, ParameterList
 from .layers import Flatten, Identity, Linear, ModuleList, Sequential, Sigmoid, Tanh
 from .layers2d import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool2d,
+    AvgPool1d,
     AvgPool2d,
     BatchNorm1d,
     BatchNorm2d,
+    Conv1d,
     Conv2d,
+    ConvTranspose1d,
+    ConvTranspose2d,
     Dropout,
     Embedding,
     LayerNorm,
+    MaxPool1d,
     MaxPool2d,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
 )
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module, Parameter
@@ -37,6 +48,9 @@ __all__ = [
     "SiLU", "Hardswish", "ModuleDict", "ParameterList", "ParameterDict",
     "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "GroupNorm",
     "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "Bilinear", "Unflatten",
+    "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "AvgPool1d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample",
+    "UpsamplingNearest2d", "UpsamplingBilinear2d",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

@@ -9,7 +9,10 @@ from ``iota`` (so ceil-mode and ``count_include_pad`` windows need no per-elemen
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import numpy as np
 
 from .. import tensor_ops as T
 from ..ir import shapes as sh
@@ -139,3 +142,336 @@ def avg_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
         dw = _window_counts(w, outs[1], k[1], s[1], p[1], count_include_pad, x, 3)
         out = total / (dh * dw)
     return out.squeeze(0) if unbatched else out
+
+
+# -- one-dimensional forms, transposed convolution, adaptive pooling, interpolation ----------
+def single(v: Any, what: str = "argument") -> int:
+    """``3`` -> ``3``; ``(3,)`` -> ``3`` (PyTorch's ``_single``)."""
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1:
+            raise ValueError(f"{what}: expected an int or a 1-tuple, got {v!r}")
+        return int(v[0])
+    return int(v)
+
+
+def _batched1d(x: Tensor, op: str) -> tuple[Tensor, bool]:
+    if x.ndim == 2:
+        return x.unsqueeze(0), True
+    if x.ndim != 3:
+        raise RuntimeError(f"{op}: expected 2D (unbatched) or 3D (batched) input, got shape "
+                           f"{tuple(x.shape)}")
+    return x, False
+
+
+def conv1d(input: Any, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """``torch.nn.functional.conv1d``: ``conv2d`` over a unit height."""
+    x, unbatched = _batched1d(T.as_tensor(input), "conv1d")
+    w = T.as_tensor(weight)
+    if w.ndim != 3:
+        raise RuntimeError(f"conv1d: expected a 3D weight, got shape {tuple(w.shape)}")
+    pad = padding if isinstance(padding, str) else (0, single(padding, "padding"))
+    out = conv2d(x.unsqueeze(2), w.unsqueeze(2), bias, (1, single(stride, "stride")), pad,
+                 (1, single(dilation, "dilation")), groups).squeeze(2)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose2d(input: Any, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:
+    """``torch.nn.functional.conv_transpose2d``: the input gradient of ``conv2d`` with the
+    weight (PyTorch's layout ``(in, out/groups, kH, kW)`` is conv2d's ``(out, in/groups, ..)``
+    seen from the other side)."""
+    x, unbatched = _batched(T.as_tensor(input), "conv_transpose2d")
+    w = T.as_tensor(weight)
+    if w.dtype is not x.dtype:
+        raise RuntimeError(f"conv_transpose2d: input dtype {x.dtype.name} and weight dtype "
+                           f"{w.dtype.name} differ")
+    if w.ndim != 4:
+        raise RuntimeError(f"conv_transpose2d: expected a 4D weight, got shape {tuple(w.shape)}")
+    st, pad = pair(stride, "stride"), pair(padding, "padding")
+    opad, dil = pair(output_padding, "output_padding"), pair(dilation, "dilation")
+    groups = int(groups)
+    for o, s, d in zip(opad, st, dil):
+        if o >= s and o >= d:
+            raise RuntimeError("output padding must be smaller than either stride or dilation, "
+                               f"but got output_padding={opad}, stride={st}, dilation={dil}")
+        if o >= s:
+            raise NotImplementedError("conv_transpose2d: output_padding >= stride (allowed by "
+                                      "a larger dilation) is not supported")
+    if not sh.same(x.shape[1], w.shape[0]):
+        raise RuntimeError(f"conv_transpose2d: expected input {tuple(x.shape)} to have "
+                           f"{w.shape[0]} channels (weight {tuple(w.shape)}), but got "
+                           f"{x.shape[1]} channels")
+    if int(w.shape[0]) % groups:
+        raise RuntimeError(f"conv_transpose2d: {w.shape[0]} input channels are not divisible "
+                           f"by groups={groups}")
+    k = (int(w.shape[2]), int(w.shape[3]))
+    hw = [(int(x.shape[2 + i]) - 1) * st[i] - 2 * pad[i] + dil[i] * (k[i] - 1) + opad[i] + 1
+          for i in range(2)]
+    if min(hw) <= 0:
+        raise RuntimeError(f"conv_transpose2d: output size {tuple(hw)} is too small")
+    shape = (x.shape[0], int(w.shape[1]) * groups, hw[0], hw[1])
+    out = Tensor._wrap(builder().op("conv2d_input_grad", (x.node, w.node), input_shape=shape,
+                                    stride=st, padding=pad, dilation=dil, groups=groups))
+    if bias is not None:
+        out = out + T.as_tensor(bias).reshape(1, -1, 1, 1)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose1d(input: Any, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:
+    """``torch.nn.functional.conv_transpose1d``: ``conv_transpose2d`` over a unit height."""
+    x, unbatched = _batched1d(T.as_tensor(input), "conv_transpose1d")
+    w = T.as_tensor(weight)
+    if w.ndim != 3:
+        raise RuntimeError(f"conv_transpose1d: expected a 3D weight, got shape "
+                           f"{tuple(w.shape)}")
+    out = conv_transpose2d(x.unsqueeze(2), w.unsqueeze(2), bias,
+                           (1, single(stride, "stride")), (0, single(padding, "padding")),
+                           (0, single(output_padding, "output_padding")), groups,
+                           (1, single(dilation, "dilation"))).squeeze(2)
+    return out.squeeze(0) if unbatched else out
+
+
+def avg_pool1d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+    """``torch.nn.functional.avg_pool1d``: ``avg_pool2d`` over a unit height."""
+    x, unbatched = _batched1d(T.as_tensor(input), "avg_pool1d")
+    k = single(kernel_size, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) \
+        else single(stride, "stride")
+    out = avg_pool2d(x.unsqueeze(2), (1, k), (1, s), (0, single(padding, "padding")),
+                     ceil_mode, count_include_pad).squeeze(2)
+    return out.squeeze(0) if unbatched else out
+
+
+def max_pool1d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False
+               ) -> Any:
+    """``torch.nn.functional.max_pool1d``: ``max_pool2d`` over a unit height."""
+    x, unbatched = _batched1d(T.as_tensor(input), "max_pool1d")
+    k = single(kernel_size, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) \
+        else single(stride, "stride")
+    vals, idx = max_pool2d(x.unsqueeze(2), (1, k), (1, s), (0, single(padding, "padding")),
+                           (1, single(dilation, "dilation")), ceil_mode, True)
+    vals, idx = vals.squeeze(2), idx.squeeze(2)
+    if unbatched:
+        vals, idx = vals.squeeze(0), idx.squeeze(0)
+    return (vals, idx) if return_indices else vals
+
+
+def _const(arr: np.ndarray) -> Tensor:
+    return T.as_tensor(np.ascontiguousarray(arr))
+
+
+def _along(x: Tensor, axis: int, m: np.ndarray) -> Tensor:
+    """``x`` with dim ``axis`` mapped through the (out, in) matrix ``m``."""
+    nd = x.ndim
+    perm = [a for a in range(nd) if a != axis] + [axis]
+    inv = [0] * nd
+    for i, p in enumerate(perm):
+        inv[p] = i
+    y = T.matmul(x.permute(*perm), _const(m.T.astype(x.dtype.np)))
+    return y.permute(*inv)
+
+
+def _take(x: Tensor, axis: int, idx: np.ndarray) -> Tensor:
+    """``x`` indexed along ``axis`` by the constant int array ``idx`` (a ``gather``)."""
+    shape = [1] * x.ndim
+    shape[axis] = len(idx)
+    full = list(x.shape)
+    full[axis] = len(idx)
+    i = _const(np.asarray(idx, np.int64).reshape(shape))
+    return T.gather(x, axis, T.expand(i, *full))
+
+
+def _adaptive_matrix(n_in: int, n_out: int) -> np.ndarray:
+    """Rows average PyTorch's windows ``[floor(i·in/out), ceil((i+1)·in/out))``."""
+    m = np.zeros((n_out, n_in), np.float64)
+    for i in range(n_out):
+        a, b = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
+        m[i, a:b] = 1.0 / (b - a)
+    return m
+
+
+def _out_sizes(x: Tensor, output_size: Any, nd: int) -> list[int]:
+    sizes = list(output_size) if isinstance(output_size, (list, tuple)) \
+        else [output_size] * nd
+    if len(sizes) != nd:
+        raise ValueError(f"output_size must have {nd} elements, got {output_size!r}")
+    return [int(x.shape[x.ndim - nd + i]) if s is None else int(s) for i, s in enumerate(sizes)]
+
+
+def adaptive_avg_pool2d(input: Any, output_size: Any) -> Tensor:
+    """``torch.nn.functional.adaptive_avg_pool2d``: an ``avg_pool2d`` when the output divides
+    the input, otherwise a constant averaging matrix along each spatial dim."""
+    x = T.as_tensor(input)
+    if x.ndim not in (3, 4):
+        raise RuntimeError(f"adaptive_avg_pool2d: expected 3D or 4D input, got shape "
+                           f"{tuple(x.shape)}")
+    outs = _out_sizes(x, output_size, 2)
+    ins = [int(x.shape[x.ndim - 2]), int(x.shape[x.ndim - 1])]
+    if all(o > 0 and i % o == 0 for i, o in zip(ins, outs)):
+        k = tuple(i // o for i, o in zip(ins, outs))
+        return avg_pool2d(x, k, k)
+    for ax, (i, o) in enumerate(zip(ins, outs)):
+        x = _along(x, x.ndim - 2 + ax, _adaptive_matrix(i, o))
+    return x
+
+
+def adaptive_avg_pool1d(input: Any, output_size: Any) -> Tensor:
+    """``torch.nn.functional.adaptive_avg_pool1d``."""
+    x = T.as_tensor(input)
+    if x.ndim not in (2, 3):
+        raise RuntimeError(f"adaptive_avg_pool1d: expected 2D or 3D input, got shape "
+                           f"{tuple(x.shape)}")
+    return adaptive_avg_pool2d(x.unsqueeze(-2), (1, single(output_size, "output_size"))
+                               ).squeeze(-2)
+
+
+def adaptive_max_pool2d(input: Any, output_size: Any, return_indices: bool = False) -> Any:
+    """``torch.nn.functional.adaptive_max_pool2d``: a ``max_pool2d`` when the output divides
+    the input; otherwise each window is gathered (the last index repeated to a common width)
+    and reduced with ``amax``, one spatial dim after the other."""
+    x = T.as_tensor(input)
+    if x.ndim not in (3, 4):
+        raise RuntimeError(f"adaptive_max_pool2d: expected 3D or 4D input, got shape "
+                           f"{tuple(x.shape)}")
+    outs = _out_sizes(x, output_size, 2)
+    ins = [int(x.shape[x.ndim - 2]), int(x.shape[x.ndim - 1])]
+    if all(o > 0 and i % o == 0 for i, o in zip(ins, outs)):
+        k = tuple(i // o for i, o in zip(ins, outs))
+        return max_pool2d(x, k, k, return_indices=return_indices)
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool2d: return_indices=True needs the output "
+                                  "size to divide the input size")
+    for ax, (n_in, n_out) in enumerate(zip(ins, outs)):
+        axis = x.ndim - 2 + ax
+        starts = [(i * n_in) // n_out for i in range(n_out)]
+        ends = [-(-((i + 1) * n_in) // n_out) for i in range(n_out)]
+        width = max(e - s for s, e in zip(starts, ends))
+        idx = np.array([[min(s + j, e - 1) for j in range(width)]
+                        for s, e in zip(starts, ends)], np.int64)
+        g = _take(x, axis, idx.reshape(-1))
+        shape = list(g.shape)
+        shape[axis:axis + 1] = [n_out, width]
+        x = T.amax(g.reshape(shape), axis + 1)
+    return x
+
+
+def _src_index(n_in: int, n_out: int, scale: float | None, align_corners: bool) -> np.ndarray:
+    """PyTorch's ``area_pixel_compute_source_index`` for every output position (float32)."""
+    f = np.float32
+    dst = np.arange(n_out, dtype=f)
+    if align_corners:
+        s = f(n_in - 1) / f(n_out - 1) if n_out > 1 else f(0)
+        return s * dst
+    s = f(1.0 / scale) if scale is not None and scale > 0 else f(n_in) / f(n_out)
+    return np.maximum(s * (dst + f(0.5)) - f(0.5), f(0))
+
+
+def _linear_matrix(n_in: int, n_out: int, scale: float | None,
+                   align_corners: bool) -> np.ndarray:
+    src = _src_index(n_in, n_out, scale, align_corners)
+    i0 = np.floor(src).astype(np.int64)
+    i0 = np.minimum(i0, n_in - 1)
+    i1 = np.where(i0 < n_in - 1, i0 + 1, i0)
+    l1 = src - i0.astype(np.float32)
+    l0 = np.float32(1) - l1
+    m = np.zeros((n_out, n_in), np.float64)
+    np.add.at(m, (np.arange(n_out), i0), l0)
+    np.add.at(m, (np.arange(n_out), i1), l1)
+    return m
+
+
+def _nearest_index(n_in: int, n_out: int, scale: float | None, exact: bool) -> np.ndarray:
+    f = np.float32
+    s = f(1.0 / scale) if scale is not None and scale > 0 else f(n_in) / f(n_out)
+    dst = np.arange(n_out, dtype=f)
+    if exact:
+        idx = np.floor((dst + f(0.5)) * s)
+    else:
+        if n_out == n_in:
+            return np.arange(n_out)
+        if n_out == 2 * n_in:
+            return np.arange(n_out) >> 1
+        idx = np.floor(dst * s)
+    return np.minimum(idx.astype(np.int64), n_in - 1)
+
+
+_INTERP_RANK = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear": 2,
+                "bicubic": 2, "trilinear": 3, "area": None}
+
+
+def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+                antialias: bool = False) -> Tensor:
+    """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact, linear and
+    bilinear: constant gathers (nearest) or constant interpolation matrices (linear), one
+    spatial dim after the other."""
+    x = T.as_tensor(input)
+    if mode not in _INTERP_RANK:
+        raise ValueError(f"interpolate: unknown mode {mode!r}")
+    if mode in ("bicubic", "trilinear", "area") or antialias:
+        raise NotImplementedError(f"interpolate: mode={mode!r}"
+                                  f"{' with antialias=True' if antialias else ''} is not "
+                                  "supported (nearest, nearest-exact, linear and bilinear are)")
+    nd = x.ndim - 2
+    if nd < 1:
+        raise ValueError(f"interpolate: expected an input with a batch and a channel dim and "
+                         f"at least one spatial dim, got shape {tuple(x.shape)}")
+    want = _INTERP_RANK[mode]
+    if want is not None and nd != want:
+        raise NotImplementedError(f"interpolate: mode={mode!r} expects {want + 2}D input, got "
+                                  f"{x.ndim}D")
+    if mode.startswith("nearest"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating "
+                             "modes: linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    ins = [int(d) for d in x.shape[2:]]
+    if (size is None) == (scale_factor is None):
+        raise ValueError("either size or scale_factor should be defined, not both"
+                         if size is not None else "either size or scale_factor should be "
+                         "defined")
+    scales: list[float | None]
+    if size is not None:
+        outs = list(size) if isinstance(size, (list, tuple)) else [size] * nd
+        if len(outs) != nd:
+            raise ValueError(f"Input and output must have the same number of spatial "
+                             f"dimensions, but got input with spatial dimensions of {ins} and "
+                             f"output size of {list(outs)}.")
+        outs = [int(o) for o in outs]
+        scales = [None] * nd
+    else:
+        sf = list(scale_factor) if isinstance(scale_factor, (list, tuple)) \
+            else [scale_factor] * nd
+        if len(sf) != nd:
+            raise ValueError(f"Input and scale_factor must have the same number of spatial "
+                             f"dimensions, but got input with spatial dimensions of {ins} and "
+                             f"scale_factor of shape {list(sf)}.")
+        outs = [int(math.floor(float(i) * float(s))) for i, s in zip(ins, sf)]
+        scales = [None if recompute_scale_factor else float(s) for s in sf]
+    if any(o <= 0 for o in outs):
+        raise RuntimeError(f"interpolate: output size {outs} must be positive")
+    for ax in range(nd):
+        axis = 2 + ax
+        if mode.startswith("nearest"):
+            idx = _nearest_index(ins[ax], outs[ax], scales[ax], mode == "nearest-exact")
+            if not np.array_equal(idx, np.arange(ins[ax])):
+                x = _take(x, axis, idx)
+        else:
+            m = _linear_matrix(ins[ax], outs[ax], None if align_corners else scales[ax],
+                               bool(align_corners))
+            x = _along(x, axis, m)
+    return x
+
+
+def upsample(input: Any, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+             align_corners: bool | None = None) -> Tensor:
+    """``torch.nn.functional.upsample`` (the older name of ``interpolate``)."""
+    return interpolate(input, size, scale_factor, mode, align_corners)

@@ -89,7 +89,21 @@ def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = No
 
 # -- layers and losses implemented in their own modules (re-exported, as torch's F) ----------
 from ._fattn import bilinear, scaled_dot_product_attention  # noqa: E402
-from ._fconv import avg_pool2d, conv2d, max_pool2d  # noqa: E402
+from ._fconv import (  # noqa: E402
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_max_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    conv1d,
+    conv2d,
+    conv_transpose1d,
+    conv_transpose2d,
+    interpolate,
+    max_pool1d,
+    max_pool2d,
+    upsample,
+)
 from ._floss import (  # noqa: E402
     _reduce,
     _reduction,
@@ -183,7 +197,9 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
 
 __all__ = [
     *_FROM_TABLE, "linear", "l1_loss", "mse_loss",
-    "conv2d", "max_pool2d", "avg_pool2d", "batch_norm", "layer_norm", "dropout", "embedding",
+    "conv2d", "max_pool2d", "avg_pool2d", "conv1d", "conv_transpose1d", "conv_transpose2d",
+    "avg_pool1d", "max_pool1d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+    "adaptive_max_pool2d", "interpolate", "upsample", "batch_norm", "layer_norm", "dropout", "embedding",
     "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "smooth_l1_loss",
     "log_sigmoid", "pad",
     "scaled_dot_product_attention", "bilinear", "group_norm", "instance_norm", "rms_norm",

@@ -18,7 +18,7 @@ from ..ir import dtypes
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from ._fconv import pair
+from ._fconv import pair, single
 from .module import Module, Parameter
 
 
@@ -106,6 +106,242 @@ class AvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+def _single_or_pair(v: Any, nd: int) -> tuple:
+    if nd == 1:
+        return (single(v),)
+    return pair(v)
+
+
+class _ConvBase(Module):
+    """Shared construction of the 1-D/2-D (transposed) convolutions: PyTorch's parameter
+    shapes and its default initialisation."""
+
+    _nd = 2
+    _transposed = False
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None,
+                 output_padding: Any = 0) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"{name}: only padding_mode='zeros' is supported")
+        nd = self._nd
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = _single_or_pair(kernel_size, nd)
+        self.stride = _single_or_pair(stride, nd)
+        if isinstance(padding, str):
+            if self._transposed or padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                                 "{'valid', 'same'}")
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = _single_or_pair(padding, nd)
+        self.dilation = _single_or_pair(dilation, nd)
+        self.output_padding = _single_or_pair(output_padding, nd)
+        self.groups, self.padding_mode = groups, padding_mode
+        self.transposed = self._transposed
+        npd = _np_dtype(dtype)
+        wshape = ((in_channels, out_channels // groups) if self._transposed
+                  else (out_channels, in_channels // groups)) + self.kernel_size
+        self.weight = Parameter(np.empty(wshape, npd))
+        if bias:
+            self.bias = Parameter(np.empty((out_channels,), npd))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0,) * self._nd:
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * self._nd:
+            s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * self._nd:
+            s += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class Conv1d(_ConvBase):
+    """1-D convolution over NCL input; weight (out, in/groups, k) and bias (out)."""
+
+    _nd = 1
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype)
+
+    def forward(self, x: Any) -> Tensor:
+        return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+
+class _ConvTransposeBase(_ConvBase):
+    _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype, output_padding)
+
+    def _output_padding(self, x: Tensor, output_size: Any) -> tuple:
+        if output_size is None:
+            return self.output_padding
+        nd = self._nd
+        sizes = [int(s) for s in output_size][-nd:]
+        if len(sizes) != nd:
+            raise ValueError(f"output_size must have {nd} or {nd + 2} elements (got "
+                             f"{len(list(output_size))})")
+        ins = [int(d) for d in x.shape[x.ndim - nd:]]
+        res = []
+        for i in range(nd):
+            lo = ((ins[i] - 1) * self.stride[i] - 2 * self.padding[i]
+                  + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
+            if not lo <= sizes[i] < lo + self.stride[i]:
+                raise ValueError(f"requested an output size of {sizes}, but valid sizes range "
+                                 f"from {lo} to {lo + self.stride[i] - 1} (for an input of "
+                                 f"{ins})")
+            res.append(sizes[i] - lo)
+        return tuple(res)
+
+
+class ConvTranspose1d(_ConvTransposeBase):
+    """Transposed 1-D convolution; weight (in, out/groups, k) as PyTorch's."""
+
+    _nd = 1
+
+    def forward(self, x: Any, output_size: Any = None) -> Tensor:
+        x = T.as_tensor(x)
+        return F.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(x, output_size), self.groups,
+                                  self.dilation)
+
+
+class ConvTranspose2d(_ConvTransposeBase):
+    """Transposed 2-D convolution; weight (in, out/groups, kh, kw) as PyTorch's."""
+
+    def forward(self, x: Any, output_size: Any = None) -> Tensor:
+        x = T.as_tensor(x)
+        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(x, output_size), self.groups,
+                                  self.dilation)
+
+
+class MaxPool1d(Module):
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 dilation: Any = 1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def forward(self, x: Any) -> Any:
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+
+    def forward(self, x: Any) -> Tensor:
+        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool1d(Module):
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Any) -> Tensor:
+        return F.adaptive_avg_pool1d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
+    def forward(self, x: Any) -> Tensor:
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+
+class AdaptiveMaxPool2d(Module):
+    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, x: Any) -> Any:
+        return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class Upsample(Module):
+    def __init__(self, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                 align_corners: bool | None = None,
+                 recompute_scale_factor: bool | None = None) -> None:
+        super().__init__()
+        self.size, self.mode, self.align_corners = size, mode, align_corners
+        self.scale_factor = float(scale_factor) if isinstance(scale_factor, (int, float)) \
+            else (tuple(float(f) for f in scale_factor) if scale_factor else None)
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, x: Any) -> Tensor:
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self) -> str:
+        what = (f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None
+                else f"size={self.size!r}")
+        return f"{what}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
 class Dropout(Module):
