@@ -32,8 +32,9 @@ class Linear(Module):
         self.out_features = out_features
         npd = np.float32 if dtype is None else dtypes.as_dtype(dtype).np
         self.weight = Parameter(np.empty((out_features, in_features), npd))
-        self.bias = Parameter(np.empty((out_features,), npd)) if bias else None
-        if not bias:
+        if bias:
+            self.bias = Parameter(np.empty((out_features,), npd))
+        else:
             self.register_parameter("bias", None)
         self.reset_parameters()
 
