@@ -26,7 +26,26 @@ from .layers2d import (
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
 )
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
+from .loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    CrossEntropyLoss,
+    CTCLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MarginRankingLoss,
+    MSELoss,
+    MultiLabelSoftMarginLoss,
+    NLLLoss,
+    PoissonNLLLoss,
+    SmoothL1Loss,
+    SoftMarginLoss,
+    TripletMarginLoss,
+)
 from .module import Module, Parameter
 from .transformer import (
     Bilinear,
@@ -51,6 +70,9 @@ __all__ = [
     "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "AvgPool1d",
     "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample",
     "UpsamplingNearest2d", "UpsamplingBilinear2d",
+    "BCELoss", "KLDivLoss", "HuberLoss", "CosineEmbeddingLoss", "MarginRankingLoss",
+    "HingeEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+    "SoftMarginLoss", "MultiLabelSoftMarginLoss", "CTCLoss",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

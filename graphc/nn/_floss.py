@@ -7,8 +7,10 @@ nothing). Ignored targets are replaced by class 0 before the gather and masked a
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from .. import _context
 from .. import tensor_ops as T
 from ..ir import dtypes as dt
 from ..ir import shapes as sh
@@ -215,3 +217,229 @@ def smooth_l1_loss(input: Any, target: Any, size_average: Any = None, reduce: An
     if red == "mean":
         return loss.mean()
     return loss.sum() if red == "sum" else loss
+
+
+# -- probabilistic, margin and embedding losses (PyTorch's formulas) ------------------------
+def _same_size(fn: str, x: Tensor, y: Tensor) -> None:
+    if x.ndim != y.ndim or not all(sh.same(a, b) for a, b in zip(x.shape, y.shape)):
+        raise ValueError(f"{fn}: Using a target size ({tuple(y.shape)}) that is different to "
+                         f"the input size ({tuple(x.shape)}) is deprecated. Please ensure they "
+                         "have the same size.")
+
+
+def binary_cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any = None,
+                         reduce: Any = None, reduction: str = "mean") -> Tensor:
+    """``-w·(y·log x + (1 - y)·log(1 - x))`` with each log clamped at -100, as ATen."""
+    red = _reduction(size_average, reduce, reduction)
+    x = T.as_tensor(input)
+    y = T.as_tensor(target).to(x.dtype)
+    _same_size("binary_cross_entropy", x, y)
+    lx = T.clamp(x.log(), -100.0)
+    l1x = T.clamp((1.0 - x).log(), -100.0)
+    loss = (y - 1.0) * l1x - y * lx
+    if weight is not None:
+        loss = loss * T.as_tensor(weight).to(x.dtype)
+    return _reduce(loss, red)
+
+
+def _xlogx(t: Tensor) -> Tensor:
+    zero = t == 0
+    return T.where(zero, 0.0, t * T.where(zero, 1.0, t).log())
+
+
+def kl_div(input: Any, target: Any, size_average: Any = None, reduce: Any = None,
+           reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """``target·(log target - input)`` (``xlogy``: 0 where target is 0), or
+    ``exp(target)·(target - input)`` with ``log_target``; ``batchmean`` divides the sum by
+    the batch size."""
+    if size_average is not None or reduce is not None:
+        red = _reduction(size_average, reduce, "mean")
+    elif reduction == "batchmean":
+        red = reduction
+    else:
+        red = _reduction(None, None, reduction)
+    x = T.as_tensor(input)
+    t = T.as_tensor(target).to(x.dtype)
+    loss = t.exp() * (t - x) if log_target else _xlogx(t) - t * x
+    if red == "batchmean":
+        return loss.sum() / x.shape[0] if x.ndim else loss.sum()
+    return _reduce(loss, red)
+
+
+def huber_loss(input: Any, target: Any, reduction: str = "mean", delta: float = 1.0,
+               weight: Any = None) -> Tensor:
+    """``0.5·d²`` below ``delta``, ``delta·(|d| - 0.5·delta)`` above."""
+    red = _reduction(None, None, reduction)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    x, y = T.as_tensor(input), T.as_tensor(target)
+    d = (x - y).abs()
+    loss = T.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    if weight is not None:
+        loss = loss * T.as_tensor(weight).to(loss.dtype)
+    return _reduce(loss, red)
+
+
+def cosine_embedding_loss(input1: Any, input2: Any, target: Any, margin: float = 0.0,
+                          size_average: Any = None, reduce: Any = None,
+                          reduction: str = "mean") -> Tensor:
+    """``1 - cos`` where target is 1, ``max(0, cos - margin)`` where it is -1 (ATen's form,
+    with 1e-12 added to each squared magnitude)."""
+    red = _reduction(size_average, reduce, reduction)
+    a, b = T.as_tensor(input1), T.as_tensor(input2)
+    t = T.as_tensor(target)
+    if a.ndim not in (1, 2) or tuple(a.shape) != tuple(b.shape) and a.ndim != b.ndim:
+        raise RuntimeError(f"cosine_embedding_loss: expected 1D or 2D inputs of one shape, got "
+                           f"{tuple(a.shape)} and {tuple(b.shape)}")
+    if t.ndim != a.ndim - 1:
+        raise RuntimeError(f"{a.ndim}D target tensor expects {a.ndim + 1}D input tensors, but "
+                           f"found inputs with sizes {tuple(a.shape)} and {tuple(b.shape)}.")
+    dim = a.ndim - 1
+    prod = (a * b).sum(dim)
+    m1 = (a * a).sum(dim) + 1e-12
+    m2 = (b * b).sum(dim) + 1e-12
+    cos = prod / (m1 * m2).sqrt()
+    pos = T.where(t == 1, 1.0 - cos, 0.0)
+    neg = T.where(t == -1, T.clamp(cos - margin, 0.0), 0.0)
+    return _reduce(pos + neg, red)
+
+
+def margin_ranking_loss(input1: Any, input2: Any, target: Any, margin: float = 0.0,
+                        size_average: Any = None, reduce: Any = None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(0, -target·(input1 - input2) + margin)``."""
+    red = _reduction(size_average, reduce, reduction)
+    a, b, t = T.as_tensor(input1), T.as_tensor(input2), T.as_tensor(target)
+    if not (a.ndim == b.ndim == t.ndim):
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same "
+                           f"dimension but got sizes: input1: {tuple(a.shape)}, input2: "
+                           f"{tuple(b.shape)}, target: {tuple(t.shape)} ")
+    return _reduce(T.clamp(-t.to(a.dtype) * (a - b) + margin, 0.0), red)
+
+
+def _norm_last(v: Tensor, p: float) -> Tensor:
+    if p == 2:
+        return (v * v).sum(-1).sqrt()
+    if p == 1:
+        return v.abs().sum(-1)
+    if p == float("inf"):
+        return T.amax(v.abs(), -1)
+    if p == 0:
+        return (v != 0).to(v.dtype).sum(-1)
+    return (v.abs() ** float(p)).sum(-1) ** (1.0 / p)
+
+
+def pairwise_distance(x1: Any, x2: Any, p: float = 2.0, eps: float = 1e-6,
+                      keepdim: bool = False) -> Tensor:
+    """``‖x1 - x2 + eps‖_p`` over the last dim (``torch.nn.functional.pairwise_distance``)."""
+    a, b = T.as_tensor(x1), T.as_tensor(x2)
+    out = _norm_last(a - b + eps, p)
+    return out.unsqueeze(-1) if keepdim else out
+
+
+def triplet_margin_loss(anchor: Any, positive: Any, negative: Any, margin: float = 1.0,
+                        p: float = 2, eps: float = 1e-6, swap: bool = False,
+                        size_average: Any = None, reduce: Any = None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(0, margin + d(a, p) - d(a, n))`` with ``pairwise_distance``; ``swap`` uses
+    ``min(d(a, n), d(p, n))``."""
+    red = _reduction(size_average, reduce, reduction)
+    a, po, ne = T.as_tensor(anchor), T.as_tensor(positive), T.as_tensor(negative)
+    if not (a.ndim == po.ndim == ne.ndim):
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have "
+                           f"the same number of dimensions, but got: anchor {a.ndim}D, "
+                           f"positive {po.ndim}D, and negative {ne.ndim}D inputs")
+    if margin <= 0:
+        raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got "
+                         f"{margin} instead")
+    d_pos = pairwise_distance(a, po, p, eps)
+    d_neg = pairwise_distance(a, ne, p, eps)
+    if swap:
+        d_neg = T.binary("minimum", d_neg, pairwise_distance(po, ne, p, eps))
+    return _reduce(T.clamp(d_pos - d_neg + margin, 0.0), red)
+
+
+def poisson_nll_loss(input: Any, target: Any, log_input: bool = True, full: bool = False,
+                     size_average: Any = None, eps: float = 1e-8, reduce: Any = None,
+                     reduction: str = "mean") -> Tensor:
+    """``exp(x) - y·x`` (``log_input``) or ``x - y·log(x + eps)``; ``full`` adds Stirling's
+    ``y·log y - y + 0.5·log(2πy)`` where ``y > 1``."""
+    red = _reduction(size_average, reduce, reduction)
+    x = T.as_tensor(input)
+    y = T.as_tensor(target).to(x.dtype)
+    loss = x.exp() - y * x if log_input else x - y * (x + eps).log()
+    if full:
+        big = y > 1
+        ys = T.where(big, y, 1.0)
+        stirling = ys * ys.log() - ys + (ys * (2 * math.pi)).log() * 0.5
+        loss = loss + T.where(big, stirling, 0.0)
+    return _reduce(loss, red)
+
+
+def gaussian_nll_loss(input: Any, target: Any, var: Any, full: bool = False,
+                      eps: float = 1e-6, reduction: str = "mean") -> Tensor:
+    """``0.5·(log var + (input - target)²/var)`` (+ ``0.5·log 2π`` with ``full``), var
+    clamped at ``eps`` without changing its gradient, as PyTorch (which clamps in place
+    under ``no_grad``)."""
+    x, y = T.as_tensor(input), T.as_tensor(target)
+    v = T.as_tensor(var, x.dtype) if not isinstance(var, (int, float)) \
+        else T.as_tensor(float(var), x.dtype)
+    if tuple(v.shape) != tuple(x.shape):
+        if tuple(x.shape[:-1]) == tuple(v.shape):
+            v = v.unsqueeze(-1)
+        elif not (tuple(x.shape[:-1]) == tuple(v.shape[:-1]) and v.ndim and v.shape[-1] == 1) \
+                and v.ndim:
+            raise ValueError("var is of incorrect size")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(reduction + " is not valid")
+    if _context.current() is None and v._node is not None and bool((v.detach().numpy() < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    v = v + (T.clamp(v.detach(), eps) - v.detach())
+    d = x - y
+    loss = (v.log() + d * d / v) * 0.5
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def soft_margin_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,
+                     reduction: str = "mean") -> Tensor:
+    """``log(1 + exp(-y·x))``."""
+    red = _reduction(size_average, reduce, reduction)
+    x = T.as_tensor(input)
+    y = T.as_tensor(target).to(x.dtype)
+    return _reduce(T.unary("log1p", (-x * y).exp()), red)
+
+
+def hinge_embedding_loss(input: Any, target: Any, margin: float = 1.0,
+                         size_average: Any = None, reduce: Any = None,
+                         reduction: str = "mean") -> Tensor:
+    """``x`` where target is 1, ``max(0, margin - x)`` where it is -1 (ATen's sum of both
+    masked terms, so other targets contribute both)."""
+    red = _reduction(size_average, reduce, reduction)
+    x, t = T.as_tensor(input), T.as_tensor(target)
+    out = T.where(t != 1, T.clamp(margin - x, 0.0), 0.0) + T.where(t != -1, x, 0.0)
+    return _reduce(out, red)
+
+
+def multilabel_soft_margin_loss(input: Any, target: Any, weight: Any = None,
+                                size_average: Any = None, reduce: Any = None,
+                                reduction: str = "mean") -> Tensor:
+    """The mean over classes of ``-(y·logσ(x) + (1 - y)·logσ(-x))``."""
+    red = _reduction(size_average, reduce, reduction)
+    x = T.as_tensor(input)
+    y = T.as_tensor(target).to(x.dtype)
+    loss = -(y * log_sigmoid(x) + (1.0 - y) * log_sigmoid(-x))
+    if weight is not None:
+        loss = loss * T.as_tensor(weight).to(x.dtype)
+    cd = x.ndim - 1
+    loss = loss.sum(cd) / x.shape[cd]
+    return _reduce(loss, red)
+
+
+def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any,
+             blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+    """Not supported: the alignment recursion over data-dependent lengths is no composition
+    of graphc's primitives."""
+    raise NotImplementedError("ctc_loss is not supported (its forward-backward recursion over "
+                              "per-sample lengths has no composition in graphc's primitives)")

@@ -88,6 +88,7 @@ def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = No
 
 
 # -- layers and losses implemented in their own modules (re-exported, as torch's F) ----------
+from ..shape_ops import one_hot  # noqa: E402
 from ._fattn import bilinear, scaled_dot_product_attention  # noqa: E402
 from ._fconv import (  # noqa: E402
     adaptive_avg_pool1d,
@@ -107,11 +108,24 @@ from ._fconv import (  # noqa: E402
 from ._floss import (  # noqa: E402
     _reduce,
     _reduction,
+    binary_cross_entropy,
     binary_cross_entropy_with_logits,
+    cosine_embedding_loss,
     cross_entropy,
+    ctc_loss,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
+    huber_loss,
+    kl_div,
     log_sigmoid,
+    margin_ranking_loss,
+    multilabel_soft_margin_loss,
     nll_loss,
+    pairwise_distance,
+    poisson_nll_loss,
     smooth_l1_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
 )
 from ._fnorm import (  # noqa: E402
     batch_norm,
@@ -202,6 +216,11 @@ __all__ = [
     "adaptive_max_pool2d", "interpolate", "upsample",
     "batch_norm", "layer_norm", "dropout", "embedding",
     "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "smooth_l1_loss",
+    "binary_cross_entropy", "kl_div", "huber_loss", "cosine_embedding_loss",
+    "margin_ranking_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
+    "soft_margin_loss", "hinge_embedding_loss", "multilabel_soft_margin_loss", "ctc_loss",
+    "pairwise_distance",
     "log_sigmoid", "pad",
     "scaled_dot_product_attention", "bilinear", "group_norm", "instance_norm", "rms_norm",
+    "one_hot",
 ]
