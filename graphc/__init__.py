@@ -36,6 +36,11 @@ _CORE_NAMES = frozenset({
     "ones", "full", "zeros_like", "ones_like", "rand", "randn", "arange", "matmul", "exp", "log",
     "tanh", "sigmoid", "relu", "sqrt", "abs", "sum", "mean", "maximum", "minimum", "clamp",
     "argmax", "softmax", "log_softmax", "gather", "cat", "concat", "stack", "device",
+    "addmm", "addmv", "baddbmm", "bmm", "chunk", "diag", "diag_embed", "diagonal", "dot",
+    "einsum", "empty", "empty_like", "eye", "flip", "fliplr", "flipud", "full_like", "ger",
+    "kron", "linspace", "logspace", "masked_fill", "meshgrid", "mm", "moveaxis", "movedim",
+    "mv", "outer", "repeat_interleave", "roll", "split", "swapaxes", "swapdims", "tile",
+    "tril", "tril_indices", "triu", "triu_indices", "unbind", "unflatten",
 })
 _ELSEWHERE = {
     "compile": "api", "CompiledFunction": "api",

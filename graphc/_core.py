@@ -13,10 +13,52 @@ from typing import Any
 import numpy as np
 
 from . import random as _random
-from ._tensor import device
+from ._tensor import device, device_of
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ir import dtypes as _dt
 from .ir.dtypes import DType
+from .shape_ops import (  # shape and creation ops: gc.tril, gc.einsum, gc.eye, ...
+    addmm,
+    addmv,
+    baddbmm,
+    bmm,
+    chunk,
+    diag,
+    diag_embed,
+    diagonal,
+    dot,
+    einsum,
+    empty,
+    empty_like,
+    eye,
+    flip,
+    fliplr,
+    flipud,
+    full_like,
+    ger,
+    kron,
+    linspace,
+    logspace,
+    masked_fill,
+    meshgrid,
+    mm,
+    moveaxis,
+    movedim,
+    mv,
+    outer,
+    repeat_interleave,
+    roll,
+    split,
+    swapaxes,
+    swapdims,
+    tile,
+    tril,
+    tril_indices,
+    triu,
+    triu_indices,
+    unbind,
+    unflatten,
+)
 from .tensor import Tensor, to_array
 from .tensor_ops import as_tensor, where
 
@@ -72,11 +114,17 @@ def _factory(value: Any, size: tuple, dtype: Any, requires_grad: bool) -> Tensor
     return Tensor._from_array(np.full(shape, value, d.np), requires_grad)
 
 
-def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def zeros(*size: Any, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
+    if device is not None:
+        device_of(device, "zeros")
     return _factory(0, size, dtype, requires_grad)
 
 
-def ones(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def ones(*size: Any, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    if device is not None:
+        device_of(device, "ones")
     return _factory(1, size, dtype, requires_grad)
 
 
@@ -107,7 +155,9 @@ def randn(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
-           requires_grad: bool = False) -> Tensor:
+           device: Any = None, requires_grad: bool = False) -> Tensor:
+    if device is not None:
+        device_of(device, "arange")
     if end is None:
         start, end = 0, start
     is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
@@ -211,6 +261,11 @@ __all__ = [
     "ones", "full", "zeros_like", "ones_like", "rand", "randn", "arange", "matmul", "exp", "log",
     "tanh", "sigmoid", "relu", "sqrt", "abs", "sum", "mean", "maximum", "minimum", "clamp",
     "argmax", "softmax", "log_softmax", "gather", "cat", "concat", "stack", "device",
+    "addmm", "addmv", "baddbmm", "bmm", "chunk", "diag", "diag_embed", "diagonal", "dot",
+    "einsum", "empty", "empty_like", "eye", "flip", "fliplr", "flipud", "full_like", "ger",
+    "kron", "linspace", "logspace", "masked_fill", "meshgrid", "mm", "moveaxis", "movedim",
+    "mv", "outer", "repeat_interleave", "roll", "split", "swapaxes", "swapdims", "tile",
+    "tril", "tril_indices", "triu", "triu_indices", "unbind", "unflatten",
 ]
 
 

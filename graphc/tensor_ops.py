@@ -113,7 +113,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     c = as_tensor(cond)
     if c.dtype is not dt.bool_:
         c = c.to(dt.bool_)
-    x, y = _operands(a, b, "where")
+    x, y = _operands(a if isinstance(b, Tensor) else as_tensor(a), b, "where")
     return _wrap(builder().where(c.node, x, y))
 
 

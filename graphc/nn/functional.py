@@ -88,6 +88,7 @@ def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = No
 
 
 # -- layers and losses implemented in their own modules (re-exported, as torch's F) ----------
+from ..shape_ops import one_hot  # noqa: E402
 from ._fattn import bilinear, scaled_dot_product_attention  # noqa: E402
 from ._fconv import (  # noqa: E402
     adaptive_avg_pool1d,
@@ -221,4 +222,5 @@ __all__ = [
     "pairwise_distance",
     "log_sigmoid", "pad",
     "scaled_dot_product_attention", "bilinear", "group_norm", "instance_norm", "rms_norm",
+    "one_hot",
 ]
