@@ -41,6 +41,12 @@ _CORE_NAMES = frozenset({
     "kron", "linspace", "logspace", "masked_fill", "meshgrid", "mm", "moveaxis", "movedim",
     "mv", "outer", "repeat_interleave", "roll", "split", "swapaxes", "swapdims", "tile",
     "tril", "tril_indices", "triu", "triu_indices", "unbind", "unflatten",
+    "argsort", "argwhere", "index_add", "index_copy", "index_fill", "index_put",
+    "index_select", "kthvalue", "masked_select", "msort", "nonzero", "scatter",
+    "scatter_add", "scatter_reduce", "sort", "take_along_dim", "topk",
+    "all", "aminmax", "any", "count_nonzero", "cummax", "cummin", "cumprod", "cumsum",
+    "logcumsumexp", "norm", "prod", "std", "std_mean", "var", "var_mean", "argmin", "max",
+    "min", "amax", "amin",
 })
 _ELSEWHERE = {
     "compile": "api", "CompiledFunction": "api",

@@ -8,6 +8,7 @@ pulls in sympy through ``graphc.ir.shapes``): the package resolves these names o
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import numpy as np
@@ -15,8 +16,44 @@ import numpy as np
 from . import random as _random
 from ._tensor import device, device_of
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .index_ops import (  # indexing, scatter/gather and sorting: gc.sort, gc.topk, ...
+    argsort,
+    argwhere,
+    index_add,
+    index_copy,
+    index_fill,
+    index_put,
+    index_select,
+    kthvalue,
+    masked_select,
+    msort,
+    nonzero,
+    scatter,
+    scatter_add,
+    scatter_reduce,
+    sort,
+    take_along_dim,
+    topk,
+)
 from .ir import dtypes as _dt
 from .ir.dtypes import DType
+from .reduce_ops import (  # reductions and scans: gc.std, gc.prod, gc.cumsum, ...
+    all,
+    aminmax,
+    any,
+    count_nonzero,
+    cummax,
+    cummin,
+    cumprod,
+    cumsum,
+    logcumsumexp,
+    norm,
+    prod,
+    std,
+    std_mean,
+    var,
+    var_mean,
+)
 from .shape_ops import (  # shape and creation ops: gc.tril, gc.einsum, gc.eye, ...
     addmm,
     addmv,
@@ -160,9 +197,9 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
         device_of(device, "arange")
     if end is None:
         start, end = 0, start
-    is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    is_int = builtins.all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     d = _dtype(dtype, _dt.int64 if is_int else _dt.float32)
-    n = max(0, int(np.ceil((end - start) / step)))
+    n = builtins.max(0, int(np.ceil((end - start) / step)))
     vals = start + step * np.arange(n, dtype=np.float64 if not is_int else np.int64)
     return Tensor._from_array(vals.astype(d.np), requires_grad)
 
@@ -229,6 +266,29 @@ def argmax(x: Any, dim: Any = None, keepdim: bool = False) -> Tensor:
     return as_tensor(x).argmax(dim, keepdim)
 
 
+def argmin(x: Any, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return as_tensor(x).argmin(dim, keepdim)
+
+
+def max(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001, A002
+    """``torch.max``: the maximum (0-d), (values, indices) along ``dim``, or ``maximum``
+    with a tensor."""
+    return _op("max")(input, dim, keepdim)
+
+
+def min(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001, A002
+    """``torch.min``: as ``max``, for the minimum."""
+    return _op("min")(input, dim, keepdim)
+
+
+def amax(input: Any, dim: Any = (), keepdim: bool = False) -> Tensor:  # noqa: A002
+    return _op("amax")(input, dim, keepdim)
+
+
+def amin(input: Any, dim: Any = (), keepdim: bool = False) -> Tensor:  # noqa: A002
+    return _op("amin")(input, dim, keepdim)
+
+
 def softmax(x: Any, dim: int) -> Tensor:
     return as_tensor(x).softmax(dim)
 
@@ -266,6 +326,12 @@ __all__ = [
     "kron", "linspace", "logspace", "masked_fill", "meshgrid", "mm", "moveaxis", "movedim",
     "mv", "outer", "repeat_interleave", "roll", "split", "swapaxes", "swapdims", "tile",
     "tril", "tril_indices", "triu", "triu_indices", "unbind", "unflatten",
+    "argsort", "argwhere", "index_add", "index_copy", "index_fill", "index_put",
+    "index_select", "kthvalue", "masked_select", "msort", "nonzero", "scatter",
+    "scatter_add", "scatter_reduce", "sort", "take_along_dim", "topk",
+    "all", "aminmax", "any", "count_nonzero", "cummax", "cummin", "cumprod", "cumsum",
+    "logcumsumexp", "norm", "prod", "std", "std_mean", "var", "var_mean", "argmin", "max",
+    "min", "amax", "amin",
 ]
 
 
