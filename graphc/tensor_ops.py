@@ -460,14 +460,23 @@ def _advanced_index_message(x: Tensor, key: tuple, pos: int, k: Any) -> str:
             "with bounds checks), or gc.cat of slices for a few fixed indices")
 
 
+# the advanced-indexing front end (``index_ops``) installs itself here: tensor, list and
+# mask indices go to it, basic keys stay in ``getitem``
+ADVANCED_GETITEM: list[Any] = [None]
+
+
 def getitem(x: Tensor, key: Any) -> Tensor:
-    """Basic indexing: ints, slices with positive steps, None and Ellipsis (views)."""
+    """Indexing: ints, slices with positive steps, None and Ellipsis (views) here; lists,
+    integer tensors and masks through the advanced-indexing front end."""
     if not isinstance(key, tuple):
         key = (key,)
     for pos, k in enumerate(key):
-        if isinstance(k, (Tensor, list, np.ndarray)) or (
+        if isinstance(k, (Tensor, list, np.ndarray, bool, np.bool_)) or (
                 not isinstance(k, (int, np.integer, slice)) and k is not None
                 and k is not Ellipsis):
+            if ADVANCED_GETITEM[0] is not None and isinstance(
+                    k, (Tensor, list, tuple, np.ndarray, bool, np.bool_)):
+                return ADVANCED_GETITEM[0](x, key)
             raise NotImplementedError(_advanced_index_message(x, key, pos, k))
     n_ell = builtins.sum(1 for k in key if k is Ellipsis)
     if n_ell > 1:
