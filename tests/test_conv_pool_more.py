@@ -1,0 +1,295 @@
+"""Convolution and pooling variants against PyTorch: conv1d, transposed convolutions, 1-D
+pooling, adaptive pooling, interpolate and the non-constant ``F.pad`` modes; values and
+gradients eagerly, and compiled (one compile over two batch sizes, gradients to a parameter)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from _torch import torch
+
+import graphc as gc
+import graphc.nn.functional as F
+from graphc import nn
+
+TF = torch.nn.functional
+_rng = np.random.default_rng(0)
+
+
+def _r(*shape: int) -> np.ndarray:
+    return _rng.standard_normal(shape).astype(np.float32)
+
+
+def _eager(gfn: Any, tfn: Any, arrays: list[np.ndarray], kw: dict) -> None:
+    gx = [gc.tensor(a, requires_grad=True) for a in arrays]
+    tx = [torch.tensor(a, requires_grad=True) for a in arrays]
+    gy, ty = gfn(*gx, **kw), tfn(*tx, **kw)
+    assert tuple(gy.shape) == tuple(ty.shape)
+    w = _r(*ty.shape)
+    (gy * gc.tensor(w)).sum().backward()
+    (ty * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(gy.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    for i, (a, b) in enumerate(zip(gx, tx)):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=1e-5,
+                                   err_msg=f"gradient of argument {i}")
+
+
+def _compiled(gfn: Any, tfn: Any, shape: tuple, kw: dict, weight: np.ndarray | None = None,
+              backend: str | None = None) -> None:
+    """``fn(x * p)`` (or ``fn(x, weight)`` with the weight the parameter): one compile, batch
+    sizes 2 and 5, output and parameter gradient against PyTorch."""
+    p0 = weight if weight is not None else _r(*shape[1:])
+    param = nn.Parameter(gc.tensor(p0))
+
+    def call(f: Any, x: Any, p: Any) -> Any:
+        return f(x, p, **kw) if weight is not None else f(x * p, **kw)
+
+    @gc.compile(**({} if backend is None else {"backend": backend}))
+    def step(x: Any, w: Any) -> Any:
+        param.grad = None
+        y = call(gfn, x, param)
+        (y * w).sum().backward()
+        return y
+
+    for batch in (2, 5):
+        x = _r(batch, *shape[1:])
+        tp = torch.tensor(p0, requires_grad=True)
+        ty = call(tfn, torch.tensor(x), tp)
+        w = _r(*ty.shape)
+        (ty * torch.tensor(w)).sum().backward()
+        y = step(gc.tensor(x), gc.tensor(w))
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(param.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-4)
+    assert step.compile_count == 1
+
+
+X1, X2 = _r(3, 4, 9), _r(2, 4, 5, 6)
+
+CONV1D = [
+    ((6, 4, 3), {}),
+    ((6, 2, 3), {"stride": 2, "padding": 1, "groups": 2}),
+    ((4, 4, 2), {"padding": "same", "dilation": 2}),
+    ((5, 4, 3), {"padding": "valid", "stride": (3,)}),
+]
+
+
+@pytest.mark.parametrize("wshape,kw", CONV1D, ids=str)
+def test_conv1d(wshape: tuple, kw: dict) -> None:
+    w, b = _r(*wshape), _r(wshape[0])
+    _eager(F.conv1d, TF.conv1d, [X1, w, b], kw)
+    _eager(F.conv1d, TF.conv1d, [X1[0], w], kw)  # unbatched
+
+
+CONVT2D = [
+    ((4, 3, 3, 2), {}),
+    ((4, 3, 3, 2), {"stride": 2, "padding": 1, "output_padding": 1}),
+    ((4, 2, 3, 3), {"stride": (2, 3), "padding": (0, 1), "output_padding": (1, 2),
+                    "groups": 2, "dilation": (1, 2)}),
+    ((4, 1, 2, 2), {"stride": 2, "groups": 4}),
+]
+
+
+@pytest.mark.parametrize("wshape,kw", CONVT2D, ids=str)
+def test_conv_transpose2d(wshape: tuple, kw: dict) -> None:
+    w = _r(*wshape)
+    b = _r(wshape[1] * kw.get("groups", 1))
+    _eager(F.conv_transpose2d, TF.conv_transpose2d, [X2, w, b], kw)
+    _eager(F.conv_transpose2d, TF.conv_transpose2d, [X2[0], w], kw)
+
+
+@pytest.mark.parametrize("kw", [{}, {"stride": 3, "padding": 1, "output_padding": 2},
+                                {"stride": 2, "groups": 2, "dilation": 2}], ids=str)
+def test_conv_transpose1d(kw: dict) -> None:
+    w = _r(4, 3, 3)
+    _eager(F.conv_transpose1d, TF.conv_transpose1d, [X1, w, _r(3 * kw.get("groups", 1))], kw)
+
+
+def test_conv_transpose_errors() -> None:
+    with pytest.raises(RuntimeError, match="output padding must be smaller"):
+        F.conv_transpose2d(gc.tensor(X2), gc.tensor(_r(4, 3, 3, 3)), output_padding=1)
+    with pytest.raises(NotImplementedError, match="output_padding >= stride"):
+        F.conv_transpose2d(gc.tensor(X2), gc.tensor(_r(4, 3, 3, 3)), output_padding=1,
+                           dilation=2)
+
+
+@pytest.mark.parametrize("kw", [{"kernel_size": 3}, {"kernel_size": 3, "stride": 2,
+                                                     "padding": 1, "ceil_mode": True},
+                                {"kernel_size": 4, "stride": 3, "padding": 2,
+                                 "ceil_mode": True, "count_include_pad": False}], ids=str)
+def test_avg_pool1d(kw: dict) -> None:
+    _eager(F.avg_pool1d, TF.avg_pool1d, [X1], kw)
+    _eager(F.avg_pool1d, TF.avg_pool1d, [X1[0]], kw)
+
+
+@pytest.mark.parametrize("kw", [{"kernel_size": 3}, {"kernel_size": 3, "stride": 2,
+                                                     "padding": 1, "ceil_mode": True},
+                                {"kernel_size": 2, "dilation": 3}], ids=str)
+def test_max_pool1d(kw: dict) -> None:
+    _eager(F.max_pool1d, TF.max_pool1d, [X1], kw)
+    gv, gi = F.max_pool1d(gc.tensor(X1), return_indices=True, **kw)
+    tv, ti = TF.max_pool1d(torch.tensor(X1), return_indices=True, **kw)
+    np.testing.assert_array_equal(gi.numpy(), ti.numpy())
+
+
+@pytest.mark.parametrize("size", [(1, 1), (5, 3), (3, 4), (None, 4), 2, (4, 6)], ids=str)
+def test_adaptive_pool2d(size: Any) -> None:
+    _eager(F.adaptive_avg_pool2d, TF.adaptive_avg_pool2d, [X2], {"output_size": size})
+    _eager(F.adaptive_avg_pool2d, TF.adaptive_avg_pool2d, [X2[0]], {"output_size": size})
+    _eager(F.adaptive_max_pool2d, TF.adaptive_max_pool2d, [X2], {"output_size": size})
+
+
+def test_adaptive_max_pool2d_indices() -> None:
+    gv, gi = F.adaptive_max_pool2d(gc.tensor(X2), (5, 2), return_indices=True)
+    tv, ti = TF.adaptive_max_pool2d(torch.tensor(X2), (5, 2), return_indices=True)
+    np.testing.assert_array_equal(gi.numpy(), ti.numpy())
+    with pytest.raises(NotImplementedError, match="return_indices"):
+        F.adaptive_max_pool2d(gc.tensor(X2), (4, 4), return_indices=True)
+
+
+@pytest.mark.parametrize("size", [1, 3, 4, 9, 12])
+def test_adaptive_avg_pool1d(size: int) -> None:
+    _eager(F.adaptive_avg_pool1d, TF.adaptive_avg_pool1d, [X1], {"output_size": size})
+
+
+INTERP = [
+    {"size": (7, 4), "mode": "nearest"},
+    {"scale_factor": 2, "mode": "nearest"},
+    {"scale_factor": 1.7, "mode": "nearest"},
+    {"scale_factor": (0.5, 1.5), "mode": "nearest-exact"},
+    {"size": 8, "mode": "nearest-exact"},
+    {"size": (7, 4), "mode": "bilinear", "align_corners": True},
+    {"size": (7, 4), "mode": "bilinear", "align_corners": False},
+    {"size": (1, 1), "mode": "bilinear", "align_corners": True},
+    {"scale_factor": 1.7, "mode": "bilinear"},
+    {"scale_factor": 2.5, "mode": "bilinear", "align_corners": True},
+    {"scale_factor": 1.7, "mode": "bilinear", "recompute_scale_factor": True},
+]
+
+
+@pytest.mark.parametrize("kw", INTERP, ids=str)
+def test_interpolate(kw: dict) -> None:
+    _eager(F.interpolate, TF.interpolate, [X2], kw)
+
+
+@pytest.mark.parametrize("kw", [{"scale_factor": 2.5, "mode": "linear"},
+                                {"size": 4, "mode": "linear", "align_corners": True},
+                                {"size": 13, "mode": "nearest"}], ids=str)
+def test_interpolate_1d(kw: dict) -> None:
+    _eager(F.interpolate, TF.interpolate, [X1], kw)
+
+
+def test_interpolate_unsupported_modes() -> None:
+    for mode in ("bicubic", "area", "trilinear"):
+        with pytest.raises(NotImplementedError, match=mode):
+            F.interpolate(gc.tensor(X2), scale_factor=2, mode=mode)
+    with pytest.raises(ValueError, match="align_corners"):
+        F.interpolate(gc.tensor(X2), scale_factor=2, align_corners=True)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pads,x", [((2, 1, 0, 3), X2), ((2, 3), X1), ((1, 0), X2[0]),
+                                    ((3, 3, 4, 2), X2[0])], ids=str)
+def test_pad_modes(mode: str, pads: tuple, x: np.ndarray) -> None:
+    _eager(F.pad, TF.pad, [x], {"pad": pads, "mode": mode})
+
+
+@pytest.mark.parametrize("pads,value", [((2, 1, 0, 3), 1.5), ((2, 1, -1, 3), -2.0),
+                                        ((1, 1, 1, 1, 1, 1), 0.25)], ids=str)
+def test_pad_constant_value(pads: tuple, value: float) -> None:
+    _eager(F.pad, TF.pad, [X2], {"pad": pads, "value": value})
+
+
+def test_pad_errors() -> None:
+    with pytest.raises(RuntimeError):
+        F.pad(gc.tensor(X1), (9, 0), mode="reflect")
+    with pytest.raises(NotImplementedError, match="'foo'"):
+        F.pad(gc.tensor(X1), (1, 0), mode="foo")
+
+
+# -- modules ---------------------------------------------------------------------------------
+MODULES = [
+    ("Conv1d", (4, 6, 3), {"stride": 2, "padding": 1}, (3, 4, 9)),
+    ("ConvTranspose1d", (4, 6, 3), {"stride": 2, "output_padding": 1}, (3, 4, 9)),
+    ("ConvTranspose2d", (4, 6, 3), {"stride": 2, "groups": 2, "bias": False}, (2, 4, 5, 6)),
+    ("MaxPool1d", (3,), {"stride": 2}, (3, 4, 9)),
+    ("AvgPool1d", (3,), {"stride": 2, "padding": 1}, (3, 4, 9)),
+    ("AdaptiveAvgPool1d", (4,), {}, (3, 4, 9)),
+    ("AdaptiveAvgPool2d", ((3, 4),), {}, (2, 4, 5, 6)),
+    ("AdaptiveMaxPool2d", (3,), {}, (2, 4, 5, 6)),
+    ("Upsample", (), {"scale_factor": 2, "mode": "bilinear"}, (2, 4, 5, 6)),
+    ("UpsamplingNearest2d", (), {"size": (7, 3)}, (2, 4, 5, 6)),
+    ("UpsamplingBilinear2d", (), {"scale_factor": 2}, (2, 4, 5, 6)),
+    ("Flatten", (1, 2), {}, (2, 4, 5, 6)),
+    ("Unflatten", (1, (2, 2)), {}, (2, 4, 5, 6)),
+]
+
+
+@pytest.mark.parametrize("name,args,kw,shape", MODULES, ids=lambda v: v if isinstance(v, str)
+                         else "")
+def test_modules(name: str, args: tuple, kw: dict, shape: tuple) -> None:
+    torch.manual_seed(0)
+    tm = getattr(torch.nn, name)(*args, **kw)
+    gm = getattr(nn, name)(*args, **kw)
+    sd = {k: v.detach().numpy() for k, v in tm.state_dict().items()}
+    assert set(gm.state_dict()) == set(sd)
+    for k, v in gm.state_dict().items():
+        assert tuple(np.asarray(v).shape) == sd[k].shape, k
+    gm.load_state_dict(sd)
+    x = _r(*shape)
+    np.testing.assert_allclose(gm(gc.tensor(x)).numpy(), tm(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_conv_transpose_output_size() -> None:
+    torch.manual_seed(0)
+    tm = torch.nn.ConvTranspose2d(4, 3, 3, stride=3, padding=1)
+    gm = nn.ConvTranspose2d(4, 3, 3, stride=3, padding=1)
+    gm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+    for size in ((13, 16), (14, 17), (2, 4, 15, 18)):
+        got = gm(gc.tensor(X2), output_size=size)
+        want = tm(torch.tensor(X2), output_size=size)
+        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="output size"):
+        gm(gc.tensor(X2), output_size=(16, 16))
+
+
+def test_init_matches_torch() -> None:
+    torch.manual_seed(3)
+    tm = torch.nn.ConvTranspose2d(4, 6, 3, groups=2)
+    gc.manual_seed(3)
+    gm = nn.ConvTranspose2d(4, 6, 3, groups=2)
+    assert tuple(gm.weight.shape) == tuple(tm.weight.shape)
+    assert repr(gm) == repr(tm)
+
+
+# -- compiled --------------------------------------------------------------------------------
+COMPILED = [
+    ("conv1d", (3, 4, 9), {"stride": 2, "padding": 1}, (6, 4, 3)),
+    ("conv_transpose2d", (2, 4, 5, 6), {"stride": 2, "padding": 1, "output_padding": 1,
+                                        "groups": 2}, (4, 3, 3, 2)),
+    ("conv_transpose1d", (3, 4, 9), {"stride": 2}, (4, 3, 3)),
+    ("avg_pool1d", (3, 4, 9), {"kernel_size": 3, "stride": 2, "padding": 1}, None),
+    ("max_pool1d", (3, 4, 9), {"kernel_size": 3, "stride": 2}, None),
+    ("adaptive_avg_pool2d", (2, 4, 5, 6), {"output_size": (3, 4)}, None),
+    ("adaptive_avg_pool2d", (2, 4, 6, 6), {"output_size": (3, 2)}, None),
+    ("adaptive_avg_pool1d", (3, 4, 9), {"output_size": 4}, None),
+    ("adaptive_max_pool2d", (2, 4, 5, 6), {"output_size": (3, 4)}, None),
+    ("interpolate", (2, 4, 5, 6), {"scale_factor": 1.7, "mode": "nearest"}, None),
+    ("interpolate", (2, 4, 5, 6), {"size": (7, 4), "mode": "bilinear"}, None),
+    ("interpolate", (2, 4, 5, 6), {"scale_factor": 2, "mode": "bilinear",
+                                   "align_corners": True}, None),
+    ("pad", (2, 4, 5, 6), {"pad": (2, 1, 0, 3), "mode": "reflect"}, None),
+    ("pad", (2, 4, 5, 6), {"pad": (2, 1, 1, 3), "mode": "replicate"}, None),
+    ("pad", (3, 4, 9), {"pad": (2, 3), "mode": "circular"}, None),
+    ("pad", (2, 4, 5, 6), {"pad": (2, 1, 0, 3), "value": 1.5}, None),
+]
+
+
+@pytest.mark.parametrize("backend", [None, "interp"])
+@pytest.mark.parametrize("name,shape,kw,wshape", COMPILED,
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_compiled(name: str, shape: tuple, kw: dict, wshape: Any, backend: Any) -> None:
+    _compiled(getattr(F, name), getattr(TF, name), shape, kw,
+              None if wshape is None else _r(*wshape), backend)
