@@ -262,7 +262,9 @@ def kl_div(input: Any, target: Any, size_average: Any = None, reduce: Any = None
     t = T.as_tensor(target).to(x.dtype)
     loss = t.exp() * (t - x) if log_target else _xlogx(t) - t * x
     if red == "batchmean":
-        return loss.sum() / x.shape[0] if x.ndim else loss.sum()
+        if x.ndim <= 1:
+            return loss.sum() / x.shape[0] if x.ndim else loss.sum()
+        return loss.sum(tuple(range(1, x.ndim))).mean()  # sum / (symbolic) batch
     return _reduce(loss, red)
 
 
