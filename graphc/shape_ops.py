@@ -301,10 +301,7 @@ def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:  # noqa:
     sizes = list(sizes)
     if not sizes:
         raise RuntimeError("unflatten: sizes must be non-empty")
-    if -1 in sizes:
-        known = sh.numel([s for s in sizes if s != -1])
-        sizes[sizes.index(-1)] = sh.dim(x.shape[ax] / known) if known else 0
-    if not sh.same(sh.numel(sizes), x.shape[ax]):
+    if -1 not in sizes and not sh.same(sh.numel(sizes), x.shape[ax]):
         raise RuntimeError(f"unflatten: Provided sizes {sizes} don't multiply up to the size of "
                            f"dim {dim} ({sh.fmt_dim(x.shape[ax])}) in the input tensor")
     shp = list(x.shape)
@@ -839,7 +836,6 @@ def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple[Tensor, ...]:
         out.append(t.reshape(view).expand(shape))
     if swap:
         out[0], out[1] = out[1], out[0]
-        out = [T_.transpose(o, 0, 1) for o in out]
     return tuple(out)
 
 
