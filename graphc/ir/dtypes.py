@@ -20,6 +20,12 @@ class DType:
     def __repr__(self) -> str:
         return f"graphc.{self.name}"
 
+    def __copy__(self) -> DType:  # one object per dtype: copies (deepcopy of a module) share it
+        return self
+
+    def __deepcopy__(self, memo: dict) -> DType:
+        return self
+
     @property
     def itemsize(self) -> int:
         return self.np.itemsize
