@@ -39,7 +39,8 @@ def _const(value: Any, shape: Sequence[Any], dtype: dt.DType) -> Tensor:
 def _axes(x: Tensor, dim: Any, op: str) -> tuple[int, ...]:
     if isinstance(dim, (list, tuple)) and len(dim) == 0:
         dim = None
-    return sh.norm_axes(dim, x.ndim, op)
+    axes = sh.norm_axes(dim, x.ndim, op)
+    return () if x.ndim == 0 else axes  # a 0-d tensor: dim 0 / -1 names the tensor itself
 
 
 def _drop(t: Tensor, axes: Sequence[int], keepdim: bool) -> Tensor:
@@ -230,35 +231,33 @@ def prod(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = Non
     return _drop(first, (ax,), keepdim)
 
 
-def _count(mask: Tensor, dim: Any, keepdim: bool, op: str) -> tuple[Tensor, Tensor]:
-    """(count of true elements over ``dim`` as int64, number of elements reduced)."""
+def _count(mask: Tensor, dim: Any, keepdim: bool, op: str) -> Tensor:
+    """The count of true elements over ``dim``, as int64."""
     axes = _axes(mask, dim, op)
     m = mask.to(dt.int64)
-    total = sh.numel([mask.shape[a] for a in axes])
     if not axes:
-        return m, _const(total, (), dt.int64)
-    c = _wrap(builder().op("sum", (m.node,), axes=axes))
-    return _drop(c, axes, keepdim), _const(total, (), dt.int64)
+        return m
+    return _drop(_wrap(builder().op("sum", (m.node,), axes=axes)), axes, keepdim)
 
 
 def any(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
     """``torch.any``: True where some element over ``dim`` is nonzero (NaN counts)."""
     x = as_tensor(input)
-    c, _ = _count(x != 0, dim, keepdim, "any")
+    c = _count(x != 0, dim, keepdim, "any")
     return c > 0
 
 
 def all(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
     """``torch.all``: True where every element over ``dim`` is nonzero (empty: True)."""
     x = as_tensor(input)
-    c, _ = _count(x == 0, dim, keepdim, "all")
+    c = _count(x == 0, dim, keepdim, "all")
     return c == 0
 
 
 def count_nonzero(input: Any, dim: Any = None) -> Tensor:  # noqa: A002
     """``torch.count_nonzero``: int64 count of nonzero elements over ``dim``."""
     x = as_tensor(input)
-    return _count(x != 0, dim, False, "count_nonzero")[0]
+    return _count(x != 0, dim, False, "count_nonzero")
 
 
 # -- min / max --------------------------------------------------------------------------
