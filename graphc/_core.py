@@ -165,7 +165,10 @@ def ones(*size: Any, dtype: Any = None, device: Any = None,
     return _factory(1, size, dtype, requires_grad)
 
 
-def full(size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def full(size: Any, fill_value: Any, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    if device is not None:
+        device_of(device, "full")
     if dtype is None and isinstance(fill_value, (int, np.integer)) \
             and not isinstance(fill_value, (bool, np.bool_)):
         dtype = _dt.int64
@@ -173,20 +176,30 @@ def full(size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = Fa
                     requires_grad)
 
 
-def zeros_like(t: Tensor, dtype: Any = None) -> Tensor:
+def zeros_like(t: Tensor, dtype: Any = None, device: Any = None) -> Tensor:
+    if device is not None:
+        device_of(device, "zeros_like")
     return zeros(t.shape, dtype=dtype or t.dtype)
 
 
-def ones_like(t: Tensor, dtype: Any = None) -> Tensor:
+def ones_like(t: Tensor, dtype: Any = None, device: Any = None) -> Tensor:
+    if device is not None:
+        device_of(device, "ones_like")
     return ones(t.shape, dtype=dtype or t.dtype)
 
 
-def rand(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def rand(*size: Any, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    if device is not None:
+        device_of(device, "rand")
     d = _dtype(dtype)
     return Tensor._from_array(_random.uniform(_shape(size), 0.0, 1.0, d.np), requires_grad)
 
 
-def randn(*size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def randn(*size: Any, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
+    if device is not None:
+        device_of(device, "randn")
     d = _dtype(dtype)
     return Tensor._from_array(_random.normal(_shape(size), 0.0, 1.0, d.np), requires_grad)
 

@@ -93,10 +93,14 @@ def _take(x: Tensor, ax: int, index: Tensor) -> Tensor:
     return T_.gather(x, ax, index.reshape(view).expand(shape))
 
 
-def flip(input: Tensor, *dims: Any) -> Tensor:  # noqa: A002
+def flip(input: Tensor, *args: Any, dims: Any = None) -> Tensor:  # noqa: A002
     """``torch.flip``: the order of the elements reversed along each of ``dims``."""
     x = as_tensor(input)
-    axes = sh.norm_axes(tuple(_dims(dims)), x.ndim, "flip") if x.ndim else ()
+    if dims is not None and args:
+        raise TypeError("flip() got multiple values for argument 'dims'")
+    dl = _dims(args) if dims is None else (list(dims) if isinstance(dims, (list, tuple))
+                                           else [dims])
+    axes = sh.norm_axes(tuple(dl), x.ndim, "flip") if x.ndim else ()
     for ax in axes:
         n = x.shape[ax]
         if sh.same(n, 1) or sh.same(n, 0):
@@ -876,6 +880,7 @@ def install(T: type[Tensor]) -> None:
     T.moveaxis = movedim
     T.swapdims = swapaxes
     T.ger = outer
+    T.where = lambda self, condition, other: T_.where(condition, self, other)
     T.tril_ = lambda self, diagonal=0: self._assign(tril(self, diagonal))
     T.triu_ = lambda self, diagonal=0: self._assign(triu(self, diagonal))
 

@@ -259,6 +259,26 @@ def test_one_hot() -> None:
         g(gc.tensor(idx))
 
 
+def test_flip_dims_keyword_and_where_method() -> None:
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    _same(gc.flip(gc.tensor(x), dims=(0, 1)), torch.flip(torch.tensor(x), dims=(0, 1)))
+    _same(gc.tensor(x).flip(dims=[1]), torch.tensor(x).flip(dims=[1]))
+    _same(gc.tensor(x).where(gc.tensor(x) > 2, 0.5),
+          torch.tensor(x).where(torch.tensor(x) > 2, 0.5))
+
+
+def test_tril_indices_and_arange_inside_compiled_step() -> None:
+    @gc.compile
+    def f(x: Any) -> Any:
+        return x * 2 + gc.tril_indices(2, 2)[1].float() + gc.arange(3)
+
+    for n in (2, 3):
+        x = np.ones((n, 3), np.float32)
+        want = torch.tensor(x) * 2 + torch.tril_indices(2, 2)[1].float() + torch.arange(3)
+        _same(f(gc.tensor(x)), want)
+    assert f.compile_count == 1
+
+
 def test_masked_fill_inplace_and_where_scalars() -> None:
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     m = np.array([True, False, True])
@@ -314,7 +334,10 @@ def test_symbolic_sizes_that_cannot_split() -> None:
     lambda m: m.full_like(m.zeros(2, 3), 4.5), lambda m: m.full_like(m.zeros(2, dtype=m.int64), 3),
     lambda m: m.empty(2, 3).shape and m.zeros(2, 3, device="cpu"),
     lambda m: m.empty_like(m.ones(2, 3)) * 0, lambda m: m.arange(5, device="cpu"),
-    lambda m: m.ones(2, device="cpu"),
+    lambda m: m.ones(2, device="cpu"), lambda m: m.full((2,), 1.5, device="cpu"),
+    lambda m: m.zeros_like(m.ones(2), device="cpu"), lambda m: m.ones_like(m.ones(2),
+                                                                           device="cpu"),
+    lambda m: m.rand(2, device="cpu") * 0, lambda m: m.randn(2, device="cpu") * 0,
 ])
 def test_creation_matches_torch(f: Any) -> None:
     _same(f(gc), f(torch))
