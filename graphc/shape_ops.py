@@ -683,9 +683,13 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
             "classes would be read from the data; pass num_classes")
     if num_classes < 0:
         raise RuntimeError("num_classes should be positive" if num_classes < -1 else "")
-    shape = list(x.shape) + [num_classes]
-    cls = _iota(shape, len(shape) - 1)
-    return (x.unsqueeze(-1) == cls).to(dt.int64)
+    # rows of the identity read at the indices: a gather, so a compiled step checks the
+    # values' bounds as PyTorch does (an out-of-range class raises instead of giving zeros)
+    flat = x.reshape(-1, 1)
+    n = flat.shape[0]
+    eye_ = (_iota((num_classes, num_classes), 0) == _iota((num_classes, num_classes), 1))
+    rows = T_.gather(eye_.to(dt.int64), 0, flat.expand(n, num_classes))
+    return rows.reshape(list(x.shape) + [num_classes])
 
 
 def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:  # noqa: A002

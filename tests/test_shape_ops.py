@@ -251,6 +251,9 @@ def test_one_hot() -> None:
         t = np.arange(n, dtype=np.int64) % 5
         _same(f(gc.tensor(t)), TF.one_hot(torch.tensor(t), 5).float() * 2)
 
+    with pytest.raises(IndexError, match="out of range"):  # checked as PyTorch checks
+        f(np.array([0, 5], np.int64))
+
     @gc.compile
     def g(t: Any) -> Any:
         return F.one_hot(t)
