@@ -885,6 +885,9 @@ def install(T: type[Tensor]) -> None:
     T.swapdims = swapaxes
     T.ger = outer
     T.where = lambda self, condition, other: T_.where(condition, self, other)
+    for name in ("addmm", "baddbmm", "addmv"):  # ``x.addmm_(a, b)``: the result in ``x``
+        setattr(T, name + "_", (lambda f: lambda self, a, b, *, beta=1, alpha=1: self._assign(
+            f(self, a, b, beta=beta, alpha=alpha)))(globals()[name]))
     T.tril_ = lambda self, diagonal=0: self._assign(tril(self, diagonal))
     T.triu_ = lambda self, diagonal=0: self._assign(triu(self, diagonal))
 

@@ -270,6 +270,19 @@ def test_flip_dims_keyword_and_where_method() -> None:
           torch.tensor(x).where(torch.tensor(x) > 2, 0.5))
 
 
+@pytest.mark.parametrize("name, shapes", [("addmm_", [(2, 4), (2, 3), (3, 4)]),
+                                          ("baddbmm_", [(2, 2, 4), (2, 2, 3), (2, 3, 4)]),
+                                          ("addmv_", [(2,), (2, 3), (3,)])])
+def test_inplace_products(name: str, shapes: list) -> None:
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    g = gc.tensor(xs[0])
+    t = torch.tensor(xs[0])
+    getattr(g, name)(gc.tensor(xs[1]), gc.tensor(xs[2]), beta=0.5, alpha=2.0)
+    getattr(t, name)(torch.tensor(xs[1]), torch.tensor(xs[2]), beta=0.5, alpha=2.0)
+    _same(g, t)
+
+
 def test_tril_indices_and_arange_inside_compiled_step() -> None:
     @gc.compile
     def f(x: Any) -> Any:
