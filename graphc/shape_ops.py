@@ -142,7 +142,7 @@ def _roll1(x: Tensor, shift: int, ax: int) -> Tensor:
         return T_.cat([head, tail], ax)
     # a symbolic size: out[i] = x[(i - shift) mod n], one gather
     size = _const(n, (), dt.int64)
-    idx = (_iota((n,), 0) - (shift % 2 ** 62)) % size
+    idx = (_iota((n,), 0) - shift) % size
     return _take(x, ax, idx)
 
 
@@ -209,7 +209,7 @@ def repeat_interleave(input: Any, repeats: Any = None, dim: Any = None, *,  # no
         x, ax = x.reshape(-1), 0
     else:
         ax = sh.norm_axis(dim, x.ndim, "repeat_interleave")
-    if isinstance(repeats, Tensor) and repeats.numel() != 1 or \
+    if (isinstance(repeats, Tensor) and repeats.numel() != 1) or \
             isinstance(repeats, (list, tuple, np.ndarray)):
         if _traced():
             raise NotImplementedError(
@@ -286,8 +286,9 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:  # no
     if chunks == 1:
         return (x,)
     n = _concrete(x.shape[ax], "chunk")
-    return split(x, builtins.max(1, -(-n // chunks)) if n else 0, ax) if n else \
-        tuple(x for _ in range(chunks))
+    if n == 0:  # as torch: ``chunks`` empty pieces
+        return tuple(x for _ in range(chunks))
+    return split(x, -(-n // chunks), ax)
 
 
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:  # noqa: A002
@@ -682,7 +683,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
             "one_hot(num_classes=-1) inside a compiled step is not supported: the number of "
             "classes would be read from the data; pass num_classes")
     if num_classes < 0:
-        raise RuntimeError("num_classes should be positive" if num_classes < -1 else "")
+        raise RuntimeError(f"num_classes must be -1 or non-negative, got {num_classes}")
     # rows of the identity read at the indices: a gather, so a compiled step checks the
     # values' bounds as PyTorch does (an out-of-range class raises instead of giving zeros)
     flat = x.reshape(-1, 1)
