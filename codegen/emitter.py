@@ -30,6 +30,38 @@ from .llvm_util import I8, I8P, I32, I64, SymEmitter, fconst, for_range, i64, me
 from .views import VIEW_OPS, contiguous_strides, strided_view
 
 
+class _EntryBuilder:
+    """An IRBuilder stand-in that always inserts at the end of the entry block."""
+
+    def __init__(self, b: ir.IRBuilder, term: ir.Instruction) -> None:
+        self._b = b
+        self._term = term
+
+    def __getattr__(self, name: str) -> Any:
+        self._b.position_before(self._term)
+        return getattr(self._b, name)
+
+
+class _EntrySym(SymEmitter):
+    """Shape expressions emitted in the entry block; ``floordiv`` of values computed in a
+    loop (a kernel's own index arithmetic) stays at the kernel's current position."""
+
+    def __init__(self, hoist: Any, syms: dict, k: Any, entry: ir.Block) -> None:
+        super().__init__(hoist, syms)
+        self._k = k
+        self._entry = entry
+
+    def floordiv(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        if all(getattr(v, "parent", self._entry) is self._entry
+               or isinstance(getattr(v, "parent", None), ir.Function) for v in (a, b)):
+            return super().floordiv(a, b)
+        hoist, self.b = self.b, self._k.b
+        try:
+            return super().floordiv(a, b)
+        finally:
+            self.b = hoist
+
+
 class KernelEmitter:
     """Emits one kernel function: loops over a node's index space, values computed inline."""
 
@@ -66,9 +98,12 @@ class KernelEmitter:
         self.err_block: ir.Block | None = None
         syms_ptr = self.fn.args[-2]
         self.err_ptr = self.fn.args[-1]
-        symvals = {s: self.b.load(self.b.gep(syms_ptr, [i64(i)], inbounds=True), name=s.name)
+        # shape expressions go to the entry block, so a value cached while emitting one loop
+        # nest still dominates its uses in the next one
+        hoist = _EntryBuilder(ir.IRBuilder(entry), self._entry_br)
+        symvals = {s: hoist.load(hoist.gep(syms_ptr, [i64(i)], inbounds=True), name=s.name)
                    for i, s in enumerate(lower.symbols)}
-        self.sym = SymEmitter(self.b, symvals)
+        self.sym = _EntrySym(hoist, symvals, self, entry)
         # debug builds: buffer extents, emitted here so that they dominate every check
         self.debug = getattr(lower, "debug", False)  # the PTX backend reuses this class
         self.extent = {n.id: self.sym(sh.numel(n.shape)) for n in [node] + self.buffers} \

@@ -469,8 +469,17 @@ def _tree_prod(t: Tensor) -> Tensor:
     return t.squeeze(-1) if m == 1 else t.sum(-1)
 
 
+def _scatter_sum(x: Tensor, ax: int, idx: Tensor, src: Tensor) -> Tensor:
+    """Per element of ``x``'s shape, the sum of the sources whose index points at it (zero
+    elsewhere). The ``scatter_add`` runs on the index's window of ``x`` (its extent in every
+    dim but ``ax``, so the gradient's ``gather`` sees matching shapes), then pads out."""
+    window = [x.shape[d] if d == ax else idx.shape[d] for d in range(x.ndim)]
+    r = _scatter_add(_full(0, window, src.dtype), ax, idx, src)
+    return _pad_to(r, x.shape)
+
+
 def _counts(x: Tensor, ax: int, idx: Tensor, dtype: dt.DType) -> Tensor:
-    return _scatter_add(_full(0, x.shape, dtype), ax, idx, _full(1, idx.shape, dtype))
+    return _scatter_sum(x, ax, idx, _full(1, idx.shape, dtype))
 
 
 def scatter_reduce(x: Tensor, dim: int, index: Any, src: Any, reduce: str, *,
@@ -489,7 +498,7 @@ def scatter_reduce(x: Tensor, dim: int, index: Any, src: Any, reduce: str, *,
     cnt = _counts(x, ax, idx, dt.int64)
     hit = cnt > 0
     if reduce in ("sum", "mean"):
-        total = _scatter_add(_full(0, x.shape, x.dtype), ax, idx, s)
+        total = _scatter_sum(x, ax, idx, s)
         base = x if include_self else where(hit, _full(0, (), x.dtype), x)
         out = base + total if x.dtype is not dt.bool_ else (base.to(dt.int64) + total) > 0
         if reduce == "sum":
@@ -530,7 +539,7 @@ def scatter(x: Tensor, dim: int, index: Any, src: Any = None, value: Any = None,
     ax, idx = _scatter_args(x, dim, index, "scatter")
     s = _src(src, idx, x.dtype)
     work = dt.int64 if x.dtype is dt.bool_ else x.dtype
-    total = _scatter_add(_full(0, x.shape, work), ax, idx, s.to(work))
+    total = _scatter_sum(x, ax, idx, s.to(work))
     cnt = _counts(x, ax, idx, work)
     hit = cnt > 0
     if x.dtype is dt.bool_:
@@ -550,8 +559,8 @@ def scatter_add(x: Tensor, dim: int, index: Any, src: Any) -> Tensor:
     ax, idx = _scatter_args(x, dim, index, "scatter_add")
     s = _src(as_tensor(src), idx, x.dtype)
     if x.dtype is dt.bool_:
-        return _scatter_add(x.to(dt.int64), ax, idx, s.to(dt.int64)) > 0
-    return _scatter_add(x, ax, idx, s)
+        return (x.to(dt.int64) + _scatter_sum(x, ax, idx, s.to(dt.int64))) > 0
+    return x + _scatter_sum(x, ax, idx, s)
 
 
 def _along(x: Tensor, ax: int, index: Tensor) -> Tensor:
@@ -701,7 +710,8 @@ def _argsort_traced(x: Tensor, ax: int, descending: bool) -> Tensor:
     return _movedim(perm, -1, ax)
 
 
-def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+def argsort(x: Tensor, dim: int = -1, descending: bool = False, *,
+            stable: bool = False) -> Tensor:
     x = as_tensor(x)
     if x.ndim == 0:
         return _full(0, (), dt.int64) if _traced() else as_tensor(np.zeros((), np.int64))
@@ -711,7 +721,7 @@ def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = F
         _argsort_eager(with_grad, ax, descending)
 
 
-def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+def sort(x: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = False) -> Any:
     """``torch.sort`` (stable whatever ``stable`` says): (values, indices), the values a
     ``gather`` of ``x`` so their gradient goes back to the sorted-from positions."""
     x = as_tensor(x)
