@@ -288,3 +288,37 @@ def test_functional_names() -> None:
     np.testing.assert_array_equal(
         gc.scatter_reduce(g, 1, gc.tensor([[0, 0]]), g, "amax").numpy(),
         torch.scatter_reduce(t, 1, torch.tensor([[0, 0]]), t, "amax").numpy())
+
+
+@pytest.mark.parametrize("names", [
+    ("tensors_broadcast", "setitem_tensor", "index_put_accumulate", "gather_smaller"),
+    ("scatter_src", "scatter_reduce_amax_self", "scatter_reduce_prod_noself", "index_fill"),
+    ("sort", "topk", "take_along_dim", "kthvalue"),
+])
+def test_lowers_to_ptx_that_ptxas_assembles(names: tuple, tmp_path: Any) -> None:
+    """The compositions only use primitives with PTX kernels: a step with several of them
+    lowers to PTX, and ptxas (where installed) assembles it."""
+    import shutil
+    import subprocess
+
+    param = nn.Parameter(gc.tensor(np.ones(SHAPE, np.float32)))
+
+    def step(x: Any) -> Any:
+        total = None
+        for name in names:
+            y = CASES[name](x * param, gc)
+            total = y.sum() if total is None else total + y.sum()
+        total.backward()
+        return total
+
+    example = (gc.tensor(np.ones((3,) + SHAPE, np.float32)),)
+    text = gc.compile(step, device="cuda", example_args=example).ir("ptx")
+    assert ".entry" in text
+    exe = shutil.which("ptxas")
+    if exe is None:
+        pytest.skip("ptxas not installed")
+    src = tmp_path / "k.ptx"
+    src.write_text(text)
+    res = subprocess.run([exe, "--gpu-name", "sm_80", str(src), "-o", str(tmp_path / "k.cubin")],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-4000:]
