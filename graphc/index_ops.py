@@ -91,7 +91,7 @@ def _index_tensor(k: Any) -> Tensor:
     return as_tensor(a.astype(np.int64))
 
 
-def _checked(idx: Tensor, size: Any, dim: int) -> Tensor:
+def _checked(idx: Tensor, size: Any, dim: int, native: bool = True) -> Tensor:
     """``idx`` with negative entries wrapped (``i + size``) and every entry checked to lie in
     ``[-size, size)``: eagerly with PyTorch's ``IndexError``, compiled by the bounds check of
     a ``gather`` from ``iota(size)`` (which returns the wrapped index unchanged)."""
@@ -103,6 +103,8 @@ def _checked(idx: Tensor, size: Any, dim: int) -> Tensor:
             raise IndexError(f"index {int(v[bad].flat[0])} is out of bounds for dimension "
                              f"{dim} with size {n}")
     wrapped = where(idx < 0, idx + _full(size, (), dt.int64), idx)
+    if not native:  # the caller gathers along this dim itself: that gather checks
+        return wrapped
     flat = wrapped.reshape(-1)
     return _gather(_iota((size,)), 0, flat).reshape(list(idx.shape))
 
@@ -214,8 +216,10 @@ def _advanced(y: Tensor, adv: list[tuple[int, Tensor]]) -> Tensor:
     sizes = [y.shape[d] for d in dims]
     lin: Tensor | None = None
     stride: Any = 1
+    single = len(adv) == 1  # then the gather below checks the (wrapped) index itself
     for d, t in reversed(adv):
-        w = _checked(t, y.shape[d], d).expand(*B) if B else _checked(t, y.shape[d], d)
+        w = _checked(t, y.shape[d], d, native=not single)
+        w = w.expand(*B) if B and tuple(w.shape) != tuple(B) else w
         term = w if sh.same(stride, 1) else w * _full(stride, (), dt.int64)
         lin = term if lin is None else lin + term
         stride = sh.dim(stride * y.shape[d])

@@ -322,3 +322,60 @@ def test_lowers_to_ptx_that_ptxas_assembles(names: tuple, tmp_path: Any) -> None
     res = subprocess.run([exe, "--gpu-name", "sm_80", str(src), "-o", str(tmp_path / "k.cubin")],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-4000:]
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_integers(reduce: str, include_self: bool) -> None:
+    a = np.array([[5, -3, 7, 0], [2, 2, -9, 4]])
+    t, g = torch.tensor(a), gc.tensor(a)
+    tr = t.scatter_reduce(1, torch.tensor([[0, 0, 3]]), t[:1, :3], reduce,
+                          include_self=include_self)
+    gr = g.scatter_reduce(1, gc.tensor([[0, 0, 3]]), g[:1, :3], reduce,
+                          include_self=include_self)
+    assert gr.dtype == gc.int64
+    np.testing.assert_array_equal(gr.numpy(), tr.numpy())
+
+
+def test_integer_and_bool_assignment() -> None:
+    a = np.array([[5, -3, 7, 0], [2, 2, -9, 4]])
+    t, g = torch.tensor(a), gc.tensor(a)
+    t[:, [0, 3]] = 11
+    g[:, [0, 3]] = 11
+    t[t > 4] += 1
+    g[g > 4] += 1
+    np.testing.assert_array_equal(g.numpy(), t.numpy())
+    tb, gb = torch.tensor([True, False, True]), gc.tensor([True, False, True])
+    tb[[1, 2]] = torch.tensor([True, False])
+    gb[[1, 2]] = gc.tensor([True, False])
+    np.testing.assert_array_equal(gb.numpy(), tb.numpy())
+
+
+def test_in_place_variants() -> None:
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    i = [[0, 2], [1, 1]]
+    for name, args in [("scatter_", (1, i, 9.0)), ("scatter_add_", (1, i, a[:2, :2])),
+                       ("scatter_reduce_", (1, i, a[:2, :2], "amax")),
+                       ("index_add_", (0, [2, 0], a[:2])), ("index_copy_", (0, [2, 0], a[:2])),
+                       ("index_fill_", (1, [3], -1.0))]:
+        t, g = torch.tensor(a), gc.tensor(a)
+        conv = [torch.tensor(v) if isinstance(v, (list, np.ndarray)) else v for v in args]
+        gconv = [gc.tensor(v) if isinstance(v, (list, np.ndarray)) else v for v in args]
+        getattr(t, name)(*conv)
+        assert getattr(g, name)(*gconv) is g
+        np.testing.assert_array_equal(g.numpy(), t.numpy(), err_msg=name)
+
+
+def test_buffer_assignment_inside_a_compiled_step() -> None:
+    buf = gc.zeros(5)
+
+    @gc.compile
+    def step(x: Any, i: Any) -> Any:
+        buf[i] = x
+        buf.index_put_((i,), x, accumulate=True)
+        return buf.sum()
+
+    assert step(np.array([1.0, 2.0], np.float32), np.array([0, 3])).item() == 6.0
+    np.testing.assert_array_equal(buf.numpy(), [2, 0, 0, 4, 0])
+    assert step(np.array([1.0, 2.0, 3.0], np.float32), np.array([1, 2, 4])).item() == 18.0
+    np.testing.assert_array_equal(buf.numpy(), [2, 2, 4, 4, 6])
