@@ -293,3 +293,32 @@ COMPILED = [
 def test_compiled(name: str, shape: tuple, kw: dict, wshape: Any, backend: Any) -> None:
     _compiled(getattr(F, name), getattr(TF, name), shape, kw,
               None if wshape is None else _r(*wshape), backend)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("name,args,kw,shape", [
+    ("Conv2d", (4, 6, 3), {"padding": (1, 2)}, (2, 4, 5, 6)),
+    ("Conv2d", (4, 6, (3, 2)), {"padding": "same", "dilation": 2}, (2, 4, 5, 6)),
+    ("Conv1d", (4, 6, 3), {"padding": 2, "stride": 2}, (3, 4, 9)),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_conv_padding_modes(name: str, args: tuple, kw: dict, shape: tuple, mode: str) -> None:
+    torch.manual_seed(0)
+    tm = getattr(torch.nn, name)(*args, padding_mode=mode, **kw)
+    gm = getattr(nn, name)(*args, padding_mode=mode, **kw)
+    gm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+    x = _r(*shape)
+    gx, tx = gc.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    gy, ty = gm(gx), tm(tx)
+    np.testing.assert_allclose(gy.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    gy.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gm.weight.grad.numpy(), tm.weight.grad.numpy(), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_conv_padding_mode_errors() -> None:
+    with pytest.raises(ValueError, match="padding_mode"):
+        nn.Conv2d(2, 2, 3, padding_mode="mirror")
+    with pytest.raises(ValueError, match="zeros"):
+        nn.ConvTranspose2d(2, 2, 3, padding_mode="reflect")

@@ -26,6 +26,30 @@ def _np_dtype(dtype: Any) -> Any:
     return np.float32 if dtype is None else dtypes.as_dtype(dtype).np
 
 
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def _check_padding_mode(name: str, padding_mode: str, transposed: bool = False) -> None:
+    if padding_mode not in _PADDING_MODES:
+        raise ValueError(f"padding_mode must be one of {list(_PADDING_MODES)}, but got "
+                         f"padding_mode='{padding_mode}'")
+    if transposed and padding_mode != "zeros":
+        raise ValueError(f'Only "zeros" padding mode is supported for {name}')
+
+
+def _mode_padded(x: Any, padding: Any, kernel: tuple, dilation: tuple, mode: str) -> Tensor:
+    """``x`` padded with ``F.pad`` in ``mode`` (last dim first, as torch's
+    ``_reversed_padding_repeated_twice``); the convolution then runs unpadded."""
+    pads: list[int] = []
+    for i in reversed(range(len(kernel))):
+        if isinstance(padding, str):
+            total = 0 if padding == "valid" else dilation[i] * (kernel[i] - 1)
+            pads += [total // 2, total - total // 2]
+        else:
+            pads += [padding[i], padding[i]]
+    return F.pad(x, pads, mode=mode)
+
+
 class Conv2d(Module):
     """2-D convolution over NCHW input; weight (out, in/groups, kh, kw) and bias (out)."""
 
@@ -35,8 +59,7 @@ class Conv2d(Module):
         super().__init__()
         if in_channels % groups or out_channels % groups:
             raise ValueError("in_channels and out_channels must be divisible by groups")
-        if padding_mode != "zeros":
-            raise NotImplementedError("Conv2d: only padding_mode='zeros' is supported")
+        _check_padding_mode("Conv2d", padding_mode)
         if isinstance(padding, str) and padding not in ("same", "valid"):
             raise ValueError(f"Invalid padding string {padding!r}, should be one of "
                              "{'valid', 'same'}")
@@ -67,6 +90,10 @@ class Conv2d(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Any) -> Tensor:
+        if self.padding_mode != "zeros":
+            x = _mode_padded(x, self.padding, self.kernel_size, self.dilation, self.padding_mode)
+            return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation,
+                            self.groups)
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
@@ -133,8 +160,7 @@ class _ConvBase(Module):
             raise ValueError("in_channels must be divisible by groups")
         if out_channels % groups:
             raise ValueError("out_channels must be divisible by groups")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"{name}: only padding_mode='zeros' is supported")
+        _check_padding_mode(name, padding_mode, self._transposed)
         nd = self._nd
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = _single_or_pair(kernel_size, nd)
@@ -197,6 +223,10 @@ class Conv1d(_ConvBase):
                          groups, bias, padding_mode, device, dtype)
 
     def forward(self, x: Any) -> Tensor:
+        if self.padding_mode != "zeros":
+            x = _mode_padded(x, self.padding, self.kernel_size, self.dilation, self.padding_mode)
+            return F.conv1d(x, self.weight, self.bias, self.stride, 0, self.dilation,
+                            self.groups)
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
