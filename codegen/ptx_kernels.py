@@ -58,6 +58,8 @@ from .llvm_util import (
 )
 from .pool import window_start
 from .scan import outer_shape, scan_line
+from .sort import outer_shape as sort_outer_shape
+from .sort import sort_line
 from .views import VIEW_OPS, contiguous_strides, strided_view
 
 BLOCK = 256
@@ -507,6 +509,13 @@ def k_scan(k: PTXKernel) -> None:
         scan_line(k, k.delin(lin, outer))
 
 
+def k_sort(k: PTXKernel) -> None:
+    """sort (a stable argsort): one thread per line, an insertion sort in the output."""
+    outer = sort_outer_shape(k.node)
+    with k.grid_stride(k.numel(outer)) as lin:
+        sort_line(k, k.delin(lin, outer))
+
+
 def _conv_geometry(n: Node, x_shape: tuple, w_shape: tuple) -> dict[str, Any]:
     a = n.attrs
     return dict(s=a["stride"], p=a["padding"], d=a["dilation"], H=x_shape[2], W=x_shape[3],
@@ -661,6 +670,7 @@ KERNELS: dict[str, list[tuple[str, Callable[[PTXKernel], None], str]]] = {
     "cumsum": [("", k_scan, "flat")],
     "cumprod": [("", k_scan, "flat")],
     "cummax": [("", k_scan, "flat")],
+    "sort": [("", k_sort, "flat")],
 }
 ELEMENTWISE = [("", k_elementwise, "flat")]
 

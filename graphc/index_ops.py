@@ -11,10 +11,8 @@ Everything is a composition of IR primitives, so gradients and both native lower
   ``scatter_add`` the values there (``where`` keeps the untouched elements and their gradient);
 - ``scatter`` / ``scatter_reduce`` use ``scatter_add`` for sums, counts and means, and a
   one-hot comparison against an ``iota`` for ``amax`` / ``amin`` / ``prod``;
-- sorting: eagerly the permutation is numpy's stable argsort; while tracing it is computed
-  from pairwise comparisons (a rank per element, O(n^2) along the sorted dim, so it is
-  refused past ``TRACED_SORT_LIMIT``); values are a ``gather`` of that permutation, so their
-  gradient is a ``scatter_add`` back.
+- sorting: the ``sort`` primitive gives the stable permutation (NaN as the largest value);
+  values are a ``gather`` of it, so their gradient is a ``scatter_add`` back.
 
 Ops whose output size depends on data (bool-tensor masks, ``nonzero``, ``masked_select``,
 ``argwhere``) run eagerly and raise ``NotImplementedError`` while tracing.
@@ -39,9 +37,6 @@ from .tensor_ops import as_tensor, where
 SortResult = namedtuple("SortResult", ["values", "indices"])
 TopK = namedtuple("TopK", ["values", "indices"])
 KthValue = namedtuple("KthValue", ["values", "indices"])
-
-TRACED_SORT_LIMIT = 2048  # a traced sort compares every pair along the sorted dim
-
 
 def _traced() -> bool:
     return _context.current() is not None
@@ -656,73 +651,13 @@ def masked_select(x: Tensor, mask: Any) -> Tensor:
 
 
 # -- sorting ---------------------------------------------------------------------------------
-def _sort_key(a: np.ndarray, descending: bool) -> np.ndarray:
-    if a.dtype == np.bool_:
-        a = a.astype(np.int64)
-    if descending:
-        if a.dtype.kind == "f":
-            return np.where(np.isnan(a), -np.inf, -a)  # NaN first when descending
-        return -1 - a
-    return a
-
-
-def _argsort_eager(x: Tensor, ax: int, descending: bool) -> Tensor:
-    a = x.numpy()
-    if descending and a.dtype.kind == "f":
-        nan = np.isnan(a)
-        key = np.where(nan, 0.0, -a)
-        # stable: NaNs (largest) first, then by decreasing value; lexsort is stable
-        idx = np.lexsort((key, ~nan), axis=ax) if a.ndim else np.zeros((), np.int64)
-        return as_tensor(np.asarray(idx, np.int64))
-    order = np.argsort(_sort_key(a, descending), axis=ax, kind="stable")
-    return as_tensor(order.astype(np.int64))
-
-
-def _argsort_traced(x: Tensor, ax: int, descending: bool) -> Tensor:
-    """A stable argsort from pairwise comparisons: element i's rank is the number of
-    elements ordered before it (smaller, or equal and earlier); the permutation scatters
-    each position to its rank."""
-    n = x.shape[ax]
-    if not isinstance(n, int) or n > TRACED_SORT_LIMIT:
-        raise NotImplementedError(
-            f"sorting a dim of size {sh.fmt_dim(n)} inside a compiled step is not supported "
-            f"(traced sorts compare every pair, up to {TRACED_SORT_LIMIT} elements along a "
-            "static dim); sort outside the compiled function")
-    xm = _movedim(x, ax, -1)
-    if xm.dtype is dt.bool_:
-        xm = xm.to(dt.int64)
-    a = xm.unsqueeze(-1)  # element i (rows)
-    b = xm.unsqueeze(-2)  # element j (columns)
-    lead = list(xm.shape[:-1])
-    i = _iota(lead + [n, n], axis=len(lead))
-    j = _iota(lead + [n, n], axis=len(lead) + 1)
-    if xm.dtype.is_float:
-        na, nb = a != a, b != b
-        before = (b > a) if descending else (b < a)
-        if descending:  # NaN is the largest: first
-            before = where(na, False, where(nb, True, before))
-        else:
-            before = where(nb, False, where(na, True, before))
-        equal = where(na & nb, True, a == b)
-    else:
-        before = (b > a) if descending else (b < a)
-        equal = a == b
-    earlier = before | (equal & (j < i))
-    rank = ops.sum(earlier.to(dt.int64), -1)  # (..., n)
-    perm = _scatter_add(_full(0, lead + [n], dt.int64), len(lead), rank, _iota(lead + [n],
-                                                                              len(lead)))
-    return _movedim(perm, -1, ax)
-
-
 def argsort(x: Tensor, dim: int = -1, descending: bool = False, *,
             stable: bool = False) -> Tensor:
     x = as_tensor(x)
     if x.ndim == 0:
         return _full(0, (), dt.int64) if _traced() else as_tensor(np.zeros((), np.int64))
     ax = sh.norm_axis(dim, x.ndim, "argsort")
-    with_grad = x.detach()
-    return _argsort_traced(with_grad, ax, descending) if _traced() else \
-        _argsort_eager(with_grad, ax, descending)
+    return _wrap(builder().op("sort", (x.node,), axis=ax, descending=bool(descending)))
 
 
 def sort(x: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = False) -> Any:
@@ -818,5 +753,4 @@ def install(T: type[Tensor]) -> None:
 __all__ = ["getitem", "setitem", "index_put", "index_put_", "index_select", "gather",
            "take_along_dim", "scatter", "scatter_add", "scatter_reduce", "index_add",
            "index_copy", "index_fill", "nonzero", "argwhere", "masked_select", "sort",
-           "argsort", "msort", "topk", "kthvalue", "SortResult", "TopK", "KthValue",
-           "TRACED_SORT_LIMIT"]
+           "argsort", "msort", "topk", "kthvalue", "SortResult", "TopK", "KthValue"]

@@ -136,6 +136,21 @@ def _gather(node, x, idx):
     return np.take_along_axis(x, idx, axis=ax)
 
 
+@_impl("sort")
+def _sort(node, x):
+    """Stable argsort along ``axis``, NaN the largest value (last ascending, first
+    descending), as PyTorch."""
+    ax = node.attrs["axis"]
+    if x.dtype == np.bool_:
+        x = x.astype(np.int64)
+    if not node.attrs.get("descending", False):
+        return np.argsort(x, axis=ax, kind="stable").astype(np.int64)
+    if x.dtype.kind == "f":
+        nan = np.isnan(x)
+        return np.lexsort((np.where(nan, 0, -x), ~nan), axis=ax).astype(np.int64)
+    return np.argsort(-1 - x, axis=ax, kind="stable").astype(np.int64)
+
+
 @_impl("scatter_add")
 def _scatter_add(node, base, idx, src):
     ax = node.attrs["axis"]

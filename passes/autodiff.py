@@ -29,7 +29,7 @@ def _rule(*names: str) -> Callable[[Rule], Rule]:
     return deco
 
 
-@_rule("input", "const", "iota", "rand", "detach", "pool_argmax")
+@_rule("input", "const", "iota", "rand", "detach", "pool_argmax", "sort")
 def _none(b, n, g):
     return [None] * len(n.inputs)
 

@@ -90,6 +90,7 @@ CASES: dict[str, Any] = {
     "sort_indices": lambda x, L: x.sort(dim=2, stable=True).indices.to(L.float32),
     "argsort_descending": lambda x, L: x.argsort(1, descending=True).to(L.float32),
     "msort": lambda x, L: x.permute(2, 1, 0).msort(),
+    "msort_batch": lambda x, L: x.msort(),
     "topk": lambda x, L: x.topk(2, dim=1).values,
     "topk_smallest": lambda x, L: x.topk(3, 2, largest=False)[0],
     "kthvalue": lambda x, L: x.kthvalue(2, 2).values,
@@ -241,9 +242,12 @@ def test_sort_ties_nan_and_stability() -> None:
     assert gc.tensor([5.0, 1.0, 3.0]).kthvalue(2).indices.item() == 2
 
 
-def test_traced_sort_of_a_batch_dim_is_refused() -> None:
-    with pytest.raises(NotImplementedError, match="sort"):
-        gc.compile(lambda x: x.sort(0).values)(gc.ones(3, 2))
+def test_sort_along_the_batch_dim_compiles() -> None:
+    step = gc.compile(lambda x: x.sort(0, descending=True).indices)
+    for n in (3, 40):
+        a = np.random.default_rng(n).integers(0, 4, (n, 2)).astype(np.float32)
+        want = torch.tensor(a).sort(dim=0, descending=True, stable=True).indices.numpy()
+        np.testing.assert_array_equal(step(a).numpy(), want)
 
 
 def test_index_dtype_and_shape_errors() -> None:

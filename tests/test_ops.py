@@ -115,6 +115,8 @@ CASES: dict[str, Case] = {
     "cumprod": Case(lambda x: P("cumprod", x * _zero_some(x), axis=2),
                     [Spec(("B", 3, 6))]),
     "cummax": Case(lambda x: P("cummax", x, axis=1), [Spec(("B", 6, 3))]),
+    "sort": Case(lambda x: P("sort", x, axis=1) + P("sort", x, axis=2, descending=True),
+                 [Spec(("B", 6, 6))]),
 }
 for _op in ("neg", "exp", "abs", "sign", "tanh", "sigmoid", "relu", "erf", "silu", "hardswish"):
     CASES[_op] = _unary(_op)

@@ -46,6 +46,7 @@ _INFOS = [
     # indexing
     OpInfo("gather", "index", 2),
     OpInfo("scatter_add", "index", 3),
+    OpInfo("sort", "index", 1, False),  # stable argsort along ``axis`` (int64 indices)
     # convolution and pooling (NCHW); the two gradient ops are the adjoints of conv2d
     OpInfo("conv2d", "nn", 2),
     OpInfo("conv2d_input_grad", "nn", 2),
@@ -198,6 +199,14 @@ def _gather(op, xs, a):
         if i != ax and not sh.same(d, e):
             raise OpError(f"gather: dims other than {ax} must agree, got {_fmt(x)}, {_fmt(idx)}")
     return idx.shape, x.dtype
+
+
+@_rule("sort")
+def _sort(op, xs, a):
+    s = xs[0].shape
+    if not 0 <= a["axis"] < len(s):
+        raise OpError(f"sort: axis {a['axis']} out of range for {_fmt(xs[0])}")
+    return s, dt.int64
 
 
 @_rule("scatter_add")
