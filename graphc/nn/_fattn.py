@@ -163,7 +163,7 @@ def multi_head_attention_forward(
     v = _linear(v_in, wv, bv)
 
     def heads(t: Tensor, length: Any) -> Tensor:  # (len, N, E) -> (N, H, len, hd)
-        return t.reshape(length, n, num_heads, hd).permute(1, 2, 0, 3)
+        return t.transpose(0, 1).reshape(n, length, num_heads, hd).transpose(1, 2)
 
     q, k, v = heads(q, L), heads(k, S), heads(v, S)
     mask = _merge_masks(attn_mask, key_padding_mask, q, n, num_heads, L, S)
@@ -180,7 +180,7 @@ def multi_head_attention_forward(
         o = T.matmul(w, v)
     else:
         o = scaled_dot_product_attention(q, k, v, mask, p)
-    o = o.permute(2, 0, 1, 3).reshape(L, n, e)
+    o = o.transpose(1, 2).reshape(n, L, e).transpose(0, 1)
     return _linear(o, out_proj_weight, out_proj_bias), weights
 
 

@@ -174,7 +174,7 @@ class TransformerEncoder(Module):
                  norm: Module | None = None, enable_nested_tensor: bool = True,
                  mask_check: bool = True) -> None:
         super().__init__()
-        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.layers = ModuleList([_clone(encoder_layer) for _ in range(num_layers)])
         self.num_layers = num_layers
         self.norm = norm
 
@@ -187,6 +187,16 @@ class TransformerEncoder(Module):
         if self.norm is not None:
             x = self.norm(x)
         return x
+
+
+def _clone(module: Module) -> Module:
+    """A deep copy whose parameters are fresh leaves (copied values, same requires_grad)."""
+    new = copy.deepcopy(module)
+    for m in new.modules():
+        for name, p in list(m._parameters.items()):
+            if p is not None:
+                setattr(m, name, Parameter(np.array(p.numpy()), requires_grad=p.requires_grad))
+    return new
 
 
 class GroupNorm(Module):
