@@ -463,3 +463,22 @@ def test_debug_from_environment_and_in_the_cache_key(monkeypatch: Any) -> None:
     assert e_on.debug and not e_off.debug
     assert e_on.cache_key != e_off.cache_key
     assert_same(snapshot(on), snapshot(off))
+
+
+def test_index_error_names_a_tensor_argument() -> None:
+    """An out-of-range index given as a ``gc.Tensor`` (not a numpy array) gets the same
+    IndexError naming the argument, not a dtype complaint from the error path."""
+    import graphc as gc
+    from graphc import nn
+
+    emb = nn.Embedding(5, 3)
+    before = emb.weight.numpy().copy()
+
+    @gc.compile
+    def step(i):
+        return emb(i).sum()
+
+    step(gc.tensor([1, 2]))
+    with pytest.raises(IndexError, match=r"argument 'i': value 7 at flat position 1"):
+        step(gc.tensor([1, 7]))
+    np.testing.assert_array_equal(emb.weight.numpy(), before)

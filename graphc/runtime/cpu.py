@@ -304,7 +304,9 @@ class CPUExecutable(GuardMixin, Runtime):
     def call(self, args: tuple) -> Any:
         return self._runner(args)
 
-    def _raise_index_error(self, args: list[np.ndarray]) -> None:
+    def _raise_index_error(self, args: list[Any]) -> None:
+        # the call wrapper passes the caller's objects: gc.Tensor arguments as they are
+        args = [a.numpy() if isinstance(a, Tensor) else np.asarray(a) for a in args]
         _, node_idx, pos, value = (int(v) for v in self.err)
         node = next((n for n in self.lowering.plan.order
                      if self.lowering.plan.node_index.get(n.id) == node_idx), None)
