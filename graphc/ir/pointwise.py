@@ -369,10 +369,12 @@ def _bitwise(name: str, prim: str, bool_prim: str | None) -> Any:
     logical primitive, shifts reject them as PyTorch does."""
 
     def run(T: Any, x: Any, y: Any) -> Any:
+        # a bool shifted by a (wrapped) integer is refused before promotion, as in PyTorch
+        shifted_bool = bool_prim is None and T.as_tensor(x).dtype is T.dt.bool_
         x, y = _both(T, x, y, name)
-        if x.dtype.is_float or (x.dtype is T.dt.bool_ and bool_prim is None):
+        if x.dtype.is_float or shifted_bool or (x.dtype is T.dt.bool_ and bool_prim is None):
             kernel = {"shl": "lshift_cpu", "shr": "rshift_cpu"}.get(prim, name + "_cpu")
-            raise _not_implemented(kernel, x.dtype)
+            raise _not_implemented(kernel, T.dt.bool_ if shifted_bool else x.dtype)
         return _prim(T, bool_prim if x.dtype is T.dt.bool_ else prim, x, y)
 
     return run
