@@ -10,6 +10,7 @@ pass in both cases.
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -147,6 +148,23 @@ class Tensor:
         Tensor.__init__(t, leaf_node(arr, requires_grad))
         t._node.attrs["tensor"] = weakref.ref(t)
         return t
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        """A new leaf with a copy of the values, ``requires_grad`` and ``.grad`` (torch's rule:
+        only graph leaves can be deep-copied). The default protocol would copy the node's
+        back-reference to *this* tensor, so gradients of the copy would land on the original."""
+        if self._trace is not None or _context.current() is not None:
+            raise RuntimeError("deepcopy of a tensor inside a traced step is not supported")
+        node = self._node
+        if node.rg and node.op != "input":
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment")
+        out = type(self)._from_array(np.array(node._value, copy=True), bool(node.rg))
+        memo[id(self)] = out
+        if self._grad is not None:
+            out._grad = copy.deepcopy(self._grad, memo)
+        return out
 
     @classmethod
     def _from_output(cls, arr: np.ndarray) -> Tensor:

@@ -523,3 +523,25 @@ def test_device_inside_a_traced_step():
     out = cf(x)
     assert out.dtype is gc.float64
     np.testing.assert_allclose(out.numpy(), fwd(x).numpy())
+
+
+def test_deepcopy_gives_independent_leaves_as_torch() -> None:
+    """A deep-copied module's parameters are new leaves: its gradients land on the copy, tied
+    weights stay tied, ``.grad`` is copied, and a non-leaf refuses as in torch."""
+    import copy
+
+    a = nn.Linear(3, 2)
+    a(gc.ones(1, 3)).sum().backward()
+    b = copy.deepcopy(a)
+    assert type(b.weight) is type(a.weight) and b.weight is not a.weight
+    np.testing.assert_array_equal(b.weight.grad.numpy(), a.weight.grad.numpy())
+    a.weight.grad = b.weight.grad = None
+    b(gc.ones(1, 3)).sum().backward()
+    assert a.weight.grad is None and b.weight.grad is not None
+    tied = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    tied[1].weight = tied[0].weight
+    c = copy.deepcopy(tied)
+    assert c[1].weight is c[0].weight and c[0].weight is not tied[0].weight
+    x = gc.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(x * 2)
