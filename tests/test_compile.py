@@ -293,3 +293,31 @@ def test_structural_option_changes_between_calls_switch_variants():
     w_comp, count = run(True)
     np.testing.assert_allclose(w_comp, w_eager, rtol=1e-5, atol=1e-6)
     assert count == 3  # momentum, no momentum, nesterov; the last flip reuses the first
+
+
+def test_symbolic_leading_dim_reshaped_and_permuted_matches_eager() -> None:
+    """Sequence-first attention: the symbolic first dim folded into (L, N*H, hd) and moved
+    inward; shape expressions reused across loop nests once failed LLVM verification."""
+    from graphc.nn import functional as F
+
+    gc.manual_seed(0)
+    lin = nn.Linear(8, 24)
+
+    def body(x):
+        L, N, _ = x.shape
+        q, k, v = lin(x).chunk(3, dim=-1)
+        q, k, v = (t.reshape(L, N * 2, 4).transpose(0, 1) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        lin.weight.grad = None
+        loss = (a.transpose(0, 1).reshape(L, N, 8) ** 2).sum()
+        loss.backward()
+        return loss
+
+    step = gc.compile(body)
+    for L in (5, 7):
+        x = np.random.default_rng(L).standard_normal((L, 3, 8)).astype(np.float32)
+        got = float(step(x))
+        g = lin.weight.grad.numpy().copy()
+        want = float(body(gc.tensor(x)))
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        np.testing.assert_allclose(g, lin.weight.grad.numpy(), rtol=1e-4, atol=1e-6)
