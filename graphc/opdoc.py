@@ -65,7 +65,11 @@ def render() -> str:
     from graphc.nn import functional as F
 
     tensor_methods = sorted(n for n in dir(gc.Tensor) if not n.startswith("_"))
-    gc_functions = sorted(n for n in set(dir(gc)) if not n.startswith("_")
+    from . import _core
+
+    # the names ``import graphc`` resolves (not ``dir(gc)``, which grows as names are used)
+    public = set(_core.__all__) | set(_core._FROM_TABLE) | set(gc._ELSEWHERE)
+    gc_functions = sorted(n for n in public if not n.startswith("_")
                           and callable(getattr(gc, n, None))
                           and not inspect.ismodule(getattr(gc, n, None)))
     functional = sorted(n for n in F.__all__)
