@@ -101,3 +101,15 @@ def test_batches_feed_a_compiled_step() -> None:
     for xb, yb in DataLoader(TensorDataset(x, y), batch_size=4, shuffle=True):
         assert np.isfinite(step(xb, yb).item())
     assert step.compile_count == 1  # the partial batch reuses the symbolic batch size
+
+
+def test_utils_data_reachable_from_the_package() -> None:
+    """``import graphc`` then ``graphc.utils.data`` (as ``torch.utils.data`` after ``import
+    torch``), in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = "import graphc; print(graphc.utils.data.DataLoader.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "DataLoader", out.stderr
