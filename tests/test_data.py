@@ -113,3 +113,33 @@ def test_utils_data_reachable_from_the_package() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "DataLoader", out.stderr
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_num_workers_gives_the_same_batches_in_order(workers: int) -> None:
+    """Worker threads prefetch; the batches (shuffled by one generator seed, drop_last, a
+    collate_fn) are the ones ``num_workers=0`` yields, in the same order."""
+    x = np.arange(50, dtype=np.float32).reshape(25, 2)
+    y = np.arange(25)
+    ds = TensorDataset(gc.tensor(x), gc.tensor(y))
+    kw = dict(batch_size=4, shuffle=True, drop_last=True)
+    want = [[np.asarray(t) for t in b] for b in DataLoader(ds, generator=7, **kw)]
+    seen: list[int] = []
+    got = [[np.asarray(t) for t in b] for b in DataLoader(
+        ds, generator=7, num_workers=workers, pin_memory=True, prefetch_factor=2,
+        worker_init_fn=seen.append, **kw)]
+    assert len(got) == len(want) == 6
+    for g, w in zip(got, want):
+        for a, b in zip(g, w):
+            np.testing.assert_array_equal(a, b)
+    assert seen and all(0 <= i < workers for i in seen)
+
+
+def test_dataloader_worker_options_are_checked_as_torch() -> None:
+    ds = TensorDataset(gc.tensor(np.zeros((4, 1), np.float32)))
+    with pytest.raises(ValueError, match="num_workers"):
+        DataLoader(ds, num_workers=-1)
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        DataLoader(ds, prefetch_factor=2)
+    with pytest.raises(NotImplementedError, match="threads"):
+        DataLoader(ds, num_workers=1, multiprocessing_context="spawn")

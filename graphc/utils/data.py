@@ -110,9 +110,32 @@ class DataLoader:
 
     def __init__(self, dataset: Any, batch_size: int | None = 1, shuffle: bool = False,
                  drop_last: bool = False, generator: Any = None,
-                 collate_fn: Any = None) -> None:
+                 collate_fn: Any = None, *, num_workers: int = 0, pin_memory: bool = False,
+                 timeout: float = 0, worker_init_fn: Any = None,
+                 prefetch_factor: int | None = None, persistent_workers: bool = False,
+                 multiprocessing_context: Any = None) -> None:
         if batch_size is not None and int(batch_size) <= 0:
             raise ValueError(f"batch_size should be a positive integer, got {batch_size}")
+        if int(num_workers) < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
+                             "disable multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and (prefetch_factor is not None or persistent_workers):
+            raise ValueError("prefetch_factor and persistent_workers need num_workers > 0 "
+                             "(multiprocessing)")
+        if multiprocessing_context is not None:
+            raise NotImplementedError("DataLoader(multiprocessing_context=...): graphc's "
+                                      "workers are threads")
+        # workers are threads of this process that build the next batches (in order, one
+        # at a time: the index order is sequential) while the caller's step runs, which a
+        # compiled step does without the GIL; pin_memory is a no-op on the CPU
+        self.num_workers = int(num_workers)
+        self.prefetch_factor = 2 if prefetch_factor is None else int(prefetch_factor)
+        self.pin_memory = bool(pin_memory)
+        self.timeout = float(timeout)
+        self.worker_init_fn = worker_init_fn
+        self.persistent_workers = bool(persistent_workers)
         self.dataset = dataset
         self.batch_size = None if batch_size is None else int(batch_size)
         self.shuffle = shuffle
@@ -133,6 +156,44 @@ class DataLoader:
         return _rng(self.generator).permutation(n)
 
     def __iter__(self) -> Iterator[Any]:
+        if self.num_workers == 0:
+            yield from self._batches()
+            return
+        yield from self._threaded(self._batches())
+
+    def _threaded(self, batches: Iterator[Any]) -> Iterator[Any]:
+        """Worker threads build batches ahead of the consumer (at most ``num_workers *
+        prefetch_factor`` in flight), handed out in order; ``timeout`` bounds each wait."""
+        import concurrent.futures as cf
+        import threading
+
+        local = threading.local()
+        lock = threading.Lock()
+
+        def build() -> Any:
+            if self.worker_init_fn is not None and not getattr(local, "ready", False):
+                local.ready = True
+                with lock:
+                    wid = _next_worker[0] % self.num_workers
+                    _next_worker[0] += 1
+                self.worker_init_fn(wid)
+            with lock:  # the index order and the dataset's own iteration stay sequential
+                return next(batches, _DONE)
+
+        _next_worker = [0]
+        depth = self.num_workers * self.prefetch_factor
+        with cf.ThreadPoolExecutor(self.num_workers, thread_name_prefix="graphc-loader") as ex:
+            pending = [ex.submit(build) for _ in range(depth)]
+            while pending:
+                item = pending.pop(0).result(timeout=self.timeout or None)
+                if item is _DONE:
+                    break
+                pending.append(ex.submit(build))
+                yield item
+            for p in pending:
+                p.cancel()
+
+    def _batches(self) -> Iterator[Any]:
         order = self._order()
         ds = self.dataset
         if self.batch_size is None:
@@ -153,5 +214,7 @@ class DataLoader:
                 batch = [ds[int(i)] for i in idx]
                 yield (self.collate_fn or default_collate)(batch)
 
+
+_DONE = object()
 
 __all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate"]
