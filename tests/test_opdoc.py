@@ -12,8 +12,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_ops_md_matches_the_code() -> None:
-    assert (ROOT / "docs" / "ops.md").read_text() == opdoc.render(), (
-        "docs/ops.md is stale: run `python -m graphc.opdoc > docs/ops.md`")
+    import difflib
+
+    have, want = (ROOT / "docs" / "ops.md").read_text(), opdoc.render()
+    diff = "\n".join(list(difflib.unified_diff(have.splitlines(), want.splitlines(),
+                                                lineterm="", n=0))[:40])
+    assert have == want, f"docs/ops.md is stale: run `python -m graphc.opdoc > docs/ops.md`\n{diff}"
 
 
 def test_every_primitive_is_complete_in_the_doc() -> None:

@@ -9,7 +9,9 @@ seeded from graphc's global stream, so ``gc.manual_seed`` fixes it, as in PyTorc
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import functools
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -156,65 +158,61 @@ class DataLoader:
         return _rng(self.generator).permutation(n)
 
     def __iter__(self) -> Iterator[Any]:
+        jobs = self._jobs()
         if self.num_workers == 0:
-            yield from self._batches()
+            for job in jobs:
+                yield job()
             return
-        yield from self._threaded(self._batches())
+        yield from self._threaded(jobs)
 
-    def _threaded(self, batches: Iterator[Any]) -> Iterator[Any]:
+    def _threaded(self, jobs: Iterator[Callable[[], Any]]) -> Iterator[Any]:
         """Worker threads build batches ahead of the consumer (at most ``num_workers *
-        prefetch_factor`` in flight), handed out in order; ``timeout`` bounds each wait."""
+        prefetch_factor`` in flight), each batch from its own indices, handed out in order;
+        ``timeout`` bounds each wait."""
         import concurrent.futures as cf
         import threading
 
         local = threading.local()
         lock = threading.Lock()
+        next_id = [0]
 
-        def build() -> Any:
+        def run(job: Callable[[], Any]) -> Any:
             if self.worker_init_fn is not None and not getattr(local, "ready", False):
                 local.ready = True
                 with lock:
-                    wid = _next_worker[0] % self.num_workers
-                    _next_worker[0] += 1
-                self.worker_init_fn(wid)
-            with lock:  # the index order and the dataset's own iteration stay sequential
-                return next(batches, _DONE)
+                    wid, next_id[0] = next_id[0], next_id[0] + 1
+                self.worker_init_fn(wid % self.num_workers)
+            return job()
 
-        _next_worker = [0]
         depth = self.num_workers * self.prefetch_factor
         with cf.ThreadPoolExecutor(self.num_workers, thread_name_prefix="graphc-loader") as ex:
-            pending = [ex.submit(build) for _ in range(depth)]
+            pending = [ex.submit(run, job) for job in itertools.islice(jobs, depth)]
             while pending:
                 item = pending.pop(0).result(timeout=self.timeout or None)
-                if item is _DONE:
-                    break
-                pending.append(ex.submit(build))
+                pending.extend(ex.submit(run, job) for job in itertools.islice(jobs, 1))
                 yield item
-            for p in pending:
-                p.cancel()
 
-    def _batches(self) -> Iterator[Any]:
+    def _jobs(self) -> Iterator[Callable[[], Any]]:
+        """One callable per batch, in order (the shuffle is drawn once, here)."""
         order = self._order()
         ds = self.dataset
         if self.batch_size is None:
             for i in order:
-                yield ds[int(i)]
+                yield functools.partial(ds.__getitem__, int(i))
             return
         bs = self.batch_size
         stop = len(order) - (len(order) % bs if self.drop_last else 0)
         fast = isinstance(ds, TensorDataset) and self.collate_fn is None
+        collate = self.collate_fn or default_collate
         for s in range(0, stop, bs):
             idx = order[s:s + bs]
             if fast:
                 # contiguous slices stay views when not shuffling; fancy indexing otherwise
                 sel: Any = slice(int(idx[0]), int(idx[0]) + len(idx)) if not self.shuffle \
                     else idx
-                yield [a[sel] for a in ds.tensors]
+                yield functools.partial(lambda sel: [a[sel] for a in ds.tensors], sel)
             else:
-                batch = [ds[int(i)] for i in idx]
-                yield (self.collate_fn or default_collate)(batch)
+                yield functools.partial(lambda idx: collate([ds[int(i)] for i in idx]), idx)
 
-
-_DONE = object()
 
 __all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate"]
