@@ -467,7 +467,7 @@ def dump_text(fn: Any, stages: list[str]) -> str:
 
 def dump_dot(fn: Any, stages: list[str], func: str) -> str:
     """One digraph per graph stage (text stages such as assembly cannot be drawn)."""
-    from .dot import format_dot
+    from .dotgraph import format_dot
 
     v = _variant(fn)
     graphs = [s for s in stages if _is_graph(v.stages[s])]
@@ -501,7 +501,7 @@ def _add(a: Any, b: Any) -> Any:
 def graph_stats(graph: Any) -> dict[str, Any]:
     """Op counts, inputs and update slots by kind, and bytes per input kind (symbolic
     expressions such as ``8*B`` where a shape has a batch symbol)."""
-    from .dot import slot_kind
+    from .dotgraph import slot_kind
     from .ir import shapes as sh
 
     ops: dict[str, int] = {}

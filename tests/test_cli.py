@@ -235,7 +235,7 @@ def test_dot_output_is_deterministic(capsys, script):
 
 
 def test_dot_classifies_forward_grad_and_update_nodes(script):
-    from graphc.dot import classify, slot_kind
+    from graphc.dotgraph import classify, slot_kind
 
     step = _load(script)
     g = step.variants[-1].stages["optimized"]

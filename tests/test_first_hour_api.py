@@ -5,6 +5,7 @@ keyword arguments, numpy arrays, ``torch.Generator``) work or fail clearly."""
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import pkgutil
 import subprocess
@@ -325,3 +326,16 @@ def test_numpy_scalars_keep_their_dtype_as_in_torch():
     for v in (np.float64(1.1), np.float32(1.5), np.int64(3), np.int32(3), 1.1, 3, True):
         assert gc.tensor(v).dtype.name == str(torch.tensor(v).dtype).removeprefix("torch."), v
     assert (gc.ones(2) * np.float64(2.0)).dtype is gc.float32  # scalars in ops do not widen
+
+
+def test_public_functions_are_not_shadowed_by_submodules():
+    """``gc.dot`` is ``torch.dot``'s counterpart even after every graphc submodule has been
+    imported (a submodule of the same name would replace the attribute on import)."""
+    import importlib
+
+    for m in _submodules():
+        importlib.import_module(m)
+    import graphc._core as core
+
+    for name in core.__all__:
+        assert not inspect.ismodule(getattr(gc, name)), name
