@@ -102,7 +102,11 @@ class Conv2d(Module):
                 f"stride={self.stride}, padding={self.padding}")
 
 
-class MaxPool2d(Module):
+class _MaxPoolNd(Module):
+    """Max pooling's constructor, forward and repr, for the 1-D and 2-D functional forms."""
+
+    _pool: Any = None
+
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  dilation: Any = 1, return_indices: bool = False,
                  ceil_mode: bool = False) -> None:
@@ -111,11 +115,15 @@ class MaxPool2d(Module):
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, x: Any) -> Any:
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
-                            self.ceil_mode, self.return_indices)
+        return type(self)._pool(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                                self.ceil_mode, self.return_indices)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool2d(_MaxPoolNd):
+    _pool = staticmethod(F.max_pool2d)
 
 
 class AvgPool2d(Module):
@@ -284,20 +292,8 @@ class ConvTranspose2d(_ConvTransposeBase):
                                   self.dilation)
 
 
-class MaxPool1d(Module):
-    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
-                 dilation: Any = 1, return_indices: bool = False,
-                 ceil_mode: bool = False) -> None:
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
-
-    def forward(self, x: Any) -> Any:
-        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
-                            self.ceil_mode, self.return_indices)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+class MaxPool1d(_MaxPoolNd):
+    _pool = staticmethod(F.max_pool1d)
 
 
 class AvgPool1d(Module):
@@ -419,12 +415,10 @@ class LayerNorm(Module):
                 f"elementwise_affine={self.elementwise_affine}")
 
 
-class _BatchNorm(Module):
-    """Batch normalisation with PyTorch's buffers: ``running_mean``, ``running_var`` and the
-    int64 ``num_batches_tracked``. In a compiled training step their updates are state
-    updates of the step (``_assign`` on a buffer)."""
-
-    _ranks: Sequence[int] = ()
+class _RunningStatsNorm(Module):
+    """The parameters and buffers batch and instance normalisation share, with PyTorch's
+    names: ``weight``/``bias`` when ``affine``, ``running_mean``, ``running_var`` and the int64
+    ``num_batches_tracked`` when ``track_running_stats`` (None otherwise)."""
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
@@ -455,6 +449,14 @@ class _BatchNorm(Module):
                 self.running_mean.zero_()
                 self.running_var.fill_(1.0)
                 self.num_batches_tracked.zero_()
+
+
+class _BatchNorm(_RunningStatsNorm):
+    """Batch normalisation with PyTorch's buffers: ``running_mean``, ``running_var`` and the
+    int64 ``num_batches_tracked``. In a compiled training step their updates are state
+    updates of the step (``_assign`` on a buffer)."""
+
+    _ranks: Sequence[int] = ()
 
     def forward(self, x: Any) -> Tensor:
         x = T.as_tensor(x)

@@ -15,14 +15,13 @@ from typing import Any
 import numpy as np
 
 from .. import tensor_ops as T
-from ..autograd import no_grad
 from ..tensor import Tensor
 from . import functional as F
 from . import init
 from ._fattn import bilinear, multi_head_attention_forward
 from ._fnorm import group_norm, instance_norm, rms_norm
 from .layers import Linear, ModuleList
-from .layers2d import Dropout, LayerNorm, _np_dtype
+from .layers2d import Dropout, LayerNorm, _np_dtype, _RunningStatsNorm
 from .module import Module, Parameter
 
 
@@ -222,38 +221,14 @@ class GroupNorm(Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-class _InstanceNorm(Module):
+class _InstanceNorm(_RunningStatsNorm):
     _rank = 3  # the unbatched rank
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = False, track_running_stats: bool = False, device: Any = None,
                  dtype: Any = None) -> None:
-        super().__init__()
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        npd = _np_dtype(dtype)
-        if affine:
-            self.weight = Parameter(np.ones(num_features, npd))
-            self.bias = Parameter(np.zeros(num_features, npd))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", Tensor._from_array(np.zeros(num_features, npd)))
-            self.register_buffer("running_var", Tensor._from_array(np.ones(num_features, npd)))
-            self.register_buffer("num_batches_tracked",
-                                 Tensor._from_array(np.zeros((), np.int64)))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
-
-    def reset_running_stats(self) -> None:
-        if self.track_running_stats:
-            with no_grad():
-                self.running_mean.zero_()
-                self.running_var.fill_(1.0)
-                self.num_batches_tracked.zero_()
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype)
 
     def forward(self, x: Any) -> Tensor:
         x = T.as_tensor(x)
