@@ -62,10 +62,44 @@ class _EntrySym(SymEmitter):
             self.b = hoist
 
 
+def _collect(lower: Any, buffers: list[Node], n: Node, top: bool = False,
+             skip: set[int] | frozenset = frozenset()) -> None:
+    """Append to ``buffers`` the buffers ``n``'s value is computed from (materialized or
+    input nodes reached through inline expressions), in a fixed order."""
+    mat = lower.mat_ids
+    seen: set[int] = set()
+    stack = list(n.inputs) if top else [n]
+    while stack:
+        x = stack.pop()
+        if x.id in seen or x.id in skip:
+            continue
+        seen.add(x.id)
+        if x.op == "input" or x.id in mat:
+            if all(x is not y for y in buffers):
+                buffers.append(x)
+            continue
+        stack.extend(x.inputs)
+
+
+def operands(lower: Any, members: list[Node], group: bool) -> tuple[list[Node], list[Node]]:
+    """(stored, buffers): the nodes a kernel computing ``members`` writes (its first
+    arguments) and the buffers it reads (the next ones), as ``KernelEmitter`` orders them;
+    the entry function passes those pointers whether it emitted the kernel or reuses an
+    equal one (``Lowering._kernel_key``)."""
+    virtual = getattr(getattr(lower, "plan", None), "virtual", set())
+    stored = [m for m in members if m.id not in virtual]
+    buffers: list[Node] = []
+    skip = {m.id for m in members} if group else set()
+    for m in members:
+        _collect(lower, buffers, m, True, skip)
+    return stored, buffers
+
+
 class KernelEmitter:
     """Emits one kernel function: loops over a node's index space, values computed inline."""
 
     debug = False  # bounds checks (set per instance; subclasses with their own __init__: off)
+    names_node = False  # its code stores a node index (error reports): not shareable
 
     def __init__(self, lower: Any, node: Node, name: str,
                  group: list[Node] | None = None) -> None:
@@ -75,18 +109,17 @@ class KernelEmitter:
         # earlier members' values from ``cache`` (registers), never from their buffers
         self.members = group or [node]
         self.cache: dict[int, ir.Value] = {}
-        virtual = getattr(getattr(lower, "plan", None), "virtual", set())
-        self.stored = [m for m in self.members if m.id not in virtual]
-        # buffers this kernel reads: materialized/input nodes reachable through expressions
-        self.buffers: list[Node] = []
-        skip = {m.id for m in self.members} if group else set()
-        for m in self.members:
-            self._collect(m, top=True, skip=skip)
+        self.stored, self.buffers = operands(lower, self.members, group is not None)
         mod = lower.module
         arg_types = [I8P for _ in self.stored] + [I8P for _ in self.buffers] + [
             I8P, I64.as_pointer(), I64.as_pointer()]
         self.fn = ir.Function(mod, ir.FunctionType(I32, arg_types), name=name)
         self.fn.linkage = "internal"
+        # a kernel stays a function of its own: inlined into the entry function, every
+        # kernel of the step would make one huge function whose O3 optimisation and code
+        # emission grow faster than linearly (GPT, 2 layers: 13.5 s with inlining, 5.0 s
+        # without); a call costs nanoseconds next to any kernel's loop
+        self.fn.attributes.add("noinline")
         for a in self.fn.args[:-2]:
             a.add_attribute("noalias")
         self.work = self.fn.args[-3]
@@ -120,18 +153,7 @@ class KernelEmitter:
 
     def _collect(self, n: Node, top: bool = False, skip: set[int] | frozenset = frozenset()
                  ) -> None:
-        seen: set[int] = set()
-        stack = list(n.inputs) if top else [n]
-        while stack:
-            x = stack.pop()
-            if x.id in seen or x.id in skip:
-                continue
-            seen.add(x.id)
-            if self._is_buffer(x):
-                if all(x is not y for y in self.buffers):
-                    self.buffers.append(x)
-                continue
-            stack.extend(x.inputs)
+        _collect(self.L, self.buffers, n, top, skip)
 
     # -- index helpers -------------------------------------------------------------------
     def linear(self, idx: list[ir.Value], strides: list[Any]) -> ir.Value:
@@ -189,6 +211,7 @@ class KernelEmitter:
         fail = self.fn.append_basic_block("bounds.bad")
         b.cbranch(bad, fail, ok)
         b.position_at_end(fail)
+        self.names_node = True
         for j, v in enumerate((i64(ERR_BOUNDS), i64(self.L.plan.node_index[self.node.id]),
                                lin, size)):
             b.store(v, b.gep(self.err_ptr, [i64(j)], inbounds=True))
@@ -290,6 +313,7 @@ class KernelEmitter:
         ``node`` is the indexing op (it may be computed inline inside another node's kernel);
         its index lets the runtime name the offending argument."""
         b = self.b
+        self.names_node = True
         bad = b.icmp_unsigned(">=", ix, self.sym(size))
         ok = self.fn.append_basic_block("idx.ok")
         fail = self.fn.append_basic_block("idx.bad")
@@ -372,4 +396,4 @@ def loops_into(k: KernelEmitter, shape: tuple, dims: list[int], idx: list[Any], 
     rec(0)
 
 
-__all__ = ["KernelEmitter", "emit_elementwise", "emit_group", "loops_into"]
+__all__ = ["KernelEmitter", "emit_elementwise", "emit_group", "loops_into", "operands"]

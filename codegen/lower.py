@@ -17,13 +17,21 @@ updates...]``.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import time
+from typing import Any
+
+import numpy as np
+import sympy
 from llvmlite import ir
 
 from graphc.ir import Graph, Node
 
 from .abi import ERR_NONFINITE, ERR_OK, ERR_SCRATCH, PROFILE_SYMBOL, RUN2_SYMBOL, TABLE_FIXED
 from .elementwise import ELEMENT_RULES
-from .emitter import KernelEmitter, emit_elementwise, emit_group
+from .emitter import KernelEmitter, emit_elementwise, emit_group, operands
 from .families import KERNELS, kernel_for
 from .llvm_util import I8P, I32, I64, VOID, SymEmitter, declare, i64, mem_type
 from .parallel import TASK
@@ -33,6 +41,11 @@ from .views import VIEW_OPS
 # merge same-shaped elementwise kernels into single loops (``planning._plan_groups``); tests
 # and benchmarks switch it off to compare against one loop per kernel
 LOOP_GROUPS = True
+# emit every kernel even when an equal one was emitted before, and check that the kernel key
+# (``Lowering._kernel_key``) was right to call them equal (the test suite turns this on)
+VERIFY_KERNEL_KEYS = os.environ.get("GRAPHC_VERIFY_KERNEL_KEYS", "") not in ("", "0")
+# families whose kernels define helper functions named after the kernel: never shared by key
+_UNSHARED_FAMILIES = frozenset({"conv"})
 
 
 def _emit_finite_exit(b: ir.IRBuilder, flag: Node, buf: ir.Value, err: ir.Value, check: int,
@@ -46,6 +59,51 @@ def _emit_finite_exit(b: ir.IRBuilder, flag: Node, buf: ir.Value, err: ir.Value,
         for j, x in enumerate((ERR_NONFINITE, check, node_index, 0)):
             b.store(i64(x), b.gep(err, [i64(j)], inbounds=True))
         b.ret(ir.Constant(I32, ERR_NONFINITE))
+
+
+def _canon(v: Any) -> str | None:
+    """An exact text for an attribute value, or None for a value with no such text (the
+    kernel is then never shared by key). ``repr`` is not enough: numpy abbreviates large
+    arrays, and two constants must not look alike."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return f"{type(v).__name__}:{v!r}"
+    if isinstance(v, (tuple, list)):
+        items = [_canon(x) for x in v]
+        return None if None in items else f"{type(v).__name__}({','.join(items)})"  # type: ignore[arg-type]
+    if isinstance(v, dict):
+        items = [(_canon(k), _canon(x)) for k, x in v.items()]
+        if any(a is None or b is None for a, b in items):
+            return None
+        return "dict(" + ",".join(sorted(f"{a}={b}" for a, b in items)) + ")"  # type: ignore[str-format]
+    if isinstance(v, np.ndarray):
+        digest = hashlib.blake2b(np.ascontiguousarray(v).tobytes(), digest_size=16).hexdigest()
+        return f"ndarray({v.dtype.str},{v.shape},{digest})"
+    if isinstance(v, np.generic):
+        return f"np:{v.dtype.str}:{v.item()!r}"
+    if isinstance(v, sympy.Basic):
+        return "sympy:" + sympy.srepr(v)
+    if type(v).__name__ == "DType" and hasattr(v, "name"):
+        return f"dtype:{v.name}"
+    return None
+
+
+def _declaration(fn: ir.Function) -> str:
+    """``declare`` text of a function defined in another module."""
+    args = ", ".join(str(a.type) for a in fn.args)
+    return f'declare {fn.ftype.return_type} @"{fn.name}"({args})'
+
+
+def _helpers_used(text: str, helpers: dict[str, str]) -> list[str]:
+    """The helper functions ``text`` calls, directly or through other helpers."""
+    seen: list[str] = []
+    todo = [text]
+    while todo:
+        t = todo.pop()
+        for name in re.findall(r'@"([^"]+)"', t):
+            if name in helpers and name not in seen:
+                seen.append(name)
+                todo.append(helpers[name])
+    return seen
 
 
 # ---------------------------------------------------------------------------------------
@@ -63,8 +121,11 @@ class Lowering:
         self.unit_names: list[str] = []
         self.wide = wide
         self.debug = debug  # bounds-check every load and store (graphc.debug)
+        t0 = time.perf_counter()
         self.plan = plan(g, wide, debug,
                          loop_groups=LOOP_GROUPS if loop_groups is None else loop_groups)
+        # seconds per part (the runtime's compile log reports them)
+        self.timings: dict[str, float] = {"plan": time.perf_counter() - t0}
         self.mat_ids = {n.id for n in self.plan.materialized}
         self.symbols = g.symbols()
         self.module = ir.Module(name=name)
@@ -79,9 +140,18 @@ class Lowering:
         # gemm_library: GEMM routines only declared here, their tiles recorded for
         # ``gemm.build_library`` (the JIT compiles and caches them separately)
         self.gemm_requests: set | None = set() if gemm_library else None
+        # kernel text (its name replaced) -> the function emitted for it: structurally equal
+        # kernels (the N blocks of a transformer, the updates of equal-shaped parameters)
+        # are compiled once and called with other pointers
+        self._kernel_by_text: dict[str, ir.Function] = {}
+        self._text: dict[str, str] = {}  # function name -> its printed text, printed once
+        self._kernel_by_key: dict[str, ir.Function] = {}  # ``_kernel_key`` -> function
+        self.kernels_emitted = 0
         if gemm_library:
             self.module.gemm_requests = self.gemm_requests  # type: ignore[attr-defined]
+        t0 = time.perf_counter()
         self._build()
+        self.timings["emit LLVM IR"] = time.perf_counter() - t0
 
     def run2_global(self) -> ir.GlobalVariable:
         """``graphc_parallel_run2``: the thread pool's dispatch function, set by the JIT
@@ -92,6 +162,147 @@ class Lowering:
             g = ir.GlobalVariable(self.module, fty, RUN2_SYMBOL)
             g.initializer = ir.Constant(fty, None)
         return g
+
+    def _kernel_key(self, unit: list[Node], label: str) -> str | None:
+        """What decides a kernel's code, without emitting it: its members and the cone of
+        inline expressions they compute from (op, dtype, shape, attributes, which inputs,
+        shared nodes numbered), down to the buffers they read (dtype and shape: a pointer
+        argument each) and the symbols' order. Equal keys mean equal code, so the kernel is
+        emitted once and its function called again: the 12 blocks of a transformer cost
+        one block's emission. A kernel whose code names its node (an index check reports
+        the node that failed) is never shared by key (``_build``). None: no sharing (debug
+        builds, whose bounds checks name each node; families with per-kernel helper
+        functions; an attribute with no exact text). ``VERIFY_KERNEL_KEYS`` checks the
+        claim."""
+        if self.debug:
+            return None
+        if len(unit) == 1:
+            kern = kernel_for(unit[0])
+            if kern is not None and kern.name in _UNSHARED_FAMILIES:
+                return None
+        p, mat = self.plan, self.mat_ids
+        members = {m.id: i for i, m in enumerate(unit)}
+        local: dict[int, int] = {}
+        parts = [label, ",".join(s.name for s in self.symbols)]
+        todo = list(reversed(unit))
+        while todo:
+            n = todo.pop()
+            if n.id in local:
+                continue
+            local[n.id] = len(local)
+            shape = _canon(tuple(n.shape))
+            if n.id not in members and (n.op == "input" or n.id in mat):
+                parts.append(f"buf {n.dtype.name} {shape}")
+                continue
+            attrs = _canon(n.attrs)
+            if attrs is None or shape is None:
+                return None
+            ins = []
+            for x in n.inputs:
+                if x.id not in local:
+                    todo.append(x)
+                ins.append(str(x.id))  # renumbered below, once every node has its number
+            member = members.get(n.id)
+            stored = "" if member is None else f" m{member}{'v' if n.id in p.virtual else ''}"
+            parts.append(f"{n.op} {n.dtype.name} {shape} {attrs} [{' '.join(ins)}]{stored}")
+        # node ids -> local numbers (the ids differ between equal kernels)
+        ren = {str(i): str(j) for i, j in local.items()}
+        text = "\n".join(re.sub(r"\[([0-9 ]*)\]",
+                                lambda mo: "[" + " ".join(ren[t] for t in mo.group(1).split())
+                                + "]", line) for line in parts)
+        return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
+
+    def _dedup(self, fn: ir.Function, label: str) -> ir.Function:
+        """``fn``, or the earlier kernel whose text equals it up to the name (then ``fn`` is
+        removed from the module).
+
+        Kernels take every buffer as an argument and read sizes from the symbol table, so
+        equal text means equal code; a kernel whose body names something of its own (a
+        helper function per node) never matches another, which errs on the safe side. A kept
+        kernel is renamed after its text (``k_<label>_<digest>``), so the same kernel gets
+        the same name, and the same object code, in every step (``pieces``)."""
+        self.kernels_emitted += 1
+        m = self.module
+        canon = str(fn).replace(f'@"{fn.name}"(', '@"<kernel>"(', 1)
+        prev = self._kernel_by_text.get(canon)
+        del m.globals[fn.name]
+        if prev is not None:
+            return prev
+        digest = hashlib.blake2b(canon.encode(), digest_size=8).hexdigest()
+        fn._name = f"k_{label}_{digest}"
+        fn.__dict__.pop("_StringReferenceCaching__cached_refstr", None)  # printed before
+        m.globals[fn.name] = fn
+        self._kernel_by_text[canon] = fn
+        self._text[fn.name] = canon.replace('@"<kernel>"(', f'@"{fn.name}"(', 1)
+        return fn
+
+    def module_text(self) -> str:
+        """The module as LLVM assembly (``str(self.module)``, kernels printed only once)."""
+        m = self.module
+        lines = self._header()
+        lines += [self._text.get(v.name) or str(v) for v in m.globals.values()]
+        lines += m._get_metadata_lines()
+        return "\n".join(lines)
+
+    def _header(self) -> list[str]:
+        m = self.module
+        return [f'; ModuleID = "{m.name}"', f'target triple = "{m.triple}"',
+                f'target datalayout = "{m.data_layout}"', ''] + [
+                    t.get_declaration() for t in m.get_identified_types().values()]
+
+    def pieces(self, buckets: int = 4) -> tuple[str, list[str]]:
+        """The module as separately compiled modules: (the entry function, kernel buckets).
+
+        The entry function is straight-line glue compiled at a cheap level; the kernels are
+        split into ``buckets`` modules by their digest, each with its kernels in digest
+        order, so a bucket's text (and object) depends only on which kernels it holds: steps
+        that share kernels share buckets (``graphc.runtime.cpu`` caches them by text), and
+        buckets compile in parallel. Kernels become external symbols (linked by the JIT);
+        global variables are defined in the entry module and declared elsewhere; internal
+        helper functions go with every bucket that calls them."""
+        m = self.module
+        decls: list[str] = []
+        defs: list[str] = []  # global variables defined in the entry module
+        externs: list[str] = []  # ... and how the buckets see them
+        consts: list[str] = []  # internal constants: a copy wherever they are used
+        helpers: dict[str, str] = {}
+        kernels: list[tuple[str, str]] = []
+        entry = ""
+        for v in m.globals.values():
+            if isinstance(v, ir.Function):
+                if v.is_declaration:
+                    decls.append(str(v))
+                elif v.name == self.name:
+                    entry = str(v)
+                elif v.name in self._text:
+                    kernels.append((v.name, self._text[v.name].replace(
+                        "define internal ", "define ", 1)))
+                else:
+                    helpers[v.name] = str(v)
+            elif v.linkage in ("internal", "private"):
+                consts.append(str(v))
+            else:
+                defs.append(str(v))
+                externs.append(f'@"{v.name}" = external global {v.value_type}')
+        head = self._header()
+        meta = m._get_metadata_lines()  # branch weights, shared by reference
+        kdecls = [_declaration(m.globals[name]) for name, _ in kernels]
+        entry_text = "\n".join(head + consts + defs + decls + kdecls
+                               + [helpers[h] for h in _helpers_used(entry, helpers)] + [entry]
+                               + meta)
+        nb = max(1, min(buckets, len(kernels)))
+        groups: list[list[str]] = [[] for _ in range(nb)]
+        for name, text in sorted(kernels, key=lambda kt: kt[0].rsplit("_", 1)[-1]):
+            groups[int(name.rsplit("_", 1)[-1], 16) % nb].append(text)
+        out = []
+        for texts in groups:
+            if not texts:
+                continue
+            body = "\n".join(texts)
+            used = _helpers_used(body, helpers)
+            out.append("\n".join(head + consts + externs + decls
+                                 + [helpers[h] for h in used] + texts + meta))
+        return entry_text, out
 
     def table_size(self) -> int:
         return TABLE_FIXED + self.n_inputs + self.n_outputs + self.n_updates
@@ -143,21 +354,34 @@ class Lowering:
         # kernels
         for u, unit in enumerate(units):
             n = unit[0]
-            if len(unit) > 1:
-                k = KernelEmitter(self, n, f"g{p.node_index[n.id]}_group", group=unit)
-                emit_group(k)
+            label = n.op if len(unit) == 1 else "group"
+            key = self._kernel_key(unit, label)
+            kfn = self._kernel_by_key.get(key) if key is not None else None
+            if kfn is None or VERIFY_KERNEL_KEYS:
+                if len(unit) > 1:
+                    k = KernelEmitter(self, n, f"g{p.node_index[n.id]}_group", group=unit)
+                    emit_group(k)
+                else:
+                    k = KernelEmitter(self, n, f"k{p.node_index[n.id]}_{n.op}")
+                    kern = kernel_for(n)
+                    kern.emit(k) if kern is not None else emit_elementwise(k)
+                k.finish()
+                emitted = self._dedup(k.fn, label)
+                if kfn is not None and emitted is not kfn:
+                    raise AssertionError(f"kernel key of %{p.node_index[n.id]} ({label}) "
+                                         "matched a kernel with other code")
+                kfn, stored, buffers = emitted, k.stored, k.buffers
+                if key is not None and not k.names_node:
+                    self._kernel_by_key[key] = kfn
             else:
-                k = KernelEmitter(self, n, f"k{p.node_index[n.id]}_{n.op}")
-                kern = kernel_for(n)
-                kern.emit(k) if kern is not None else emit_elementwise(k)
-            k.finish()
+                stored, buffers = operands(self, unit, len(unit) > 1)
             self.unit_names.append(
                 f"%{p.node_index[n.id]} {n.op}" if len(unit) == 1 else
                 f"%{p.node_index[n.id]}..%{p.node_index[unit[-1].id]} loop group")
-            args = [bufs[m.id] for m in k.stored] + [bufs[x.id] for x in k.buffers] + [
+            args = [bufs[m.id] for m in stored] + [bufs[x.id] for x in buffers] + [
                 work, syms_ptr, err]
             t0 = b.call(clock, []) if prof is not None else None
-            rc = b.call(k.fn, args)
+            rc = b.call(kfn, args)
             if prof is not None:
                 dt_ = b.sub(b.call(clock, []), t0)
                 for j, add in ((2 * u, dt_), (2 * u + 1, i64(1))):

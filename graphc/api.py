@@ -29,6 +29,7 @@ import numpy as np
 from .ir import dtypes as dt
 from .ir import shapes as sh
 from .nn import module as nn_module
+from .runtime import compile_log
 from .runtime.executable import Mismatch
 from .tensor import Tensor
 from .trace import Signature, trace
@@ -55,15 +56,22 @@ class Variant:
     def __init__(self, fn: CompiledFunction, args: list[np.ndarray]) -> None:
         from graphc.passes.pipeline import run_pipeline
 
-        self.graph_traced, self.sig = trace(fn.fn, args, fn.name, fn.dynamic)
-        self.stages: dict[str, Any] = dict(run_pipeline(self.graph_traced))
-        self.graph = self.stages["optimized"]
-        if fn.check_finite:
-            from .checks import add_finite_checks
+        with compile_log.recording(fn.name, fn.verbose) as log:
+            with log.phase("trace"):
+                self.graph_traced, self.sig = trace(fn.fn, args, fn.name, fn.dynamic)
+            with log.phase("passes"):
+                self.stages: dict[str, Any] = dict(run_pipeline(self.graph_traced))
+                self.graph = self.stages["optimized"]
+                if fn.check_finite:
+                    from .checks import add_finite_checks
 
-            self.graph = self.stages["optimized"] = add_finite_checks(self.graph, self.sig)
-        self.exe = fn._backend(self.graph, self.sig)
-        self.stages.update(self.exe.stages())
+                    self.graph = self.stages["optimized"] = add_finite_checks(self.graph,
+                                                                              self.sig)
+            log.count("graph", f"{sum(1 for _ in self.graph.nodes())} nodes")
+            self.exe = fn._backend(self.graph, self.sig)
+            self.stages.update(self.exe.stages())
+        self.compile_log = log
+        fn.compile_log = log
 
 
     def mode_ok(self) -> bool:
@@ -143,7 +151,8 @@ class CompiledFunction:
     def __init__(self, fn: Callable[..., Any], device: str = "cpu",
                  example_args: tuple | None = None, dynamic: Any = True,
                  backend: str | None = None, check_finite: bool = False,
-                 debug: bool | None = None, max_variants: int | None = None) -> None:
+                 debug: bool | None = None, max_variants: int | None = None,
+                 verbose: bool | None = None) -> None:
         if device not in ("cpu", "cuda"):
             raise ValueError(f"device: expected 'cpu' or 'cuda', got {device!r}")
         if check_finite and (backend or device) == "cuda":
@@ -152,6 +161,9 @@ class CompiledFunction:
 
         self.check_finite = bool(check_finite)
         self.debug = debug_default() if debug is None else bool(debug)
+        # print each compile's time per phase (GRAPHC_COMPILE_LOG=1 by default)
+        self.verbose = compile_log.enabled_by_env() if verbose is None else bool(verbose)
+        self.compile_log: compile_log.CompileLog | None = None  # the last compile's
         self.fn = fn
         self.name = getattr(fn, "__name__", None) or type(fn).__name__
         self.device = device
@@ -493,7 +505,7 @@ BACKENDS = {
     "cuda": "PTX for NVIDIA GPUs",
     "interp": "the numpy reference interpreter running the traced graph",
 }
-OPTIONS = ("check_finite", "debug")
+OPTIONS = ("check_finite", "debug", "verbose")
 
 
 def _max_variants(value: int | None) -> int:
@@ -544,7 +556,7 @@ def compile(fn: Callable[..., Any] | None = None, *,  # noqa: A001
             backend: str | None = None, options: dict[str, Any] | None = None,
             disable: bool = False, device: str = "cpu", example_args: tuple | None = None,
             check_finite: bool = False, debug: bool | None = None,
-            max_variants: int | None = None) -> Any:
+            max_variants: int | None = None, verbose: bool | None = None) -> Any:
     """Compile a training (or inference) step; usable as ``@gc.compile`` or with arguments.
 
     ``dynamic``: None or True (default) makes the first dimension of every argument symbolic,
@@ -554,6 +566,10 @@ def compile(fn: Callable[..., Any] | None = None, *,  # noqa: A001
     ``ValueError``) when the loss or a gradient holds NaN/Inf, without applying the update.
     ``debug``: bounds-check every native load and store (default: ``GRAPHC_DEBUG`` is set).
     See ``graphc/checks.py``.
+    ``verbose``: print where each compile's time went (trace, passes, plan, LLVM IR
+    emission, LLVM optimisation and code emission, link) to stderr; the default is
+    ``GRAPHC_COMPILE_LOG`` being set. The last compile's figures are ``step.compile_log``
+    either way.
     ``max_variants``: how many specialisations to keep (default ``GRAPHC_MAX_VARIANTS`` or
     64); past it the least recently used is dropped, with one warning naming the argument
     whose sizes keep changing.
@@ -571,8 +587,8 @@ def compile(fn: Callable[..., Any] | None = None, *,  # noqa: A001
     - ``backend``: ``"inductor"`` (torch's default) means the device's own backend; graphc's
       ``"cpu"``, ``"cuda"`` and ``"interp"`` (the reference interpreter) choose one. Other
       names raise ``ValueError``; callables (custom torch backends) raise ``TypeError``.
-    - ``options``: a dict of graphc's options (``check_finite``, ``debug``); inductor's keys
-      raise ``ValueError``.
+    - ``options``: a dict of graphc's options (``check_finite``, ``debug``, ``verbose``);
+      inductor's keys raise ``ValueError``.
     - ``disable``: True returns ``fn`` itself, uncompiled (eager), as torch does.
 
     A compiled ``nn.Module`` forwards attribute access to the module (``parameters()``,
@@ -588,7 +604,7 @@ def compile(fn: Callable[..., Any] | None = None, *,  # noqa: A001
         if disable:
             return f
         return CompiledFunction(f, device, example_args, dyn, backend, check_finite, debug,
-                                max_variants)
+                                max_variants, opts.get("verbose", verbose))
 
     return build if fn is None else build(fn)
 

@@ -1,7 +1,14 @@
-import numpy as np
-import pytest
+import os
 
-import graphc as gc
+# every kernel the suite compiles is emitted even when its key says an equal one exists, and
+# the two are compared (graphc.codegen.lower.VERIFY_KERNEL_KEYS): a key that calls two
+# different kernels equal fails the test that compiled them
+os.environ.setdefault("GRAPHC_VERIFY_KERNEL_KEYS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import graphc as gc  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

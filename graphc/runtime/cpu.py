@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections import OrderedDict
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -46,13 +47,27 @@ from graphc.ir import shapes as sh
 from graphc.tensor import Tensor
 from graphc.trace import Signature
 
-from . import cache
+from . import cache, compile_log, compile_worker
 from .executable import Runtime
 from .guard import GuardMixin
 from .pool import dispatch_address
 from .runner import build_runner
 
-_LIBRARIES: dict[str, bytes] = {}  # GEMM library objects compiled or loaded in this process
+# objects shared between steps (the GEMM library of a set of tiles, kernel buckets), by
+# content key, most recently used last; bounded, as they are on disk as well
+_LIBRARIES: OrderedDict[str, bytes] = OrderedDict()
+_LIBRARIES_MAX_BYTES = 64 << 20
+# kernel buckets per step (``Lowering.pieces``): enough to split the work between two
+# compiling processes evenly, few enough that each module's fixed cost stays small
+_BUCKETS = 4
+
+
+def _remember(k: str, obj: bytes) -> None:
+    _LIBRARIES[k] = obj
+    _LIBRARIES.move_to_end(k)
+    total = sum(len(o) for o in _LIBRARIES.values())
+    while total > _LIBRARIES_MAX_BYTES and len(_LIBRARIES) > 1:
+        total -= len(_LIBRARIES.popitem(last=False)[1])
 
 
 def _library_object(k: str) -> bytes | None:
@@ -60,7 +75,9 @@ def _library_object(k: str) -> bytes | None:
     if obj is None:
         obj = cache.load(k)
         if obj is not None:
-            _LIBRARIES[k] = obj
+            _remember(k, obj)
+    else:
+        _LIBRARIES.move_to_end(k)
     return obj
 
 
@@ -120,21 +137,24 @@ class CPUExecutable(GuardMixin, Runtime):
         self._lib_mod: Any = None
         # the step's own object, plus the GEMM library it links against (cached separately
         # by tile set: a new step whose tiles were compiled before compiles only its kernels)
-        obj = cache.load(self.cache_key)
-        deps = cache.load(self.cache_key, ".deps") if obj is not None else None
-        libs = ([_library_object(k) for k in deps.decode("ascii", "replace").split()]
-                if deps is not None else [])
+        with compile_log.current().phase("cache lookup"):
+            obj = cache.load(self.cache_key)
+            deps = cache.load(self.cache_key, ".deps") if obj is not None else None
+            libs = ([_library_object(k) for k in deps.decode("ascii", "replace").split()]
+                    if deps is not None else [])
         self.cache_hit = obj is not None and deps is not None and all(o is not None
                                                                        for o in libs)
+        compile_log.current().count("disk cache", "hit" if self.cache_hit else "miss")
         if not self.cache_hit:
-            obj = self.tm.emit_object(self.mod)
-            keys, libs = self._libraries()
+            compile_worker.prestart()  # starts while the step is lowered
+            obj, keys, libs = self._compile_objects(cpu)
             cache.store(self.cache_key, " ".join(keys).encode(), ".deps")
             cache.store(self.cache_key, obj)
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
-        for o in [obj, *libs]:
-            self.engine.add_object_file(llvm.ObjectFileRef.from_data(o))
-        self.engine.finalize_object()
+        with compile_log.current().phase("link"):
+            self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
+            for o in [obj, *libs]:
+                self.engine.add_object_file(llvm.ObjectFileRef.from_data(o))
+            self.engine.finalize_object()
         self.fn = _FN(self.engine.get_function_address(self.name))
         self._profile: np.ndarray | None = None
         if self.profiling:
@@ -188,20 +208,47 @@ class CPUExecutable(GuardMixin, Runtime):
                                       profile=self.profiling, gemm_library=True)
         return self._lowering
 
-    def _libraries(self) -> tuple[list[str], list[bytes]]:
-        """Keys and object code of the GEMM library this step declared (none without
-        matmuls), compiled here unless an earlier step (or process) already did."""
-        req = self.lowering.gemm_requests
-        if not req:
-            return [], []
-        spec = "gemm-library|" + repr(sorted((t.vw, t.mr, t.nv, e) for t, e in req))
-        k = cache.key(spec, self._target)
-        obj = _library_object(k)
-        if obj is None:
-            obj = self.tm.emit_object(self.lib_mod)
-            _LIBRARIES[k] = obj
-            cache.store(k, obj)
-        return [k], [obj]
+    def _compile_objects(self, cpu: str | None) -> tuple[bytes, list[str], list[bytes]]:
+        """The entry function's object, and the keys and objects of what it links: the GEMM
+        library of its tiles and its kernel buckets (``Lowering.pieces``), each compiled
+        only if no earlier step (or process) compiled the same text; the rest compiled on
+        both cores (``compile_worker``)."""
+        log = compile_log.current()
+        low = self.lowering
+        for name, seconds in low.timings.items():
+            log.add(name, seconds)
+        with log.phase("split modules"):
+            entry, buckets = low.pieces(_BUCKETS)
+        log.count("kernels", f"{len(low.plan.units())} in the step, {low.kernels_emitted} "
+                  f"emitted, {len(low._kernel_by_text)} distinct")
+        keys: list[str] = []
+        objs: list[bytes | None] = []
+        jobs: list[tuple[str, str]] = []
+        todo: list[int] = []
+        req = low.gemm_requests
+        shared = [(b, "kernels|" + b) for b in buckets]
+        if req:
+            spec = "gemm-library|" + repr(sorted((t.vw, t.mr, t.nv, e) for t, e in req))
+            shared.insert(0, (None, spec))
+        for text, spec in shared:
+            k = cache.key(spec, self._target)
+            keys.append(k)
+            objs.append(_library_object(k))
+            if objs[-1] is None:
+                if text is None:
+                    text = str(build_library(req, name=f"{self.name}_gemm"))
+                todo.append(len(objs) - 1)
+                jobs.append((text, "O3"))
+        jobs.append((entry, "fast"))
+        log.count("shared objects", f"{len(shared)} (GEMM library, kernel buckets), "
+                  f"{len(shared) - len(todo)} reused from memory or disk")
+        feats = None if cpu in (None, "native") else ""
+        done = compile_worker.compile_all(jobs, cpu, feats)
+        for i, obj in zip(todo, done):
+            objs[i] = obj
+            _remember(keys[i], obj)
+            cache.store(keys[i], obj)
+        return done[-1], keys, [o for o in objs if o is not None]
 
     @property
     def lib_mod(self) -> Any:

@@ -1,0 +1,246 @@
+"""Both cores for compiling, and LLVM's memory kept out of the user's process: LLVM modules
+are optimised and emitted in compile worker processes.
+
+Why processes: llvmlite serialises every call into LLVM behind one process-wide lock, so
+threads cannot compile two modules at once; and each run of LLVM's pass pipeline keeps some
+memory for good (measured here: ~30 KiB to build a pipeline, ~60-200 KiB per run, however the
+modules and contexts are freed), so a long-lived process that compiles many steps would grow
+without bound. Workers compile in parallel, report their peak memory with each object, and
+are retired past ``GRAPHC_COMPILE_WORKER_MAX_MB`` (default 1024): the next compile starts a
+fresh one.
+
+A worker is a plain child process (``python -c``, stdin/stdout pipes) that loads
+``codegen/llvm_objects.py`` by file path, so it imports llvmlite and nothing of graphc, numpy
+or sympy (~0.25 s to start). Workers are started early (``prestart``: when a step misses
+the compile cache, before it is lowered), so their start-up overlaps the lowering. Each
+request carries LLVM assembly and the target; the reply is the object code, which this
+process links (``graphc.runtime.cpu``).
+
+Compiling here instead: ``GRAPHC_COMPILE_WORKERS=0``; a one-core process; ``mpi4py`` loaded
+(MPI implementations do not like children they did not start); a worker that failed to start
+or died (the rest of its work is done here); and small steps whose workers are not up yet
+(waiting for them would cost more than compiling). The functions are the same either way, so
+the object code is too; an error a worker reports (LLVM rejecting a module) is reproduced
+here, so it surfaces as the same exception.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from graphc.codegen import llvm_objects
+from graphc.codegen.llvm_objects import compile_timed
+
+from . import compile_log
+
+_BOOT = ("import importlib.util, sys\n"
+         "spec = importlib.util.spec_from_file_location('graphc_llvm_objects', sys.argv[1])\n"
+         "mod = importlib.util.module_from_spec(spec)\n"
+         "spec.loader.exec_module(mod)\n"
+         "mod.serve()\n")
+
+# how much cheaper a "fast"-level module compiles than an O3 one of the same text length
+# (GPT entry functions: ~0.3)
+_FAST_WEIGHT = 0.3
+# below this much (weighted) assembly text, a step is compiled here unless its workers are
+# already up: the seed step's ~20 KB take ~0.05 s, a worker ~0.25 s to start
+_SMALL_TEXT = 200_000
+_N_WORKERS = 2
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def enabled() -> bool:
+    """Whether workers may be used (see the module docstring)."""
+    if os.environ.get("GRAPHC_COMPILE_WORKERS", "").strip() == "0":
+        return False
+    return _cores() >= 2 and "mpi4py" not in sys.modules
+
+
+def _max_rss_kib() -> int:
+    try:
+        mb = float(os.environ.get("GRAPHC_COMPILE_WORKER_MAX_MB", "") or 1024)
+    except ValueError:
+        mb = 1024.0
+    return int(mb * 1024)
+
+
+class Worker:
+    """One compile worker process; ``compile`` is serialised by a lock."""
+
+    def __init__(self) -> None:
+        self.pid_of_parent = os.getpid()
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _BOOT, str(Path(llvm_objects.__file__).resolve())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            close_fds=True)
+        self.ready = False
+        self.dead = False
+        self.retire = False  # grew past the memory bound: closed once its batch is done
+        self.peak_kib = 0
+
+    def poll_ready(self) -> bool:
+        """Whether the worker has started (without waiting for it)."""
+        if not self.ready and not self.dead:
+            try:
+                r, _, _ = select.select([self.proc.stdout], [], [], 0)
+            except (OSError, ValueError):
+                return False
+            if r:
+                self._wait_ready()
+        return self.ready
+
+    def _wait_ready(self) -> None:
+        if not self.ready:
+            msg = llvm_objects._read(self.proc.stdout)
+            if msg is None or msg[0] != "ready":
+                self.dead = True
+                raise OSError("compile worker did not start")
+            self.ready = True
+
+    def compile(self, text: str, cpu: str | None, features: str | None, level: str
+                ) -> tuple[str, Any, Any]:
+        """("ok", object code, seconds) or ("error", message, None) from the worker;
+        OSError when the worker is gone (it is then marked dead and never used again)."""
+        with self.lock:
+            try:
+                self._wait_ready()
+                llvm_objects._write(self.proc.stdin, (text, cpu, features, level))
+                reply = llvm_objects._read(self.proc.stdout)
+            except (OSError, ValueError, EOFError) as e:
+                self.dead = True
+                raise OSError(f"compile worker failed: {e}") from e
+            if reply is None:
+                self.dead = True
+                raise OSError("compile worker exited")
+            status, payload, seconds, peak = reply
+            self.peak_kib = peak
+            if peak > _max_rss_kib():
+                self.retire = True
+            return status, payload, seconds
+
+    def close(self) -> None:
+        self.dead = True
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - a worker that does not stop is killed
+            self.proc.kill()
+            self.proc.wait()
+
+
+_lock = threading.Lock()
+_workers: list[Worker] = []
+_failed = False
+retired = 0  # workers closed for their memory (tests and the compile log read it)
+
+
+def _pool(start: bool = True) -> list[Worker]:
+    """This process's workers (started if ``start``), or [] when there are none to use."""
+    global _failed, _workers
+    if not enabled():
+        return []
+    with _lock:
+        # dead ones go; inherited through fork(), their pipes belong to the parent
+        _workers = [w for w in _workers if not w.dead and w.pid_of_parent == os.getpid()]
+        while start and not _failed and len(_workers) < _N_WORKERS:
+            try:
+                _workers.append(Worker())
+            except OSError:
+                _failed = True
+        return list(_workers)
+
+
+def prestart() -> None:
+    """Start the workers now (if there are to be any), so they are up when the LLVM modules
+    are ready; returns at once."""
+    _pool()
+
+
+def _retire(ws: list[Worker]) -> None:
+    global retired
+    for w in ws:
+        if w.retire and not w.dead:
+            w.close()
+            retired += 1
+
+
+def _close() -> None:
+    for w in _workers:
+        if w.pid_of_parent == os.getpid() and not w.dead:
+            w.close()
+
+
+atexit.register(_close)
+
+
+def compile_all(jobs: list[tuple[str, str]], cpu: str | None, features: str | None
+                ) -> list[bytes]:
+    """Object code of each ``(llvm assembly, level)`` job, in order: the jobs are split
+    between the workers by estimated cost (text length; "fast" modules weigh less),
+    largest first, and compiled concurrently. The time each phase took is added to the
+    current compile log (``compile_log``)."""
+    log = compile_log.current()
+    t_start = time.perf_counter()
+    cost = [len(t) * (_FAST_WEIGHT if lv == "fast" else 1.0) for t, lv in jobs]
+    ws = _pool()
+    if ws and sum(cost) < _SMALL_TEXT and not all(w.poll_ready() for w in ws):
+        ws = []
+    results: list[bytes | None] = [None] * len(jobs)
+    times: list[tuple[float, float, float]] = []
+    lanes: list[list[int]] = [[] for _ in ws]
+    load = [0.0] * len(ws)
+    for i in sorted(range(len(jobs)), key=lambda i: -cost[i]):
+        if ws:
+            lane = min(range(len(ws)), key=load.__getitem__)
+            lanes[lane].append(i)
+            load[lane] += cost[i]
+
+    def remote(w: Worker, mine: list[int]) -> None:
+        for i in mine:
+            text, lv = jobs[i]
+            try:
+                status, payload, seconds = w.compile(text, cpu, features, lv)
+            except OSError:
+                return  # the rest is compiled here
+            if status == "ok":
+                results[i] = payload
+                times.append(seconds)
+
+    threads = [threading.Thread(target=remote, args=(w, mine), daemon=True,
+                                name="graphc-compile-worker") for w, mine in zip(ws, lanes)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    _retire(ws)
+    remote_done = sum(r is not None for r in results)
+    # whatever no worker delivered (none to use, one died, or LLVM reported an error
+    # there) is compiled here: the same object, or the same exception
+    for i, r in enumerate(results):
+        if r is None:
+            results[i], seconds = compile_timed(jobs[i][0], cpu, features, jobs[i][1])
+            times.append(seconds)
+    for j, name in enumerate(("llvm parse", "llvm optimise", "llvm emit")):
+        log.add(name, sum(t[j] for t in times))
+    log.add("llvm (wall)", time.perf_counter() - t_start)
+    log.count("LLVM modules", f"{remote_done} compiled by {len(ws)} worker processes, "
+              f"{len(jobs) - remote_done} in this process")
+    return results  # type: ignore[return-value]
+
+
+__all__ = ["enabled", "prestart", "compile_all", "Worker"]
