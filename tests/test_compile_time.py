@@ -1,0 +1,265 @@
+"""Compile-time machinery: equal kernels emitted and compiled once (structural keys checked
+against the emitted text), memory planning's size order without sympy in the loop, the
+entry/kernel-bucket split, the compile workers (same objects as in-process, errors
+reproduced, a dead worker replaced) and the compile log."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import sympy
+from graphc.codegen import lower as lower_mod
+from graphc.codegen.llvm_objects import compile_object
+from graphc.codegen.planning import _provably_ge, _SizeOrder
+
+import graphc as gc
+from graphc import nn, optim
+from graphc.runtime import compile_worker
+
+
+def _deep_mlp(depth: int, width: int = 24) -> nn.Module:
+    layers: list[nn.Module] = [nn.Linear(8, width), nn.ReLU()]
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.GELU()]
+    layers.append(nn.Linear(width, 3))
+    return nn.Sequential(*layers)
+
+
+def _compiled_step(depth: int) -> tuple[gc.CompiledFunction, nn.Module]:
+    gc.manual_seed(0)
+    model = _deep_mlp(depth)
+    opt = optim.AdamW(model.parameters(), lr=1e-2)
+
+    def step(x: object, y: object) -> object:
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return gc.compile(step), model
+
+
+def _data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((5, 8)).astype(np.float32), rng.integers(0, 3, 5)
+
+
+def test_equal_blocks_are_emitted_once_and_train_like_eager() -> None:
+    x, y = _data()
+    counts = {}
+    for depth in (2, 6):
+        step, model = _compiled_step(depth)
+        losses = [float(step(x, y)) for _ in range(3)]
+        low = step.variants[0].exe.lowering
+        units = len(low.plan.units())
+        # one distinct kernel per distinct computation, however deep the model
+        counts[depth] = (units, len(low._kernel_by_text), len(low._kernel_by_key))
+        gc.manual_seed(0)
+        eager_model = _deep_mlp(depth)
+        eager_opt = optim.AdamW(eager_model.parameters(), lr=1e-2)
+        eager = []
+        for _ in range(3):
+            eager_opt.zero_grad()
+            loss = nn.functional.cross_entropy(eager_model(gc.tensor(x)), gc.tensor(y))
+            loss.backward()
+            eager_opt.step()
+            eager.append(float(loss))
+        np.testing.assert_allclose(losses, eager, rtol=1e-5, atol=1e-6)
+        for p, q in zip(model.parameters(), eager_model.parameters()):
+            np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6)
+    assert counts[6][0] > counts[2][0] + 8  # more blocks, more kernels run ...
+    assert counts[6][1] == counts[2][1]  # ... but no new distinct kernel
+    assert counts[6][2] == counts[2][2]
+
+
+def test_kernel_key_verification_catches_a_wrong_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every kernel given the same key, the check (on in the suite) must object."""
+    assert lower_mod.VERIFY_KERNEL_KEYS
+    monkeypatch.setattr(lower_mod.Lowering, "_kernel_key", lambda self, unit, label: "same")
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    step, _ = _compiled_step(1)
+    with pytest.raises(AssertionError, match="kernel key"):
+        step(*_data())
+
+
+def test_canon_tells_every_constant_apart() -> None:
+    a = np.zeros(10_000, np.float32)
+    b = a.copy()
+    b[5_000] = 1.0
+    assert repr(a) == repr(b)  # what a repr-based key would have confused
+    assert lower_mod._canon(a) != lower_mod._canon(b)
+    assert lower_mod._canon({"x": (1, 2.5, None)}) == lower_mod._canon({"x": (1, 2.5, None)})
+    assert lower_mod._canon((1,)) != lower_mod._canon([1])
+    assert lower_mod._canon(1) != lower_mod._canon(1.0) != lower_mod._canon(True)
+    assert lower_mod._canon(object()) is None  # no exact text: never shared
+    assert lower_mod._canon({"n": object()}) is None
+
+
+def test_size_order_agrees_with_sympy() -> None:
+    B, T = sympy.symbols("B T", positive=True, integer=True)
+    sizes = [0, 64, 4096, 64 * B, 128 * B, 64 * B + 64, 64 * B * T, 32 * B * T + 4096,
+             64 * sympy.floor((4 * B + 15) / 16), 64 * sympy.ceiling(B / 8) + 64,
+             sympy.Max(256, 32 * B), B ** 2 * 64, 2 * B ** 2 + B, 256 * T, 64 * B + 64 * T]
+    order = _SizeOrder()
+    for a in sizes:
+        for b in sizes:
+            assert order.ge(a, b) == _provably_ge(a, b), (a, b)
+            assert order.ge(a, b) == _provably_ge(a, b)  # memoised answer
+
+
+def test_pieces_cover_the_module() -> None:
+    step, _ = _compiled_step(2)
+    step(*_data())
+    low = step.variants[0].exe.lowering
+    entry, buckets = low.pieces(3)
+    assert 1 <= len(buckets) <= 3
+    kernels = set(low._text)
+    defined = [line.split('@"')[1].split('"')[0] for b in buckets
+               for line in b.splitlines() if line.startswith("define ")]
+    assert sorted(defined) == sorted(kernels)  # each kernel in exactly one bucket
+    assert all(f'declare i32 @"{k}"' in entry for k in kernels)
+    # a bucket's text depends only on its kernels: the same step lowered again agrees
+    again = lower_mod.Lowering(low.graph, wide=low.wide, gemm_library=True).pieces(3)
+    assert again[1] == buckets
+
+
+_TINY = textwrap.dedent("""
+    define i32 @f(i32 %x) {
+      %y = mul i32 %x, 3
+      ret i32 %y
+    }
+    define float @g(float* noalias %p, i64 %n) {
+    entry:
+      br label %loop
+    loop:
+      %i = phi i64 [0, %entry], [%j, %loop]
+      %s = phi float [0.0, %entry], [%t, %loop]
+      %q = getelementptr inbounds float, float* %p, i64 %i
+      %v = load float, float* %q
+      %t = fadd float %s, %v
+      %j = add i64 %i, 1
+      %c = icmp slt i64 %j, %n
+      br i1 %c, label %loop, label %done
+    done:
+      ret float %t
+    }
+""")
+
+
+@pytest.mark.skipif(not compile_worker.enabled(), reason="no compile workers here")
+def test_workers_build_the_same_objects_and_report_errors(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    monkeypatch.setattr(compile_worker, "_SMALL_TEXT", 0)  # always use the workers
+    jobs = [(_TINY, "O3"), (_TINY.replace("@f", "@h"), "fast"), (_TINY, "fast")]
+    here = [compile_object(t, None, None, lv) for t, lv in jobs]
+    assert compile_worker.compile_all(jobs, None, None) == here
+    bad = [(_TINY, "O3"), ("define i32 @f() {\n  ret i64 0\n}", "O3")]
+    with pytest.raises(RuntimeError, match="LLVM IR parsing error"):
+        compile_worker.compile_all(bad, None, None)
+    # a worker that dies is replaced; its work is done here meanwhile
+    for w in compile_worker._pool():
+        w.proc.kill()
+        w.proc.wait()
+    assert compile_worker.compile_all(jobs, None, None) == here
+    alive = compile_worker._pool()
+    assert alive and all(not w.dead for w in alive)
+    assert compile_worker.compile_all(jobs, None, None) == here
+
+
+@pytest.mark.skipif(not compile_worker.enabled(), reason="no compile workers here")
+def test_workers_are_retired_past_their_memory_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compile_worker, "_SMALL_TEXT", 0)
+    monkeypatch.setenv("GRAPHC_COMPILE_WORKER_MAX_MB", "1")  # every worker is over it
+    before = compile_worker.retired
+    jobs = [(_TINY, "O3"), (_TINY.replace("@f", "@h"), "O3")]
+    first = compile_worker.compile_all(jobs, None, None)
+    assert compile_worker.retired >= before + 1
+    assert compile_worker.compile_all(jobs, None, None) == first  # fresh workers
+
+
+def test_workers_off_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAPHC_COMPILE_WORKERS", "0")
+    assert not compile_worker.enabled()
+    assert compile_worker._pool() == []
+    assert compile_worker.compile_all([(_TINY, "O3")], None, None) == [
+        compile_object(_TINY, None, None, "O3")]
+
+
+def test_compile_log(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+                     ) -> None:
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    x, y = _data()
+    model = _deep_mlp(1)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+
+    def step(a: object, b: object) -> object:
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(a), b)
+        loss.backward()
+        opt.step()
+        return loss
+
+    quiet = gc.compile(step)
+    quiet(x, y)
+    assert "graphc: compiled" not in capsys.readouterr().err
+    log = quiet.compile_log
+    for phase in ("trace", "passes", "plan", "emit LLVM IR", "llvm optimise", "llvm emit",
+                  "link"):
+        assert phase in log.phases and log.phases[phase] >= 0.0
+    assert log.total >= log.phases["trace"] and "kernels" in log.counts
+    loud = gc.compile(step, options={"verbose": True})
+    loud(x, y)
+    err = capsys.readouterr().err
+    assert "graphc: compiled step in" in err and "llvm optimise" in err and "link" in err
+    monkeypatch.setenv("GRAPHC_COMPILE_LOG", "1")
+    gc.compile(step)(x, y)
+    assert "graphc: compiled step in" in capsys.readouterr().err
+
+
+def test_compile_and_drop_keeps_memory_bounded() -> None:
+    """Issue: compiling and dropping distinct steps grew the process by ~0.45 MB each (LLVM
+    keeps memory for every run of its pass pipeline); the pipelines now run in workers."""
+    code = textwrap.dedent("""
+        import gc as pygc, os, resource
+        os.environ["GRAPHC_CACHE"] = "0"
+        import numpy as np
+        import graphc as gc
+        from graphc import nn, optim
+        from graphc.runtime import compile_worker
+        compile_worker._SMALL_TEXT = 0
+        def rss():
+            for line in open("/proc/self/status"):
+                if line.startswith("VmRSS"):
+                    return int(line.split()[1])
+        def once(i):
+            m = nn.Sequential(nn.Linear(8, 16 + i), nn.ReLU(), nn.Linear(16 + i, 4))
+            opt = optim.SGD(m.parameters(), lr=0.1)
+            def step(a, b):
+                opt.zero_grad()
+                l = nn.functional.cross_entropy(m(a), b)
+                l.backward()
+                opt.step()
+                return l
+            gc.compile(step)(np.ones((4, 8), np.float32), np.zeros(4, np.int64))
+        for i in range(8):
+            once(i)
+        pygc.collect()
+        r0 = rss()
+        for i in range(8, 48):
+            once(i)
+        pygc.collect()
+        print((rss() - r0) / 40)
+    """)
+    if not os.path.exists("/proc/self/status") or not compile_worker.enabled():
+        pytest.skip("needs /proc and compile workers")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "GRAPHC_COMPILE_WORKERS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    per_step_kib = float(out.stdout.split()[-1])
+    assert per_step_kib < 120, per_step_kib  # was ~480 KiB before the workers
