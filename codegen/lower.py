@@ -61,6 +61,9 @@ def _emit_finite_exit(b: ir.IRBuilder, flag: Node, buf: ir.Value, err: ir.Value,
         b.ret(ir.Constant(I32, ERR_NONFINITE))
 
 
+_RETURNS = re.compile(r"^\s*ret i32 (\S+)", re.M)
+
+
 def _canon(v: Any) -> str | None:
     """An exact text for an attribute value, or None for a value with no such text (the
     kernel is then never shared by key). ``repr`` is not enough: numpy abbreviates large
@@ -146,6 +149,7 @@ class Lowering:
         self._kernel_by_text: dict[str, ir.Function] = {}
         self._text: dict[str, str] = {}  # function name -> its printed text, printed once
         self._kernel_by_key: dict[str, ir.Function] = {}  # ``_kernel_key`` -> function
+        self._never_fails: set[str] = set()  # kernels whose every ``ret`` returns 0
         self.kernels_emitted = 0
         if gemm_library:
             self.module.gemm_requests = self.gemm_requests  # type: ignore[attr-defined]
@@ -234,6 +238,9 @@ class Lowering:
         m.globals[fn.name] = fn
         self._kernel_by_text[canon] = fn
         self._text[fn.name] = canon.replace('@"<kernel>"(', f'@"{fn.name}"(', 1)
+        if all(r == "0" for r in _RETURNS.findall(canon)):
+            # returns only ERR_OK: the entry function need not test what it returns
+            self._never_fails.add(fn.name)
         return fn
 
     def module_text(self) -> str:
@@ -388,9 +395,10 @@ class Lowering:
                     cell = b.gep(prof, [ir.Constant(I32, 0), ir.Constant(I32, j)],
                                  inbounds=True)
                     b.store(b.add(b.load(cell), add), cell)
-            bad = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
-            with b.if_then(bad, likely=False):
-                b.ret(rc)
+            if kfn.name not in self._never_fails:
+                bad = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
+                with b.if_then(bad, likely=False):
+                    b.ret(rc)
             if n.id in finite:
                 _emit_finite_exit(b, n, bufs[n.id], err, finite[n.id], p.node_index[n.id])
         # commit: outputs then updates

@@ -223,6 +223,10 @@ def _plan_direct_writes(p: Plan, mat: set[int]) -> None:
     may_fail = [i for i, n in enumerate(p.materialized)
                 if n.id in flags or any(x.op in CHECKED_OPS for x in closure_of(n, mat))]
     last_fail = max(may_fail, default=-1)
+    readers_of: dict[int, list[int]] = {}  # node id -> indices of the kernels reading it
+    for k, r in enumerate(reads):
+        for x in r:
+            readers_of.setdefault(x, []).append(k)
     by_name = {n.attrs["name"]: n for n in g.inputs}
     outputs = {o.id for o in g.outputs}
     for j, (slot, v) in enumerate(g.updates):
@@ -231,7 +235,7 @@ def _plan_direct_writes(p: Plan, mat: set[int]) -> None:
             continue
         old = by_name.get(slot)
         if old is not None:
-            readers = [k for k, r in enumerate(reads) if old.id in r]
+            readers = readers_of.get(old.id, [])
             if any(k > i for k in readers):
                 continue
             if i in readers and not _pointwise(v, old, mat):
@@ -248,12 +252,16 @@ def _hoist_scalars(materialized: list[Node], mat: set[int]) -> list[Node]:
     just after the last kernel they read: left where the topological order put them, they sit
     between the optimizer's per-tensor loops and keep those loops from merging."""
     out: list[Node] = []
+    placed: set[int] = set()
     for n in materialized:
+        placed.add(n.id)
         if not _is_scalar(n):
             out.append(n)
             continue
-        deps = {x.id for x in reads_of(n, mat)}
-        at = max((i + 1 for i, m in enumerate(out) if m.id in deps), default=0)
+        deps = {x.id for x in reads_of(n, mat)} & placed
+        at = 0
+        if deps:  # just after the last one (scanning from the end: it is usually near)
+            at = next(i + 1 for i in range(len(out) - 1, -1, -1) if out[i].id in deps)
         out.insert(at, n)
     return out
 
@@ -316,6 +324,10 @@ def _plan_groups(p: Plan, mat: set[int]) -> None:
             runs.append(cur)
             cur = []
     runs.append(cur)
+    readers_of: dict[int, list[int]] = {}  # node id -> ids of the kernels reading it
+    for n in p.materialized:
+        for x in reads[n.id]:
+            readers_of.setdefault(x, []).append(n.id)
     for run in runs:
         if len(run) < 2:
             continue
@@ -327,8 +339,8 @@ def _plan_groups(p: Plan, mat: set[int]) -> None:
         for m in run:
             if m.id in roots or m.id in p.direct:
                 continue
-            readers = [n for n in p.materialized if m.id in reads[n.id]]
-            if readers and all(r.id in ids for r in readers):
+            readers = readers_of.get(m.id, [])
+            if readers and all(r in ids for r in readers):
                 p.virtual.add(m.id)
 
 
