@@ -1,5 +1,7 @@
 """``python -m benchmarks``: the help lists the workloads, an unknown one is a usage error
-(issue 20, item 4). Nothing is timed here: these checks stop before any workload is built."""
+(issue 20, item 4). Nothing is timed here: these checks stop before any workload is built,
+except the one run of ``python -m benchmarks.compile_time`` on the seed step (graphc only, one
+round: a few seconds), which checks that its tables come out."""
 
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _benchmarks(*argv: str) -> subprocess.CompletedProcess[str]:
+def _benchmarks(*argv: str, module: str = "benchmarks", timeout: float = 120
+                ) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "benchmarks", *argv], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=120, check=False)
+    return subprocess.run([sys.executable, "-m", module, *argv], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=timeout, check=False)
 
 
 def _table() -> dict[str, str]:
@@ -62,3 +65,39 @@ def test_the_table_names_every_workload_that_is_built(monkeypatch):
     if not hasattr(graphc.optim, "Adam"):
         pytest.skip("this build has no Adam")
     assert [w.name for w in all_workloads(None)] == list(_table())
+
+
+def test_compile_time_unknown_workload_is_a_usage_error():
+    proc = _benchmarks("--workloads", "seed,nosuch", module="benchmarks.compile_time")
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "'nosuch'" in last and "mlp_small" in last and "gpt" in last
+    assert "host:" not in proc.stdout  # refused before anything ran
+
+
+def test_compile_time_seed_prints_the_cpu_the_times_and_the_phases():
+    """The seed step, graphc only, one round: the host CPU heads the output, the seed's row
+    has cold, warm, disk-cached and import seconds, the cold compile's phases are tabled, and
+    the disk-cached process found the cold one's objects in the cache."""
+    proc = _benchmarks("--workloads", "seed", "--repeat", "1", "--no-torch",
+                       module="benchmarks.compile_time", timeout=300)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    out = proc.stdout
+    host = out.splitlines()[0]
+    assert host.startswith("host: ") and "usable CPUs" in host, host
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines()
+                      if ln.startswith("model name")), None)
+        if model:
+            assert model in host, host
+    assert "jax:" in out
+    row = next(ln for ln in out.splitlines() if ln.startswith("seed "))
+    cold, warm, disk, imported = map(float, row.split()[1:])
+    assert cold > 0 and warm > 0 and disk > 0 and imported > 0, row
+    cold_table = out.split("graphc cold compile per phase")[1].split("disk-cached")[0]
+    for phase in ("trace", "passes", "plan", "emit LLVM IR", "llvm optimise", "link",
+                  "total (log)"):
+        assert f"\n{phase} " in cold_table, phase
+    assert "disk cache: miss" in cold_table
+    assert "disk cache: hit" in out.split("graphc disk-cached compile per phase")[1]
