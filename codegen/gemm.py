@@ -342,13 +342,34 @@ def gemm_small_function(mod: ir.Module, elt: ir.Type) -> ir.Function:
     return fn
 
 
+def degenerate_product(m: Any, n: Any, k: Any) -> bool:
+    """Whether two of a product's sizes are constants whose product is at most 4 (see
+    ``emit_gemm_call``)."""
+    consts = [d for d in (m, n, k) if isinstance(d, int)]
+    return len(consts) >= 2 and sorted(consts)[0] * sorted(consts)[1] <= 4
+
+
+def _small_request(mod: ir.Module, elt: ir.Type) -> ir.Function:
+    """The small product's declaration in a library-linked module, its piece requested."""
+    mod.gemm_requests.add((None, "f32" if elt == F32 else "f64"))  # type: ignore[attr-defined]
+    return _declare_like(mod, _small_name(elt), _small_type(elt))
+
+
 def emit_gemm_call(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt: ir.Type,
                    args: list[ir.Value], work: ir.Value, work_bytes: ir.Value,
-                   run2: ir.GlobalVariable | None) -> None:
+                   run2: ir.GlobalVariable | None, degenerate: bool = False) -> None:
     """Call the GEMM, split over two threads when the pool is there and it pays off.
 
     When ``mod`` carries a ``gemm_requests`` set (see ``build_library``), the GEMM routines
     are only declared here and the tile is recorded; otherwise they are defined in ``mod``."""
+    a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k = args
+    if degenerate:
+        # two of M, N, K are tiny constants (a matrix-vector product with a 1-wide
+        # operand, an outer product): packing can never pay, whatever the third; the plain
+        # loops alone, and no tile to compile (the seed step's ~1.5 s of LLVM work)
+        b.call(gemm_small_function(mod, elt) if getattr(mod, "gemm_requests", None) is None
+               else _small_request(mod, elt), args)
+        return
     requests = getattr(mod, "gemm_requests", None)
     if requests is not None:
         requests.add((tile, "f32" if elt == F32 else "f64"))
@@ -357,7 +378,6 @@ def emit_gemm_call(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt
     else:
         gemm = gemm_function(mod, tile, elt)
         small_fn = gemm_small_function(mod, elt)
-    a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k = args
     small = b.icmp_signed("<", b.mul(b.mul(m, n), k), i64(SMALL_MACS))
     with b.if_else(small) as (tiny, big):
         with tiny:
@@ -405,12 +425,48 @@ def build_library(requests: set[tuple[Tile, str]], name: str = "graphc_gemm") ->
     from .llvm_util import F64
 
     lib = ir.Module(name=name)
-    for tile, dtn in sorted(requests, key=lambda r: (r[1], r[0].vw, r[0].mr, r[0].nv)):
+    for tile, dtn in sorted(requests, key=lambda r: (r[1], repr(r[0]))):
         elt = F32 if dtn == "f32" else F64
-        for fn in (gemm_function(lib, tile, elt), gemm_task(lib, tile, elt),
-                   gemm_small_function(lib, elt)):
+        fns = [gemm_small_function(lib, elt)]
+        if tile is not None:
+            fns += [gemm_function(lib, tile, elt), gemm_task(lib, tile, elt)]
+        for fn in fns:
             fn.linkage = ""
     return lib
+
+
+def library_parts(requests: set[tuple[Tile, str]]) -> list[tuple[str, Any]]:
+    """``build_library`` as separately compiled pieces: ``(spec, build)`` with one piece per
+    requested tile (its GEMM and its thread-pool task) and one per element type (the small
+    unpacked product), ``build()`` giving the piece's module.
+
+    A piece depends on its spec alone, so the JIT caches each by spec, and can compile a
+    tile's GEMM as soon as the first matmul that needs it is lowered, while the rest of the
+    step is still being lowered."""
+    from .llvm_util import F64
+
+    parts: list[tuple[str, Any]] = []
+    tiles = [r for r in requests if r[0] is not None]  # (None, dtype): the small one only
+    for tile, dtn in sorted(tiles, key=lambda r: (r[1], r[0].vw, r[0].mr, r[0].nv)):
+        elt = F32 if dtn == "f32" else F64
+
+        def build(tile: Tile = tile, elt: ir.Type = elt) -> ir.Module:
+            lib = ir.Module(name=f"graphc_gemm_{_gemm_name(tile, elt)}")
+            for fn in (gemm_function(lib, tile, elt), gemm_task(lib, tile, elt)):
+                fn.linkage = ""
+            return lib
+
+        parts.append((f"gemm-tile|{dtn}|{tile.vw}|{tile.mr}|{tile.nv}", build))
+    for dtn in sorted({d for _, d in requests}):
+        elt = F32 if dtn == "f32" else F64
+
+        def build_small(elt: ir.Type = elt, dtn: str = dtn) -> ir.Module:
+            lib = ir.Module(name=f"graphc_gemm_small_{dtn}")
+            gemm_small_function(lib, elt).linkage = ""
+            return lib
+
+        parts.append((f"gemm-small|{dtn}", build_small))
+    return parts
 
 
 def _emit_gemm_big(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt: ir.Type,

@@ -21,6 +21,7 @@ import hashlib
 import os
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,10 @@ LOOP_GROUPS = True
 # emit every kernel even when an equal one was emitted before, and check that the kernel key
 # (``Lowering._kernel_key``) was right to call them equal (the test suite turns this on)
 VERIFY_KERNEL_KEYS = os.environ.get("GRAPHC_VERIFY_KERNEL_KEYS", "") not in ("", "0")
+# kernel code (characters of assembly) per streamed module (``Lowering.on_kernels``): about
+# a twentieth of a 2-layer GPT step's kernels, so the compile workers start early and share
+# the work evenly
+CHUNK_CHARS = 25_000
 # families whose kernels define helper functions named after the kernel: never shared by key
 _UNSHARED_FAMILIES = frozenset({"conv"})
 
@@ -118,7 +123,19 @@ class Lowering:
     def __init__(self, g: Graph, name: str = "graphc_step", triple: str = "",
                  data_layout: str = "", wide: bool = True, debug: bool = False,
                  loop_groups: bool | None = None, profile: bool = False,
-                 gemm_library: bool = False) -> None:
+                 gemm_library: bool = False,
+                 on_kernels: Callable[[str], None] | None = None,
+                 on_gemm: Callable[[tuple], None] | None = None) -> None:
+        """``on_kernels``: called with a module of kernels (``_kernel_module``) each time
+        about ``CHUNK_CHARS`` of new kernel code has been emitted, and with the rest at the
+        end, so those modules can compile while the step is still being lowered; they are
+        kept in ``chunks``. ``on_gemm``: called with each GEMM tile request (``gemm_library``
+        steps) when the first kernel needing it is emitted."""
+        self.on_kernels = on_kernels
+        self.on_gemm = on_gemm
+        self.chunks: list[str] = []
+        self._pending: list[str] = []  # kernels kept since the last chunk
+        self._pending_chars = 0
         self.graph = g
         self.profile = profile  # count time-stamp ticks per kernel (``PROFILE_SYMBOL``)
         self.unit_names: list[str] = []
@@ -238,6 +255,8 @@ class Lowering:
         m.globals[fn.name] = fn
         self._kernel_by_text[canon] = fn
         self._text[fn.name] = canon.replace('@"<kernel>"(', f'@"{fn.name}"(', 1)
+        self._pending.append(fn.name)
+        self._pending_chars += len(canon)
         if all(r == "0" for r in _RETURNS.findall(canon)):
             # returns only ERR_OK: the entry function need not test what it returns
             self._never_fails.add(fn.name)
@@ -257,6 +276,49 @@ class Lowering:
                 f'target datalayout = "{m.data_layout}"', ''] + [
                     t.get_declaration() for t in m.get_identified_types().values()]
 
+    def _parts(self) -> dict[str, Any]:
+        """The module's globals sorted for ``pieces`` and ``_flush_kernels``."""
+        m = self.module
+        parts: dict[str, Any] = {"decls": [], "defs": [], "externs": [], "consts": [],
+                                 "helpers": {}, "entry": ""}
+        for v in m.globals.values():
+            if isinstance(v, ir.Function):
+                if v.is_declaration:
+                    parts["decls"].append(str(v))
+                elif v.name == self.name:
+                    parts["entry"] = v
+                elif v.name not in self._text:
+                    parts["helpers"][v.name] = str(v)
+            elif v.linkage in ("internal", "private"):
+                parts["consts"].append(str(v))  # internal constants: a copy wherever used
+            else:  # defined in the entry module, declared in the others
+                parts["defs"].append(str(v))
+                parts["externs"].append(f'@"{v.name}" = external global {v.value_type}')
+        parts["head"] = self._header()
+        parts["meta"] = m._get_metadata_lines()  # branch weights, shared by reference
+        return parts
+
+    def _kernel_module(self, parts: dict[str, Any], names: list[str]) -> str:
+        """Assembly of a module defining the kernels ``names`` (external symbols, linked by
+        the JIT), with what they use: declarations, global variables as externals, copies
+        of the internal helper functions they call."""
+        texts = [self._text[k].replace("define internal ", "define ", 1) for k in names]
+        helpers = parts["helpers"]
+        used = _helpers_used("\n".join(texts), helpers)
+        return "\n".join(parts["head"] + parts["consts"] + parts["externs"] + parts["decls"]
+                         + [helpers[h] for h in used] + texts + parts["meta"])
+
+    def entry_text(self, parts: dict[str, Any] | None = None) -> str:
+        """Assembly of the entry function's module: the kernels are declarations there."""
+        parts = parts or self._parts()
+        m = self.module
+        entry = str(parts["entry"])
+        kdecls = [_declaration(m.globals[k]) for k in self._text]
+        helpers = parts["helpers"]
+        return "\n".join(parts["head"] + parts["consts"] + parts["defs"] + parts["decls"]
+                         + kdecls + [helpers[h] for h in _helpers_used(entry, helpers)]
+                         + [entry] + parts["meta"])
+
     def pieces(self, buckets: int = 4) -> tuple[str, list[str]]:
         """The module as separately compiled modules: (the entry function, kernel buckets).
 
@@ -264,52 +326,23 @@ class Lowering:
         split into ``buckets`` modules by their digest, each with its kernels in digest
         order, so a bucket's text (and object) depends only on which kernels it holds: steps
         that share kernels share buckets (``graphc.runtime.cpu`` caches them by text), and
-        buckets compile in parallel. Kernels become external symbols (linked by the JIT);
-        global variables are defined in the entry module and declared elsewhere; internal
-        helper functions go with every bucket that calls them."""
-        m = self.module
-        decls: list[str] = []
-        defs: list[str] = []  # global variables defined in the entry module
-        externs: list[str] = []  # ... and how the buckets see them
-        consts: list[str] = []  # internal constants: a copy wherever they are used
-        helpers: dict[str, str] = {}
-        kernels: list[tuple[str, str]] = []
-        entry = ""
-        for v in m.globals.values():
-            if isinstance(v, ir.Function):
-                if v.is_declaration:
-                    decls.append(str(v))
-                elif v.name == self.name:
-                    entry = str(v)
-                elif v.name in self._text:
-                    kernels.append((v.name, self._text[v.name].replace(
-                        "define internal ", "define ", 1)))
-                else:
-                    helpers[v.name] = str(v)
-            elif v.linkage in ("internal", "private"):
-                consts.append(str(v))
-            else:
-                defs.append(str(v))
-                externs.append(f'@"{v.name}" = external global {v.value_type}')
-        head = self._header()
-        meta = m._get_metadata_lines()  # branch weights, shared by reference
-        kdecls = [_declaration(m.globals[name]) for name, _ in kernels]
-        entry_text = "\n".join(head + consts + defs + decls + kdecls
-                               + [helpers[h] for h in _helpers_used(entry, helpers)] + [entry]
-                               + meta)
-        nb = max(1, min(buckets, len(kernels)))
+        buckets compile in parallel. (A lowering that streamed its kernels, ``on_kernels``,
+        has them in ``chunks`` instead.)"""
+        parts = self._parts()
+        names = sorted(self._text, key=lambda k: k.rsplit("_", 1)[-1])
+        nb = max(1, min(buckets, len(names)))
         groups: list[list[str]] = [[] for _ in range(nb)]
-        for name, text in sorted(kernels, key=lambda kt: kt[0].rsplit("_", 1)[-1]):
-            groups[int(name.rsplit("_", 1)[-1], 16) % nb].append(text)
-        out = []
-        for texts in groups:
-            if not texts:
-                continue
-            body = "\n".join(texts)
-            used = _helpers_used(body, helpers)
-            out.append("\n".join(head + consts + externs + decls
-                                 + [helpers[h] for h in used] + texts + meta))
-        return entry_text, out
+        for k in names:
+            groups[int(k.rsplit("_", 1)[-1], 16) % nb].append(k)
+        return self.entry_text(parts), [self._kernel_module(parts, g) for g in groups if g]
+
+    def _flush_kernels(self) -> None:
+        """Hand the kernels kept since the last call to ``on_kernels`` as one module."""
+        if self._pending:
+            text = self._kernel_module(self._parts(), self._pending)
+            self._pending, self._pending_chars = [], 0
+            self.chunks.append(text)
+            self.on_kernels(text)  # type: ignore[misc]
 
     def table_size(self) -> int:
         return TABLE_FIXED + self.n_inputs + self.n_outputs + self.n_updates
@@ -358,6 +391,7 @@ class Lowering:
             arr = ir.ArrayType(I64, 2 * len(units))
             prof = ir.GlobalVariable(mod, arr, PROFILE_SYMBOL)
             prof.initializer = ir.Constant(arr, None)
+        gemm_seen: set = set()
         # kernels
         for u, unit in enumerate(units):
             n = unit[0]
@@ -382,6 +416,13 @@ class Lowering:
                     self._kernel_by_key[key] = kfn
             else:
                 stored, buffers = operands(self, unit, len(unit) > 1)
+            if self.on_kernels is not None and self._pending_chars >= CHUNK_CHARS:
+                self._flush_kernels()
+            if self.on_gemm is not None and self.gemm_requests and len(
+                    self.gemm_requests) > len(gemm_seen):
+                for r in sorted(self.gemm_requests - gemm_seen, key=repr):
+                    gemm_seen.add(r)
+                    self.on_gemm(r)
             self.unit_names.append(
                 f"%{p.node_index[n.id]} {n.op}" if len(unit) == 1 else
                 f"%{p.node_index[n.id]}..%{p.node_index[unit[-1].id]} loop group")
@@ -401,6 +442,8 @@ class Lowering:
                     b.ret(rc)
             if n.id in finite:
                 _emit_finite_exit(b, n, bufs[n.id], err, finite[n.id], p.node_index[n.id])
+        if self.on_kernels is not None:
+            self._flush_kernels()
         # commit: outputs then updates
         memcpy = declare(mod, "memcpy", I8P, [I8P, I8P, I64])
         base = TABLE_FIXED + self.n_inputs

@@ -17,7 +17,7 @@ from graphc.ir import shapes as sh
 
 from .abi import align
 from .emitter import KernelEmitter
-from .gemm import choose_tile, emit_gemm_call, workspace_bytes
+from .gemm import choose_tile, degenerate_product, emit_gemm_call, workspace_bytes
 from .kernels import Kernel, register
 from .llvm_util import FAST_ADD, REDUCE_FLAGS, fconst, for_range, i64, reg_type
 from .views import contiguous_strides, strided_view
@@ -68,7 +68,7 @@ def emit(k: KernelEmitter) -> None:
                     k.check_bounds(k.linear(bidx + [i0, i1], st), buf)
                 k.check_bounds(k.linear(bidx + [last[0], last[2]], out_st), n)
             emit_gemm_call(b, k.L.module, k.alloca, tile, t, args, k.work, wbytes,
-                           k.L.run2_global())
+                           k.L.run2_global(), degenerate_product(M, N, K))
             return
         if sh.same(bst[-1], 1) or not sh.same(bst[-2], 1):
             # i-k-j: broadcast A[m,k] along a contiguous row of B (vectorises over n)

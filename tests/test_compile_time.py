@@ -113,10 +113,15 @@ def test_size_order_agrees_with_sympy() -> None:
             assert order.ge(a, b) == _provably_ge(a, b)  # memoised answer
 
 
-def test_pieces_cover_the_module() -> None:
+def test_pieces_cover_the_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAPHC_CACHE", "0")  # compiled here, not loaded
     step, _ = _compiled_step(2)
     step(*_data())
     low = step.variants[0].exe.lowering
+    # what the compile streamed: every kernel defined in exactly one chunk
+    streamed = [line.split('@"')[1].split('"')[0] for c in low.chunks
+                for line in c.splitlines() if line.startswith("define ")]
+    assert sorted(streamed) == sorted(low._text)
     entry, buckets = low.pieces(3)
     assert 1 <= len(buckets) <= 3
     kernels = set(low._text)
@@ -155,7 +160,8 @@ _TINY = textwrap.dedent("""
 @pytest.mark.skipif(not compile_worker.enabled(), reason="no compile workers here")
 def test_workers_build_the_same_objects_and_report_errors(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
-    monkeypatch.setattr(compile_worker, "_SMALL_TEXT", 0)  # always use the workers
+    for w in compile_worker._pool():
+        w.ensure_ready()  # started workers take every job
     jobs = [(_TINY, "O3"), (_TINY.replace("@f", "@h"), "fast"), (_TINY, "fast")]
     here = [compile_object(t, None, None, lv) for t, lv in jobs]
     assert compile_worker.compile_all(jobs, None, None) == here
@@ -168,13 +174,16 @@ def test_workers_build_the_same_objects_and_report_errors(monkeypatch: pytest.Mo
         w.proc.wait()
     assert compile_worker.compile_all(jobs, None, None) == here
     alive = compile_worker._pool()
+    for w in alive:
+        w.ensure_ready()
     assert alive and all(not w.dead for w in alive)
     assert compile_worker.compile_all(jobs, None, None) == here
 
 
 @pytest.mark.skipif(not compile_worker.enabled(), reason="no compile workers here")
 def test_workers_are_retired_past_their_memory_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compile_worker, "_SMALL_TEXT", 0)
+    for w in compile_worker._pool():
+        w.ensure_ready()
     monkeypatch.setenv("GRAPHC_COMPILE_WORKER_MAX_MB", "1")  # every worker is over it
     before = compile_worker.retired
     jobs = [(_TINY, "O3"), (_TINY.replace("@f", "@h"), "O3")]
@@ -232,7 +241,8 @@ def test_compile_and_drop_keeps_memory_bounded() -> None:
         import graphc as gc
         from graphc import nn, optim
         from graphc.runtime import compile_worker
-        compile_worker._SMALL_TEXT = 0
+        for w in compile_worker._pool():
+            w.ensure_ready()
         def rss():
             for line in open("/proc/self/status"):
                 if line.startswith("VmRSS"):

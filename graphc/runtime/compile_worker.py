@@ -18,21 +18,20 @@ process links (``graphc.runtime.cpu``).
 
 Compiling here instead: ``GRAPHC_COMPILE_WORKERS=0``; a one-core process; ``mpi4py`` loaded
 (MPI implementations do not like children they did not start); a worker that failed to start
-or died (the rest of its work is done here); and small steps whose workers are not up yet
-(waiting for them would cost more than compiling). The functions are the same either way, so
-the object code is too; an error a worker reports (LLVM rejecting a module) is reproduced
-here, so it surfaces as the same exception.
+or died (the rest of its work is done here); and work queued for workers that are not up yet
+when the step is lowered (``Batch.finish``: waiting for them would cost more than compiling).
+The functions are the same either way, so the object code is too; an error a worker
+reports (LLVM rejecting a module) is reproduced here, so it surfaces as the same exception.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import select
+import queue
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,15 @@ from graphc.codegen.llvm_objects import compile_timed
 
 from . import compile_log
 
-_BOOT = ("import importlib.util, sys\n"
+# the worker lowers its own priority first: its start-up (~0.25 s of CPU) then does not
+# slow down the lowering it overlaps (on two cores, two workers starting at normal priority
+# tripled the seed step's planning time), and while it compiles, this process only waits
+_BOOT = ("import os\n"
+         "try:\n"
+         "    os.nice(10)\n"
+         "except (AttributeError, OSError):\n"
+         "    pass\n"
+         "import importlib.util, sys\n"
          "spec = importlib.util.spec_from_file_location('graphc_llvm_objects', sys.argv[1])\n"
          "mod = importlib.util.module_from_spec(spec)\n"
          "spec.loader.exec_module(mod)\n"
@@ -50,9 +57,6 @@ _BOOT = ("import importlib.util, sys\n"
 # how much cheaper a "fast"-level module compiles than an O3 one of the same text length
 # (GPT entry functions: ~0.3)
 _FAST_WEIGHT = 0.3
-# below this much (weighted) assembly text, a step is compiled here unless its workers are
-# already up: the seed step's ~20 KB take ~0.05 s, a worker ~0.25 s to start
-_SMALL_TEXT = 200_000
 _N_WORKERS = 2
 
 
@@ -93,16 +97,10 @@ class Worker:
         self.retire = False  # grew past the memory bound: closed once its batch is done
         self.peak_kib = 0
 
-    def poll_ready(self) -> bool:
-        """Whether the worker has started (without waiting for it)."""
-        if not self.ready and not self.dead:
-            try:
-                r, _, _ = select.select([self.proc.stdout], [], [], 0)
-            except (OSError, ValueError):
-                return False
-            if r:
-                self._wait_ready()
-        return self.ready
+    def ensure_ready(self) -> None:
+        """Wait until the worker has started (OSError if it never does)."""
+        with self.lock:
+            self._wait_ready()
 
     def _wait_ready(self) -> None:
         if not self.ready:
@@ -188,59 +186,103 @@ def _close() -> None:
 atexit.register(_close)
 
 
+class Batch:
+    """The LLVM modules of one step, compiled while the step is still being lowered.
+
+    ``submit`` hands a module to the least loaded worker at once (the lowering streams its
+    kernels, ``Lowering.on_kernels``); ``finish`` waits for all of them. Jobs still queued
+    for a worker that has not started yet (the first steps of a process: a worker takes
+    ~0.25 s to start) are compiled here instead, so a small step never waits for one."""
+
+    def __init__(self, cpu: str | None, features: str | None) -> None:
+        self.cpu, self.features = cpu, features
+        self.jobs: list[tuple[str, str]] = []
+        self.results: list[bytes | None] = []
+        self.times: list[tuple[float, float, float]] = []
+        self.remote = 0  # modules the workers delivered
+        self.ws = _pool()
+        self.queues: list[queue.SimpleQueue[int | None]] = [queue.SimpleQueue()
+                                                            for _ in self.ws]
+        self.load = [0.0] * len(self.ws)
+        self.threads = [threading.Thread(target=self._serve, args=(w, q), daemon=True,
+                                         name="graphc-compile-worker")
+                        for w, q in zip(self.ws, self.queues)]
+        for th in self.threads:
+            th.start()
+
+    def submit(self, text: str, level: str) -> int:
+        """Queue one module; its index in ``finish``'s list."""
+        i = len(self.jobs)
+        self.jobs.append((text, level))
+        self.results.append(None)
+        if self.ws:
+            lane = min(range(len(self.ws)), key=self.load.__getitem__)
+            self.load[lane] += len(text) * (_FAST_WEIGHT if level == "fast" else 1.0)
+            self.queues[lane].put(i)
+        return i
+
+    def _serve(self, w: Worker, q: queue.SimpleQueue[int | None]) -> None:
+        try:
+            w.ensure_ready()
+        except OSError:
+            return  # its jobs are compiled here
+        while True:
+            i = q.get()
+            if i is None:
+                return
+            text, lv = self.jobs[i]
+            try:
+                status, payload, seconds = w.compile(text, self.cpu, self.features, lv)
+            except OSError:
+                return
+            if status == "ok":
+                self.results[i] = payload
+                self.times.append(seconds)
+                self.remote += 1
+
+    def _here(self, i: int) -> None:
+        text, lv = self.jobs[i]
+        self.results[i], seconds = compile_timed(text, self.cpu, self.features, lv)
+        self.times.append(seconds)
+
+    def finish(self) -> list[bytes]:
+        """Every submitted module's object code, in order (see the class docstring)."""
+        for w, q in zip(self.ws, self.queues):
+            if not w.ready:  # not started: take back what it has not begun
+                while True:
+                    try:
+                        i = q.get_nowait()
+                    except queue.Empty:
+                        break
+                    if i is not None:
+                        self._here(i)
+        for q in self.queues:
+            q.put(None)
+        for th in self.threads:
+            th.join()
+        _retire(self.ws)
+        remote = self.remote
+        # whatever no worker delivered (one died, or LLVM reported an error there) is
+        # compiled here: the same object, or the same exception
+        for i, r in enumerate(self.results):
+            if r is None:
+                self._here(i)
+        log = compile_log.current()
+        for j, name in enumerate(("llvm parse", "llvm optimise", "llvm emit")):
+            log.add(name, sum(t[j] for t in self.times))
+        log.count("LLVM modules", f"{remote} compiled by {len(self.ws)} worker processes, "
+                  f"{len(self.jobs) - remote} in this process")
+        return self.results  # type: ignore[return-value]
+
+
 def compile_all(jobs: list[tuple[str, str]], cpu: str | None, features: str | None
                 ) -> list[bytes]:
-    """Object code of each ``(llvm assembly, level)`` job, in order: the jobs are split
-    between the workers by estimated cost (text length; "fast" modules weigh less),
-    largest first, and compiled concurrently. The time each phase took is added to the
-    current compile log (``compile_log``)."""
-    log = compile_log.current()
-    t_start = time.perf_counter()
-    cost = [len(t) * (_FAST_WEIGHT if lv == "fast" else 1.0) for t, lv in jobs]
-    ws = _pool()
-    if ws and sum(cost) < _SMALL_TEXT and not all(w.poll_ready() for w in ws):
-        ws = []
-    results: list[bytes | None] = [None] * len(jobs)
-    times: list[tuple[float, float, float]] = []
-    lanes: list[list[int]] = [[] for _ in ws]
-    load = [0.0] * len(ws)
-    for i in sorted(range(len(jobs)), key=lambda i: -cost[i]):
-        if ws:
-            lane = min(range(len(ws)), key=load.__getitem__)
-            lanes[lane].append(i)
-            load[lane] += cost[i]
-
-    def remote(w: Worker, mine: list[int]) -> None:
-        for i in mine:
-            text, lv = jobs[i]
-            try:
-                status, payload, seconds = w.compile(text, cpu, features, lv)
-            except OSError:
-                return  # the rest is compiled here
-            if status == "ok":
-                results[i] = payload
-                times.append(seconds)
-
-    threads = [threading.Thread(target=remote, args=(w, mine), daemon=True,
-                                name="graphc-compile-worker") for w, mine in zip(ws, lanes)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    _retire(ws)
-    remote_done = sum(r is not None for r in results)
-    # whatever no worker delivered (none to use, one died, or LLVM reported an error
-    # there) is compiled here: the same object, or the same exception
-    for i, r in enumerate(results):
-        if r is None:
-            results[i], seconds = compile_timed(jobs[i][0], cpu, features, jobs[i][1])
-            times.append(seconds)
-    for j, name in enumerate(("llvm parse", "llvm optimise", "llvm emit")):
-        log.add(name, sum(t[j] for t in times))
-    log.add("llvm (wall)", time.perf_counter() - t_start)
-    log.count("LLVM modules", f"{remote_done} compiled by {len(ws)} worker processes, "
-              f"{len(jobs) - remote_done} in this process")
-    return results  # type: ignore[return-value]
+    """Object code of each ``(llvm assembly, level)`` job, in order, compiled by the
+    workers (``Batch``). The time each phase took is added to the current compile log."""
+    batch = Batch(cpu, features)
+    for text, level in jobs:
+        batch.submit(text, level)
+    return batch.finish()
 
 
-__all__ = ["enabled", "prestart", "compile_all", "Worker"]
+__all__ = ["enabled", "prestart", "compile_all", "Batch", "Worker"]

@@ -40,7 +40,7 @@ from graphc.codegen.cpu import (
     host_target_machine,
     init_llvm,
 )
-from graphc.codegen.gemm import build_library
+from graphc.codegen.gemm import build_library, library_parts
 from graphc.codegen.lower import Lowering
 from graphc.ir import Graph
 from graphc.ir import shapes as sh
@@ -203,52 +203,65 @@ class CPUExecutable(GuardMixin, Runtime):
     def lowering(self) -> Lowering:
         """The LLVM lowering (built lazily: a cache hit does not need it)."""
         if self._lowering is None:
-            self._lowering = Lowering(self.graph, name=self.name, wide=self.wide,
-                                      debug=self.debug, loop_groups=self.loop_groups,
-                                      profile=self.profiling, gemm_library=True)
+            self._lowering = self._lower()
         return self._lowering
 
+    def _lower(self, **stream: Any) -> Lowering:
+        return Lowering(self.graph, name=self.name, wide=self.wide, debug=self.debug,
+                        loop_groups=self.loop_groups, profile=self.profiling,
+                        gemm_library=True, **stream)
+
     def _compile_objects(self, cpu: str | None) -> tuple[bytes, list[str], list[bytes]]:
-        """The entry function's object, and the keys and objects of what it links: the GEMM
-        library of its tiles and its kernel buckets (``Lowering.pieces``), each compiled
-        only if no earlier step (or process) compiled the same text; the rest compiled on
-        both cores (``compile_worker``)."""
+        """The entry function's object, and the keys and objects of what it links: its
+        GEMM tiles (``gemm.library_parts``) and its kernels (``Lowering.on_kernels``), each
+        compiled only if no earlier step (or process) compiled the same text. Both are
+        handed to the compile workers while the step is still being lowered
+        (``compile_worker.Batch``); the entry function goes last."""
         log = compile_log.current()
-        low = self.lowering
-        for name, seconds in low.timings.items():
-            log.add(name, seconds)
-        with log.phase("split modules"):
-            entry, buckets = low.pieces(_BUCKETS)
-        log.count("kernels", f"{len(low.plan.units())} in the step, {low.kernels_emitted} "
-                  f"emitted, {len(low._kernel_by_text)} distinct")
+        batch = compile_worker.Batch(cpu, None if cpu in (None, "native") else "")
         keys: list[str] = []
         objs: list[bytes | None] = []
-        jobs: list[tuple[str, str]] = []
-        todo: list[int] = []
-        req = low.gemm_requests
-        shared = [(b, "kernels|" + b) for b in buckets]
-        if req:
-            spec = "gemm-library|" + repr(sorted((t.vw, t.mr, t.nv, e) for t, e in req))
-            shared.insert(0, (None, spec))
-        for text, spec in shared:
+        pending: dict[int, int] = {}  # batch job -> its slot in keys/objs
+
+        def shared(spec: str, text: Any) -> None:
             k = cache.key(spec, self._target)
+            if k in keys:
+                return
             keys.append(k)
             objs.append(_library_object(k))
             if objs[-1] is None:
-                if text is None:
-                    text = str(build_library(req, name=f"{self.name}_gemm"))
-                todo.append(len(objs) - 1)
-                jobs.append((text, "O3"))
-        jobs.append((entry, "fast"))
-        log.count("shared objects", f"{len(shared)} (GEMM library, kernel buckets), "
-                  f"{len(shared) - len(todo)} reused from memory or disk")
-        feats = None if cpu in (None, "native") else ""
-        done = compile_worker.compile_all(jobs, cpu, feats)
-        for i, obj in zip(todo, done):
-            objs[i] = obj
-            _remember(keys[i], obj)
-            cache.store(keys[i], obj)
-        return done[-1], keys, [o for o in objs if o is not None]
+                pending[batch.submit(text(), "O3")] = len(objs) - 1
+
+        def on_gemm(req: tuple) -> None:
+            for spec, build in library_parts({req}):
+                shared(spec, lambda build=build: str(build()))
+
+        if self._lowering is None:
+            self._lowering = self._lower(on_kernels=lambda t: shared("kernels|" + t,
+                                                                     lambda: t),
+                                         on_gemm=on_gemm)
+            low = self._lowering
+        else:  # lowered before (a stage was printed): the same modules, not streamed
+            low = self._lowering
+            for t in low.pieces(_BUCKETS)[1]:
+                shared("kernels|" + t, lambda t=t: t)
+            for r in sorted(low.gemm_requests or (), key=repr):
+                on_gemm(r)
+        for name, seconds in low.timings.items():
+            log.add(name, seconds)
+        with log.phase("entry module"):
+            entry = batch.submit(low.entry_text(), "fast")
+        log.count("kernels", f"{len(low.plan.units())} in the step, {low.kernels_emitted} "
+                  f"emitted, {len(low._kernel_by_text)} distinct")
+        log.count("shared objects", f"{len(keys)} (GEMM tiles, kernel modules), "
+                  f"{len(keys) - len(pending)} reused from memory or disk")
+        with log.phase("llvm (wait)"):
+            done = batch.finish()
+        for j, slot in pending.items():
+            objs[slot] = done[j]
+            _remember(keys[slot], done[j])
+            cache.store(keys[slot], done[j])
+        return done[entry], keys, [o for o in objs if o is not None]
 
     @property
     def lib_mod(self) -> Any:
