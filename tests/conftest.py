@@ -4,6 +4,8 @@ import os
 # the two are compared (graphc.codegen.lower.VERIFY_KERNEL_KEYS): a key that calls two
 # different kernels equal fails the test that compiled them
 os.environ.setdefault("GRAPHC_VERIFY_KERNEL_KEYS", "1")
+# and every graph is verified after every pass (graphc.passes.pipeline.verify_default)
+os.environ.setdefault("GRAPHC_VERIFY_IR", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -273,3 +273,33 @@ def test_compile_and_drop_keeps_memory_bounded() -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     per_step_kib = float(out.stdout.split()[-1])
     assert per_step_kib < 120, per_step_kib  # was ~480 KiB before the workers
+
+
+def test_ir_verified_in_tests_and_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphc.passes import pipeline
+
+    calls = []
+    monkeypatch.setattr(pipeline, "verify", lambda g: calls.append(g))
+    step, _ = _compiled_step(1)
+    from graphc.trace import trace
+
+    g, _sig = trace(step.fn, list(_data()), "step", True)
+    monkeypatch.setenv("GRAPHC_VERIFY_IR", "1")  # the suite's setting (conftest)
+    pipeline.run_pipeline(g)
+    assert len(calls) == 1 + len(pipeline.PASSES)
+    monkeypatch.setenv("GRAPHC_VERIFY_IR", "0")  # a user's compile: rules ran at build time
+    pipeline.run_pipeline(g)
+    assert len(calls) == 1 + len(pipeline.PASSES)
+    pipeline.run_pipeline(g, check=True)
+    assert len(calls) == 2 * (1 + len(pipeline.PASSES))
+
+
+def test_topological_order_is_remembered_per_roots() -> None:
+    step, _ = _compiled_step(1)
+    step(*_data())
+    g = step.variants[0].graph
+    first = g.nodes()
+    first.append(None)  # callers may change their copy
+    assert g.nodes() == first[:-1]
+    g.outputs = g.outputs[:1]  # other roots: computed again
+    assert len(g.nodes()) <= len(first) - 1

@@ -37,12 +37,28 @@ _OWN_DIRS = (
 )
 
 
+_USER_FILE: dict[str, str | None] = {}  # code file name -> its absolute path, None if ours
+
+
+def _user_file(name: str) -> str | None:
+    hit = _USER_FILE.get(name, False)
+    if hit is False:
+        fn = os.path.abspath(name)
+        hit = None if fn.startswith(_OWN_DIRS) or "importlib" in fn else fn
+        if len(_USER_FILE) < 4096:
+            _USER_FILE[name] = hit
+    return hit  # type: ignore[return-value]
+
+
 def user_location() -> str | None:
-    """File and line of the innermost stack frame outside graphc (the user's call site)."""
+    """File and line of the innermost stack frame outside graphc (the user's call site).
+
+    Asked for every traced node, so each file's verdict is remembered (``abspath`` per frame
+    was a quarter of tracing a 12-layer GPT step)."""
     f = sys._getframe(1)
     while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if not fn.startswith(_OWN_DIRS) and "importlib" not in fn:
+        fn = _user_file(f.f_code.co_filename)
+        if fn is not None:
             return f"{fn}:{f.f_lineno}"
         f = f.f_back
     return None
@@ -265,8 +281,18 @@ class Graph:
                 + [n for _, n in self.updates])
 
     def nodes(self) -> list[Node]:
-        """All nodes reachable from the outputs and updates, in a deterministic topo order."""
-        return toposort(self.roots, self.inputs)
+        """All nodes reachable from the outputs and updates, in a deterministic topo order.
+
+        Remembered for the roots and inputs it was computed from (nodes never change their
+        inputs, so the order is a function of those): the passes, the planner and the
+        printer each ask for it, ~15 times per compile."""
+        roots = self.roots
+        key = (tuple(n.id for n in roots), tuple(n.id for n in self.inputs))
+        memo = self.__dict__.get("_topo")
+        if memo is None or memo[0] != key:
+            memo = (key, toposort(roots, self.inputs))
+            self.__dict__["_topo"] = memo
+        return list(memo[1])
 
     def inputs_of(self, kind: str) -> list[Node]:
         return [n for n in self.inputs if n.attrs["kind"] == kind]
