@@ -49,8 +49,9 @@ VERIFY_KERNEL_KEYS = os.environ.get("GRAPHC_VERIFY_KERNEL_KEYS", "") not in ("",
 # a twentieth of a 2-layer GPT step's kernels, so the compile workers start early and share
 # the work evenly
 CHUNK_CHARS = 25_000
-# families whose kernels define helper functions named after the kernel: never shared by key
-_UNSHARED_FAMILIES = frozenset({"conv"})
+# families whose kernels are never shared by key (none: a kernel's helpers are part of the
+# text it is compared by, ``Lowering._dedup``)
+_UNSHARED_FAMILIES: frozenset[str] = frozenset()
 
 
 def _emit_finite_exit(b: ir.IRBuilder, flag: Node, buf: ir.Value, err: ir.Value, check: int,
@@ -102,7 +103,8 @@ def _declaration(fn: ir.Function) -> str:
 
 
 def _helpers_used(text: str, helpers: dict[str, str]) -> list[str]:
-    """The helper functions ``text`` calls, directly or through other helpers."""
+    """The helpers (internal functions and constants) ``text`` names, directly or through
+    other helpers; ``helpers`` maps a name to its text."""
     seen: list[str] = []
     todo = [text]
     while todo:
@@ -112,6 +114,23 @@ def _helpers_used(text: str, helpers: dict[str, str]) -> list[str]:
                 seen.append(name)
                 todo.append(helpers[name])
     return seen
+
+
+class _Texts(dict):
+    """name -> printed text of the module's helper globals, printed on first use only."""
+
+    def __init__(self, objs: dict[str, Any], memo: dict[str, str]) -> None:
+        super().__init__()
+        self.objs, self.memo = objs, memo
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.objs
+
+    def __getitem__(self, name: str) -> str:
+        t = self.memo.get(name)
+        if t is None:
+            t = self.memo[name] = str(self.objs[name])
+        return t
 
 
 # ---------------------------------------------------------------------------------------
@@ -167,6 +186,7 @@ class Lowering:
         self._text: dict[str, str] = {}  # function name -> its printed text, printed once
         self._kernel_by_key: dict[str, ir.Function] = {}  # ``_kernel_key`` -> function
         self._never_fails: set[str] = set()  # kernels whose every ``ret`` returns 0
+        self._helper_text: dict[str, str] = {}  # helper global name -> printed text
         self.kernels_emitted = 0
         if gemm_library:
             self.module.gemm_requests = self.gemm_requests  # type: ignore[attr-defined]
@@ -235,29 +255,41 @@ class Lowering:
 
     def _dedup(self, fn: ir.Function, label: str) -> ir.Function:
         """``fn``, or the earlier kernel whose text equals it up to the name (then ``fn`` is
-        removed from the module).
+        removed from the module, with its helpers).
 
         Kernels take every buffer as an argument and read sizes from the symbol table, so
-        equal text means equal code; a kernel whose body names something of its own (a
-        helper function per node) never matches another, which errs on the safe side. A kept
-        kernel is renamed after its text (``k_<label>_<digest>``), so the same kernel gets
-        the same name, and the same object code, in every step (``pieces``)."""
+        equal text means equal code. A kernel's own helpers (globals named ``<kernel>.*``: a
+        convolution's task, body and offset table) are part of its text, every mention of
+        the kernel's name replaced by a placeholder. A kept kernel and its helpers are
+        renamed after that text (``k_<label>_<digest>``), so the same kernel gets the same
+        name, and the same object code, in every step (``pieces``)."""
         self.kernels_emitted += 1
         m = self.module
-        canon = str(fn).replace(f'@"{fn.name}"(', '@"<kernel>"(', 1)
+        prefix = fn.name + "."
+        helpers = [v for name, v in m.globals.items() if name.startswith(prefix)]
+        own = re.compile('"' + re.escape(fn.name) + '(?=[".])')
+        kcanon = own.sub('"<kernel>', str(fn))
+        hcanon = [own.sub('"<kernel>', str(h)) for h in helpers]
+        canon = "\n".join([kcanon, *hcanon])
         prev = self._kernel_by_text.get(canon)
-        del m.globals[fn.name]
+        for v in [fn, *helpers]:
+            del m.globals[v.name]
         if prev is not None:
             return prev
         digest = hashlib.blake2b(canon.encode(), digest_size=8).hexdigest()
-        fn._name = f"k_{label}_{digest}"
-        fn.__dict__.pop("_StringReferenceCaching__cached_refstr", None)  # printed before
-        m.globals[fn.name] = fn
+        new = f"k_{label}_{digest}"
+        for v, text in [*zip(helpers, hcanon), (fn, kcanon)]:
+            v._name = new + v.name[len(fn.name):] if v is not fn else new
+            v.__dict__.pop("_StringReferenceCaching__cached_refstr", None)  # printed before
+            m.globals[v.name] = v
+            # the text under the new name (llvmlite keeps each instruction's printed text,
+            # so printing the renamed function again would show the old names)
+            self._helper_text[v.name] = text.replace('"<kernel>', f'"{new}')
         self._kernel_by_text[canon] = fn
-        self._text[fn.name] = canon.replace('@"<kernel>"(', f'@"{fn.name}"(', 1)
+        self._text[fn.name] = self._helper_text.pop(fn.name)
         self._pending.append(fn.name)
         self._pending_chars += len(canon)
-        if all(r == "0" for r in _RETURNS.findall(canon)):
+        if all(r == "0" for r in _RETURNS.findall(kcanon)):
             # returns only ERR_OK: the entry function need not test what it returns
             self._never_fails.add(fn.name)
         return fn
@@ -266,7 +298,8 @@ class Lowering:
         """The module as LLVM assembly (``str(self.module)``, kernels printed only once)."""
         m = self.module
         lines = self._header()
-        lines += [self._text.get(v.name) or str(v) for v in m.globals.values()]
+        lines += [self._text.get(v.name) or self._helper_text.get(v.name) or str(v)
+                  for v in m.globals.values()]
         lines += m._get_metadata_lines()
         return "\n".join(lines)
 
@@ -279,8 +312,8 @@ class Lowering:
     def _parts(self) -> dict[str, Any]:
         """The module's globals sorted for ``pieces`` and ``_flush_kernels``."""
         m = self.module
-        parts: dict[str, Any] = {"decls": [], "defs": [], "externs": [], "consts": [],
-                                 "helpers": {}, "entry": ""}
+        parts: dict[str, Any] = {"decls": [], "defs": [], "externs": [], "helpers": {},
+                                 "entry": ""}
         for v in m.globals.values():
             if isinstance(v, ir.Function):
                 if v.is_declaration:
@@ -288,12 +321,14 @@ class Lowering:
                 elif v.name == self.name:
                     parts["entry"] = v
                 elif v.name not in self._text:
-                    parts["helpers"][v.name] = str(v)
+                    parts["helpers"][v.name] = v
             elif v.linkage in ("internal", "private"):
-                parts["consts"].append(str(v))  # internal constants: a copy wherever used
+                parts["helpers"][v.name] = v  # internal constants: a copy wherever used
             else:  # defined in the entry module, declared in the others
                 parts["defs"].append(str(v))
                 parts["externs"].append(f'@"{v.name}" = external global {v.value_type}')
+        # printed once each (a finished kernel's helpers never change)
+        parts["helpers"] = _Texts(parts["helpers"], self._helper_text)
         parts["head"] = self._header()
         parts["meta"] = m._get_metadata_lines()  # branch weights, shared by reference
         return parts
@@ -305,7 +340,7 @@ class Lowering:
         texts = [self._text[k].replace("define internal ", "define ", 1) for k in names]
         helpers = parts["helpers"]
         used = _helpers_used("\n".join(texts), helpers)
-        return "\n".join(parts["head"] + parts["consts"] + parts["externs"] + parts["decls"]
+        return "\n".join(parts["head"] + parts["externs"] + parts["decls"]
                          + [helpers[h] for h in used] + texts + parts["meta"])
 
     def entry_text(self, parts: dict[str, Any] | None = None) -> str:
@@ -315,7 +350,7 @@ class Lowering:
         entry = str(parts["entry"])
         kdecls = [_declaration(m.globals[k]) for k in self._text]
         helpers = parts["helpers"]
-        return "\n".join(parts["head"] + parts["consts"] + parts["defs"] + parts["decls"]
+        return "\n".join(parts["head"] + parts["defs"] + parts["decls"]
                          + kdecls + [helpers[h] for h in _helpers_used(entry, helpers)]
                          + [entry] + parts["meta"])
 
