@@ -303,3 +303,23 @@ def test_topological_order_is_remembered_per_roots() -> None:
     assert g.nodes() == first[:-1]
     g.outputs = g.outputs[:1]  # other roots: computed again
     assert len(g.nodes()) <= len(first) - 1
+
+
+def test_a_failed_lowering_leaves_no_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers' threads of a step whose lowering raises are stopped, not left waiting."""
+    import threading
+
+    from graphc.runtime import cpu as cpu_runtime
+
+    def failing(self: object, **stream: object) -> None:
+        on_kernels = stream.get("on_kernels")
+        if on_kernels is not None:
+            on_kernels(_TINY)  # something was handed out before the failure
+        raise RuntimeError("lowering failed on purpose")
+
+    monkeypatch.setattr(cpu_runtime.CPUExecutable, "_lower", failing)
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    step, _ = _compiled_step(1)
+    with pytest.raises(RuntimeError, match="on purpose"):
+        step(*_data())
+    assert not [t for t in threading.enumerate() if t.name == "graphc-compile-worker"]

@@ -240,6 +240,19 @@ class Batch:
                 self.times.append(seconds)
                 self.remote += 1
 
+    def cancel(self) -> None:
+        """Stop the batch's threads (the step failed to lower): each finishes the module
+        it is compiling, if any, and returns; the results are dropped."""
+        for q in self.queues:
+            while True:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    break
+            q.put(None)
+        for th in self.threads:
+            th.join()
+
     def _here(self, i: int) -> None:
         text, lv = self.jobs[i]
         self.results[i], seconds = compile_timed(text, self.cpu, self.features, lv)

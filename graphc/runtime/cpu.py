@@ -53,8 +53,8 @@ from .guard import GuardMixin
 from .pool import dispatch_address
 from .runner import build_runner
 
-# objects shared between steps (the GEMM library of a set of tiles, kernel buckets), by
-# content key, most recently used last; bounded, as they are on disk as well
+# objects shared between steps (GEMM tiles, kernel modules), by content key, most recently
+# used last; bounded, as they are on disk as well
 _LIBRARIES: OrderedDict[str, bytes] = OrderedDict()
 _LIBRARIES_MAX_BYTES = 64 << 20
 # kernel buckets per step (``Lowering.pieces``): enough to split the work between two
@@ -236,21 +236,25 @@ class CPUExecutable(GuardMixin, Runtime):
             for spec, build in library_parts({req}):
                 shared(spec, lambda build=build: str(build()))
 
-        if self._lowering is None:
-            self._lowering = self._lower(on_kernels=lambda t: shared("kernels|" + t,
-                                                                     lambda: t),
-                                         on_gemm=on_gemm)
-            low = self._lowering
-        else:  # lowered before (a stage was printed): the same modules, not streamed
-            low = self._lowering
-            for t in low.pieces(_BUCKETS)[1]:
-                shared("kernels|" + t, lambda t=t: t)
-            for r in sorted(low.gemm_requests or (), key=repr):
-                on_gemm(r)
+        try:
+            if self._lowering is None:
+                self._lowering = self._lower(on_kernels=lambda t: shared("kernels|" + t,
+                                                                         lambda: t),
+                                             on_gemm=on_gemm)
+                low = self._lowering
+            else:  # lowered before (a stage was printed): the same modules, not streamed
+                low = self._lowering
+                for t in low.pieces(_BUCKETS)[1]:
+                    shared("kernels|" + t, lambda t=t: t)
+                for r in sorted(low.gemm_requests or (), key=repr):
+                    on_gemm(r)
+            with log.phase("entry module"):
+                entry = batch.submit(low.entry_text(), "fast")
+        except BaseException:
+            batch.cancel()  # an op with no CPU lowering, an interrupt: no threads left behind
+            raise
         for name, seconds in low.timings.items():
             log.add(name, seconds)
-        with log.phase("entry module"):
-            entry = batch.submit(low.entry_text(), "fast")
         log.count("kernels", f"{len(low.plan.units())} in the step, {low.kernels_emitted} "
                   f"emitted, {len(low._kernel_by_text)} distinct")
         log.count("shared objects", f"{len(keys)} (GEMM tiles, kernel modules), "
