@@ -84,8 +84,8 @@ print("HIT" if step.variants[0].exe.cache_hit else "MISS", step(x, y).item())
 
 @pytest.mark.slow
 def test_steps_with_the_same_gemm_tiles_share_one_library_object(tmp_path):
-    """The GEMM routines are cached by tile set: a second model of another width compiles
-    only its own kernels and links the library object the first one left."""
+    """GEMM tiles and kernel modules are cached by content: a second model of another width
+    compiles only what differs and links the tile objects the first one left."""
     env = {**os.environ, "GRAPHC_CACHE_DIR": str(tmp_path)}
 
     def run(width):
@@ -94,14 +94,26 @@ def test_steps_with_the_same_gemm_tiles_share_one_library_object(tmp_path):
         assert out.returncode == 0, out.stderr
         return out.stdout.split()
 
+    def shared_keys():
+        """Step key -> the keys of the shared objects its .deps lists (after the MAC)."""
+        from graphc.runtime import cache
+
+        head = len(cache._MAGIC) + cache._MAC_LEN
+        return {f.stem: set(f.read_bytes()[head:].decode("ascii").split())
+                for f in tmp_path.glob("*.deps")}
+
     a = run(64)
     objs = {f.name for f in tmp_path.glob("*.o")}
-    assert a[0] == "MISS" and len(objs) == 2  # the step and its GEMM library
+    (step_a, deps_a), = shared_keys().items()
+    assert a[0] == "MISS" and len(objs) == 1 + len(deps_a) >= 3  # entry, tile(s), kernels
     b = run(96)  # same tiles: every N (20, 3, 64 or 96) picks the same tile shapes
     new = {f.name for f in tmp_path.glob("*.o")} - objs
-    assert b[0] == "MISS" and len(new) == 1  # only the second step's own object
+    deps_b = next(d for k, d in shared_keys().items() if k != step_a)
+    reused = {k for k in deps_a & deps_b if f"{k}.o" in objs}
+    assert b[0] == "MISS" and reused  # the GEMM tile objects, at least
+    assert len(new) == 1 + len(deps_b - deps_a)  # its own entry and what differs
     assert run(64) == ["HIT", a[1]]
-    # without its library the step is recompiled, never linked half-way
+    # without its shared objects the step is recompiled, never linked half-way
     for f in objs:
         deps = tmp_path / f.replace(".o", ".deps")
         if not deps.exists():
@@ -114,7 +126,8 @@ def test_steps_with_the_same_gemm_tiles_share_one_library_object(tmp_path):
 # ---------------------------------------------------------------------------------------
 
 def _entries(d: Path) -> tuple[Path, Path, Path]:
-    """(the step's object, its .deps, the GEMM library object) in a one-step cache dir."""
+    """(the step's object, its .deps, one shared object it links: a GEMM tile or a module of
+    kernels) in a one-step cache dir."""
     deps = next(d.glob("*.deps"))
     step = deps.with_suffix(".o")
     lib = next(f for f in d.glob("*.o") if f != step)
@@ -167,7 +180,8 @@ def test_damaged_or_swapped_entry_is_recompiled_and_replaced(how, populated, tmp
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GRAPHC_CACHE_DIR", str(d))
         assert cache.load(step.stem) is not None and cache.load(lib.stem) is not None
-        assert cache.load(step.stem, ".deps") == lib.stem.encode()
+        listed = cache.load(step.stem, ".deps").decode().split()
+        assert lib.stem in listed and all(cache.load(k) is not None for k in listed)
     if how == "swapped_object":
         assert _run(env, 2) == ["HIT", loss]
 
