@@ -70,10 +70,18 @@ def _emit_finite_exit(b: ir.IRBuilder, flag: Node, buf: ir.Value, err: ir.Value,
 _RETURNS = re.compile(r"^\s*ret i32 (\S+)", re.M)
 
 
+_PLAIN = frozenset({int, float, str, bool, type(None)})
+
+
 def _canon(v: Any) -> str | None:
     """An exact text for an attribute value, or None for a value with no such text (the
     kernel is then never shared by key). ``repr`` is not enough: numpy abbreviates large
     arrays, and two constants must not look alike."""
+    t = type(v)
+    if t in _PLAIN:  # the common cases first: asked for every node of every kernel's cone
+        return f"{t.__name__}:{v!r}"
+    if (t is tuple or t is list) and all(type(x) in _PLAIN for x in v):
+        return f"{t.__name__}{v!r}"  # the repr of plain scalars tells their types apart
     if v is None or isinstance(v, (bool, int, float, str)):
         return f"{type(v).__name__}:{v!r}"
     if isinstance(v, (tuple, list)):
