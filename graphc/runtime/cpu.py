@@ -130,7 +130,8 @@ class CPUExecutable(GuardMixin, Runtime):
         # but bind their buffers in another order must not share an object
         layout = "\n".join(["inputs: " + " ".join(n.attrs["name"] for n in graph.inputs),
                              "updates: " + " ".join(s for s, _ in graph.updates)])
-        self.cache_key = cache.key(str(graph) + "\n" + layout, target)
+        with compile_log.current().phase("cache key"):
+            self.cache_key = cache.key(str(graph) + "\n" + layout, target)
         self._target = target
         self._lowering: Lowering | None = None
         self._mod: Any = None
@@ -188,8 +189,9 @@ class CPUExecutable(GuardMixin, Runtime):
             if src.kind in ("hyper", "oflag", "seed", "cell", "onum"):  # 0-d, written in place
                 self.scalar_inputs[i] = np.zeros((), node.dtype.np)
                 self.table[TABLE_FIXED + i] = _ptr(self.scalar_inputs[i])
-        self._init_guard()
-        self._runner = build_runner(self)
+        with compile_log.current().phase("guards and call wrapper"):
+            self._init_guard()
+            self._runner = build_runner(self)
         self.call = self._runner  # callers use the generated wrapper directly
 
     def _set_scratch(self, nbytes: int) -> None:
