@@ -125,11 +125,16 @@ def compile_timed(text: str, cpu: str | None, features: str | None, level: str
 
 
 # -- the worker process's side ------------------------------------------------------------
+_MAX_MESSAGE = 1 << 30  # a module's assembly or object is far smaller
+
+
 def _read(f: BinaryIO) -> Any:
     head = f.read(8)
     if len(head) < 8:
         return None
     (n,) = struct.unpack("<Q", head)
+    if n > _MAX_MESSAGE:
+        raise ValueError(f"compile worker message of {n} bytes: the stream is out of step")
     data = f.read(n)
     if len(data) < n:
         return None

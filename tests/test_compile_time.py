@@ -323,3 +323,30 @@ def test_a_failed_lowering_leaves_no_threads(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(RuntimeError, match="on purpose"):
         step(*_data())
     assert not [t for t in threading.enumerate() if t.name == "graphc-compile-worker"]
+
+
+@pytest.mark.skipif(not compile_worker.enabled(), reason="no compile workers here")
+def test_a_garbled_worker_reply_retires_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    from graphc.codegen import llvm_objects
+
+    for w in compile_worker._pool():
+        w.ensure_ready()
+    real = llvm_objects._read
+    calls = {"n": 0}
+
+    def garbled(f: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            real(f)  # consume the real reply, then report it garbled
+            raise pickle.UnpicklingError("garbled")
+        return real(f)
+
+    monkeypatch.setattr(llvm_objects, "_read", garbled)
+    jobs = [(_TINY, "O3"), (_TINY.replace("@f", "@h"), "O3")]
+    here = [compile_object(t, None, None, lv) for t, lv in jobs]
+    assert compile_worker.compile_all(jobs, None, None) == here
+    monkeypatch.setattr(llvm_objects, "_read", real)
+    assert sum(w.dead for w in compile_worker._workers) >= 1 or len(compile_worker._pool()) == 2
+    assert compile_worker.compile_all(jobs, None, None) == here

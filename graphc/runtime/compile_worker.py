@@ -104,7 +104,10 @@ class Worker:
 
     def _wait_ready(self) -> None:
         if not self.ready:
-            msg = llvm_objects._read(self.proc.stdout)
+            try:
+                msg = llvm_objects._read(self.proc.stdout)
+            except Exception:  # noqa: BLE001 - anything but the greeting: not a worker
+                msg = None
             if msg is None or msg[0] != "ready":
                 self.dead = True
                 raise OSError("compile worker did not start")
@@ -119,7 +122,7 @@ class Worker:
                 self._wait_ready()
                 llvm_objects._write(self.proc.stdin, (text, cpu, features, level))
                 reply = llvm_objects._read(self.proc.stdout)
-            except (OSError, ValueError, EOFError) as e:
+            except Exception as e:  # noqa: BLE001 - a broken pipe, a garbled reply: done with it
                 self.dead = True
                 raise OSError(f"compile worker failed: {e}") from e
             if reply is None:
