@@ -327,6 +327,47 @@ def index_put_(self: Tensor, indices: Any, values: Any, accumulate: bool = False
     return _inplace(self, index_put(self, indices, values, accumulate))
 
 
+# -- unfold (sliding windows) ----------------------------------------------------------------
+def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """``Tensor.unfold``: every window of ``size`` elements along ``dimension``, ``step``
+    apart, as a new last dim (``dimension`` becomes the window count).
+
+    PyTorch returns a strided view; here it is a gather of the window positions (a constant
+    index), so it traces, compiles and differentiates like any indexing (the gradient adds
+    overlapping windows back). The window count must be known when traced: unfolding the
+    symbolic batch dim raises ``NotImplementedError``."""
+    x = as_tensor(self)
+    for name, v in (("size", size), ("step", step)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"unfold(): argument '{name}' must be int, not "
+                            f"{type(v).__name__}")
+    size, step = int(size), int(step)
+    if x.ndim == 0:
+        ax, length = 0, 1
+    else:
+        ax = sh.norm_axis(dimension, x.ndim, "unfold")
+        length = x.shape[ax]
+    if not isinstance(length, int):
+        raise NotImplementedError(
+            f"unfold(): dimension {dimension} has the symbolic size {length} (the batch "
+            "dimension of a compiled step); the window count must be a constant — unfold "
+            "another dimension, or compile with dynamic=False")
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {ax} is {length} but size "
+                           f"is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    n = (length - size) // step + 1
+    pos = (np.arange(n, dtype=np.int64)[:, None] * step
+           + np.arange(size, dtype=np.int64)[None, :])
+    if x.ndim == 0:
+        return x.reshape(1)[:size]
+    win = getitem(x, (slice(None),) * ax + (as_tensor(pos),))  # [..., n, size, ...]
+    return win.movedim(ax + 1, -1)
+
+
 # -- index_select / gather / take_along_dim ------------------------------------------------
 def index_select(x: Tensor, dim: int, index: Any) -> Tensor:
     x = as_tensor(x)
@@ -727,6 +768,7 @@ def install(T: type[Tensor]) -> None:
     T.index_put = index_put
     T.index_put_ = index_put_
     T.index_select = index_select
+    T.unfold = unfold
     T.gather = gather
     T.take_along_dim = take_along_dim
     T.scatter = scatter
@@ -750,7 +792,7 @@ def install(T: type[Tensor]) -> None:
     T.kthvalue = kthvalue
 
 
-__all__ = ["getitem", "setitem", "index_put", "index_put_", "index_select", "gather",
+__all__ = ["getitem", "setitem", "index_put", "index_put_", "index_select", "unfold", "gather",
            "take_along_dim", "scatter", "scatter_add", "scatter_reduce", "index_add",
            "index_copy", "index_fill", "nonzero", "argwhere", "masked_select", "sort",
            "argsort", "msort", "topk", "kthvalue", "SortResult", "TopK", "KthValue"]

@@ -76,6 +76,10 @@ CASES: dict[str, Any] = {
     "index_put_accumulate": lambda x, L: _index_put(x, L, True),
     "index_put_": _index_put_,
     "index_select": lambda x, L: x.index_select(2, L.tensor([4, 0, 0])),
+    "unfold_overlapping": lambda x, L: x.unfold(2, 3, 1),
+    "unfold_strided_negative_dim": lambda x, L: x.unfold(-1, 2, 2),
+    "unfold_whole_dim": lambda x, L: x.unfold(1, 4, 3),
+    "unfold_empty_windows": lambda x, L: x.unfold(2, 0, 2),
     "gather_smaller": lambda x, L: x.gather(2, _data_index(L, x)),
     "take_along_dim": lambda x, L: x.take_along_dim(x.detach().argsort(2), 2),
     "take_along_dim_flat": lambda x, L: (x[:, 0] * 1).take_along_dim(L.tensor([3, 0]), None),
@@ -383,3 +387,31 @@ def test_buffer_assignment_inside_a_compiled_step() -> None:
     np.testing.assert_array_equal(buf.numpy(), [2, 0, 0, 4, 0])
     assert step(np.array([1.0, 2.0, 3.0], np.float32), np.array([1, 2, 4])).item() == 18.0
     np.testing.assert_array_equal(buf.numpy(), [2, 2, 4, 4, 6])
+
+
+def test_unfold_errors_and_0d() -> None:
+    x = gc.tensor(np.arange(5.0, dtype=np.float32))
+    t = torch.arange(5.0)
+    for args in [(0, 6, 1), (0, 2, 0), (0, 2, -1)]:
+        with pytest.raises(RuntimeError) as want:
+            t.unfold(*args)
+        with pytest.raises(RuntimeError) as got:
+            x.unfold(*args)
+        assert str(got.value) == str(want.value)
+    with pytest.raises(IndexError):
+        x.unfold(1, 2, 1)
+    with pytest.raises(TypeError, match="size"):
+        x.unfold(0, 2.0, 1)
+    np.testing.assert_array_equal(gc.tensor(3.0).unfold(0, 1, 1).numpy(),
+                                  torch.tensor(3.0).unfold(0, 1, 1).numpy())
+    with pytest.raises(RuntimeError, match="maximum size"):
+        gc.tensor(3.0).unfold(0, 2, 1)
+
+
+def test_unfold_of_the_batch_dim_when_compiled_says_why() -> None:
+    step = gc.compile(lambda x: x.unfold(0, 2, 1))
+    with pytest.raises(NotImplementedError, match="symbolic"):
+        step(np.zeros((4, 3), np.float32))
+    fixed = gc.compile(lambda x: x.unfold(0, 2, 1), dynamic=False)
+    np.testing.assert_array_equal(fixed(np.arange(12.0, dtype=np.float32).reshape(4, 3)).numpy(),
+                                  torch.arange(12.0).reshape(4, 3).unfold(0, 2, 1).numpy())
