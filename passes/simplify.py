@@ -48,7 +48,7 @@ def _rewrite(b: Builder, n: Node, ins: list[Node]) -> Node:
         return ins[0]
     elif op == "where" and ins[0].op == "const":
         return ins[1] if ins[0].attrs["value"] else ins[2]
-    return b.op(op, ins, **n.attrs)
+    return b.op_like(n, ins)  # no rewrite: the same op over inputs of the same types
 
 
 def simplify(g: Graph) -> Graph:

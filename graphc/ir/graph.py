@@ -123,6 +123,17 @@ class Builder:
 
     # -- core --------------------------------------------------------------------------------
     def op(self, op: str, inputs: Sequence[Node] = (), **attrs: Any) -> Node:
+        return self._make(op, inputs, attrs, None)
+
+    def op_like(self, n: Node, inputs: Sequence[Node]) -> Node:
+        """``n``'s op and attributes over ``inputs`` of the same shapes and dtypes as ``n``'s
+        own: the node's type is ``n``'s, so its shape rule is not run again (a pass that
+        rebuilds every node, ``simplify``, spent half its time re-inferring them). The
+        verifier (``GRAPHC_VERIFY_IR``, on in the tests) still checks every result."""
+        return self._make(n.op, inputs, dict(n.attrs), (n.shape, n.dtype))
+
+    def _make(self, op: str, inputs: Sequence[Node], attrs: dict[str, Any],
+              known: tuple[Any, Any] | None) -> Node:
         inputs = tuple(inputs)
         rg = (op not in ("detach", "input") and is_grad_enabled()
               and any(x.rg for x in inputs) and ops.OP_INFO[op].differentiable)
@@ -136,7 +147,7 @@ class Builder:
             if hit is not None:
                 return hit
         try:
-            shape, dtype = ops.infer(op, inputs, attrs)
+            shape, dtype = ops.infer(op, inputs, attrs) if known is None else known
         except (ops.OpError, sh.ShapeError) as e:
             loc = user_location()
             raise type(e)(f"{e}" + (f" (at {loc})" if loc else "")) from None
