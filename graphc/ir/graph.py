@@ -139,7 +139,11 @@ class Builder:
               and any(x.rg for x in inputs) and ops.OP_INFO[op].differentiable)
         key = None
         if self.intern and op not in ("input", "rand"):
-            fa = tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+            fa = tuple(sorted(attrs.items()))  # keys are unique: only they are compared
+            try:
+                hash(fa)
+            except TypeError:  # a list or dict attribute: its frozen form is the key
+                fa = tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
             if op == "const":
                 fa = fa + (("__v", _scalar_const_key(attrs["value"])),)
             key = (op, tuple(x.id for x in inputs), fa, rg)
