@@ -270,7 +270,7 @@ class Lowering:
         convolution's task, body and offset table) are part of its text, every mention of
         the kernel's name replaced by a placeholder. A kept kernel and its helpers are
         renamed after that text (``k_<label>_<digest>``), so the same kernel gets the same
-        name, and the same object code, in every step (``pieces``)."""
+        name, and the same object code, in every step (``on_kernels``)."""
         self.kernels_emitted += 1
         m = self.module
         prefix = fn.name + "."
@@ -318,7 +318,7 @@ class Lowering:
                     t.get_declaration() for t in m.get_identified_types().values()]
 
     def _parts(self) -> dict[str, Any]:
-        """The module's globals sorted for ``pieces`` and ``_flush_kernels``."""
+        """The module's globals sorted for ``_flush_kernels`` and ``entry_text``."""
         m = self.module
         parts: dict[str, Any] = {"decls": [], "defs": [], "externs": [], "helpers": {},
                                  "entry": ""}
@@ -361,23 +361,6 @@ class Lowering:
         return "\n".join(parts["head"] + parts["defs"] + parts["decls"]
                          + kdecls + [helpers[h] for h in _helpers_used(entry, helpers)]
                          + [entry] + parts["meta"])
-
-    def pieces(self, buckets: int = 4) -> tuple[str, list[str]]:
-        """The module as separately compiled modules: (the entry function, kernel buckets).
-
-        The entry function is straight-line glue compiled at a cheap level; the kernels are
-        split into ``buckets`` modules by their digest, each with its kernels in digest
-        order, so a bucket's text (and object) depends only on which kernels it holds: steps
-        that share kernels share buckets (``graphc.runtime.cpu`` caches them by text), and
-        buckets compile in parallel. (A lowering that streamed its kernels, ``on_kernels``,
-        has them in ``chunks`` instead.)"""
-        parts = self._parts()
-        names = sorted(self._text, key=lambda k: k.rsplit("_", 1)[-1])
-        nb = max(1, min(buckets, len(names)))
-        groups: list[list[str]] = [[] for _ in range(nb)]
-        for k in names:
-            groups[int(k.rsplit("_", 1)[-1], 16) % nb].append(k)
-        return self.entry_text(parts), [self._kernel_module(parts, g) for g in groups if g]
 
     def _flush_kernels(self) -> None:
         """Hand the kernels kept since the last call to ``on_kernels`` as one module."""

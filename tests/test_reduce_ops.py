@@ -10,31 +10,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _op_parity import check_compiled, check_eager
+from _op_parity import np_of as _np
+from _op_parity import outs as _outs
 from _torch import torch
 
 import graphc as gc
-from graphc import nn
 
 RTOL, ATOL = 1e-5, 1e-5
-
-
-def _np(t: Any) -> np.ndarray:
-    return t.detach().numpy() if isinstance(t, torch.Tensor) else np.asarray(t.numpy())
-
-
-def _outs(y: Any) -> list:
-    return list(y) if isinstance(y, (tuple, list)) else [y]
-
-
-def _loss(y: Any) -> Any:
-    """A loss with distinct gradients per element: sum of y * y + y over the float outputs."""
-    total = None
-    for t in _outs(y):
-        if not t.dtype.is_floating_point if isinstance(t, torch.Tensor) else not t.dtype.is_float:
-            continue
-        term = (t * t + t).sum()
-        total = term if total is None else total + term
-    return total
 
 
 def _zeros(m: Any, x: Any) -> Any:
@@ -94,58 +77,17 @@ CASES = [
 ]
 
 
-def _run_eager(f: Any, x: np.ndarray, p: np.ndarray) -> None:
-    tp = torch.tensor(p, requires_grad=True)
-    ty = f(torch, torch.tensor(x) * tp)
-    _loss(ty).backward()
-    gp = gc.tensor(p, requires_grad=True)
-    gy = f(gc, gc.tensor(x) * gp)
-    _loss(gy).backward()
-    assert len(_outs(gy)) == len(_outs(ty))
-    if hasattr(ty, "_fields"):
-        assert gy._fields == ty._fields
-    for a, b in zip(_outs(gy), _outs(ty)):
-        assert tuple(a.shape) == tuple(b.shape)
-        assert str(_np(a).dtype) == str(_np(b).dtype)
-        np.testing.assert_allclose(_np(a), _np(b), rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(_np(gp.grad), _np(tp.grad), rtol=1e-4, atol=1e-5)
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_eager_matches_torch(case: Any) -> None:
     _, shape, f = case
-    rng = np.random.default_rng(0)
-    for batch in (2, 3):
-        x = rng.standard_normal((batch, *shape)).astype(np.float32)
-        p = rng.standard_normal(shape).astype(np.float32)
-        _run_eager(f, x, p)
+    check_eager(f, shape, RTOL, ATOL, 1e-4, 1e-5, dtypes=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_compiled_matches_torch(case: Any) -> None:
     """One compile serving batch sizes 2 and 5: outputs and the parameter's gradient."""
     _, shape, f = case
-    rng = np.random.default_rng(1)
-    p0 = rng.standard_normal(shape).astype(np.float32)
-    param = nn.Parameter(gc.tensor(p0))
-
-    @gc.compile
-    def step(x: Any) -> Any:
-        param.grad = None
-        y = f(gc, x * param)
-        _loss(y).backward()
-        return gc.cat([t.reshape(-1).to(gc.float32) for t in _outs(y)])
-
-    for batch in (2, 5):
-        x = rng.standard_normal((batch, *shape)).astype(np.float32)
-        tp = torch.tensor(p0, requires_grad=True)
-        ty = f(torch, torch.tensor(x) * tp)
-        _loss(ty).backward()
-        got = step(gc.tensor(x))
-        want = torch.cat([t.reshape(-1).to(torch.float32) for t in _outs(ty)])
-        np.testing.assert_allclose(_np(got), _np(want), rtol=RTOL, atol=ATOL)
-        np.testing.assert_allclose(_np(param.grad), _np(tp.grad), rtol=1e-4, atol=1e-4)
-    assert step.compile_count == 1
+    check_compiled(f, shape, RTOL, ATOL)
 
 
 # -- exact zeros, ties, NaN ------------------------------------------------------------------

@@ -8,31 +8,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _op_parity import check_compiled, check_eager
+from _op_parity import loss as _loss
+from _op_parity import np_of as _np
+from _op_parity import outs as _outs
 from _torch import torch
 
 import graphc as gc
 import graphc.nn.functional as F
-from graphc import nn
 
 TF = torch.nn.functional
 RTOL, ATOL = 1e-5, 1e-5
-
-
-def _np(t: Any) -> np.ndarray:
-    return t.detach().numpy() if isinstance(t, torch.Tensor) else np.asarray(t.numpy())
-
-
-def _outs(y: Any) -> list:
-    return list(y) if isinstance(y, (tuple, list)) else [y]
-
-
-def _loss(y: Any) -> Any:
-    """A loss with distinct gradients per element: sum of y * y + y over every output."""
-    total = None
-    for t in _outs(y):
-        term = (t * t + t).sum()
-        total = term if total is None else total + term
-    return total
 
 
 # each case: (id, shape of x without the batch dim, f(module, x)) where module is torch or gc
@@ -91,56 +77,17 @@ CASES = [
 ]
 
 
-def _run_eager(f: Any, x: np.ndarray, p: np.ndarray) -> None:
-    tp = torch.tensor(p, requires_grad=True)
-    ty = f(torch, torch.tensor(x) * tp)
-    _loss(ty).backward()
-    gp = gc.tensor(p, requires_grad=True)
-    gy = f(gc, gc.tensor(x) * gp)
-    _loss(gy).backward()
-    assert type(gy) is not tuple or isinstance(ty, tuple)
-    assert len(_outs(gy)) == len(_outs(ty))
-    for a, b in zip(_outs(gy), _outs(ty)):
-        assert tuple(a.shape) == tuple(b.shape)
-        np.testing.assert_allclose(_np(a), _np(b), rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(_np(gp.grad), _np(tp.grad), rtol=RTOL, atol=ATOL)
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_eager_matches_torch(case: Any) -> None:
     _, shape, f = case
-    rng = np.random.default_rng(0)
-    for batch in (2, 3):
-        x = rng.standard_normal((batch, *shape)).astype(np.float32)
-        p = rng.standard_normal(shape).astype(np.float32)
-        _run_eager(f, x, p)
+    check_eager(f, shape, RTOL, ATOL, RTOL, ATOL)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_compiled_matches_torch(case: Any) -> None:
     """One compile serving batch sizes 2 and 5: outputs and the parameter's gradient."""
     _, shape, f = case
-    rng = np.random.default_rng(1)
-    p0 = rng.standard_normal(shape).astype(np.float32)
-    param = nn.Parameter(gc.tensor(p0))
-
-    @gc.compile
-    def step(x: Any) -> Any:
-        param.grad = None
-        y = f(gc, x * param)
-        _loss(y).backward()
-        return gc.cat([t.reshape(-1) for t in _outs(y)])
-
-    for batch in (2, 5):
-        x = rng.standard_normal((batch, *shape)).astype(np.float32)
-        tp = torch.tensor(p0, requires_grad=True)
-        ty = f(torch, torch.tensor(x) * tp)
-        _loss(ty).backward()
-        got = step(gc.tensor(x))
-        want = torch.cat([t.reshape(-1) for t in _outs(ty)])
-        np.testing.assert_allclose(_np(got), _np(want), rtol=RTOL, atol=ATOL)
-        np.testing.assert_allclose(_np(param.grad), _np(tp.grad), rtol=1e-4, atol=1e-4)
-    assert step.compile_count == 1
+    check_compiled(f, shape, RTOL, ATOL)
 
 
 # -- eager details: dtypes, edge cases, errors -------------------------------------------------

@@ -57,9 +57,6 @@ from .runner import build_runner
 # used last; bounded, as they are on disk as well
 _LIBRARIES: OrderedDict[str, bytes] = OrderedDict()
 _LIBRARIES_MAX_BYTES = 64 << 20
-# kernel buckets per step (``Lowering.pieces``): enough to split the work between two
-# compiling processes evenly, few enough that each module's fixed cost stays small
-_BUCKETS = 4
 
 
 def _remember(k: str, obj: bytes) -> None:
@@ -239,17 +236,9 @@ class CPUExecutable(GuardMixin, Runtime):
                 shared(spec, lambda build=build: str(build()))
 
         try:
-            if self._lowering is None:
-                self._lowering = self._lower(on_kernels=lambda t: shared("kernels|" + t,
-                                                                         lambda: t),
-                                             on_gemm=on_gemm)
-                low = self._lowering
-            else:  # lowered before (a stage was printed): the same modules, not streamed
-                low = self._lowering
-                for t in low.pieces(_BUCKETS)[1]:
-                    shared("kernels|" + t, lambda t=t: t)
-                for r in sorted(low.gemm_requests or (), key=repr):
-                    on_gemm(r)
+            # lowered here, on a cache miss, before anything could ask for a stage
+            low = self._lowering = self._lower(
+                on_kernels=lambda t: shared("kernels|" + t, lambda: t), on_gemm=on_gemm)
             with log.phase("entry module"):
                 entry = batch.submit(low.entry_text(), "fast")
         except BaseException:
