@@ -1,7 +1,7 @@
 """``python -m benchmarks [workload ...] [--threads N] [--blocks K]``
 
 Workloads (``WORKLOADS`` below; all of them when none is named): seed, mlp_small, mlp_large,
-infer, cnn, adam.
+infer, cnn, adam, resnet18 (only the named ones are built and compiled).
 
 Runs each workload in graphc and PyTorch eager side by side in one process: timed blocks
 alternate between the systems, and the table reports medians of per-step times and the ratio
@@ -33,6 +33,8 @@ WORKLOADS = {
     "infer": "mlp_small's forward pass only, under inference_mode",
     "cnn": "two conv (8, 16 channels) + max-pool layers and a Linear, 28x28 images, batch 64",
     "adam": "mlp_small with Adam",
+    "resnet18": "ResNet-18 (BasicBlocks, BatchNorm, widths 16-128), 1x64x64 images, batch 32, "
+                "SGD momentum + weight decay, cosine lr schedule",
 }
 
 
@@ -131,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"reference peak: numpy sgemm 1024^3 = {peak_rate:.1f} GFLOP/s on {a.threads} "
           f"thread(s)")
     t0 = time.perf_counter()
-    wls = [w for w in all_workloads(torch) if not a.workloads or w.name in a.workloads]
+    wls = [w for w in all_workloads(torch, a.workloads)
+           if not a.workloads or w.name in a.workloads]
     missing = sorted(set(a.workloads) - {w.name for w in wls})
     if missing or not wls:  # WORKLOADS lists one that this build cannot make (no Adam?)
         print(f"python -m benchmarks: error: workload: {', '.join(missing) or 'all'} could "

@@ -181,16 +181,59 @@ def cnn(torch: Any, batch: int = 64) -> Workload:
     return Workload("cnn", gfn, tfn, _cnn_flops(batch))
 
 
-def all_workloads(torch: Any) -> list[Workload]:
+def resnet18(torch: Any, batch: int = 32, size: int = 64, t_max: int = 1000) -> Workload:
+    """ResNet-18 (``benchmarks.resnet``: widths 16-32-64-128, one input channel) on
+    ``size`` x ``size`` images; SGD(lr=0.1, momentum=0.9, weight_decay=5e-4) with a
+    CosineAnnealingLR over ``t_max`` steps, stepped after every step as a user's loop does:
+    the scheduler writes ``param_groups[0]["lr"]``, a run-time input of the compiled step (no
+    recompilation), so it runs outside the compiled function in both systems."""
+    from . import resnet
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((batch, resnet.IN_CHANNELS, size, size)).astype(np.float32)
+    Y = rng.integers(0, resnet.NUM_CLASSES, batch).astype(np.int64)
+    gm = resnet.build(nn)
+    gopt = optim.SGD(gm.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+    gsched = optim.lr_scheduler.CosineAnnealingLR(gopt, T_max=t_max)
+    gstep = graphc_train_step(gm, gopt, nn.CrossEntropyLoss(), X, Y)
+
+    def gfn() -> Any:
+        loss = gstep()
+        gsched.step()
+        return loss
+
+    tfn = None
+    if torch is not None:
+        tm = resnet.torch_copy(torch, gm)
+        topt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+        tsched = torch.optim.lr_scheduler.CosineAnnealingLR(topt, T_max=t_max)
+        tstep = torch_train_step(tm, topt, torch.nn.CrossEntropyLoss(), torch.from_numpy(X),
+                                 torch.from_numpy(Y))
+
+        def tfn() -> Any:
+            loss = tstep()
+            tsched.step()
+            return loss
+
+    return Workload("resnet18", gfn, tfn, resnet.flops(batch, size))
+
+
+def all_workloads(torch: Any, only: Any = None) -> list[Workload]:
+    """Every workload, in the order of ``benchmarks.__main__.WORKLOADS``; with ``only`` (a
+    collection of names) just those, so naming one workload does not compile the others
+    (the ResNet alone takes seconds)."""
+    keep = (lambda name: True) if not only else (lambda name: name in only)  # noqa: E731
     sgd_small = lambda o, p: o.SGD(p, lr=1e-3, momentum=0.9, weight_decay=1e-4)  # noqa: E731
-    out = [
-        seed(torch),
-        mlp(torch, "mlp_small", [784, 256, 10], 64, sgd_small),
-        mlp(torch, "mlp_large", [784, 1024, 1024, 10], 256,
-            lambda o, p: o.SGD(p, lr=1e-3, momentum=0.9)),
-        mlp(torch, "infer", [784, 256, 10], 64, sgd_small, train=False),
-        cnn(torch),
+    makers: list[tuple[str, Callable[[], Workload]]] = [
+        ("seed", lambda: seed(torch)),
+        ("mlp_small", lambda: mlp(torch, "mlp_small", [784, 256, 10], 64, sgd_small)),
+        ("mlp_large", lambda: mlp(torch, "mlp_large", [784, 1024, 1024, 10], 256,
+                                  lambda o, p: o.SGD(p, lr=1e-3, momentum=0.9))),
+        ("infer", lambda: mlp(torch, "infer", [784, 256, 10], 64, sgd_small, train=False)),
+        ("cnn", lambda: cnn(torch)),
     ]
     if hasattr(optim, "Adam"):
-        out.append(mlp(torch, "adam", [784, 256, 10], 64, lambda o, p: o.Adam(p, lr=1e-3)))
-    return out
+        makers.append(("adam", lambda: mlp(torch, "adam", [784, 256, 10], 64,
+                                           lambda o, p: o.Adam(p, lr=1e-3))))
+    makers.append(("resnet18", lambda: resnet18(torch)))
+    return [make() for name, make in makers if keep(name)]

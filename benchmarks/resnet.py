@@ -1,0 +1,141 @@
+"""A torchvision-style ResNet-18, built from the same code in graphc and in PyTorch.
+
+``build(nn, ...)`` takes a module namespace (``graphc.nn`` or ``torch.nn``) and returns the
+network, so both systems run literally the same architecture: BasicBlocks (3x3 conv - BN -
+ReLU - 3x3 conv - BN, plus the identity or a stride-2 1x1 conv - BN downsample, then ReLU), two
+blocks per stage, a 3x3 stem and no max-pool (small single-channel images), global average
+pooling, ``Flatten`` and a ``Linear`` head. Convolutions have no bias (BatchNorm follows) and
+are initialised like torchvision's (Kaiming normal, fan-out), BatchNorm with weight 1 and bias
+0; the PyTorch copy then loads the graphc weights through ``state_dict`` (same key names), so
+the two start from identical values.
+
+Shared by the ``resnet18`` benchmark workload, ``benchmarks.conv_shapes`` (which convolution
+shapes the net runs) and ``tests/test_resnet.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+WIDTHS = (16, 32, 64, 128)
+BLOCKS = (2, 2, 2, 2)
+IN_CHANNELS = 1
+NUM_CLASSES = 10
+
+
+def build(nn: Any, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, ...] = BLOCKS,
+          in_channels: int = IN_CHANNELS, num_classes: int = NUM_CLASSES) -> Any:
+    """The ResNet in the module library ``nn`` (``graphc.nn`` or ``torch.nn``), initialised
+    with that library's random generator (seed it first for reproducible weights)."""
+
+    class BasicBlock(nn.Module):
+        expansion = 1
+
+        def __init__(self, inplanes: int, planes: int, stride: int = 1,
+                     downsample: Any = None) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(inplanes, planes, 3, stride=stride, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = nn.Conv2d(planes, planes, 3, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.downsample = downsample
+
+        def forward(self, x: Any) -> Any:
+            identity = x
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            if self.downsample is not None:
+                identity = self.downsample(x)
+            out += identity
+            return self.relu(out)
+
+    class ResNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inplanes = widths[0]
+            self.conv1 = nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(widths[0])
+            self.relu = nn.ReLU(inplace=True)
+            for i, (w, n) in enumerate(zip(widths, blocks, strict=True)):
+                setattr(self, f"layer{i + 1}", self._make_layer(w, n, 1 if i == 0 else 2))
+            self.avgpool = nn.AdaptiveAvgPool2d(1)
+            self.flatten = nn.Flatten()
+            self.fc = nn.Linear(widths[-1], num_classes)
+            for m in self.modules():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                elif isinstance(m, nn.BatchNorm2d):
+                    nn.init.ones_(m.weight)
+                    nn.init.zeros_(m.bias)
+
+        def _make_layer(self, planes: int, n: int, stride: int) -> Any:
+            downsample = None
+            if stride != 1 or self.inplanes != planes:
+                downsample = nn.Sequential(
+                    nn.Conv2d(self.inplanes, planes, 1, stride=stride, bias=False),
+                    nn.BatchNorm2d(planes))
+            layers = [BasicBlock(self.inplanes, planes, stride, downsample)]
+            self.inplanes = planes
+            layers += [BasicBlock(planes, planes) for _ in range(1, n)]
+            return nn.Sequential(*layers)
+
+        def forward(self, x: Any) -> Any:
+            x = self.relu(self.bn1(self.conv1(x)))
+            for i in range(len(widths)):
+                x = getattr(self, f"layer{i + 1}")(x)
+            return self.fc(self.flatten(self.avgpool(x)))
+
+    return ResNet()
+
+
+def torch_copy(torch: Any, gmodel: Any, **kwargs: Any) -> Any:
+    """The PyTorch twin of a graphc ResNet from ``build``: same architecture (same keyword
+    arguments), the graphc weights and buffers loaded through ``state_dict``."""
+    tm = build(torch.nn, **kwargs)
+    tm.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in
+                        gmodel.state_dict().items()})
+    return tm
+
+
+def conv_shapes(size: int, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, ...] = BLOCKS,
+                in_channels: int = IN_CHANNELS) -> list[tuple[int, int, int, int, int, int, int]]:
+    """Every convolution the net runs on ``size`` x ``size`` inputs, in forward order:
+    ``(in_channels, out_channels, height, width, kernel, stride, padding)`` of its input,
+    repeats included (``flops`` counts each)."""
+    out = [(in_channels, widths[0], size, size, 3, 1, 1)]
+    cin, hw = widths[0], size
+    for i, (w, n) in enumerate(zip(widths, blocks, strict=True)):
+        stride = 1 if i == 0 else 2
+        for b in range(n):
+            s = stride if b == 0 else 1
+            out.append((cin, w, hw, hw, 3, s, 1))
+            ohw = (hw + 2 - 3) // s + 1
+            out.append((w, w, ohw, ohw, 3, 1, 1))
+            if b == 0 and (s != 1 or cin != w):
+                out.append((cin, w, hw, hw, 1, s, 0))
+            cin, hw = w, ohw
+    return out
+
+
+def conv_macs(shape: tuple[int, int, int, int, int, int, int]) -> int:
+    """Multiply-accumulates of one image through one convolution ``shape``."""
+    cin, cout, h, w, k, s, p = shape
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    return cin * cout * k * k * oh * ow
+
+
+def flops(batch: int, size: int, widths: tuple[int, ...] = WIDTHS,
+          blocks: tuple[int, ...] = BLOCKS, in_channels: int = IN_CHANNELS,
+          num_classes: int = NUM_CLASSES) -> float:
+    """FLOPs of one training step, counted as for the other workloads: 2 per multiply-add in
+    the forward pass, 2 for each weight gradient and 2 for each input gradient, of the
+    convolutions and the Linear head; the stem's input (the images) needs no gradient.
+    BatchNorm, ReLU, pooling, the loss and the optimizer are left out (a few percent)."""
+    convs = conv_shapes(size, widths, blocks, in_channels)
+    macs = [conv_macs(c) for c in convs]
+    head = widths[-1] * num_classes
+    per_image = 2 * (sum(macs) + head) + 2 * (sum(macs) + head) + 2 * (sum(macs[1:]) + head)
+    return float(batch * per_image)
