@@ -26,7 +26,12 @@ GEOMS = [
     (4, 6, 9, 8, (3, 3), 2, 1, 1, 2),  # stride 2: phase grids (forward, weight grad)
     (2, 4, 11, 19, (5, 3), 3, (2, 1), (1, 2), 1),  # stride 3, mixed dilation
     (6, 9, 8, 8, (3, 3), 1, 1, 1, 3),  # ragged tiles (3 rows per group)
-    (3, 4, 10, 9, (3, 3), (2, 1), 1, 1, 1),  # unequal strides: direct loops
+    (3, 4, 10, 9, (3, 3), (2, 1), 1, 1, 1),  # unequal strides: direct loops (forward)
+    (16, 32, 16, 16, (3, 3), 2, 1, 1, 1),  # ResNet downsampling: two vectors per phase row
+    (16, 32, 16, 16, (1, 1), 2, 0, 1, 1),  # 1x1 at stride 2: three phases no tap reaches
+    (3, 5, 12, 11, (2, 4), (3, 2), (0, 3), (2, 1), 1),  # phases of unequal sizes and taps
+    (4, 6, 7, 7, (3, 3), 2, 0, 1, 2),  # odd sizes, no padding: the last row's taps ragged
+    (2, 3, 5, 21, (3, 3), 4, 4, 1, 1),  # stride past the kernel: phases without taps
 ]
 
 
@@ -76,7 +81,8 @@ def test_conv_kernels_match_torch(geom: tuple, dtype: Any) -> None:
 
 def test_fast_path_coverage() -> None:
     """Which ops take the implicit GEMM: every stride-1 op, strided forward and weight
-    gradient with equal strides; the strided input gradient keeps the direct loops."""
+    gradient with equal strides; the strided input gradient takes one stride-1 GEMM per
+    phase (``strided_igrad``)."""
     from graphc.ir import Builder
     from graphc.ir import dtypes as dt
 
@@ -90,6 +96,7 @@ def test_fast_path_coverage() -> None:
         dw = g.op("conv2d_weight_grad", [x, y], weight_shape=(6, 2, 3, 3), **a)
         got = tuple(conv_lowering.problem(n, True) is not None for n in (y, dx, dw))
         assert got == fast, stride
+        assert (conv_lowering.strided_igrad(dx, True) is not None) == (stride > 1)
 
 
 @pytest.mark.parametrize("pool", [dict(kernel=(2, 2), stride=(2, 2)),
