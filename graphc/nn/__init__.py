@@ -47,6 +47,7 @@ from .loss import (
     TripletMarginLoss,
 )
 from .module import Module, Parameter
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .transformer import (
     Bilinear,
     GroupNorm,
@@ -73,6 +74,7 @@ __all__ = [
     "BCELoss", "KLDivLoss", "HuberLoss", "CosineEmbeddingLoss", "MarginRankingLoss",
     "HingeEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss",
     "SoftMarginLoss", "MultiLabelSoftMarginLoss", "CTCLoss",
+    "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

@@ -14,11 +14,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .. import _context
-from ..autograd import no_grad
-from ..tensor import Tensor
+from ... import _context
+from ...autograd import no_grad
+from ...tensor import Tensor
+from . import rnn
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "rnn"]
 
 
 def _as_list(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:

@@ -1,0 +1,184 @@
+"""Functional recurrent layers: the cell steps of RNN/LSTM/GRU and the time recurrence.
+
+Why this shape: every recurrent layer here is "one matmul for the input projection of all time
+steps, then a loop that only does the hidden-state GEMM and the gates" (cuDNN's split). The loop
+lives in exactly one function, :func:`recurrence`; today it is a Python loop over the time axis,
+so eagerly it runs step by step and under tracing it unrolls (a compiled step is specialised on
+the sequence length). When the IR gets a loop node, ``recurrence`` is the one place to swap for
+it: the steps passed to it are pure functions of ``(x_t, state)`` and the weights they close over.
+
+Gate layouts are PyTorch's (LSTM ``i, f, g, o``; GRU ``r, z, n`` with
+``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``), so a PyTorch ``state_dict`` loads unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .. import _context
+from .. import tensor_ops as T
+from ..ir import shapes as sh
+from ..tensor import Tensor
+from . import functional as F
+
+State = tuple[Tensor, ...]
+Step = Callable[[Tensor, State], tuple[Tensor, State]]
+
+
+def _static_length(xs: Tensor) -> int:
+    """The number of time steps, which must be a fixed number while the loop is unrolled."""
+    n = sh.dim(xs.shape[0])
+    if not isinstance(n, int):
+        raise NotImplementedError(
+            f"recurrent layer over a time dimension of symbolic size {sh.fmt_dim(n)}: a "
+            "compiled step unrolls the recurrence, so the sequence length must be fixed. With "
+            "batch_first=False the time axis is the first dimension, which gc.compile makes "
+            "symbolic by default; compile with gc.compile(fn, dynamic={arg: (1,)}) (the batch "
+            "axis) or use batch_first=True")
+    if n <= 0:
+        raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+    return n
+
+
+def recurrence(step: Step, xs: Tensor, state0: State, reverse: bool = False,
+               mask: Tensor | None = None) -> tuple[Tensor, State]:
+    """Run ``step`` along the time axis (dim 0) of ``xs`` from ``state0``.
+
+    ``step(x_t, state) -> (out_t, new_state)``. Returns the outputs stacked in time order
+    (``[T, ...]``) and the final state. ``reverse`` walks from the last step to the first (the
+    backward direction of a bidirectional layer; outputs still come back in time order).
+    ``mask`` (``[T, B, 1]`` bool, optional) marks the valid steps of each batch row (packed
+    sequences): where it is False the state is carried unchanged and the output is zero, so a
+    row's final state is the one after its own last step, and the reverse direction of a row
+    starts at its own end.
+
+    This is the only time loop of the recurrent layers (see the module docstring): a Python loop
+    today, the IR loop node's place later.
+    """
+    n = _static_length(xs)
+    outs: list[Tensor | None] = [None] * n
+    state = state0
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        out, new = step(xs[t], state)
+        if mask is not None:
+            m = mask[t]
+            new = tuple(T.where(m, a, b) for a, b in zip(new, state, strict=True))
+            out = T.where(m, out, 0.0)
+        outs[t] = out
+        state = new
+    return T.stack(outs, 0), state
+
+
+# ---------------------------------------------------------------------------------------------
+# One time step of each cell, given the precomputed input projection ``gi = x W_ih^T + b_ih``.
+
+def rnn_step(w_hh: Tensor, b_hh: Tensor | None, nonlinearity: str) -> Step:
+    """Elman step: ``h' = act(gi + h W_hh^T + b_hh)``."""
+    act = F.tanh if nonlinearity == "tanh" else F.relu
+
+    def step(gi: Tensor, state: State) -> tuple[Tensor, State]:
+        h = act(gi + F.linear(state[0], w_hh, b_hh))
+        return h, (h,)
+
+    return step
+
+
+def lstm_step(w_hh: Tensor, b_hh: Tensor | None, w_hr: Tensor | None = None) -> Step:
+    """LSTM step (gates ``i, f, g, o``); with ``w_hr`` the hidden state is projected
+    (``h' = (o * tanh(c')) W_hr^T``, PyTorch's ``proj_size``)."""
+
+    def step(gi: Tensor, state: State) -> tuple[Tensor, State]:
+        h, c = state
+        gates = gi + F.linear(h, w_hh, b_hh)
+        i, f, g, o = gates.chunk(4, -1)
+        c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        h2 = o.sigmoid() * c2.tanh()
+        if w_hr is not None:
+            h2 = F.linear(h2, w_hr)
+        return h2, (h2, c2)
+
+    return step
+
+
+def gru_step(w_hh: Tensor, b_hh: Tensor | None) -> Step:
+    """GRU step (gates ``r, z, n``): the reset gate scales ``W_hn h + b_hn`` (PyTorch's and
+    cuDNN's form, not the original paper's ``W_hn (r * h)``)."""
+
+    def step(gi: Tensor, state: State) -> tuple[Tensor, State]:
+        h = state[0]
+        gh = F.linear(h, w_hh, b_hh)
+        i_r, i_z, i_n = gi.chunk(3, -1)
+        h_r, h_z, h_n = gh.chunk(3, -1)
+        r = (i_r + h_r).sigmoid()
+        z = (i_z + h_z).sigmoid()
+        n = (i_n + r * h_n).tanh()
+        h2 = n + z * (h - n)
+        return h2, (h2,)
+
+    return step
+
+
+def make_step(mode: str, weights: Sequence[Tensor | None]) -> Step:
+    """The step of ``mode`` (``RNN_TANH``, ``RNN_RELU``, ``LSTM``, ``GRU``) from one layer and
+    direction's ``(w_ih, w_hh, b_ih, b_hh, w_hr)``."""
+    _, w_hh, _, b_hh, w_hr = weights
+    if mode == "LSTM":
+        return lstm_step(w_hh, b_hh, w_hr)
+    if mode == "GRU":
+        return gru_step(w_hh, b_hh)
+    return rnn_step(w_hh, b_hh, "tanh" if mode == "RNN_TANH" else "relu")
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole layers
+
+def rnn_layer(mode: str, x: Tensor, state0: State, weights: Sequence[Tensor | None],
+              reverse: bool = False, mask: Tensor | None = None) -> tuple[Tensor, State]:
+    """One layer and direction over ``x`` (``[T, B, I]``): the input projection of every time
+    step as one matmul (``[T, B, G]``), then the recurrence over the hidden-state GEMM."""
+    w_ih, _, b_ih, _, _ = weights
+    gi = F.linear(x, w_ih, b_ih)
+    return recurrence(make_step(mode, weights), gi, state0, reverse, mask)
+
+
+def rnn_forward(mode: str, x: Tensor, hx: State, weights: Sequence[Sequence[Tensor | None]],
+                num_layers: int, bidirectional: bool, dropout: float, training: bool,
+                mask: Tensor | None = None) -> tuple[Tensor, State]:
+    """A stacked (and optionally bidirectional) recurrent network, PyTorch's ``_VF.rnn_*``.
+
+    ``x``: ``[T, B, I]`` (time first). ``hx``: the initial states, each ``[L*D, B, *]`` (``(h,)``
+    or ``(h, c)``). ``weights[layer * D + direction]`` = ``(w_ih, w_hh, b_ih, b_hh, w_hr)``.
+    Dropout is applied to every layer's output except the last, in training mode only.
+    Returns the last layer's output ``[T, B, D*H_out]`` and the final states stacked as ``hx``.
+    """
+    dirs = 2 if bidirectional else 1
+    finals: list[State] = []
+    layer_in = x
+    for layer in range(num_layers):
+        outs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            state0 = tuple(s[k] for s in hx)
+            out, state = rnn_layer(mode, layer_in, state0, weights[k], reverse=d == 1, mask=mask)
+            outs.append(out)
+            finals.append(state)
+        layer_in = outs[0] if dirs == 1 else T.cat(outs, -1)
+        if dropout > 0 and training and layer < num_layers - 1:
+            layer_in = F.dropout(layer_in, dropout, True)
+    return layer_in, tuple(T.stack([f[i] for f in finals], 0) for i in range(len(hx)))
+
+
+def rnn_cell(mode: str, x: Tensor, state: State, w_ih: Tensor, w_hh: Tensor,
+             b_ih: Tensor | None, b_hh: Tensor | None) -> State:
+    """One step of a cell module (``RNNCell``/``LSTMCell``/``GRUCell``) on ``[B, I]``."""
+    step = make_step(mode, (w_ih, w_hh, b_ih, b_hh, None))
+    return step(F.linear(x, w_ih, b_ih), state)[1]
+
+
+def tracing() -> bool:
+    """Whether a compiled step is being traced (packed sequences are eager-only)."""
+    return _context.current() is not None
+
+
+__all__ = ["recurrence", "rnn_step", "lstm_step", "gru_step", "make_step", "rnn_layer",
+           "rnn_forward", "rnn_cell", "tracing"]
