@@ -43,6 +43,7 @@ kernel family, registered in ``codegen.kernels`` with this module's ``workspace_
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -201,6 +202,12 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
         return 0 if sp is None else _strided_igrad_workspace(sp, it, wide)
     if n.op == "conv2d_weight_grad":
         return align(sh.dim(n.inputs[0].shape[0] * align(p.grid_elems * it))) + ALIGN
+    wg = winograd(n, wide)
+    if wg is not None:  # the implicit GEMM's too: the Winograd kernel may fall back to it
+        t = pick_tile(p.M, p.OH * p.qv, wide)
+        mp = -(-p.M // t.rm) * t.rm
+        return max(_wino_workspace(wg, it, wide),
+                   align(p.G * p.K * mp * it) + 2 * align(p.grid_elems * it) + ALIGN)
     t = pick_tile(p.M, p.OH * p.qv, wide)
     mp = -(-p.M // t.rm) * t.rm
     return align(p.G * p.K * mp * it) + 2 * align(p.grid_elems * it) + ALIGN
@@ -929,6 +936,324 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
     task.finish()
 
 
+
+# ---------------------------------------------------------------------------------------
+# Winograd F(2x2, 3x3): 3x3 stride-1 convolutions at 16 multiplies per 2x2 outputs
+# ---------------------------------------------------------------------------------------
+_BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
+_G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
+_AT = ((1, 1, 1, 0), (0, 1, -1, -1))
+# bytes of transformed input a block of tiles may take (the block's V and M stay in L2)
+WINO_BLOCK_BYTES = 96 * 1024
+# GRAPHC_CONV_WINOGRAD=0 keeps every convolution on the implicit GEMM (to compare the two;
+# read once: the CPU backend puts it in its cache key, like ``lower.LOOP_GROUPS``)
+WINOGRAD = os.environ.get("GRAPHC_CONV_WINOGRAD", "1") != "0"
+
+
+@dataclass(frozen=True)
+class Wino:
+    """A 3x3, stride-1, undilated, ungrouped convolution (forward, or the input gradient
+    seen as one) as Lavin & Gray's F(2x2, 3x3): each 4x4 input tile ``d`` becomes
+    ``V = B^T d B``, each 3x3 filter ``U = G g G^T``, the 16 positions of the transformed
+    tiles are 16 GEMMs ``M[xi] = U[xi] V[xi]`` over the source channels, and each
+    ``A^T M A`` is a 2x2 block of outputs: 16 multiply-adds per 2x2 outputs and source
+    channel instead of 36 (2.25x fewer), for a few additions in the transforms.
+
+    Vector lanes run over tiles along a row, so the input tiles are read from the 2x2 phase
+    grids of ``_build_grid`` (tile element ``(r, c)`` of consecutive tiles is contiguous in
+    phase ``(r % 2, c % 2)``). Tiles are taken in blocks that keep their V and M in L2.
+    Attribute names follow ``Problem`` where ``_build_grid`` reads them."""
+
+    M: int  # result channels
+    S: int  # source channels
+    H: int
+    W: int
+    ph: int
+    pw: int
+    OH: int
+    OW: int
+    lanes: int
+    flip: bool  # the input gradient: g[m, s] = W[s, m, 2 - kh, 2 - kw]
+    s: int = 2
+
+    @property
+    def TH(self) -> int:  # noqa: N802 - tile rows
+        return -(-self.OH // 2)
+
+    @property
+    def TW(self) -> int:  # noqa: N802
+        return -(-self.OW // 2)
+
+    @property
+    def qv(self) -> int:
+        return -(-self.TW // self.lanes)
+
+    @property
+    def Q(self) -> int:  # noqa: N802 - tile vectors per image
+        return self.TH * self.qv
+
+    @property
+    def hg(self) -> int:
+        return self.TH + 1
+
+    @property
+    def wg(self) -> int:
+        return self.TW + 1
+
+    @property
+    def phase_elems(self) -> int:
+        return self.S * self.hg * self.wg
+
+    @property
+    def grid_elems(self) -> int:
+        return 4 * self.phase_elems + 2 * self.lanes
+
+    def tile(self, wide: bool) -> Tile:
+        return pick_tile(self.M, min(self.Q, self._qb0(wide)), wide)
+
+    def _qb0(self, wide: bool) -> int:
+        return max(1, WINO_BLOCK_BYTES // (16 * self.S * self.lanes * 4))
+
+    def block(self, wide: bool) -> int:
+        """Tile vectors per block: a multiple of the GEMM tile's, at most what the image has."""
+        nv = self.tile(wide).nv
+        qb = max(nv, self._qb0(wide) // nv * nv)
+        return min(qb, -(-self.Q // nv) * nv)
+
+    def mp(self, wide: bool) -> int:
+        rm = self.tile(wide).rm
+        return -(-self.M // rm) * rm
+
+
+def winograd(n: Node, wide: bool) -> Wino | None:
+    """The F(2x2, 3x3) view of conv node ``n``, or None where it does not apply or would
+    not pay: rows of fewer than one vector of tiles (the lanes past them are wasted work)."""
+    p = problem(n, wide)
+    if (p is None or n.op == "conv2d_weight_grad" or p.G != 1 or (p.KH, p.KW) != (3, 3)
+            or (p.dh, p.dw, p.s) != (1, 1, 1)):
+        return None
+    w = Wino(p.M, p.S, p.H, p.W, p.ph, p.pw, p.OH, p.OW, p.lanes,
+             n.op == "conv2d_input_grad")
+    if w.TW < w.lanes or not WINOGRAD:
+        return None
+    return w
+
+
+def _wino_workspace(w: Wino, it: int, wide: bool) -> int:
+    qb, mp = w.block(wide), w.mp(wide)
+    per_part = (align(w.grid_elems * it) + align(16 * w.S * qb * w.lanes * it)
+                + align(16 * mp * qb * w.lanes * it))
+    return align(16 * w.S * mp * it) + 2 * per_part + ALIGN
+
+
+def _emit_winograd(k: Any, w: Wino) -> bool:
+    n = k.node
+    b = k.b
+    elt = mem_type(n.dtype)
+    src_node, w_node = n.inputs
+    ops = _operand(k, src_node), _operand(k, w_node)
+    if ops[0] is None or ops[1] is None:
+        return False
+    (src, sst), (wp, wst) = ops
+    it = n.dtype.itemsize
+    wide = k.L.wide
+    qb, mp = w.block(wide), w.mp(wide)
+    upack = _carve(b, k.work, 0, elt)
+    off = align(16 * w.S * mp * it)
+    parts = []
+    for _ in range(2):
+        grid = _carve(b, k.work, off, elt)
+        off += align(w.grid_elems * it)
+        vbuf = _carve(b, k.work, off, elt)
+        off += align(16 * w.S * qb * w.lanes * it)
+        mbuf = _carve(b, k.work, off, elt)
+        off += align(16 * mp * qb * w.lanes * it)
+        parts.append((grid, vbuf, mbuf))
+
+    # U[xi][s][m] = (G g G^T)[xi] for g the 3x3 filter from source channel s to result m
+    _zero_fill(b, upack, 16 * w.S * mp, elt)
+    with for_range(b, i64(0), i64(w.M), name="um") as m:
+        with for_range(b, i64(0), i64(w.S), name="us") as s:
+            o, c = (s, m) if w.flip else (m, s)
+            g = []
+            for kh in range(3):
+                row = []
+                for kw in range(3):
+                    fh, fw = (2 - kh, 2 - kw) if w.flip else (kh, kw)
+                    wi = _add(b, _mul(b, o, wst[0]), _mul(b, c, wst[1]), _mul(b, i64(fh), wst[2]),
+                              _mul(b, i64(fw), wst[3]))
+                    row.append(b.load(_gep(b, wp, wi)))
+                g.append(row)
+            gg = [[_lin(b, elt, _G[i], [g[r][j] for r in range(3)]) for j in range(3)]
+                  for i in range(4)]
+            for i in range(4):
+                for j in range(4):
+                    u = _lin(b, elt, _G[j], gg[i])
+                    dst = _add(b, _mul(b, _add(b, _mul(b, i64(i * 4 + j), w.S), s), mp), m)
+                    b.store(u, _gep(b, upack, dst))
+
+    nimg = k.sym(n.shape[0])
+    flat = [x for part in parts for x in part]
+    task = _Task(k, "wino", [src, *sst, upack, *flat, k.out, nimg])
+    _wino_images(task, w, elt, task[src], [task[x] for x in sst], task[upack],
+                 [tuple(task[x] for x in part) for part in parts], task[k.out], task[nimg])
+    macs = b.mul(nimg, i64(16 * w.M * w.S * w.TH * w.TW))
+    task.dispatch(b.and_(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)),
+                         b.icmp_signed(">=", nimg, i64(2))))
+    return True
+
+
+def _lin(b: ir.IRBuilder, elt: ir.Type, coef: tuple, xs: list[ir.Value]) -> ir.Value:
+    """``sum coef[i] * xs[i]`` with the zero terms left out and +-1 as adds/subtractions."""
+    out = None
+    for c, x in zip(coef, xs):
+        if c == 0:
+            continue
+        if c not in (1, -1):
+            x = b.fmul(x, ir.Constant(x.type, _splat_const(x.type, float(c))))
+            c = 1
+        if out is None:
+            out = x if c == 1 else b.fsub(ir.Constant(x.type, _splat_const(x.type, 0.0)), x)
+        else:
+            out = b.fadd(out, x) if c == 1 else b.fsub(out, x)
+    assert out is not None
+    return out
+
+
+def _splat_const(t: ir.Type, v: float) -> Any:
+    return [v] * t.count if isinstance(t, ir.VectorType) else v
+
+
+def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir.Value],
+                 upack: ir.Value, parts: list[tuple], out: ir.Value, nimg: ir.Value) -> None:
+    """The task body: this part's images; per image the phase grids, then per block of
+    tiles the input transform, the 16 GEMMs and the output transform."""
+    b = task.b
+    wide = task.k.L.wide
+    t = w.tile(wide)
+    qb, mp = w.block(wide), w.mp(wide)
+    L = w.lanes
+    vec = _V(b, task.k.L.module, elt, L)
+    lo, hi = task.split(nimg)
+    grid, vbuf, mbuf = (b.select(task.first, x0, x1) for x0, x1 in zip(*parts))
+    accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+    nblocks = -(-w.Q // qb)
+    inter = ir.Constant(ir.VectorType(I32, 2 * L), [x for i in range(L) for x in (i, L + i)])
+    halves = [ir.Constant(ir.VectorType(I32, L), list(range(h * L, (h + 1) * L)))
+              for h in range(2)]
+    undef2 = ir.Constant(ir.VectorType(elt, 2 * L), ir.Undefined)
+    tail = w.OW - 2 * (w.qv - 1) * L  # columns in a row's last vector pair
+    with b.if_then(b.icmp_signed("<", lo, hi)):
+        _zero_fill(b, grid, w.grid_elems, elt)
+        with for_range(b, lo, hi, name="img") as nb:
+            _build_grid(b, w, grid, src, sst, nb, i64(0))
+            with for_range(b, i64(0), i64(nblocks), name="blk") as bi:
+                q0 = _mul(b, bi, qb)
+                left = b.sub(i64(w.Q), q0)
+                qn = b.select(b.icmp_signed("<", left, i64(qb)), left, i64(qb))
+                # input transform: V[xi][s][qq] = (B^T d B)[xi] for the block's tiles
+                with for_range(b, i64(0), i64(w.S), name="vs") as s:
+                    with for_range(b, i64(0), qn, name="vq") as qq:
+                        q = _add(b, q0, qq)
+                        th, vr = b.udiv(q, i64(w.qv)), b.urem(q, i64(w.qv))
+                        base = _add(b, _mul(b, s, w.hg * w.wg), _mul(b, th, w.wg),
+                                    _mul(b, vr, L))
+                        d = [[vec.load(_gep(b, grid, _add(b, base, i64(
+                            ((r % 2) * 2 + c % 2) * w.phase_elems + (r // 2) * w.wg + c // 2))))
+                              for c in range(4)] for r in range(4)]
+                        tmp = [[_lin(b, elt, _BT[j], d[r]) for j in range(4)] for r in range(4)]
+                        for i in range(4):
+                            for j in range(4):
+                                v = _lin(b, elt, _BT[i], [tmp[r][j] for r in range(4)])
+                                dst = _mul(b, _add(b, _mul(b, _add(b, _mul(b, i64(i * 4 + j),
+                                                                         w.S), s), qb), qq), L)
+                                b.store(v, b.bitcast(_gep(b, vbuf, dst), vec.vt.as_pointer()),
+                                        align=ALIGN if L * 4 >= ALIGN else 4)
+                # the 16 GEMMs: M[xi][m][qq] = sum_s U[xi][s][m] * V[xi][s][qq]
+                nqt = b.udiv(_add(b, qn, i64(t.nv - 1)), i64(t.nv))
+                with for_range(b, i64(0), i64(16), name="xi") as xi:
+                    ub = _gep(b, upack, _mul(b, xi, w.S * mp))
+                    vb = _gep(b, vbuf, _mul(b, xi, w.S * qb * L))
+                    mb = _gep(b, mbuf, _mul(b, xi, mp * qb * L))
+                    with for_range(b, i64(0), i64(mp // t.rm), name="wmt") as mi:
+                        m0 = _mul(b, mi, t.rm)
+                        with for_range(b, i64(0), nqt, name="wqt") as qi:
+                            qs = []
+                            for v in range(t.nv):
+                                qq = _add(b, _mul(b, qi, t.nv), i64(v))
+                                qs.append(qq)
+                            last = b.sub(qn, i64(1))
+                            starts = [_gep(b, vb, _mul(b, b.select(
+                                b.icmp_signed("<", qq, qn), qq, last), L)) for qq in qs]
+                            for row in accs:
+                                for acc in row:
+                                    b.store(vec.zero, acc)
+                            with for_range(b, i64(0), i64(w.S), name="ws") as s:
+                                so = _mul(b, s, qb * L)
+                                bvs = [vec.load(_gep(b, st, so)) for st in starts]
+                                arow = _gep(b, ub, _add(b, _mul(b, s, mp), m0))
+                                for i in range(t.rm):
+                                    av = vec.splat(b.load(_gep(b, arow, i64(i))))
+                                    for v in range(t.nv):
+                                        b.store(b.call(vec.fma, [av, bvs[v], b.load(accs[i][v])]),
+                                                accs[i][v])
+                            for v, qq in enumerate(qs):
+                                with b.if_then(b.icmp_signed("<", qq, qn)):
+                                    for i in range(t.rm):
+                                        dst = _mul(b, _add(b, _mul(b, _add(b, m0, i64(i)), qb),
+                                                           qq), L)
+                                        b.store(b.load(accs[i][v]), b.bitcast(
+                                            _gep(b, mb, dst), vec.vt.as_pointer()), align=4)
+                # output transform: the 2x2 block A^T M A of each tile, rows interleaved
+                with for_range(b, i64(0), i64(w.M), name="om") as m:
+                    ch = _add(b, _mul(b, nb, w.M), m)
+                    with for_range(b, i64(0), qn, name="oq") as qq:
+                        mv = [vec.load(_gep(b, mbuf, _mul(b, _add(b, _mul(b, _add(
+                            b, _mul(b, i64(xi), mp), m), qb), qq), L))) for xi in range(16)]
+                        tm = [[_lin(b, elt, _AT[i], [mv[r * 4 + c] for r in range(4)])
+                               for c in range(4)] for i in range(2)]
+                        y = [[_lin(b, elt, _AT[j], tm[i]) for j in range(2)] for i in range(2)]
+                        q = _add(b, q0, qq)
+                        th, vr = b.udiv(q, i64(w.qv)), b.urem(q, i64(w.qv))
+                        col = _mul(b, vr, 2 * L)
+                        for a in range(2):
+                            oh = _add(b, _mul(b, th, 2), i64(a))
+                            both = b.shuffle_vector(y[a][0], y[a][1], inter)
+                            vals = [b.shuffle_vector(both, undef2, hv) for hv in halves]
+                            row = _gep(b, out, _add(b, _mul(b, ch, w.OH * w.OW),
+                                                    _mul(b, oh, w.OW), col))
+                            dsts = [row, _gep(b, row, i64(L))]
+
+                            def put(masks: list, vals: list = vals, dsts: list = dsts) -> None:
+                                for val, dst, mk in zip(vals, dsts, masks):
+                                    if mk is not None:
+                                        b.call(vec.mstore, [val, dst, mk])
+
+                            def store_row() -> None:
+                                full = [vec.const_mask(L)] * 2
+                                if tail == 2 * L:
+                                    put(full)
+                                    return
+                                ends = [vec.const_mask(min(tail, L)),
+                                        vec.const_mask(tail - L) if tail > L else None]
+                                if w.qv == 1:
+                                    put(ends)
+                                    return
+                                with b.if_else(b.icmp_signed("==", vr, i64(w.qv - 1))) as (
+                                        then, otherwise):
+                                    with then:
+                                        put(ends)
+                                    with otherwise:
+                                        put(full)
+
+                            if a == 1 and w.OH % 2:
+                                with b.if_then(b.icmp_signed("<", oh, i64(w.OH))):
+                                    store_row()
+                            else:
+                                store_row()
+    task.finish()
+
+
 def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
     """The kernel for a conv op: the implicit GEMM when it applies, else
     ``fallback`` (the direct loops), which debug builds always use for their bounds checks."""
@@ -938,6 +1263,9 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
         p = None if debug else problem(k.node, k.L.wide)
         sp = None if debug or p is not None else strided_igrad(k.node, k.L.wide)
         if sp is not None and _emit_strided_igrad(k, sp):
+            return
+        wg = None if debug else winograd(k.node, k.L.wide)
+        if wg is not None and _emit_winograd(k, wg):
             return
         if p is not None:
             done = (_emit_wgrad(k, p) if k.node.op == "conv2d_weight_grad"

@@ -32,6 +32,12 @@ GEOMS = [
     (3, 5, 12, 11, (2, 4), (3, 2), (0, 3), (2, 1), 1),  # phases of unequal sizes and taps
     (4, 6, 7, 7, (3, 3), 2, 0, 1, 2),  # odd sizes, no padding: the last row's taps ragged
     (2, 3, 5, 21, (3, 3), 4, 4, 1, 1),  # stride past the kernel: phases without taps
+    # Winograd F(2x2, 3x3) (3x3, stride 1, rows of at least one vector of 2x2 tiles)
+    (3, 5, 17, 17, (3, 3), 1, 0, 1, 1),  # odd output size: half tiles on two edges
+    (4, 7, 33, 35, (3, 3), 1, 1, 1, 1),  # three tile vectors per row, a partial last one
+    (2, 3, 20, 40, (3, 3), 1, 2, 1, 1),  # padding 2 (the input gradient's padding 0)
+    (5, 9, 19, 31, (3, 3), 1, (0, 1), 1, 1),  # unequal padding, ragged result channels
+    (24, 13, 12, 47, (3, 3), 1, 1, 1, 1),  # more source channels than a block's share
 ]
 
 
@@ -97,6 +103,39 @@ def test_fast_path_coverage() -> None:
         got = tuple(conv_lowering.problem(n, True) is not None for n in (y, dx, dw))
         assert got == fast, stride
         assert (conv_lowering.strided_igrad(dx, True) is not None) == (stride > 1)
+        # Winograd needs a vector of 2x2 tiles per row (8 here): not at these sizes
+        assert conv_lowering.winograd(y, True) is None
+
+
+def test_winograd_coverage() -> None:
+    """Winograd F(2x2, 3x3) serves 3x3 stride-1 forward and input-gradient convolutions
+    with at least one vector of tiles per row; never the weight gradient, groups, dilation,
+    strides or other kernel sizes (the implicit GEMM does those)."""
+    from graphc.ir import Builder
+    from graphc.ir import dtypes as dt
+
+    g = Builder()
+    for dtype, lanes in ((dt.float32, 16), (dt.float64, 8)):  # lanes with 64-byte vectors
+        x = g.input(f"x{lanes}", "arg", (2, 4, 40, 40), dtype)
+        for ker, stride, dil, groups, wino in (((3, 3), 1, 1, 1, True), ((3, 3), 2, 1, 1, False),
+                                               ((3, 3), 1, 2, 1, False),
+                                               ((3, 3), 1, 1, 2, False),
+                                               ((5, 5), 1, 1, 1, False)):
+            w = g.input(f"w{lanes}{ker}{stride}{dil}{groups}", "param",
+                        (6, 4 // groups) + ker, dtype)
+            a = dict(stride=(stride, stride), padding=(1, 1), dilation=(dil, dil),
+                     groups=groups)
+            y = g.op("conv2d", [x, w], **a)
+            dx = g.op("conv2d_input_grad", [y, w], input_shape=(2, 4, 40, 40), **a)
+            dw = g.op("conv2d_weight_grad", [x, y], weight_shape=tuple(w.shape), **a)
+            got = [conv_lowering.winograd(n, True) is not None for n in (y, dx, dw)]
+            assert got == [wino, wino, False], (dtype, ker, stride, dil, groups)
+        # 40 columns: 20 tiles, at least one vector of 16 or 8; 28 columns: 14 tiles
+        x2 = g.input(f"narrow{lanes}", "arg", (2, 4, 28, 28), dtype)
+        w2 = g.input(f"wn{lanes}", "param", (6, 4, 3, 3), dtype)
+        y2 = g.op("conv2d", [x2, w2], stride=(1, 1), padding=(1, 1), dilation=(1, 1),
+                  groups=1)
+        assert (conv_lowering.winograd(y2, True) is not None) == (lanes == 8)
 
 
 @pytest.mark.parametrize("pool", [dict(kernel=(2, 2), stride=(2, 2)),

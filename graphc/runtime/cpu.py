@@ -23,6 +23,7 @@ import llvmlite.binding as llvm
 import numpy as np
 import sympy
 
+from graphc.codegen import conv as conv_lowering
 from graphc.codegen import lower as lower_mod
 from graphc.codegen.abi import (
     ERR_BOUNDS,
@@ -120,6 +121,7 @@ class CPUExecutable(GuardMixin, Runtime):
         target = f"{self.tm.triple}|{cpu_name}|{feats}|{self.wide}" + ("|debug" if debug else "")
         self.loop_groups = lower_mod.LOOP_GROUPS
         target += "" if self.loop_groups else "|no-loop-groups"
+        target += "" if conv_lowering.WINOGRAD else "|no-winograd"
         self.profiling = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
         target += "|profile" if self.profiling else ""
         # the printed graph groups inputs by kind; the native table follows the inputs' (and
