@@ -315,6 +315,21 @@ def test_time_first_symbolic_length_raises_then_dynamic_batch_axis_works() -> No
     assert f.compile_count == 1
 
 
+def test_initial_state_argument_in_compiled_step() -> None:
+    """h0 passed as an argument: its batch axis is the second, so the default dynamic first
+    dims disagree and the error says how to mark the axes; marking them compiles once."""
+    gm = nn.GRU(IN, H, batch_first=True)
+    f = gc.compile(lambda x, h: gm(x, h)[0].sum())
+    x, h = np.ones((2, 5, IN), np.float32), np.zeros((1, 2, H), np.float32)
+    with pytest.raises(RuntimeError, match="Expected hidden size .* mark the batch axes"):
+        f(x, h)
+    f = gc.compile(lambda x, h: gm(x, h)[0].sum(), dynamic={0: (0,), 1: (1,)})
+    for b in (2, 3):
+        x, h = np.ones((b, 5, IN), np.float32), np.full((1, b, H), 0.5, np.float32)
+        _close(f(x, h).numpy(), gm(x, h)[0].sum().numpy(), f"batch {b}", tol=1e-5)
+    assert f.compile_count == 1
+
+
 @pytest.mark.xfail(strict=True, reason="each sequence length re-traces the unrolled loop; "
                    "one compile for every length needs the IR loop node (scan)")
 def test_one_compile_serves_two_sequence_lengths() -> None:

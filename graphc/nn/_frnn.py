@@ -33,8 +33,9 @@ def _static_length(xs: Tensor) -> int:
             f"recurrent layer over a time dimension of symbolic size {sh.fmt_dim(n)}: a "
             "compiled step unrolls the recurrence, so the sequence length must be fixed. With "
             "batch_first=False the time axis is the first dimension, which gc.compile makes "
-            "symbolic by default; compile with gc.compile(fn, dynamic={arg: (1,)}) (the batch "
-            "axis) or use batch_first=True")
+            "symbolic by default; mark the batch axis instead (gc.compile(fn, "
+            "dynamic={arg: (1,)})), use batch_first=True, or, for unbatched input, "
+            "gc.compile(fn, dynamic=False)")
     if n <= 0:
         raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
     return n

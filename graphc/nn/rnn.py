@@ -160,7 +160,13 @@ class RNNBase(Module):
 
         if len(hx.shape) != len(expected) or not all(
                 sh.same(a, b) for a, b in zip(hx.shape, expected)):
-            raise RuntimeError(msg.format(expected, list(hx.shape)))
+            text = msg.format(expected, list(hx.shape))
+            if not all(isinstance(sh.dim(d), int) for d in (*hx.shape, *expected)):
+                text += (" (in a compiled step the first dimension of every argument is "
+                         "symbolic by default, and a state's batch axis is its second: mark the "
+                         "batch axes instead, e.g. gc.compile(fn, dynamic={'x': (0,), "
+                         "'h0': (1,)}))")
+            raise RuntimeError(text)
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
