@@ -1019,8 +1019,15 @@ class Wino:
         return -(-self.TW // self.lanes)
 
     @property
+    def flat(self) -> bool:
+        """Rows of fewer tiles than a vector: lanes run over the image's tiles in row-major
+        order, read from a tile-major copy of the input (``D[(r, c)][s][tile]``) instead of
+        the phase grids, and the results are stored lane by lane."""
+        return self.TW < self.lanes
+
+    @property
     def Q(self) -> int:  # noqa: N802 - tile vectors per image
-        return self.TH * self.qv
+        return -(-self.TH * self.TW // self.lanes) if self.flat else self.TH * self.qv
 
     @property
     def hg(self) -> int:
@@ -1037,6 +1044,11 @@ class Wino:
     @property
     def grid_elems(self) -> int:
         return 4 * self.phase_elems + 2 * self.lanes
+
+    @property
+    def tiles_elems(self) -> int:
+        """The flat mode's tile-major copy ``D`` (none otherwise)."""
+        return 16 * self.S * self.Q * self.lanes if self.flat else 0
 
     def tile(self, wide: bool) -> Tile:
         return pick_tile(self.M, min(self.Q, self._qb0(wide)), wide)
@@ -1064,14 +1076,15 @@ def winograd(n: Node, wide: bool) -> Wino | None:
         return None
     w = Wino(p.M, p.S, p.H, p.W, p.ph, p.pw, p.OH, p.OW, p.lanes,
              n.op == "conv2d_input_grad")
-    if w.TW < w.lanes or not WINOGRAD:
+    if w.TH * w.TW < w.lanes or not WINOGRAD:
         return None
     return w
 
 
 def _wino_workspace(w: Wino, it: int, wide: bool) -> int:
     qb, mp = w.block(wide), w.mp(wide)
-    per_part = (align(w.grid_elems * it) + align(16 * w.S * qb * w.lanes * it)
+    per_part = (align(w.grid_elems * it) + align(w.tiles_elems * it)
+                + align(16 * w.S * qb * w.lanes * it)
                 + align(16 * mp * qb * w.lanes * it))
     return align(16 * w.S * mp * it) + 2 * per_part + ALIGN
 
@@ -1094,11 +1107,13 @@ def _emit_winograd(k: Any, w: Wino) -> bool:
     for _ in range(2):
         grid = _carve(b, k.work, off, elt)
         off += align(w.grid_elems * it)
+        tiles = _carve(b, k.work, off, elt)
+        off += align(w.tiles_elems * it)
         vbuf = _carve(b, k.work, off, elt)
         off += align(16 * w.S * qb * w.lanes * it)
         mbuf = _carve(b, k.work, off, elt)
         off += align(16 * mp * qb * w.lanes * it)
-        parts.append((grid, vbuf, mbuf))
+        parts.append((grid, tiles, vbuf, mbuf))
 
     # U[xi][s][m] = (G g G^T)[xi] for g the 3x3 filter from source channel s to result m
     _zero_fill(b, upack, 16 * w.S * mp, elt)
@@ -1165,7 +1180,7 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
     L = w.lanes
     vec = _V(b, task.k.L.module, elt, L)
     lo, hi = task.split(nimg)
-    grid, vbuf, mbuf = (b.select(task.first, x0, x1) for x0, x1 in zip(*parts))
+    grid, tiles, vbuf, mbuf = (b.select(task.first, x0, x1) for x0, x1 in zip(*parts))
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     nblocks = -(-w.Q // qb)
     inter = ir.Constant(ir.VectorType(I32, 2 * L), [x for i in range(L) for x in (i, L + i)])
@@ -1175,8 +1190,12 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
     tail = w.OW - 2 * (w.qv - 1) * L  # columns in a row's last vector pair
     with b.if_then(b.icmp_signed("<", lo, hi)):
         _zero_fill(b, grid, w.grid_elems, elt)
+        if w.flat:  # the lanes past the last tile stay zero
+            _zero_fill(b, tiles, w.tiles_elems, elt)
         with for_range(b, lo, hi, name="img") as nb:
             _build_grid(b, w, grid, src, sst, nb, i64(0))
+            if w.flat:
+                _build_tiles(b, w, tiles, grid)
             with for_range(b, i64(0), i64(nblocks), name="blk") as bi:
                 q0 = _mul(b, bi, qb)
                 left = b.sub(i64(w.Q), q0)
@@ -1185,12 +1204,18 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
                 with for_range(b, i64(0), i64(w.S), name="vs") as s:
                     with for_range(b, i64(0), qn, name="vq") as qq:
                         q = _add(b, q0, qq)
-                        th, vr = b.udiv(q, i64(w.qv)), b.urem(q, i64(w.qv))
-                        base = _add(b, _mul(b, s, w.hg * w.wg), _mul(b, th, w.wg),
-                                    _mul(b, vr, L))
-                        d = [[vec.load(_gep(b, grid, _add(b, base, i64(
-                            ((r % 2) * 2 + c % 2) * w.phase_elems + (r // 2) * w.wg + c // 2))))
-                              for c in range(4)] for r in range(4)]
+                        if w.flat:
+                            base = _add(b, _mul(b, s, w.Q * L), _mul(b, q, L))
+                            d = [[vec.load(_gep(b, tiles, _add(b, base, i64(
+                                (r * 4 + c) * w.S * w.Q * L)))) for c in range(4)]
+                                 for r in range(4)]
+                        else:
+                            th, vr = b.udiv(q, i64(w.qv)), b.urem(q, i64(w.qv))
+                            base = _add(b, _mul(b, s, w.hg * w.wg), _mul(b, th, w.wg),
+                                        _mul(b, vr, L))
+                            d = [[vec.load(_gep(b, grid, _add(b, base, i64(
+                                ((r % 2) * 2 + c % 2) * w.phase_elems + (r // 2) * w.wg
+                                + c // 2)))) for c in range(4)] for r in range(4)]
                         tmp = [[_lin(b, elt, _BT[j], d[r]) for j in range(4)] for r in range(4)]
                         for i in range(4):
                             for j in range(4):
@@ -1244,44 +1269,95 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
                                for c in range(4)] for i in range(2)]
                         y = [[_lin(b, elt, _AT[j], tm[i]) for j in range(2)] for i in range(2)]
                         q = _add(b, q0, qq)
-                        th, vr = b.udiv(q, i64(w.qv)), b.urem(q, i64(w.qv))
-                        col = _mul(b, vr, 2 * L)
-                        for a in range(2):
-                            oh = _add(b, _mul(b, th, 2), i64(a))
-                            both = b.shuffle_vector(y[a][0], y[a][1], inter)
-                            vals = [b.shuffle_vector(both, undef2, hv) for hv in halves]
-                            row = _gep(b, out, _add(b, _mul(b, ch, w.OH * w.OW),
-                                                    _mul(b, oh, w.OW), col))
-                            dsts = [row, _gep(b, row, i64(L))]
+                        if w.flat:
+                            _store_tiles(b, w, y, out, ch, q)
+                        else:
+                            th, vr = b.udiv(q, i64(w.qv)), b.urem(q, i64(w.qv))
+                            col = _mul(b, vr, 2 * L)
+                            for a in range(2):
+                                oh = _add(b, _mul(b, th, 2), i64(a))
+                                both = b.shuffle_vector(y[a][0], y[a][1], inter)
+                                vals = [b.shuffle_vector(both, undef2, hv) for hv in halves]
+                                row = _gep(b, out, _add(b, _mul(b, ch, w.OH * w.OW),
+                                                        _mul(b, oh, w.OW), col))
+                                dsts = [row, _gep(b, row, i64(L))]
 
-                            def put(masks: list, vals: list = vals, dsts: list = dsts) -> None:
-                                for val, dst, mk in zip(vals, dsts, masks):
-                                    if mk is not None:
-                                        b.call(vec.mstore, [val, dst, mk])
+                                def put(masks: list, vals: list = vals, dsts: list = dsts) -> None:
+                                    for val, dst, mk in zip(vals, dsts, masks):
+                                        if mk is not None:
+                                            b.call(vec.mstore, [val, dst, mk])
 
-                            def store_row() -> None:
-                                full = [vec.const_mask(L)] * 2
-                                if tail == 2 * L:
-                                    put(full)
-                                    return
-                                ends = [vec.const_mask(min(tail, L)),
-                                        vec.const_mask(tail - L) if tail > L else None]
-                                if w.qv == 1:
-                                    put(ends)
-                                    return
-                                with b.if_else(b.icmp_signed("==", vr, i64(w.qv - 1))) as (
-                                        then, otherwise):
-                                    with then:
-                                        put(ends)
-                                    with otherwise:
+                                def store_row() -> None:
+                                    full = [vec.const_mask(L)] * 2
+                                    if tail == 2 * L:
                                         put(full)
+                                        return
+                                    ends = [vec.const_mask(min(tail, L)),
+                                            vec.const_mask(tail - L) if tail > L else None]
+                                    if w.qv == 1:
+                                        put(ends)
+                                        return
+                                    with b.if_else(b.icmp_signed("==", vr, i64(w.qv - 1))) as (
+                                            then, otherwise):
+                                        with then:
+                                            put(ends)
+                                        with otherwise:
+                                            put(full)
 
-                            if a == 1 and w.OH % 2:
-                                with b.if_then(b.icmp_signed("<", oh, i64(w.OH))):
+                                if a == 1 and w.OH % 2:
+                                    with b.if_then(b.icmp_signed("<", oh, i64(w.OH))):
+                                        store_row()
+                                else:
                                     store_row()
-                            else:
-                                store_row()
     task.finish()
+
+
+
+def _build_tiles(b: ir.IRBuilder, w: Wino, d: ir.Value, grid: ir.Value) -> None:
+    """Flat mode: ``D[(r, c)][s][tile]``, element ``(r, c)`` of every 4x4 input tile with
+    the tiles in row-major order, copied from the phase grids (row ``th + r // 2`` of phase
+    ``(r % 2, c % 2)`` holds that element of tile row ``th``'s tiles, contiguous)."""
+    ql = w.Q * w.lanes
+    with for_range(b, i64(0), i64(w.S), name="ds") as s:
+        with for_range(b, i64(0), i64(w.TH), name="dth") as th:
+            for r in range(4):
+                for c in range(4):
+                    sp = _add(b, i64(((r % 2) * 2 + c % 2) * w.phase_elems + c // 2),
+                              _mul(b, s, w.hg * w.wg), _mul(b, _add(b, th, i64(r // 2)), w.wg))
+                    dp = _add(b, i64((r * 4 + c) * w.S * ql), _mul(b, s, ql),
+                              _mul(b, th, w.TW))
+                    for tw in range(w.TW):
+                        b.store(b.load(_gep(b, grid, _add(b, sp, i64(tw)))),
+                                _gep(b, d, _add(b, dp, i64(tw))))
+
+
+def _store_tiles(b: ir.IRBuilder, w: Wino, y: list, out: ir.Value, ch: ir.Value,
+                 q: ir.Value) -> None:
+    """Flat mode: lane ``l`` of ``y[a][c]`` is output ``(2*th + a, 2*tw + c)`` of tile
+    ``q*lanes + l``; lanes past the last tile, and rows or columns past an odd edge, are
+    not stored."""
+    base = _mul(b, ch, w.OH * w.OW)
+    for lane in range(w.lanes):
+        t = _add(b, _mul(b, q, w.lanes), i64(lane))
+        with b.if_then(b.icmp_signed("<", t, i64(w.TH * w.TW))):
+            th, tw = b.udiv(t, i64(w.TW)), b.urem(t, i64(w.TW))
+            for a in range(2):
+                for c in range(2):
+                    oh = _add(b, _mul(b, th, 2), i64(a))
+                    ow = _add(b, _mul(b, tw, 2), i64(c))
+                    v = b.extract_element(y[a][c], ir.Constant(I32, lane))
+                    ok = None
+                    if a and w.OH % 2:
+                        ok = b.icmp_signed("<", oh, i64(w.OH))
+                    if c and w.OW % 2:
+                        okc = b.icmp_signed("<", ow, i64(w.OW))
+                        ok = okc if ok is None else b.and_(ok, okc)
+                    dst = _gep(b, out, _add(b, base, _mul(b, oh, w.OW), ow))
+                    if ok is None:
+                        b.store(v, dst)
+                    else:
+                        with b.if_then(ok):
+                            b.store(v, dst)
 
 
 def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:

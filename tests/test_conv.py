@@ -38,6 +38,8 @@ GEOMS = [
     (2, 3, 20, 40, (3, 3), 1, 2, 1, 1),  # padding 2 (the input gradient's padding 0)
     (5, 9, 19, 31, (3, 3), 1, (0, 1), 1, 1),  # unequal padding, ragged result channels
     (24, 13, 12, 47, (3, 3), 1, 1, 1, 1),  # more source channels than a block's share
+    (3, 5, 7, 7, (3, 3), 1, 1, 1, 1),  # flat Winograd: lanes over the image's tiles, odd
+    (4, 6, 9, 6, (3, 3), 1, 0, 1, 1),  # flat, no padding, partial last vector of tiles
 ]
 
 
@@ -103,14 +105,16 @@ def test_fast_path_coverage() -> None:
         got = tuple(conv_lowering.problem(n, True) is not None for n in (y, dx, dw))
         assert got == fast, stride
         assert (conv_lowering.strided_igrad(dx, True) is not None) == (stride > 1)
-        # Winograd needs a vector of 2x2 tiles per row (8 here): not at these sizes
+        # Winograd does not take grouped convolutions
         assert conv_lowering.winograd(y, True) is None
 
 
 def test_winograd_coverage() -> None:
     """Winograd F(2x2, 3x3) serves 3x3 stride-1 forward and input-gradient convolutions
-    with at least one vector of tiles per row; never the weight gradient, groups, dilation,
-    strides or other kernel sizes (the implicit GEMM does those)."""
+    with at least one vector of 2x2 tiles per image (lanes over a row's tiles, or over the
+    image's tiles in row-major order when a row has fewer than a vector: ``flat``); never the
+    weight gradient, groups, dilation, strides or other kernel sizes (the implicit GEMM does
+    those)."""
     from graphc.ir import Builder
     from graphc.ir import dtypes as dt
 
@@ -130,12 +134,14 @@ def test_winograd_coverage() -> None:
             dw = g.op("conv2d_weight_grad", [x, y], weight_shape=tuple(w.shape), **a)
             got = [conv_lowering.winograd(n, True) is not None for n in (y, dx, dw)]
             assert got == [wino, wino, False], (dtype, ker, stride, dil, groups)
-        # 40 columns: 20 tiles, at least one vector of 16 or 8; 28 columns: 14 tiles
-        x2 = g.input(f"narrow{lanes}", "arg", (2, 4, 28, 28), dtype)
-        w2 = g.input(f"wn{lanes}", "param", (6, 4, 3, 3), dtype)
-        y2 = g.op("conv2d", [x2, w2], stride=(1, 1), padding=(1, 1), dilation=(1, 1),
-                  groups=1)
-        assert (conv_lowering.winograd(y2, True) is not None) == (lanes == 8)
+        # 28 columns: rows of 14 tiles, flat with 16 lanes; 6x6: 9 tiles, fewer than 16
+        for size, flat in ((28, lanes == 16), (6, None if lanes == 16 else True)):
+            x2 = g.input(f"narrow{lanes}_{size}", "arg", (2, 4, size, size), dtype)
+            w2 = g.input(f"wn{lanes}_{size}", "param", (6, 4, 3, 3), dtype)
+            y2 = g.op("conv2d", [x2, w2], stride=(1, 1), padding=(1, 1), dilation=(1, 1),
+                      groups=1)
+            wg = conv_lowering.winograd(y2, True)
+            assert (None if wg is None else wg.flat) == flat, (lanes, size)
 
 
 @pytest.mark.parametrize("pool", [dict(kernel=(2, 2), stride=(2, 2)),
