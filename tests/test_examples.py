@@ -30,3 +30,16 @@ def test_digits_cnn_trains() -> None:
     g = out["graphc"]
     assert g["accuracy"] > 0.90, g["history"]
     assert g["compiles"] == 1
+
+
+def test_resnet_digits_trains_quickly() -> None:
+    """The ResNet digits example, shortened: two epochs on 512 training images (a few seconds
+    compiled, most of it compiling), one compiled variant for the training step, and clearly
+    better than chance (ten classes) on the full test split."""
+    pytest.importorskip("sklearn")
+    example = _load("resnet_digits")
+    out = example.main(epochs=2, use_torch=False, verbose=False, subset=512)
+    g = out["graphc"]
+    assert g["compiles"] == 1
+    assert len(g["epoch_seconds"]) == 2
+    assert g["accuracy"] > 0.3, g["history"]
