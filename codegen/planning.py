@@ -74,6 +74,35 @@ class Plan:
         return out
 
 
+# elementwise ops cheap enough to recompute in every consumer (one instruction)
+RECOMPUTE_OPS = ("add", "sub", "mul", "neg")
+# operands of at most this many elements count as small (BatchNorm's per-channel vectors)
+SMALL_OPERAND = 4096
+
+
+def _recompute(n: Node, mat: set[int]) -> bool:
+    """Whether ``n``, used more than once, is recomputed inline in each consumer instead of
+    getting a buffer: a one-instruction op whose operands are buffers (or views of buffers,
+    or constants) of which at most one is large, like BatchNorm's ``x - mean``. Each
+    consumer then reads the large operand where it would have read ``n``'s buffer: the same
+    traffic, minus writing ``n`` (a whole pass over a ResNet activation) and its kernel."""
+    if n.op not in RECOMPUTE_OPS or not n.dtype.is_float:
+        return False
+    large = 0
+    for x in n.inputs:
+        base = x
+        while base.op in VIEW_OPS:
+            base = base.inputs[0]
+        if base.op in ("const", "iota"):
+            continue
+        if base.op != "input" and base.id not in mat:
+            return False
+        size = sh.numel(base.shape)
+        if not (isinstance(size, int) and size <= SMALL_OPERAND):
+            large += 1
+    return large <= 1
+
+
 def nbytes(n: Node) -> Any:
     return sh.numel(n.shape) * n.dtype.itemsize
 
@@ -109,7 +138,8 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
             continue
         if n.id in roots or n.op in KERNELS:
             mat.add(n.id)
-        elif n.op not in VIEW_OPS and n.op not in ("const", "iota") and eff_users(n) > 1:
+        elif (n.op not in VIEW_OPS and n.op not in ("const", "iota") and eff_users(n) > 1
+              and not _recompute(n, mat)):
             mat.add(n.id)
     # matmul/conv operands must be addressable with strides: a buffer seen through views
     for n in order:
