@@ -114,6 +114,13 @@ class Problem:
         # two vectors of zeroed slack: the last row's garbage lanes read past the end
         return self.s * self.s * self.phase_elems + 2 * self.lanes
 
+    @property
+    def used_phases(self) -> frozenset[tuple[int, int]]:
+        """The phase grids some tap reads (a 1x1 kernel at stride 2 reads one of four):
+        only those are zeroed and filled."""
+        return frozenset(((kh * self.dh) % self.s, (kw * self.dw) % self.s)
+                         for kh in range(self.KH) for kw in range(self.KW))
+
     def offsets(self) -> list[int]:
         """Grid offset of each ``k = (c, kh, kw)`` relative to the output position."""
         out = []
@@ -290,6 +297,18 @@ def _zero_fill(b: ir.IRBuilder, p: ir.Value, count: Any, elt: ir.Type) -> None:
         b.store(ir.Constant(elt, 0.0), _gep(b, p, i))
 
 
+
+def _zero_grid(b: ir.IRBuilder, p: Any, grid: ir.Value, elt: ir.Type) -> None:
+    """Zero the phase grids the taps read, and the slack after the last one."""
+    used = getattr(p, "used_phases", None)
+    if used is None or len(used) == p.s * p.s:
+        _zero_fill(b, grid, p.grid_elems, elt)
+        return
+    for a, bb in sorted(used):
+        _zero_fill(b, _gep(b, grid, i64((a * p.s + bb) * p.phase_elems)), p.phase_elems, elt)
+    tail = p.s * p.s * p.phase_elems
+    _zero_fill(b, _gep(b, grid, i64(tail)), p.grid_elems - tail, elt)
+
 def _carve(b: ir.IRBuilder, work: ir.Value, offset: int, elt: ir.Type) -> ir.Value:
     """``work`` rounded up to 64 bytes, plus ``offset`` bytes, as an element pointer."""
     wi = b.and_(b.add(b.ptrtoint(work, I64), i64(ALIGN - 1)), i64(-ALIGN))
@@ -309,8 +328,11 @@ def _build_grid(b: ir.IRBuilder, p: Problem, grid: ir.Value, src: ir.Value,
                 st: list[ir.Value], nb: ir.Value, g: ir.Value) -> None:
     """Copy image ``nb``'s channels of group ``g`` into the (pre-zeroed) phase grids."""
     s = p.s
+    used = getattr(p, "used_phases", None)
     for a in range(s):
         for bb in range(s):
+            if used is not None and (a, bb) not in used:
+                continue
             # grid row r holds source row r*s + a - ph: rows with 0 <= r*s + a - ph < H
             r0 = max(0, -(-(p.ph - a) // s))
             r1 = min(p.hg, (p.H - 1 + p.ph - a) // s + 1)
@@ -493,7 +515,7 @@ def _igemm_images(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value
     cout = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     with b.if_then(b.icmp_signed("<", lo, hi)):
-        _zero_fill(b, grid, p.grid_elems, elt)
+        _zero_grid(b, p, grid, elt)
         with for_range(b, lo, hi, name="img") as nb:
             with for_range(b, i64(0), i64(p.G), name="grp") as g:
                 _build_grid(b, p, grid, src, sst, nb, g)
@@ -591,7 +613,7 @@ def _emit_wgrad(k: Any, p: Problem) -> bool:
         lo, hi = gt.split(gt[nimg])
         with for_range(gt.b, lo, hi, name="gimg") as nb:
             gb = _gep(gt.b, gt[grids], _mul(gt.b, nb, gsz))
-            _zero_fill(gt.b, gb, p.grid_elems, elt)
+            _zero_grid(gt.b, p, gb, elt)
             _build_grid(gt.b, p, gb, gt[xp], [gt[x] for x in xst], nb, gt[g])
         gt.finish()
         gt.dispatch(b.and_(big, b.icmp_signed(">=", nimg, i64(2))))
@@ -901,6 +923,11 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
     with b.if_then(b.icmp_signed("<", lo, hi)):
         _zero_fill(b, grid, p.grid_elems, elt)
         with for_range(b, lo, hi, name="img") as nb:
+            if any(not ph.taps for ph in p.phases):
+                # positions no tap reaches (three in four for a 1x1 kernel at stride 2) are
+                # zero: one memset of the image instead of scattering zeros
+                _zero_fill(b, _gep(b, out, _mul(b, nb, cin * p.IH * p.IW)),
+                           cin * p.IH * p.IW, elt)
             with for_range(b, i64(0), i64(p.G), name="grp") as g:
                 _build_grid(b, p, grid, src, sst, nb, g)
                 kstart = 0
@@ -908,6 +935,8 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
                     K = p.S * len(ph.taps)
                     abase = _gep(b, apack, _add(b, _mul(b, g, ktot * mp), i64(kstart * mp)))
                     kstart += K
+                    if not K:
+                        continue
                     qv = -(-ph.cols // p.lanes)
                     Q = ph.rows * qv
                     nq = -(-Q // t.nv)
@@ -925,23 +954,26 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
                             for row in accs:
                                 for acc in row:
                                     b.store(vec.zero, acc)
-                            if K:
-                                with for_range(b, i64(0), i64(K), name="kk") as kk:
-                                    off = b.load(b.gep(off_t, [i64(0), kk], inbounds=True))
-                                    bvs = [vec.load(_gep(b, st, off)) for st in starts]
-                                    arow = _gep(b, abase, _add(b, _mul(b, kk, mp), m0))
-                                    for i in range(t.rm):
-                                        av = vec.splat(b.load(_gep(b, arow, i64(i))))
-                                        for v in range(t.nv):
-                                            b.store(b.call(vec.fma, [av, bvs[v],
-                                                                     b.load(accs[i][v])]),
-                                                    accs[i][v])
+                            with for_range(b, i64(0), i64(K), name="kk") as kk:
+                                off = b.load(b.gep(off_t, [i64(0), kk], inbounds=True))
+                                bvs = [vec.load(_gep(b, st, off)) for st in starts]
+                                arow = _gep(b, abase, _add(b, _mul(b, kk, mp), m0))
+                                for i in range(t.rm):
+                                    av = vec.splat(b.load(_gep(b, arow, i64(i))))
+                                    for v in range(t.nv):
+                                        b.store(b.call(vec.fma, [av, bvs[v],
+                                                                 b.load(accs[i][v])]),
+                                                accs[i][v])
                             for v in range(t.nv):
                                 q = _add(b, q0, i64(v))
                                 with b.if_then(b.icmp_signed("<", q, i64(Q))):
                                     r, vr = b.udiv(q, i64(qv)), b.urem(q, i64(qv))
                                     col = _mul(b, vr, p.lanes)
-                                    mask = (vec.const_mask(ph.cols) if qv == 1
+                                    # a constant all-true mask for whole vectors: the
+                                    # scatter becomes plain stores, no lane tests
+                                    tail = ph.cols % p.lanes
+                                    mask = (vec.const_mask(p.lanes) if tail == 0
+                                            else vec.const_mask(ph.cols) if qv == 1
                                             else vec.mask(b.sub(i64(ph.cols), col)))
                                     ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
                                     iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
@@ -975,6 +1007,9 @@ _G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
 _AT = ((1, 1, 1, 0), (0, 1, -1, -1))
 # bytes of transformed input a block of tiles may take (the block's V and M stay in L2)
 WINO_BLOCK_BYTES = 96 * 1024
+# fewer source or result channels than this: the transforms cost more than the multiplies
+# saved (the 1 -> 16 stem at 64x64 took twice the implicit GEMM's time)
+WINO_MIN_CHANNELS = 8
 # GRAPHC_CONV_WINOGRAD=0 keeps every convolution on the implicit GEMM (to compare the two;
 # read once: the CPU backend puts it in its cache key, like ``lower.LOOP_GROUPS``)
 WINOGRAD = os.environ.get("GRAPHC_CONV_WINOGRAD", "1") != "0"
@@ -1076,7 +1111,7 @@ def winograd(n: Node, wide: bool) -> Wino | None:
         return None
     w = Wino(p.M, p.S, p.H, p.W, p.ph, p.pw, p.OH, p.OW, p.lanes,
              n.op == "conv2d_input_grad")
-    if w.TH * w.TW < w.lanes or not WINOGRAD:
+    if w.TH * w.TW < w.lanes or min(w.M, w.S) < WINO_MIN_CHANNELS or not WINOGRAD:
         return None
     return w
 

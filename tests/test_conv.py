@@ -33,13 +33,13 @@ GEOMS = [
     (4, 6, 7, 7, (3, 3), 2, 0, 1, 2),  # odd sizes, no padding: the last row's taps ragged
     (2, 3, 5, 21, (3, 3), 4, 4, 1, 1),  # stride past the kernel: phases without taps
     # Winograd F(2x2, 3x3) (3x3, stride 1, rows of at least one vector of 2x2 tiles)
-    (3, 5, 17, 17, (3, 3), 1, 0, 1, 1),  # odd output size: half tiles on two edges
-    (4, 7, 33, 35, (3, 3), 1, 1, 1, 1),  # three tile vectors per row, a partial last one
-    (2, 3, 20, 40, (3, 3), 1, 2, 1, 1),  # padding 2 (the input gradient's padding 0)
-    (5, 9, 19, 31, (3, 3), 1, (0, 1), 1, 1),  # unequal padding, ragged result channels
+    (8, 9, 17, 17, (3, 3), 1, 0, 1, 1),  # odd output size: half tiles on two edges
+    (9, 8, 33, 35, (3, 3), 1, 1, 1, 1),  # three tile vectors per row, a partial last one
+    (8, 8, 20, 40, (3, 3), 1, 2, 1, 1),  # padding 2 (the input gradient's padding 0)
+    (10, 9, 19, 31, (3, 3), 1, (0, 1), 1, 1),  # unequal padding, ragged result channels
     (24, 13, 12, 47, (3, 3), 1, 1, 1, 1),  # more source channels than a block's share
-    (3, 5, 7, 7, (3, 3), 1, 1, 1, 1),  # flat Winograd: lanes over the image's tiles, odd
-    (4, 6, 9, 6, (3, 3), 1, 0, 1, 1),  # flat, no padding, partial last vector of tiles
+    (8, 9, 7, 7, (3, 3), 1, 1, 1, 1),  # flat Winograd: lanes over the image's tiles, odd
+    (10, 8, 9, 6, (3, 3), 1, 0, 1, 1),  # flat, no padding, partial last vector of tiles
 ]
 
 
@@ -111,37 +111,44 @@ def test_fast_path_coverage() -> None:
 
 def test_winograd_coverage() -> None:
     """Winograd F(2x2, 3x3) serves 3x3 stride-1 forward and input-gradient convolutions
-    with at least one vector of 2x2 tiles per image (lanes over a row's tiles, or over the
-    image's tiles in row-major order when a row has fewer than a vector: ``flat``); never the
-    weight gradient, groups, dilation, strides or other kernel sizes (the implicit GEMM does
-    those)."""
+    with at least one vector of 2x2 tiles per image and 8 channels each side (lanes over a
+    row's tiles, or over the image's tiles in row-major order when a row has fewer than a
+    vector: ``flat``); never the weight gradient, groups, dilation, strides or other kernel
+    sizes (the implicit GEMM does those)."""
     from graphc.ir import Builder
     from graphc.ir import dtypes as dt
 
     g = Builder()
     for dtype, lanes in ((dt.float32, 16), (dt.float64, 8)):  # lanes with 64-byte vectors
-        x = g.input(f"x{lanes}", "arg", (2, 4, 40, 40), dtype)
+        x = g.input(f"x{lanes}", "arg", (2, 8, 40, 40), dtype)
         for ker, stride, dil, groups, wino in (((3, 3), 1, 1, 1, True), ((3, 3), 2, 1, 1, False),
                                                ((3, 3), 1, 2, 1, False),
                                                ((3, 3), 1, 1, 2, False),
                                                ((5, 5), 1, 1, 1, False)):
             w = g.input(f"w{lanes}{ker}{stride}{dil}{groups}", "param",
-                        (6, 4 // groups) + ker, dtype)
+                        (8, 8 // groups) + ker, dtype)
             a = dict(stride=(stride, stride), padding=(1, 1), dilation=(dil, dil),
                      groups=groups)
             y = g.op("conv2d", [x, w], **a)
-            dx = g.op("conv2d_input_grad", [y, w], input_shape=(2, 4, 40, 40), **a)
+            dx = g.op("conv2d_input_grad", [y, w], input_shape=(2, 8, 40, 40), **a)
             dw = g.op("conv2d_weight_grad", [x, y], weight_shape=tuple(w.shape), **a)
             got = [conv_lowering.winograd(n, True) is not None for n in (y, dx, dw)]
             assert got == [wino, wino, False], (dtype, ker, stride, dil, groups)
         # 28 columns: rows of 14 tiles, flat with 16 lanes; 6x6: 9 tiles, fewer than 16
         for size, flat in ((28, lanes == 16), (6, None if lanes == 16 else True)):
-            x2 = g.input(f"narrow{lanes}_{size}", "arg", (2, 4, size, size), dtype)
-            w2 = g.input(f"wn{lanes}_{size}", "param", (6, 4, 3, 3), dtype)
+            x2 = g.input(f"narrow{lanes}_{size}", "arg", (2, 8, size, size), dtype)
+            w2 = g.input(f"wn{lanes}_{size}", "param", (8, 8, 3, 3), dtype)
             y2 = g.op("conv2d", [x2, w2], stride=(1, 1), padding=(1, 1), dilation=(1, 1),
                       groups=1)
             wg = conv_lowering.winograd(y2, True)
             assert (None if wg is None else wg.flat) == flat, (lanes, size)
+        # fewer than WINO_MIN_CHANNELS source or result channels: the implicit GEMM
+        for cin, cout in ((1, 16), (16, 4)):
+            x3 = g.input(f"few{lanes}_{cin}", "arg", (2, cin, 40, 40), dtype)
+            w3 = g.input(f"wf{lanes}_{cin}", "param", (cout, cin, 3, 3), dtype)
+            y3 = g.op("conv2d", [x3, w3], stride=(1, 1), padding=(1, 1), dilation=(1, 1),
+                      groups=1)
+            assert conv_lowering.winograd(y3, True) is None
 
 
 @pytest.mark.parametrize("pool", [dict(kernel=(2, 2), stride=(2, 2)),
