@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 
 from . import _context
-from .autograd import is_grad_enabled, is_inference_mode_enabled, no_grad
+from .autograd import NO_SAVED_VALUES, is_grad_enabled, is_inference_mode_enabled, no_grad
 from .interpreter import run_node
 from .ir import Builder, Node
 from .ir import dtypes as dt
+from .ir import graph as _graph
 from .ir import shapes as sh
 
 
@@ -276,8 +277,8 @@ class Tensor:
         tensor, eagerly (a view of the same array) and inside a compiled step (traced as an
         update of this tensor)."""
         ctx = _context.current()
-        if ctx is None:
-            return self.detach()
+        if ctx is None:  # no shared version counter: edits of ``.data`` are not tracked (torch)
+            return Tensor._from_array(self.numpy())
         return ctx.data_alias(self)
 
     @data.setter
@@ -298,9 +299,18 @@ class Tensor:
             )
         return self._node._value
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """NumPy's array protocol (NumPy 2 semantics): ``copy=True`` (``np.array(t)``'s
+        default) returns a new array, ``copy=None`` (``np.asarray(t)``) shares the tensor's
+        memory when ``dtype`` allows, ``copy=False`` raises ``ValueError`` when a copy is
+        needed. ``t.numpy()`` always shares memory, as ``torch.Tensor.numpy()`` does."""
         a = self.numpy()
-        return a if dtype is None else a.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            if copy is False:
+                raise ValueError("Unable to avoid copy while creating an array as requested: "
+                                 f"the tensor holds {a.dtype}, {np.dtype(dtype)} was asked for")
+            return a.astype(dtype)
+        return np.array(a, copy=True) if copy else a
 
     def item(self) -> Any:
         ctx = _context.current()
@@ -351,7 +361,9 @@ class Tensor:
     # -- autograd ----------------------------------------------------------------------
     def detach(self) -> Tensor:
         if _context.current() is None:
-            return Tensor._from_array(self.numpy())
+            out = Tensor._from_array(self.numpy())
+            _share_storage(self._node, out._node)  # in-place edits of either are tracked
+            return out
         return Tensor._wrap(builder().op("detach", [self.node]))
 
     def backward(self, gradient: Any = None, retain_graph: Any = None,
@@ -369,30 +381,66 @@ class Tensor:
 
     # -- in-place updates (the optimizer and buffer updates use these) ------------------
     def _assign(self, value: Tensor) -> Tensor:
-        """Overwrite this tensor's contents (shape and dtype must match)."""
+        """Overwrite this tensor's contents (shape and dtype must match), as an in-place op.
+
+        With grad mode on and a result on a gradient path, the tensor's autograd history is
+        rebased onto the result (PyTorch's rule: its ``grad_fn`` becomes the in-place op's,
+        whose input is the old history); otherwise only the values change. Either way the new
+        values are written into the tensor's array (other holders of the memory see them),
+        and the write is recorded so that a backward pass that needs the old values raises."""
         ctx = _context.current()
+        grad_mode = is_grad_enabled()
+        if grad_mode and self.is_leaf and self._node.rg:
+            raise RuntimeError(LEAF_INPLACE)
         node = value.node
         if tuple(node.shape) != tuple(self.shape) and not sh.same_shape(node.shape, self.shape):
             node = builder().broadcast_to(node, self.shape)
         node = builder().cast(node, self.dtype)
         if ctx is not None:
+            if grad_mode and node.rg:
+                _check_not_view(self.node)
             ctx.assign(self, node)
-        else:
-            dst = self._node._value
-            if not dst.flags.writeable:
-                self._node._value = dst = np.array(dst)
-            np.copyto(dst, node._value)
+            return self
+        old = self._node
+        if grad_mode and node.rg:
+            _check_not_view(old)
+            _rebase(self, old, node)
+            return self
+        dst = old._value
+        if not dst.flags.writeable:
+            old._value = dst = np.array(dst)
+        np.copyto(dst, node._value)
+        _note_write(old, rebased=False)
         return self
 
     def copy_(self, src: Any) -> Tensor:
+        if not isinstance(src, Tensor):
+            with no_grad():
+                return self._assign(Tensor._from_array(to_array(src, self.dtype)))
+        if is_grad_enabled() and (src.requires_grad or self.requires_grad):
+            # differentiable in ``src`` (torch's CopyBackwards); the old history gets a zero
+            # gradient (not none) when it requires grad
+            src = src if src.dtype is self.dtype else src._cast(self.dtype)
+            if not self.requires_grad or self.is_leaf:
+                return self._assign(src)
+            b = builder()
+            keep = b.const(False, self.shape, dt.bool_)
+            return self._assign(Tensor._wrap(b.where(keep, self.node, src.node)))
         with no_grad():
-            src = src if isinstance(src, Tensor) else Tensor._from_array(to_array(src, self.dtype))
             return self._assign(src)
 
     def zero_(self) -> Tensor:
         return self.fill_(0)
 
     def fill_(self, value: Any) -> Tensor:
+        if is_grad_enabled() and self.requires_grad:
+            if self.is_leaf:
+                raise RuntimeError(LEAF_INPLACE)
+            # an intermediate keeps requiring grad; its old history gets a zero gradient
+            b = builder()
+            keep = b.const(False, self.shape, dt.bool_)
+            v = value.node if isinstance(value, Tensor) else b.const(value, (), self.dtype)
+            return self._assign(Tensor._wrap(b.where(keep, self.node, v)))
         with no_grad():
             return self._assign(Tensor._wrap(builder().const(value, self.shape, self.dtype))
                                 if _context.current() is not None
@@ -481,13 +529,18 @@ class Tensor:
 
     def _inplace_or_rebind(self, result: Tensor) -> Tensor:
         if self._trace is not None and _context.current() is self._trace:
+            if is_grad_enabled() and result.node.rg:
+                _check_not_view(self._node)
             self._node = result.node  # a traced intermediate: rebind (the IR is functional)
             return self
         if self.is_leaf and self.requires_grad and is_grad_enabled():
-            raise RuntimeError(
-                "a leaf Variable that requires grad is being used in an in-place operation."
-            )
+            raise RuntimeError(LEAF_INPLACE)
         if self._trace is None and _context.current() is None and self._node.op != "input":
+            if is_grad_enabled() and result._node.rg:
+                _check_not_view(self._node)
+            if (result._node.shape == self._node.shape and result.dtype is self.dtype
+                    and result._node is not self._node):
+                return self._assign(result)  # the history rebased, the memory written
             self._node = result._node
             return self
         return self._assign(result)
@@ -557,6 +610,166 @@ class Tensor:
     def cpu(self) -> Tensor:
         return self
 
+
+
+# -- eager in-place ops: rebased histories and version checks -------------------------------
+LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
+MODIFIED_INPLACE = (
+    "one of the variables needed for gradient computation has been modified by an inplace "
+    "operation: [{what}], which is output 0 of {op}, is at version {version}; expected "
+    "version {expected} instead. Hint: the backtrace further above shows the operation that "
+    "failed to compute its gradient. The variable in question was changed in there or "
+    "anywhere later. Good luck!"
+)
+# ops whose result is a view of their input in PyTorch (graphc's indexing, view, reshape,
+# flatten, squeeze, unsqueeze, permute, transpose, expand, chunk, split, unbind build these)
+VIEW_OPS = frozenset({"reshape", "slice", "permute", "transpose", "expand", "broadcast_to",
+                      "squeeze", "unsqueeze"})
+# ops whose backward (PyTorch's and graphc's) uses their result
+SAVES_RESULT = frozenset({"exp", "exp2", "sigmoid", "tanh", "relu", "sqrt", "rsqrt",
+                          "reciprocal", "softmax", "log_softmax"})
+
+
+class _Writes:
+    """In-place writes into one node's value: the id-clock times of the last few (node ids
+    grow with creation, so a node created before a write has a smaller id), their count,
+    and the nodes that read the node inside the in-place op that rebased it (they keep the
+    old values, in a copy)."""
+
+    __slots__ = ("times", "count", "exempt", "rebased")
+
+    def __init__(self) -> None:
+        self.times: list[int] = []
+        self.count = 0
+        self.exempt: frozenset[int] = frozenset()
+        self.rebased = False
+
+
+# node -> _Writes for every eager node whose value was written in place
+WRITES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# node -> the set (shared, weak) of nodes whose value is the same array (``detach()``)
+_STORAGE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _share_storage(src: Node, alias: Node) -> None:
+    group = _STORAGE.get(src)
+    if group is None:
+        group = _STORAGE[src] = weakref.WeakSet([src])
+    group.add(alias)
+    _STORAGE[alias] = group
+
+
+def _note_write(node: Node, rebased: bool, exempt: frozenset[int] = frozenset()) -> None:
+    """Record an in-place write into ``node``'s value (and its ``detach()`` aliases')."""
+    t = next(_graph._ids)
+    group = _STORAGE.get(node)
+    for n in (group if group is not None else (node,)):
+        w = WRITES.get(n)
+        if w is None:
+            w = WRITES[n] = _Writes()
+        w.times.append(t)
+        del w.times[:-8]
+        if n is node and rebased and w.count == 0:  # the old values are kept in a copy
+            w.rebased, w.exempt = True, exempt
+        elif not rebased:
+            w.rebased, w.exempt = False, frozenset()
+        w.count += 1
+
+
+def _check_not_view(node: Node) -> None:
+    """An in-place op on a view of a tensor on a gradient path would have to rebase the
+    base's history too (PyTorch's CopySlices); graphc does not, so it refuses."""
+    if node.op not in VIEW_OPS or not node.rg:
+        return
+    base = node
+    while base.op in VIEW_OPS:
+        base = base.inputs[0]
+    if base.op == "input":
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
+    raise NotImplementedError(
+        f"an in-place operation on a view ({node.op}) of a tensor that requires grad is not "
+        "supported (its base's autograd history would have to change too); write it out of "
+        "place (for example `y = x[0].relu()` and then `gc.cat`/`gc.stack` the parts) or "
+        "apply the in-place op to the whole tensor")
+
+
+def _rebase(t: Tensor, old: Node, new: Node) -> None:
+    """``t`` (eager, value in ``old``) now holds ``new``: its history becomes ``new``'s.
+
+    The new values go into ``t``'s array, so memory shared with ``t`` (``detach()``,
+    ``numpy()``) sees them as in PyTorch; ``old`` keeps a copy of the old values, which the
+    backward of the in-place op itself (``exp_`` reads its input) and of earlier ops use."""
+    if new is old:
+        return
+    dst = old._value
+    val = new._value
+    if (dst is not None and dst.flags.writeable and dst.shape == val.shape
+            and dst.dtype == val.dtype and not np.may_share_memory(dst, val)):
+        old._value = dst.copy()
+        np.copyto(dst, val)
+        new._value = dst
+        group = _STORAGE.pop(old, None)
+        if group is not None:
+            group.discard(old)
+            group.add(new)
+            _STORAGE[new] = group
+    # the nodes of the in-place op that read ``old`` (created after it, on ``new``'s path)
+    exempt, stack, seen = set(), [new], set()
+    while stack:
+        n = stack.pop()
+        if n.id in seen or n.id <= old.id:
+            continue
+        seen.add(n.id)
+        if any(x is old for x in n.inputs):
+            exempt.add(n.id)
+        stack.extend(n.inputs)
+    t._node = new
+    _note_write(old, rebased=True, exempt=frozenset(exempt))
+
+
+def _reads_input(n: Node, i: int, exact: bool) -> bool:
+    """Whether ``n``'s backward needs the value of its input ``i``. ``exact``: as PyTorch
+    saves it (the old value is still available); otherwise as graphc's rule may read it."""
+    op = n.op
+    if op in NO_SAVED_VALUES:
+        return False
+    if op in ("mul", "matmul"):
+        return len(n.inputs) == 2 and n.inputs[1 - i].rg
+    if op == "div":
+        return i == 1 or n.inputs[1].rg
+    if op in SAVES_RESULT:
+        return not exact
+    return True
+
+
+def check_saved_versions(nodes: Sequence[Node]) -> None:
+    """Raise PyTorch's error when a backward through ``nodes`` needs a value that an
+    in-place op changed after it was used (eager ``backward()`` calls this)."""
+    if not WRITES:
+        return
+    for n in nodes:
+        if not n.rg or n.op == "input":
+            continue
+        w = WRITES.get(n)
+        if w is not None and n.op not in NO_SAVED_VALUES and (
+                not w.rebased or n.op in SAVES_RESULT):
+            _raise_modified(n, n, w)
+        for i, x in enumerate(n.inputs):
+            w = WRITES.get(x)
+            if (w is not None and w.times[-1] > n.id and n.id not in w.exempt
+                    and _reads_input(n, i, w.rebased)):
+                _raise_modified(x, n, w)
+
+
+def _raise_modified(x: Node, user: Node, w: _Writes) -> None:
+    after = sum(1 for t in w.times if t > user.id)
+    what = f"graphc.{_TYPE_NAMES.get(x.dtype, 'Tensor')} {list(x.shape)}"
+    msg = MODIFIED_INPLACE.format(what=what, op=f"{x.op.capitalize()}Backward0",
+                                  version=w.count, expected=w.count - after)
+    if x.op == "input":  # a leaf: torch names no producing op
+        msg = msg.replace(f", which is output 0 of {x.op.capitalize()}Backward0", "")
+    raise RuntimeError(msg)
 
 
 # -- devices and the arguments of ``.to()`` -------------------------------------------------
@@ -732,4 +945,4 @@ def parse_to(args: tuple, kwargs: dict[str, Any], what: str
 _EAGER_BACKWARD: list[Any] = [None]
 
 __all__ = ["Tensor", "builder", "to_array", "leaf_node", "device", "parse_to",
-           "dtype_of", "device_of"]
+           "dtype_of", "device_of", "check_saved_versions"]

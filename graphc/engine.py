@@ -15,7 +15,7 @@ import numpy as np
 from graphc.passes.autodiff import vjp
 
 from . import _tensor
-from ._tensor import _EAGER, Tensor, to_array
+from ._tensor import _EAGER, Tensor, check_saved_versions, to_array
 from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES, no_grad
 from .ir import toposort
 
@@ -30,9 +30,11 @@ def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) ->
         raise RuntimeError(
             "element 0 of tensors does not require grad and does not have a grad_fn"
         )
-    saved = [n for n in toposort([root]) if n.rg and n.op not in NO_SAVED_VALUES]
+    order = toposort([root])
+    saved = [n for n in order if n.rg and n.op not in NO_SAVED_VALUES]
     if any(n in _FREED for n in saved):
         raise RuntimeError(BACKWARD_TWICE)
+    check_saved_versions(order)  # a value the backward needs was changed in place
     if gradient is None:
         if root._value.size != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
@@ -44,7 +46,7 @@ def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) ->
                 f"Mismatch in shape: grad_output has a shape of {seed_val.shape} and output has "
                 f"a shape of {root._value.shape}"
             )
-    leaves = [n for n in toposort([root]) if n.op == "input" and n.rg]
+    leaves = [n for n in order if n.op == "input" and n.rg]
     with no_grad():
         seed = Tensor._from_array(seed_val)._node
         grads = vjp(_EAGER, [root], [seed], leaves)

@@ -221,8 +221,6 @@ def test_batch1_with_1x1_last_stage_raises_like_torch(compiled: bool) -> None:
     _one_value_per_channel(compiled)
 
 
-@pytest.mark.xfail(strict=True, reason="eager in-place ops on non-leaf tensors (relu_, "
-                   "ReLU(inplace=True), add_) back-propagate as the identity")
 def test_eager_inplace_relu_gradient_matches_torch() -> None:
     """torchvision's BasicBlock uses ``out += identity`` and ``ReLU(inplace=True)``; graphc's
     eager mode copies the result into the tensor without recording its derivative, so the
