@@ -27,7 +27,12 @@ from graphc.ir import shapes as sh
 from .abi import ERR_BOUNDS, ERR_INDEX, ERR_OK
 from .elementwise import ELEMENT_RULES
 from .llvm_util import I8, I8P, I32, I64, SymEmitter, fconst, for_range, i64, mem_type, reg_type
+from .parallel import TASK, context_type, pack_context, unpack_context
 from .views import VIEW_OPS, contiguous_strides, strided_view
+
+# elements of an elementwise kernel's loop nest from which its two halves run on the two
+# threads (a pass over 32K floats takes ~10 us; handing half to the spinning worker, <1 us)
+ELEM_PAR_MIN = 1 << 15
 
 
 class _EntryBuilder:
@@ -102,7 +107,7 @@ class KernelEmitter:
     names_node = False  # its code stores a node index (error reports): not shareable
 
     def __init__(self, lower: Any, node: Node, name: str,
-                 group: list[Node] | None = None) -> None:
+                 group: list[Node] | None = None, split: tuple | None = None) -> None:
         self.L = lower
         self.node = node
         # a loop group computes several nodes per index (``Plan.groups``): members read
@@ -113,24 +118,38 @@ class KernelEmitter:
         mod = lower.module
         arg_types = [I8P for _ in self.stored] + [I8P for _ in self.buffers] + [
             I8P, I64.as_pointer(), I64.as_pointer()]
-        self.fn = ir.Function(mod, ir.FunctionType(I32, arg_types), name=name)
+        # ``split`` (the shape of the work: the loop nest, or a reduction's input): the loops
+        # go into a body function that also takes the range of the outermost loop over the
+        # result (``split_range``); ``finish`` makes the kernel a wrapper that runs the two
+        # halves of that range on the thread pool (``_emit_split``)
+        self._name = name
+        self._split_work = split
+        self.split_range: tuple[ir.Value, ir.Value] | None = None
+        split_args = [I64, I64] if split is not None else []
+        self.fn = ir.Function(mod, ir.FunctionType(I32, arg_types + split_args),
+                              name=f"{name}.par" if split is not None else name)
         self.fn.linkage = "internal"
         # a kernel stays a function of its own: inlined into the entry function, every
         # kernel of the step would make one huge function whose O3 optimisation and code
         # emission grow faster than linearly (GPT, 2 layers: 13.5 s with inlining, 5.0 s
         # without); a call costs nanoseconds next to any kernel's loop
         self.fn.attributes.add("noinline")
-        for a in self.fn.args[:-2]:
+        args = list(self.fn.args)
+        if split is not None:
+            self.split_range = (args[-2], args[-1])
+            args = args[:-2]
+        self._args = args
+        for a in args[:-2]:
             a.add_attribute("noalias")
-        self.work = self.fn.args[-3]
+        self.work = args[-3]
         entry = self.fn.append_basic_block("entry")
         start = self.fn.append_basic_block("start")
         self._allocas = ir.IRBuilder(entry)
         self._entry_br = self._allocas.branch(start)
         self.b = ir.IRBuilder(start)
         self.err_block: ir.Block | None = None
-        syms_ptr = self.fn.args[-2]
-        self.err_ptr = self.fn.args[-1]
+        syms_ptr = args[-2]
+        self.err_ptr = args[-1]
         # shape expressions go to the entry block, so a value cached while emitting one loop
         # nest still dominates its uses in the next one
         hoist = _EntryBuilder(ir.IRBuilder(entry), self._entry_br)
@@ -143,9 +162,9 @@ class KernelEmitter:
             if self.debug else {}
         self.ptr: dict[int, ir.Value] = {}
         self.outs = {m.id: self.b.bitcast(a, mem_type(m.dtype).as_pointer())
-                     for m, a in zip(self.stored, self.fn.args)}
+                     for m, a in zip(self.stored, args)}
         self.out = self.outs.get(node.id)
-        for n, a in zip(self.buffers, self.fn.args[len(self.stored):-3]):
+        for n, a in zip(self.buffers, args[len(self.stored):-3]):
             self.ptr[n.id] = self.b.bitcast(a, mem_type(n.dtype).as_pointer())
 
     def _is_buffer(self, n: Node) -> bool:
@@ -332,7 +351,10 @@ class KernelEmitter:
         dims = list(range(len(shape))) if order is None else order
         idx: list[Any] = [None] * len(shape)
 
+        split = self.split_range
+
         def rec(k: int) -> None:
+            nonlocal split
             if k == len(dims):
                 body(idx)
                 return
@@ -341,7 +363,9 @@ class KernelEmitter:
                 idx[d] = i64(0)
                 rec(k + 1)
                 return
-            with for_range(self.b, i64(0), self.sym(shape[d]), name=f"i{d}") as i:
+            lo, hi = (i64(0), self.sym(shape[d])) if split is None else split
+            split = None  # the outermost loop only
+            with for_range(self.b, lo, hi, name=f"i{d}") as i:
                 idx[d] = i
                 rec(k + 1)
 
@@ -349,6 +373,58 @@ class KernelEmitter:
 
     def finish(self) -> None:
         self.b.ret(ir.Constant(I32, ERR_OK))
+        if self.split_range is not None:
+            self._emit_split()
+
+    def _emit_split(self) -> None:
+        """The kernel proper (``self.fn`` afterwards): the body on the outermost loop's whole
+        range, or its two halves on the thread pool when the pool is there, the work has at
+        least ``ELEM_PAR_MIN`` elements and the body cannot fail. Every element is
+        computed by the same code either way, so the results are bit-identical."""
+        body = self.fn
+        shape = self.members[0].shape
+        d0 = next(i for i, s in enumerate(shape) if s != 1)
+        fn = ir.Function(body.module, ir.FunctionType(I32, [a.type for a in self._args]),
+                         name=self._name)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        syms = fn.args[-2]
+        symvals = {s: b.load(b.gep(syms, [i64(i)], inbounds=True), name=s.name)
+                   for i, s in enumerate(self.L.symbols)}
+        sym = SymEmitter(b, symvals)
+        n0 = sym(shape[d0])
+        args = list(fn.args)
+        if self.err_block is not None:  # may stop with an error: one call, its code
+            b.ret(b.call(body, args + [i64(0), n0]))
+            self.fn = fn
+            return
+        # the task: unpack the context, run this part's half of the outermost loop
+        ct = context_type([a.type for a in args] + [I64])
+        task = ir.Function(body.module, TASK, name=f"{self._name}.task")
+        task.linkage = "internal"
+        tb = ir.IRBuilder(task.append_basic_block("entry"))
+        vals = unpack_context(tb, task.args[0], ct, len(args) + 1)
+        tn = vals[-1]
+        half = tb.udiv(tb.add(tn, i64(1)), i64(2))
+        first = tb.icmp_signed("==", task.args[1], i64(0))
+        lo = tb.select(first, i64(0), half)
+        hi = tb.select(first, half, tn)
+        tb.call(body, vals[:-1] + [lo, hi])
+        tb.ret_void()
+        # the kernel: the pool's dispatch when it is there and the loop nest is big enough
+        slot = b.alloca(ct)
+        run2 = b.load(self.L.run2_global())
+        big = b.icmp_signed(">=", sym(sh.numel(self._split_work)), i64(ELEM_PAR_MIN))
+        go = b.and_(b.and_(big, b.icmp_signed(">=", n0, i64(2))),
+                    b.icmp_unsigned("!=", b.ptrtoint(run2, I64), i64(0)))
+        with b.if_else(go) as (then, otherwise):
+            with then:
+                b.call(run2, [task, pack_context(b, slot, args + [n0])])
+            with otherwise:
+                b.call(body, args + [i64(0), n0])
+        b.ret(ir.Constant(I32, ERR_OK))
+        self.fn = fn
 
 
 def emit_elementwise(k: KernelEmitter) -> None:

@@ -29,10 +29,11 @@ import sympy
 from llvmlite import ir
 
 from graphc.ir import Graph, Node
+from graphc.ir import shapes as sh
 
 from .abi import ERR_NONFINITE, ERR_OK, ERR_SCRATCH, PROFILE_SYMBOL, RUN2_SYMBOL, TABLE_FIXED
 from .elementwise import ELEMENT_RULES
-from .emitter import KernelEmitter, emit_elementwise, emit_group, operands
+from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
 from .families import KERNELS, kernel_for
 from .llvm_util import I8P, I32, I64, VOID, SymEmitter, declare, i64, mem_type
 from .parallel import TASK
@@ -201,6 +202,28 @@ class Lowering:
         t0 = time.perf_counter()
         self._build()
         self.timings["emit LLVM IR"] = time.perf_counter() - t0
+
+    def _split_work(self, n: Node, kern: Any) -> tuple | None:
+        """The work shape when the kernel computing ``n`` (or the loop group it starts) is
+        split over the two threads by its outermost loop (``KernelEmitter(split=...)``), else
+        None: elementwise kernels and loop groups, and reductions that keep a dim while
+        reducing the last (their loop over the kept dims is the outermost loop, each
+        result computed whole by one thread: BatchNorm's per-channel sums). Not in debug
+        builds (their bounds checks stop the step), not for work known to be smaller than
+        ``ELEM_PAR_MIN`` elements."""
+        if getattr(self, "debug", False) or all(s == 1 for s in n.shape):
+            return None
+        work = tuple(n.shape)
+        if kern is not None:
+            if n.op not in ("sum", "max") or kern.name != "reduce":
+                return None
+            x = n.inputs[0]
+            axes = set(n.attrs["axes"])
+            if len(x.shape) != len(n.shape) or (len(x.shape) - 1) not in axes:
+                return None
+            work = tuple(x.shape)
+        size = sh.numel(work)
+        return None if isinstance(size, int) and size < ELEM_PAR_MIN else work
 
     def run2_global(self) -> ir.GlobalVariable:
         """``graphc_parallel_run2``: the thread pool's dispatch function, set by the JIT
@@ -425,12 +448,14 @@ class Lowering:
             key = self._kernel_key(unit, label)
             kfn = self._kernel_by_key.get(key) if key is not None else None
             if kfn is None or VERIFY_KERNEL_KEYS:
+                kern = kernel_for(n) if len(unit) == 1 else None
+                split = self._split_work(n, kern)
                 if len(unit) > 1:
-                    k = KernelEmitter(self, n, f"g{p.node_index[n.id]}_group", group=unit)
+                    k = KernelEmitter(self, n, f"g{p.node_index[n.id]}_group", group=unit,
+                                      split=split)
                     emit_group(k)
                 else:
-                    k = KernelEmitter(self, n, f"k{p.node_index[n.id]}_{n.op}")
-                    kern = kernel_for(n)
+                    k = KernelEmitter(self, n, f"k{p.node_index[n.id]}_{n.op}", split=split)
                     kern.emit(k) if kern is not None else emit_elementwise(k)
                 k.finish()
                 emitted = self._dedup(k.fn, label)

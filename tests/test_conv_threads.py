@@ -1,4 +1,5 @@
-"""Two-thread convolutions give bit-identical results to one thread.
+"""Two-thread convolutions (and the elementwise kernels and reductions around them) give
+bit-identical results to one thread.
 
 codegen/conv.py splits the implicit-GEMM kernels over the native pool: the forward and input
 gradient by images (each thread with its own grid), the weight gradient by output tiles (and
@@ -34,6 +35,12 @@ def models():
     yield "wide", (16, 16, 16), np.float32, lambda: nn.Sequential(
         nn.Conv2d(16, 24, 3, padding=1), nn.ReLU(), nn.Conv2d(24, 20, 3, padding=1),
         nn.Flatten(), nn.Linear(20 * 16 * 16, 10))
+    # BatchNorm and ReLU: elementwise kernels and per-channel sums split over the threads
+    # by their outermost loop above ``ELEM_PAR_MIN`` elements (batch 64), whole below (1)
+    yield "bn", (3, 32, 32), np.float32, lambda: nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
     d = gc.float64
     yield "f64", (5, 15, 15), np.float64, lambda: nn.Sequential(
         nn.Conv2d(5, 9, 3, padding=1, dtype=d), nn.ReLU(), nn.Conv2d(9, 7, 3, dtype=d),
