@@ -104,6 +104,7 @@ class KernelEmitter:
     """Emits one kernel function: loops over a node's index space, values computed inline."""
 
     debug = False  # bounds checks (set per instance; subclasses with their own __init__: off)
+    split_range: tuple[ir.Value, ir.Value] | None = None  # see ``split`` below
     names_node = False  # its code stores a node index (error reports): not shareable
 
     def __init__(self, lower: Any, node: Node, name: str,
