@@ -170,3 +170,20 @@ def test_pool_argmax_inside_matches_interpreter(pool: dict) -> None:
     np.testing.assert_array_equal(np.asarray(native(x)), np.asarray(ref(x)))
     node = native.variants[-1].graph.outputs[0]
     assert node.op == "pool_argmax" and pool_lowering.inside(node)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_kernels_with_512_bit_vectors(dtype: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 512-bit kernels (16 float lanes: AVX-512 hosts) on any host: forced here, LLVM
+    splits the vectors for narrower units, so the wide tiles, Winograd blocks and phase
+    grids run and are checked even where the CPU has no AVX-512."""
+    import graphc.runtime.cpu as cpu_runtime
+
+    monkeypatch.setattr(cpu_runtime, "has_avx512", lambda *a, **k: True)
+    for geom in ((1, 8, 28, 28, (3, 3), 1, 1, 1, 1),  # implicit GEMM
+                 (4, 6, 9, 8, (3, 3), 2, 1, 1, 2),  # phase grids, groups
+                 (16, 32, 16, 16, (3, 3), 2, 1, 1, 1),  # strided input gradient
+                 (16, 32, 16, 16, (1, 1), 2, 0, 1, 1),  # phases no tap reaches
+                 (9, 8, 33, 35, (3, 3), 1, 1, 1, 1),  # Winograd, rows of 18 tiles
+                 (8, 9, 14, 14, (3, 3), 1, 1, 1, 1)):  # flat Winograd (7 tiles a row)
+        test_conv_kernels_match_torch(geom, dtype)
