@@ -47,7 +47,12 @@ loops of ``codegen.conv_direct``.
 Winograd F(2x2, 3x3) (``Wino``): 16 multiply-adds per 2x2 outputs and source channel instead of
 36, as 16 register-tiled GEMMs over blocks of tiles that stay in L2, the input tiles read as
 vectors from the 2x2 phase grids (or, for images whose rows hold fewer tiles than a vector,
-from a tile-major copy). The weight gradient accumulates in passes over a few images whose
+from a tile-major copy). Finite inputs give the direct sums up to rounding (a few ulps, well
+inside float32 tolerance against PyTorch); an infinite input can come out as NaN where the
+direct sum gives +-Inf (the transforms subtract tile elements from each other), as in every
+Winograd convolution (cuDNN's, NNPACK's): both are non-finite, which ``check_finite`` and a
+user's loss check see alike; ``GRAPHC_CONV_WINOGRAD=0`` keeps the direct sums. The weight
+gradient accumulates in passes over a few images whose
 grids fit in L2 (``wgrad_pass_images``). Measured on a ResNet-18-style step (widths
 16-32-64-128, 64x64 inputs, batch 32, one thread, 2-vCPU AMD EPYC znver3, time-stamp ticks per
 step): 1.71G -> 0.92G, mostly from the strided input gradient (0.50G -> 0.04G), Winograd

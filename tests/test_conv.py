@@ -187,3 +187,24 @@ def test_conv_kernels_with_512_bit_vectors(dtype: Any, monkeypatch: pytest.Monke
                  (9, 8, 33, 35, (3, 3), 1, 1, 1, 1),  # Winograd, rows of 18 tiles
                  (8, 9, 14, 14, (3, 3), 1, 1, 1, 1)):  # flat Winograd (7 tiles a row)
         test_conv_kernels_match_torch(geom, dtype)
+
+
+def test_winograd_non_finite_inputs_stay_in_their_windows() -> None:
+    """An infinite input makes exactly the outputs whose windows hold it non-finite, as the
+    direct sums do (Winograd may give NaN where they give +-Inf: the documented
+    difference); every other output stays finite and equal to PyTorch's."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    x = rng.standard_normal((2, 8, 20, 20)).astype(np.float32)
+    x[0, 3, 5, 7] = np.inf
+    x[1, 0, 0, 19] = -np.inf
+    x[1, 6, 12, 2] = np.nan
+    attrs = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
+    wt = gc.tensor(w)
+    f = gc.compile(lambda a: P("conv2d", a, wt, **attrs), example_args=(x,))
+    got = np.asarray(f(x))
+    ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), padding=1).numpy()
+    assert ".wino" in f.ir("llvm")
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-4, atol=1e-4)
