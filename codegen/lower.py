@@ -206,15 +206,21 @@ class Lowering:
     def _split_work(self, n: Node, kern: Any) -> tuple | None:
         """The work shape when the kernel computing ``n`` (or the loop group it starts) is
         split over the two threads by its outermost loop (``KernelEmitter(split=...)``), else
-        None: elementwise kernels and loop groups, and reductions that keep a dim while
-        reducing the last (their loop over the kept dims is the outermost loop, each
-        result computed whole by one thread: BatchNorm's per-channel sums). Not in debug
+        None: elementwise kernels and loop groups, max-pool indices (by images), and
+        reductions that keep a dim while reducing the last (their loop over the kept dims is
+        the outermost loop, each result computed whole by one thread: BatchNorm's
+        per-channel sums). Not in debug
         builds (their bounds checks stop the step), not for work known to be smaller than
         ``ELEM_PAR_MIN`` elements."""
         if getattr(self, "debug", False) or all(s == 1 for s in n.shape):
             return None
         work = tuple(n.shape)
-        if kern is not None:
+        if kern is not None and kern.name == "pool":
+            # max-pool indices: both kernels' outermost loop runs over the images
+            if isinstance(n.shape[0], int) and n.shape[0] == 1:
+                return None
+            work = tuple(n.inputs[0].shape)
+        elif kern is not None:
             if n.op not in ("sum", "max") or kern.name != "reduce":
                 return None
             x = n.inputs[0]

@@ -23,7 +23,7 @@ from graphc.ir import Node
 
 from .emitter import KernelEmitter
 from .kernels import Kernel, register
-from .llvm_util import I64, fconst, for_range, i64, reg_type
+from .llvm_util import I32, I64, fconst, for_range, i64, reg_type
 from .views import strided_view
 
 
@@ -95,6 +95,43 @@ def inside(n: Node) -> bool:
     return True
 
 
+
+def _vector_windows(k: Any, src: ir.Value, row: ir.Value, rstride: ir.Value, ih0: ir.Value,
+                    orow: ir.Value, ow0: ir.Value, lanes: int, ker: tuple[int, int],
+                    steps: tuple[int, int, int], W: int, t: ir.Type) -> None:
+    """``lanes`` windows of one output row at once: each tap's values are one contiguous
+    load of the row span the windows cover, shuffled to every ``sw``-th element; the running
+    maximum and its index (i32 lanes, widened when stored) follow the scalar rule
+    lane by lane, so the results are the scalar kernel's."""
+    b = k.b
+    (KH, KW), (sw, dh, dw) = ker, steps
+    span = (lanes - 1) * sw + 1
+    st_ = ir.VectorType(t, span)
+    it = ir.VectorType(I32, lanes)
+    pick = ir.Constant(ir.VectorType(I32, lanes), [i * sw for i in range(lanes)])
+    cols = ir.Constant(it, [i * sw for i in range(lanes)])
+    iw0 = b.mul(ow0, i64(sw))
+    base_idx = b.trunc(b.add(ih0, iw0), I32)
+    one = b.insert_element(ir.Constant(it, ir.Undefined), base_idx, ir.Constant(I32, 0))
+    base_vec = b.add(b.shuffle_vector(one, ir.Constant(it, ir.Undefined),
+                                      ir.Constant(it, [0] * lanes)), cols)
+    best = arg = None
+    for u in range(KH):
+        for v in range(KW):
+            off = b.add(b.add(row, b.mul(i64(u * dh), rstride)), b.add(iw0, i64(v * dw)))
+            ptr = b.bitcast(b.gep(src, [off], inbounds=True), st_.as_pointer())
+            val = b.shuffle_vector(b.load(ptr, align=4), ir.Constant(st_, ir.Undefined), pick)
+            flat = b.add(base_vec, ir.Constant(it, [u * dh * W + v * dw] * lanes))
+            if best is None:
+                best, arg = val, flat
+                continue
+            take = b.or_(b.fcmp_ordered(">", val, best), b.fcmp_unordered("uno", val, val))
+            best = b.select(take, val, best)
+            arg = b.select(take, flat, arg)
+    out = b.bitcast(b.gep(k.out, [b.add(orow, ow0)], inbounds=True),
+                    ir.VectorType(I64, lanes).as_pointer())
+    b.store(b.sext(arg, ir.VectorType(I64, lanes)), out, align=8)
+
 def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
     """The kernel for ``pool_argmax``: the unrolled kernel when every window is
     inside the image (and not in debug builds), else ``fallback``."""
@@ -114,7 +151,13 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
         OH, OW = n.shape[2:]
         C = n.shape[1]
         strides = [k.sym(s) for s in st]
-        with for_range(b, i64(0), k.sym(n.shape[0]), name="pn") as nb:
+        t = reg_type(n.inputs[0].dtype)
+        # whole vectors of windows along a row when its elements are contiguous
+        vector = (isinstance(st[3], int) and st[3] == 1 and n.inputs[0].dtype.is_float
+                  and n.inputs[0].shape[2] * W < 2 ** 31)  # indices in i32 lanes
+        lanes = (64 if k.L.wide else 32) // n.inputs[0].dtype.itemsize
+        lo, hi = k.split_range or (i64(0), k.sym(n.shape[0]))
+        with for_range(b, lo, hi, name="pn") as nb:
             with for_range(b, i64(0), i64(C), name="pc") as c:
                 plane = b.add(b.mul(nb, strides[0]), b.mul(c, strides[1]))
                 obase = b.mul(b.add(b.mul(nb, i64(C)), c), i64(OH * OW))
@@ -122,7 +165,7 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
                     row = b.add(plane, b.mul(b.mul(oh, i64(sh_)), strides[2]))
                     orow = b.add(obase, b.mul(oh, i64(OW)))
                     ih0 = b.mul(oh, i64(sh_ * W))
-                    with for_range(b, i64(0), i64(OW), name="pow") as ow:
+                    def scalar(ow: ir.Value) -> None:
                         iw0 = b.mul(ow, i64(sw))
                         best = arg = None
                         for u in range(KH):
@@ -139,6 +182,16 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
                                 best = b.select(take, val, best)
                                 arg = b.select(take, flat, arg)
                         b.store(arg, b.gep(k.out, [b.add(orow, ow)], inbounds=True))
+
+                    nvec = OW // lanes * lanes if vector else 0
+                    if nvec:
+                        with for_range(b, i64(0), i64(nvec), name="pvow",
+                                       step=i64(lanes)) as ow0:
+                            _vector_windows(k, src, row, strides[2], ih0, orow, ow0, lanes,
+                                            (KH, KW), (sw, dh, dw), W, t)
+                    if nvec < OW:
+                        with for_range(b, i64(nvec), i64(OW), name="pow") as ow:
+                            scalar(ow)
 
     emit.__doc__ = fallback.__doc__
     return emit

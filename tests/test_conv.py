@@ -151,19 +151,24 @@ def test_winograd_coverage() -> None:
             assert conv_lowering.winograd(y3, True) is None
 
 
+@pytest.mark.parametrize("width", [10, 43], ids=["narrow", "vectors"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("pool", [dict(kernel=(2, 2), stride=(2, 2)),
+                                  dict(kernel=(3, 3), stride=(2, 2)),
                                   dict(kernel=(3, 2), stride=(1, 2), dilation=(2, 1))],
-                         ids=["2x2", "dilated"])
-def test_pool_argmax_inside_matches_interpreter(pool: dict) -> None:
+                         ids=["2x2", "3x3s2", "dilated"])
+def test_pool_argmax_inside_matches_interpreter(pool: dict, dtype: Any, width: int) -> None:
     """The unrolled max-pool index kernel (codegen/pool.py: windows inside the image) keeps
-    the general rule: first maximum in window order, ties to the first, NaN wins."""
+    the general rule: first maximum in window order, ties to the first, NaN wins; rows of
+    43 columns take the vector path (whole vectors of windows, then the scalar tail)."""
     from graphc.codegen import pool as pool_lowering
 
     attrs = dict(padding=(0, 0), dilation=(1, 1), ceil_mode=False) | pool
     rng = np.random.default_rng(1)
-    x = rng.integers(-2, 3, (3, 2, 8, 10)).astype(np.float32)  # many ties
-    x[0, 0, 1, 1] = x[1, 1, 4, 5] = x[2, 0, 3, 3] = np.nan
+    x = rng.integers(-2, 3, (3, 2, 8, width)).astype(dtype)  # many ties
+    x[0, 0, 1, 1] = x[1, 1, 4, 5] = x[2, 0, 3, 3] = x[2, 1, 5, width - 2] = np.nan
     x[2, 1, 0, :] = -np.inf
+    x[0, 1, 2, 7:30] = np.inf
     f = lambda a: P("pool_argmax", a, **attrs)  # noqa: E731
     native = gc.compile(f, example_args=(x,))
     ref = gc.compile(f, example_args=(x,), backend="interp")
