@@ -375,6 +375,24 @@ def _build_grid(b: ir.IRBuilder, p: Problem, grid: ir.Value, src: ir.Value,
                         b.store(v, _gep(b, drow, col))
 
 
+
+def _accumulate(b: ir.IRBuilder, vec: _V, accs: list, K: Any, bvecs: Callable,
+                arow: Callable) -> None:
+    """The register tile's inner product: zero ``accs`` (``RM x NV`` vector slots), then for
+    each ``k < K`` broadcast the ``RM`` values at ``arow(k)`` and multiply-add them with the
+    ``NV`` vectors ``bvecs(k)``. Shared by the implicit GEMM, the strided input gradient's
+    phases and the Winograd GEMMs."""
+    for row in accs:
+        for acc in row:
+            b.store(vec.zero, acc)
+    with for_range(b, i64(0), K if isinstance(K, ir.Value) else i64(K), name="kk") as kk:
+        bvs = bvecs(kk)
+        ap = arow(kk)
+        for i, row in enumerate(accs):
+            av = vec.splat(b.load(_gep(b, ap, i64(i))))
+            for v, acc in enumerate(row):
+                b.store(b.call(vec.fma, [av, bvs[v], b.load(acc)]), acc)
+
 def _operand(k: Any, n: Node) -> tuple[ir.Value, list[ir.Value]] | None:
     sv = strided_view(n, k._is_buffer)
     if sv is None:
@@ -552,18 +570,11 @@ def _igemm_images(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value
                             oh, vr = b.udiv(q, i64(p.qv)), b.urem(q, i64(p.qv))
                             starts.append(_gep(b, grid, _add(b, _mul(b, oh, p.wg),
                                                              _mul(b, vr, p.lanes))))
-                        for row in accs:
-                            for acc in row:
-                                b.store(vec.zero, acc)
-                        with for_range(b, i64(0), i64(K), name="kk") as kk:
-                            off = b.load(b.gep(offs, [i64(0), kk], inbounds=True))
-                            bvs = [vec.load(_gep(b, st, off)) for st in starts]
-                            arow = _gep(b, abase, _add(b, _mul(b, kk, mp), m0))
-                            for i in range(t.rm):
-                                av = vec.splat(b.load(_gep(b, arow, i64(i))))
-                                for v in range(t.nv):
-                                    b.store(b.call(vec.fma, [av, bvs[v], b.load(accs[i][v])]),
-                                            accs[i][v])
+                        _accumulate(
+                            b, vec, accs, K,
+                            lambda kk, starts=starts: [vec.load(_gep(b, st, b.load(b.gep(
+                                offs, [i64(0), kk], inbounds=True)))) for st in starts],
+                            lambda kk, m0=m0: _gep(b, abase, _add(b, _mul(b, kk, mp), m0)))
                         for v in range(t.nv):
                             q = _add(b, q0, i64(v))
                             with b.if_then(b.icmp_signed("<", q, i64(Q))):
@@ -972,19 +983,13 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
                                 r, vr = b.udiv(q, i64(qv)), b.urem(q, i64(qv))
                                 starts.append(_gep(b, grid, _add(b, _mul(b, r, p.wg),
                                                                  _mul(b, vr, p.lanes))))
-                            for row in accs:
-                                for acc in row:
-                                    b.store(vec.zero, acc)
-                            with for_range(b, i64(0), i64(K), name="kk") as kk:
-                                off = b.load(b.gep(off_t, [i64(0), kk], inbounds=True))
-                                bvs = [vec.load(_gep(b, st, off)) for st in starts]
-                                arow = _gep(b, abase, _add(b, _mul(b, kk, mp), m0))
-                                for i in range(t.rm):
-                                    av = vec.splat(b.load(_gep(b, arow, i64(i))))
-                                    for v in range(t.nv):
-                                        b.store(b.call(vec.fma, [av, bvs[v],
-                                                                 b.load(accs[i][v])]),
-                                                accs[i][v])
+                            _accumulate(
+                                b, vec, accs, K,
+                                lambda kk, starts=starts, off_t=off_t: [vec.load(_gep(
+                                    b, st, b.load(b.gep(off_t, [i64(0), kk], inbounds=True))))
+                                    for st in starts],
+                                lambda kk, m0=m0, abase=abase: _gep(
+                                    b, abase, _add(b, _mul(b, kk, mp), m0)))
                             for v in range(t.nv):
                                 q = _add(b, q0, i64(v))
                                 with b.if_then(b.icmp_signed("<", q, i64(Q))):
@@ -1296,18 +1301,11 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
                             last = b.sub(qn, i64(1))
                             starts = [_gep(b, vb, _mul(b, b.select(
                                 b.icmp_signed("<", qq, qn), qq, last), L)) for qq in qs]
-                            for row in accs:
-                                for acc in row:
-                                    b.store(vec.zero, acc)
-                            with for_range(b, i64(0), i64(w.S), name="ws") as s:
-                                so = _mul(b, s, qb * L)
-                                bvs = [vec.load(_gep(b, st, so)) for st in starts]
-                                arow = _gep(b, ub, _add(b, _mul(b, s, mp), m0))
-                                for i in range(t.rm):
-                                    av = vec.splat(b.load(_gep(b, arow, i64(i))))
-                                    for v in range(t.nv):
-                                        b.store(b.call(vec.fma, [av, bvs[v], b.load(accs[i][v])]),
-                                                accs[i][v])
+                            _accumulate(
+                                b, vec, accs, w.S,
+                                lambda s, starts=starts: [vec.load(_gep(b, st, _mul(
+                                    b, s, qb * L))) for st in starts],
+                                lambda s, m0=m0, ub=ub: _gep(b, ub, _add(b, _mul(b, s, mp), m0)))
                             for v, qq in enumerate(qs):
                                 with b.if_then(b.icmp_signed("<", qq, qn)):
                                     for i in range(t.rm):
