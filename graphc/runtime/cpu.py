@@ -42,6 +42,8 @@ from graphc.codegen.cpu import (
     init_llvm,
 )
 from graphc.codegen.gemm import build_library, library_parts
+from graphc.codegen.gemm_bf16 import Bf16Gemm
+from graphc.codegen.gemm_bf16 import library_parts as bf16_library_parts
 from graphc.codegen.lower import Lowering
 from graphc.ir import Graph
 from graphc.ir import shapes as sh
@@ -49,6 +51,7 @@ from graphc.tensor import Tensor
 from graphc.trace import Signature
 
 from . import cache, compile_log, compile_worker
+from .amx import ensure_amx
 from .executable import Runtime
 from .guard import GuardMixin
 from .pool import dispatch_address
@@ -233,8 +236,14 @@ class CPUExecutable(GuardMixin, Runtime):
             if objs[-1] is None:
                 pending[batch.submit(text(), "O3")] = len(objs) - 1
 
-        def on_gemm(req: tuple) -> None:
-            for spec, build in library_parts({req}):
+        def on_gemm(req: Any) -> None:
+            if isinstance(req, Bf16Gemm):  # a bf16 variant (codegen.gemm_bf16): its own piece
+                if req.isa == "amx":
+                    ensure_amx()  # tile data permission, before the step can run
+                parts = bf16_library_parts({req})
+            else:
+                parts = library_parts({req})
+            for spec, build in parts:
                 shared(spec, lambda build=build: str(build()))
 
         try:
