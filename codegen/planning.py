@@ -33,7 +33,8 @@ from .elementwise import ELEMENT_RULES
 from .families import KERNELS, kernel_for
 from .views import VIEW_OPS, strided_view
 
-CHECKED_OPS = ("gather", "scatter_add")  # ops whose kernels may stop with an error code
+# ops whose kernels may stop with an error code (a scan: any kernel of its body)
+CHECKED_OPS = ("gather", "scatter_add", "scan")
 
 
 def _dense_operands(n: Node) -> bool:
@@ -61,6 +62,9 @@ class Plan:
     groups: list[list[Node]] = field(default_factory=list)
     group_of: dict[int, int] = field(default_factory=dict)
     virtual: set[int] = field(default_factory=set)  # group-internal values: no buffer
+    # scan id -> the plan of its body (``codegen.loop``); the scan and its scan_out nodes
+    # are one unit in ``groups`` (the loop writes every result), the scan itself virtual
+    bodies: dict[int, Plan] = field(default_factory=dict)
 
     def units(self) -> list[list[Node]]:
         """Kernels in execution order: a loop group, or a single materialized node."""
@@ -152,16 +156,25 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
                     mat.add(base.id)
                 if strided_view(x, lambda m: m.op == "input" or m.id in mat) is None:
                     mat.add(x.id)
+    scans = [n for n in order if n.op == "scan"]
+    for n in scans:  # the body reads its operands as plain contiguous buffers
+        for x in n.inputs:
+            if x.op != "input":
+                mat.add(x.id)
     materialized = [n for n in order if n.id in mat]
     if loop_groups and not debug:
         materialized = _hoist_scalars(materialized, mat)
+    if scans:
+        materialized = _scan_units_together(materialized)
     p = Plan(g, order, materialized)
     if not debug:
         _plan_direct_writes(p, mat)
         if loop_groups:
             _plan_groups(p, mat)
-    off = _assign_offsets(p, mat, roots)
     needs: list[Any] = []
+    for n in scans:
+        _plan_scan(p, n, wide, debug, loop_groups, needs)
+    off = _assign_offsets(p, mat, roots)
     for n in materialized:
         kern = kernel_for(n)
         need = kern.workspace(n, wide) if kern is not None else 0  # GEMM packing, conv grids
@@ -177,6 +190,40 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
             p.node_index[n.id] = k
             k += 1
     return p
+
+
+def _scan_units_together(materialized: list[Node]) -> list[Node]:
+    """Each scan's scan_out nodes right after the scan: the loop writes them all, so they
+    are one unit (``_plan_scan``) and their buffers are live from the loop on."""
+    outs: dict[int, list[Node]] = {}
+    for n in materialized:
+        if n.op == "scan_out":
+            outs.setdefault(n.inputs[0].id, []).append(n)
+    out: list[Node] = []
+    for n in materialized:
+        if n.op == "scan_out":
+            continue
+        out.append(n)
+        out += outs.get(n.id, [])
+    return out
+
+
+def _plan_scan(p: Plan, n: Node, wide: bool, debug: bool, loop_groups: bool,
+               needs: list[Any]) -> None:
+    """A scan: its body planned like a step, the scan and its scan_out nodes one unit
+    (the scan itself has no buffer), its workspace (body arena, carry copies) reserved."""
+    from .loop import scan_layout
+
+    body = n.attrs["body"]
+    bp = plan(body, wide, debug, loop_groups=loop_groups)
+    p.bodies[n.id] = bp
+    unit = [n] + [m for m in p.materialized if m.op == "scan_out" and m.inputs[0] is n]
+    gi = len(p.groups)
+    p.groups.append(unit)
+    for m in unit:
+        p.group_of[m.id] = gi
+    p.virtual.add(n.id)
+    needs.append(scan_layout(n, bp)["size"])
 
 
 def _max_of(xs: list[Any]) -> Any:
@@ -264,6 +311,8 @@ def _plan_direct_writes(p: Plan, mat: set[int]) -> None:
     for j, (slot, v) in enumerate(g.updates):
         i = index.get(v.id)
         if i is None or i <= last_fail or v.id in p.direct or v.id in outputs:
+            continue
+        if v.op == "scan_out":  # the loop writes it step by step and may stop half-way
             continue
         old = by_name.get(slot)
         if old is not None:

@@ -16,6 +16,8 @@ from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 from graphc.ir.elementwise import ELEMENTWISE
 
+from .loops import scan_vjp
+
 Rule = Callable[[Builder, Node, Node], Sequence[Node | None]]
 VJP: dict[str, Rule] = {}
 
@@ -225,6 +227,13 @@ def _conv2d_weight_grad(b, n, g):
             b.op("conv2d", (x, g), **a)]
 
 
+@_rule("scan", "scan_out")
+def _loop(b, n, g):
+    # a scan's results are a tuple: ``vjp`` gathers the cotangents of its scan_out nodes
+    # and calls ``scan_vjp`` with all of them (passes/loops.py)
+    raise AssertionError(f"{n.op} is differentiated by vjp() itself, not by its table rule")
+
+
 def vjp(b: Builder, roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node]
         ) -> list[Node | None]:
     """Gradients of ``sum(seed * root)`` with respect to each node of ``wrt``.
@@ -243,13 +252,24 @@ def vjp(b: Builder, roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[
     for r, s in zip(roots, seeds):
         if r.id in live:
             grads[r.id] = b.add(grads[r.id], s) if r.id in grads else s
+    parts: dict[int, dict[int, Node]] = {}  # scan id -> {result index: cotangent}
     for n in reversed(order):
         g = grads.get(n.id)
         if g is None or not n.inputs or n.id in wrt_ids and n.op == "input":
             continue
-        if not n.dtype.is_float:
+        if n.op == "scan_out":  # one result of a tuple: kept for the scan's rule
+            s, i = n.inputs[0], n.attrs["index"]
+            if s.id in live and n.dtype.is_float:
+                d = parts.setdefault(s.id, {})
+                d[i] = b.add(d[i], g) if i in d else g
+                grads[s.id] = g  # marks the scan as reached
             continue
-        contribs = VJP[n.op](b, n, g)
+        if n.op == "scan":
+            contribs = scan_vjp(b, n, parts.get(n.id, {}), vjp)
+        elif not n.dtype.is_float:
+            continue
+        else:
+            contribs = VJP[n.op](b, n, g)
         for x, gx in zip(n.inputs, contribs):
             if gx is None or x.id not in live or not x.dtype.is_float:
                 continue

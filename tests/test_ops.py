@@ -65,6 +65,31 @@ def _zero_some(x: Tensor) -> Tensor:
 
 
 CONV = dict(stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2)
+def _rnn_scan(x: Tensor, w: Tensor, u: Tensor, h0: Tensor, reverse: bool = False) -> Any:
+    """A scan through ``graphc.loops.scan`` over x's leading axis (the batch symbol here, so
+    the three batch sizes are three trip counts of one compile): two carries (an Elman state
+    and a running sum), a stacked output."""
+    from graphc.loops import scan
+
+    def step(c: Any, xt: Any) -> Any:
+        h, acc = c
+        hn = (xt[0] @ w + h @ u).tanh()
+        return (hn, acc + hn * xt[0].sum(-1, keepdim=True)), (hn * hn,)
+
+    return scan(step, (h0, h0 * 0.5), (x,), reverse=reverse)
+
+
+def _scan_result(x: Tensor, w: Tensor, u: Tensor, h0: Tensor) -> Tensor:
+    (h, acc), (ys,) = _rnn_scan(x, w, u, h0)
+    return ys + h + acc
+
+
+def _scan_final(x: Tensor, w: Tensor, u: Tensor, h0: Tensor) -> Tensor:
+    (h, acc), _ = _rnn_scan(x, w, u, h0, reverse=True)
+    return h * acc
+
+
+_SCAN_IN = [Spec(("B", 2, 3)), Spec((3, 4)), Spec((4, 4)), Spec((2, 4))]
 POOL = dict(kernel=(3, 2), stride=(2, 1), padding=(1, 1), dilation=(1, 2), ceil_mode=True)
 
 
@@ -117,6 +142,10 @@ CASES: dict[str, Case] = {
     "cummax": Case(lambda x: P("cummax", x, axis=1), [Spec(("B", 6, 3))]),
     "sort": Case(lambda x: P("sort", x, axis=1) + P("sort", x, axis=2, descending=True),
                  [Spec(("B", 6, 6))]),
+    # eagerly gc.scan is a Python loop: the finite-difference check of the node itself is
+    # tests/test_scan.py's (compiled, interpreter backend); here native against interpreter
+    "scan": Case(_scan_result, _SCAN_IN),
+    "scan_out": Case(_scan_final, _SCAN_IN),
 }
 for _op in ("neg", "exp", "abs", "sign", "tanh", "sigmoid", "relu", "erf", "silu", "hardswish"):
     CASES[_op] = _unary(_op)

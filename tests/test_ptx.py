@@ -71,8 +71,18 @@ def kernel_stats(report: str) -> dict[str, dict[str, int]]:
 
 
 # -- the op table ----------------------------------------------------------------------------
+# ops the PTX backend refuses with NotImplementedError naming them (the CPU backend runs them)
+NO_PTX = {"scan", "scan_out"}
+
+
 def test_every_op_has_a_ptx_rule() -> None:
-    assert ptx_kernels.supported_ops() == set(ops.OP_INFO)
+    assert ptx_kernels.supported_ops() == set(ops.OP_INFO) - NO_PTX
+
+
+@pytest.mark.parametrize("op", sorted(NO_PTX))
+def test_unsupported_op_raises_naming_it(op: str) -> None:
+    with pytest.raises(NotImplementedError, match=f"no lowering for op '{op}'|'scan'"):
+        _op_step(op).ir("ptx")
 
 
 def _op_step(op: str) -> Any:
@@ -102,6 +112,8 @@ def _op_step(op: str) -> Any:
 
 @pytest.mark.parametrize("op", sorted(ops.OP_INFO))
 def test_op_lowers_to_ptx(op: str, tmp_path: Path) -> None:
+    if op in NO_PTX:
+        pytest.skip(f"{op}: no PTX lowering (test_unsupported_op_raises_naming_it)")
     fn = _op_step(op)
     text = fn.ir("ptx")
     prog = fn.variants[-1].exe.program
@@ -387,6 +399,8 @@ def test_dump_shows_ptx(tmp_path: Path) -> None:
 @needs_gpu
 @pytest.mark.parametrize("op", sorted(ops.OP_INFO))
 def test_gpu_op_matches_cpu(op: str) -> None:
+    if op in NO_PTX:
+        pytest.skip(f"{op}: no PTX lowering")
     assert_backends_agree(op, _run_backend(op, None), _run_backend(op, "cuda"), 1e-4, 1e-5)
 
 

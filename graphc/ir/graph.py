@@ -277,9 +277,13 @@ class Builder:
         return self.const(value, (), like.dtype)
 
 
-@dataclass
+@dataclass(eq=False)
 class Graph:
-    """A pure step function: ordered nodes from inputs to outputs and state updates."""
+    """A pure step function: ordered nodes from inputs to outputs and state updates.
+
+    Compared and hashed by identity, like nodes: a graph can be a node attribute (a scan's
+    ``body``), so the interning builder must be able to hash it, and two bodies are the same
+    body only if they are the same object."""
 
     name: str
     inputs: list[Node]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import dtypes as dt
+from . import loops
 from . import shapes as sh
 from .elementwise import COMPARE, ELEMENTWISE, LOGICAL
 from .opdef import OpDef, OpInfo
@@ -52,6 +53,10 @@ _INFOS = [
     OpInfo("conv2d_input_grad", "nn", 2),
     OpInfo("conv2d_weight_grad", "nn", 2),
     OpInfo("pool_argmax", "nn", 1, False),
+    # loops (graphc/ir/loops.py): a scan over a leading axis with carried state, its body a
+    # nested graph; its results (a tuple) are read through scan_out
+    OpInfo("scan", "loop", -1),
+    OpInfo("scan_out", "loop", 1),
 ]
 
 OP_INFO: dict[str, OpDef] = {i.name: i for i in _INFOS}
@@ -308,6 +313,23 @@ def _pool_argmax(op, xs, a):
     hw = tuple(sh.conv_out(x.shape[2 + i], k[i], a["stride"][i], a["padding"][i],
                            a["dilation"][i], a["ceil_mode"]) for i in range(2))
     return (x.shape[0], x.shape[1]) + hw, dt.int64
+
+
+@_rule("scan")
+def _scan_loop(op, xs, a):
+    try:
+        loops.check_scan(xs, a)
+    except loops.ScanError as e:
+        raise OpError(str(e)) from None
+    return loops.TUPLE_SHAPE, loops.TUPLE_DTYPE
+
+
+@_rule("scan_out")
+def _scan_out(op, xs, a):
+    try:
+        return loops.check_scan_out(xs, a)
+    except loops.ScanError as e:
+        raise OpError(str(e)) from None
 
 
 def infer(op: str, inputs: Sequence[Any], attrs: dict) -> tuple[sh.Shape, dt.DType]:

@@ -20,7 +20,8 @@ def verify(g: Graph) -> None:
 
     Guarantees on success: every non-input node's operands precede it; every op is in
     ``OP_INFO``; recorded shapes and dtypes equal what the shape rules give; input names are
-    unique; every update writes a value of its slot's declared type (when the slot is read).
+    unique; every update writes a value of its slot's declared type (when the slot is read);
+    every scan's body verifies too (once per body), and a scan is read only by ``scan_out``.
     """
     seen: set[int] = set()
     names: set[str] = set()
@@ -33,6 +34,7 @@ def verify(g: Graph) -> None:
         names.add(nm)
         seen.add(n.id)
     input_ids = {n.id for n in g.inputs}
+    bodies: set[int] = set()
     for n in g.nodes():
         if n.op not in ops.OP_INFO:
             raise VerifyError(f"unknown op {n.op!r} in {n}")
@@ -52,6 +54,15 @@ def verify(g: Graph) -> None:
                 f"{n}: recorded {n.dtype.short}{sh.fmt_shape(n.shape)} but rule gives "
                 f"{dtype.short}{sh.fmt_shape(shape)}"
             )
+        for x in n.inputs:
+            if x.op == "scan" and n.op != "scan_out":
+                raise VerifyError(f"{n} reads the scan {x} directly (only scan_out may)")
+        if n.op == "scan" and id(n.attrs["body"]) not in bodies:
+            bodies.add(id(n.attrs["body"]))
+            try:
+                verify(n.attrs["body"])
+            except VerifyError as e:
+                raise VerifyError(f"in the body of {n}: {e}") from e
         seen.add(n.id)
     by_name = {n.attrs["name"]: n for n in g.inputs}
     slots: set[str] = set()

@@ -2,10 +2,10 @@
 
 Why this shape: every recurrent layer here is "one matmul for the input projection of all time
 steps, then a loop that only does the hidden-state GEMM and the gates" (cuDNN's split). The loop
-lives in exactly one function, :func:`recurrence`; today it is a Python loop over the time axis,
-so eagerly it runs step by step and under tracing it unrolls (a compiled step is specialised on
-the sequence length). When the IR gets a loop node, ``recurrence`` is the one place to swap for
-it: the steps passed to it are pure functions of ``(x_t, state)`` and the weights they close over.
+lives in exactly one function, :func:`recurrence`: eagerly a Python loop over the time axis,
+under tracing one ``scan`` node (``gc.scan``), so a compiled step is not specialised on the
+sequence length. The steps passed to it are pure functions of ``(x_t, state)`` and the weights
+they close over, which is what lets the scan trace them once.
 
 Gate layouts are PyTorch's (LSTM ``i, f, g, o``; GRU ``r, z, n`` with
 ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``), so a PyTorch ``state_dict`` loads unchanged.
@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from .. import _context
 from .. import tensor_ops as T
 from ..ir import shapes as sh
+from ..loops import scan
 from ..tensor import Tensor
 from . import functional as F
 
@@ -26,19 +27,32 @@ Step = Callable[[Tensor, State], tuple[Tensor, State]]
 
 
 def _static_length(xs: Tensor) -> int:
-    """The number of time steps, which must be a fixed number while the loop is unrolled."""
-    n = sh.dim(xs.shape[0])
-    if not isinstance(n, int):
-        raise NotImplementedError(
-            f"recurrent layer over a time dimension of symbolic size {sh.fmt_dim(n)}: a "
-            "compiled step unrolls the recurrence, so the sequence length must be fixed. With "
-            "batch_first=False the time axis is the first dimension, which gc.compile makes "
-            "symbolic by default; mark the batch axis instead (gc.compile(fn, "
-            "dynamic={arg: (1,)})), use batch_first=True, or, for unbatched input, "
-            "gc.compile(fn, dynamic=False)")
+    """The number of time steps of an eager run (a plain number there)."""
+    n = int(sh.dim(xs.shape[0]))
     if n <= 0:
         raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
     return n
+
+
+def _scan_recurrence(step: Step, xs: Tensor, state0: State, reverse: bool,
+                     mask: Tensor | None) -> tuple[Tensor, State]:
+    """The traced form of :func:`recurrence`: one ``scan`` node (``gc.scan``), the step
+    traced once, the trip count the time axis's size (a symbol when it is dynamic)."""
+    n = sh.dim(xs.shape[0])
+    if isinstance(n, int) and n <= 0:
+        raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+    seqs = (xs,) if mask is None else (xs, mask)
+
+    def body(state: State, x: State) -> tuple[State, tuple[Tensor]]:
+        out, new = step(x[0], state)
+        if mask is not None:
+            m = x[1]
+            new = tuple(T.where(m, a, b) for a, b in zip(new, state, strict=True))
+            out = T.where(m, out, 0.0)
+        return new, (out,)
+
+    final, (outs,) = scan(body, state0, seqs, reverse)
+    return outs, final
 
 
 def recurrence(step: Step, xs: Tensor, state0: State, reverse: bool = False,
@@ -54,8 +68,10 @@ def recurrence(step: Step, xs: Tensor, state0: State, reverse: bool = False,
     starts at its own end.
 
     This is the only time loop of the recurrent layers (see the module docstring): a Python loop
-    today, the IR loop node's place later.
+    eagerly, one ``scan`` node when traced (the same steps, so the two agree).
     """
+    if _context.current() is not None:
+        return _scan_recurrence(step, xs, state0, reverse, mask)
     n = _static_length(xs)
     outs: list[Tensor | None] = [None] * n
     state = state0

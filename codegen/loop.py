@@ -1,0 +1,159 @@
+"""A ``scan`` (``graphc/ir/loops.py``) on the CPU: one native loop in the entry function.
+
+Why in the entry function: the body is a graph like a step, planned like one
+(``planning.plan`` of the body, kept in ``Plan.bodies``) and lowered to kernels like one,
+each an ordinary kernel of the step (shared by key and text with the step's own, streamed to
+the compile workers with them). The loop that calls them is glue, as the step's entry
+function is glue, so it is emitted there: ``for t in 0..T`` (``T`` read from the symbol table
+at run time: one compile serves every length) calls the body's kernels on pointers moved by
+``t`` along the stacked operands and results. Nothing is unrolled, so the code and the compile
+time do not depend on ``T``.
+
+Memory: the scan's workspace (``scan_workspace``; the planner reserves the largest workspace
+of any kernel at ``work``) holds the body's own scratch arena (its intermediates and GEMM
+packing), two copies of the carries (step ``t`` reads one and writes the other, so a body
+that swaps or passes its carries through never reads what it has overwritten), and one slice
+of each stacked output that nothing reads (the body still computes it). The body's results
+are committed after its kernels, as a step's are: the next carries into the other copy, the
+step's outputs into their slot ``t`` of the stacked results. The initial carries are copied in
+before the loop and the final ones out after it.
+
+A failing body kernel (an index check) returns its error code from the entry function at
+once; the scan's results are never state written in place (``planning._plan_direct_writes``),
+so a failing step still changes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from llvmlite import ir
+
+from graphc.ir import Node
+from graphc.ir import loops as L
+from graphc.ir import shapes as sh
+
+from .abi import TABLE_FIXED, align  # noqa: F401  (TABLE_FIXED: the body table's layout)
+from .kernels import Kernel, register
+from .llvm_util import I8P, I32, I64, SymEmitter, declare, for_range, i64
+
+
+def _slice_bytes(shape: tuple, dtype: Any) -> Any:
+    return sh.dim(sh.numel(tuple(shape)) * dtype.itemsize)
+
+
+def scan_layout(n: Node, body_plan: Any) -> dict[str, Any]:
+    """Byte offsets in the scan's workspace: the body's arena, the two carry copies, the
+    spare output slices; and the total (``size``)."""
+    body, k = n.attrs["body"], n.attrs["carries"]
+    off: Any = align(body_plan.scratch_bytes)
+    carries_a, carries_b, spare = [], [], []
+    for p in body.inputs[:k]:
+        carries_a.append(off)
+        off = sh.dim(off + align(_slice_bytes(p.shape, p.dtype)))
+    for p in body.inputs[:k]:
+        carries_b.append(off)
+        off = sh.dim(off + align(_slice_bytes(p.shape, p.dtype)))
+    for o in body.outputs[k:]:
+        spare.append(off)
+        off = sh.dim(off + align(_slice_bytes(o.shape, o.dtype)))
+    return {"a": carries_a, "b": carries_b, "spare": spare, "size": off}
+
+
+def _no_kernel(k: Any) -> None:
+    raise AssertionError("a scan is emitted by codegen.loop.emit_scan, not as a kernel")
+
+
+# scan and scan_out are served by the loop (``emit_scan``), not by a kernel function: the
+# registry entry tells the planner they are materialized and have no elementwise rule
+KERNEL = register(Kernel("loop", ("scan", "scan_out"), _no_kernel))
+
+
+def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.Value],
+              work: ir.Value, syms_ptr: ir.Value, err: ir.Value, sym: Any) -> None:
+    """Emit the loop of the scan ``unit[0]`` (``unit[1:]``: its ``scan_out`` nodes) into the
+    entry function being built with ``b`` (see the module docstring)."""
+    s = unit[0]
+    body, k, m = s.attrs["body"], s.attrs["carries"], s.attrs["xs"]
+    bp = lower.plan.bodies[s.id]
+    lay = scan_layout(s, bp)
+    carries0, xs, consts = L.operand_groups(s)
+    outs = {o.attrs["index"]: o for o in unit[1:]}
+    memcpy = declare(lower.module, "memcpy", I8P, [I8P, I8P, I64])
+    steps = sym(L.trip_count(s))
+
+    def at(base: ir.Value, off: Any) -> ir.Value:
+        return b.gep(base, [sym(off)], inbounds=True)
+
+    a = [at(work, o) for o in lay["a"]]
+    bb = [at(work, o) for o in lay["b"]]
+    spare = [at(work, o) for o in lay["spare"]]
+    cbytes = [sym(_slice_bytes(p.shape, p.dtype)) for p in body.inputs[:k]]
+    for dst, src, nb in zip(a, carries0, cbytes):
+        b.call(memcpy, [dst, bufs[src.id], nb])
+    x_step = [sym(_slice_bytes(x.shape[1:], x.dtype)) for x in xs]
+    y_step = [sym(_slice_bytes(o.shape, o.dtype)) for o in body.outputs[k:]]
+    scratch = work  # the body's arena starts the workspace
+    body_work = at(scratch, bp.work_offset)
+    sub = copy.copy(lower)  # the body's plan, the step's module and kernel tables
+    sub.plan, sub.graph = bp, body
+    sub.name_prefix = f"{lower.name_prefix}s{lower.plan.node_index[s.id]}_"
+    sub.mat_ids = {n.id for n in bp.materialized}
+    # the body's units: kernels, or scans of its own (emitted in place, inside this loop)
+    units = [(u, None) if u[0].op == "scan" else (u, sub.kernel_for_unit(u))
+             for u in bp.units()]
+    reverse = bool(s.attrs.get("reverse"))
+    # every size and offset before the loop: ``sym`` caches the values it emits, and one
+    # emitted inside the loop would not dominate a later use after it
+    fixed = {n.id: at(scratch, bp.offsets[n.id]) for n in bp.materialized
+             if n.id not in bp.virtual}
+    with for_range(b, i64(0), steps, name="scan") as t:
+        pos = b.sub(b.sub(steps, i64(1)), t) if reverse else t
+        odd = b.trunc(b.and_(t, i64(1)), ir.IntType(1))
+        cur = [b.select(odd, y, x) for x, y in zip(a, bb)]
+        nxt = [b.select(odd, x, y) for x, y in zip(a, bb)]
+        env: dict[int, ir.Value] = {}
+        for i, p in enumerate(body.inputs):
+            if i < k:
+                env[p.id] = cur[i]
+            elif i < k + m:
+                env[p.id] = b.gep(bufs[xs[i - k].id], [b.mul(pos, x_step[i - k])],
+                                  inbounds=True)
+            else:
+                env[p.id] = bufs[consts[i - k - m].id]
+        for i, v in fixed.items():
+            env.setdefault(i, v)
+        for u, kernel in units:
+            if kernel is None:  # a nested scan: its sizes are emitted where it runs
+                emit_scan(sub, b, u, env, body_work, syms_ptr, err, SymEmitter(b, sym.syms))
+                continue
+            kfn, stored, buffers = kernel
+            args = [env[x.id] for x in stored] + [env[x.id] for x in buffers] + [
+                body_work, syms_ptr, err]
+            rc = b.call(kfn, args)
+            if kfn.name not in lower._never_fails:
+                bad = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
+                with b.if_then(bad, likely=False):
+                    b.ret(rc)
+        # commit the step: next carries, then this step's slot of each stacked output
+        for i, o in enumerate(body.outputs):
+            if i < k:
+                dst, nb = nxt[i], cbytes[i]
+            else:
+                j = i - k
+                res = outs.get(i)
+                dst = (b.gep(bufs[res.id], [b.mul(pos, y_step[j])], inbounds=True)
+                       if res is not None else spare[j])
+                nb = y_step[j]
+            b.call(memcpy, [dst, env[o.id], nb])
+    odd = b.trunc(b.and_(steps, i64(1)), ir.IntType(1))
+    for i in range(k):
+        res = outs.get(i)
+        if res is not None:
+            b.call(memcpy, [bufs[res.id], b.select(odd, bb[i], a[i]), cbytes[i]])
+    # the counters the shallow copy advanced (the kernel tables themselves are shared)
+    lower.kernels_emitted, lower._pending_chars = sub.kernels_emitted, sub._pending_chars
+
+
+__all__ = ["KERNEL", "emit_scan", "scan_layout"]

@@ -1,0 +1,121 @@
+"""The derivative of a ``scan``: a reverse scan (backpropagation through time).
+
+Why this shape: the gradient of a loop is a loop over the same steps in the other order, whose
+carries are the cotangents of the forward carries plus one accumulator per invariant operand
+(the weights' gradients summed over the steps) and whose per-step outputs are the cotangents
+of the sequence operands. Each backward step needs the forward step's inputs: the sequence
+slices are operands already, the carries entering each step are *stored* by the forward scan
+(the front end builds a differentiable scan with the entering carries as extra stacked
+outputs, ``graphc.loops``), and the body's other intermediates are *recomputed* from them
+inside the backward step. That stores ``T x carries`` values (an LSTM's ``h`` and ``c``), not
+every gate of every step, and costs one forward evaluation of the body per backward step (the
+hidden-state GEMM once more next to the backward's two). When the stored carries are absent
+(a scan built elsewhere), the rule builds a forward scan that stores them.
+
+The backward body is built by copying the forward body (``loops.clone_into``) and running the
+ordinary VJP pass on the copy, so a body may hold any differentiable op, a nested scan
+included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from graphc.autograd import enable_grad, no_grad
+from graphc.ir import Builder, Graph, Node
+from graphc.ir import loops as L
+
+Vjp = Callable[[Builder, Sequence[Node], Sequence[Node], Sequence[Node]], list[Node | None]]
+
+
+def _stored_carries(b: Builder, n: Node) -> list[Node]:
+    """The carries entering each step, stacked ``[T, ...]`` per carry: the outputs of the
+    forward scan that return the body's carry inputs unchanged, or, where there are none,
+    the outputs of a forward scan built to store them."""
+    body, k = n.attrs["body"], n.attrs["carries"]
+    ys = body.outputs[k:]
+    found: dict[int, int] = {}
+    for i in range(k):
+        for j, y in enumerate(ys):
+            if y is body.inputs[i]:
+                found[i] = k + j
+                break
+    missing = [i for i in range(k) if i not in found]
+    src = n
+    if missing:
+        extra = Graph(body.name, body.inputs,
+                             list(body.outputs) + [body.inputs[i] for i in missing])
+        src = b.op("scan", n.inputs, **{**n.attrs, "body": extra})
+        for j, i in enumerate(missing):
+            found[i] = len(body.outputs) + j
+    return [b.op("scan_out", (src,), index=found[i]) for i in range(k)]
+
+
+def scan_vjp(b: Builder, n: Node, cots: dict[int, Node], vjp: Vjp) -> list[Node | None]:
+    """Gradients of a scan's operands given the cotangents ``cots`` of its results
+    (``{result index: cotangent}``; absent results have none), as one reverse scan."""
+    body, k, m = n.attrs["body"], n.attrs["carries"], n.attrs["xs"]
+    carries0, xs, consts = L.operand_groups(n)
+    ny = len(body.outputs) - k
+    fl_c = [i for i in range(k) if carries0[i].dtype.is_float]
+    need_x = [j for j in range(m) if xs[j].dtype.is_float and xs[j].rg]
+    need_w = [p for p, w in enumerate(consts) if w.dtype.is_float and w.rg]
+    have_y = [j for j in range(ny) if (k + j) in cots and body.outputs[k + j].dtype.is_float]
+    if not fl_c and not need_x and not need_w:
+        return [None] * len(n.inputs)
+    stored = _stored_carries(b, n)
+
+    # the backward body: carries (g_c for float carries, g_w accumulators), sequences
+    # (the stored carries, the forward sequences, the cotangents of the stacked outputs),
+    # invariants (the forward invariants)
+    bb = Builder(intern=True, track_loc=False)
+    bi = body.inputs
+
+    def inp(name: str, like: Node, rg: bool) -> Node:
+        x = bb.input(name, "arg", like.shape, like.dtype)
+        x.rg = rg
+        return x
+
+    g_c = [inp(f"g_c{i}", bi[i], False) for i in fl_c]
+    g_w = [inp(f"g_w{p}", bi[k + m + p], False) for p in need_w]
+    c_in = [inp(f"c{i}", bi[i], bi[i].dtype.is_float) for i in range(k)]
+    x_in = [inp(f"x{j}", bi[k + j], j in need_x) for j in range(m)]
+    g_y = [inp(f"g_y{j}", body.outputs[k + j], False) for j in have_y]
+    w_in = [inp(f"w{p}", bi[k + m + p], p in need_w) for p in range(len(consts))]
+    with enable_grad():
+        outs = L.clone_into(bb, body, c_in + x_in + w_in)
+    roots = [outs[i] for i in fl_c] + [outs[k + j] for j in have_y]
+    seeds = g_c + g_y
+    wrt = [c_in[i] for i in fl_c] + [x_in[j] for j in need_x] + [w_in[p] for p in need_w]
+    with no_grad():
+        grads = vjp(bb, roots, seeds, wrt)
+
+        def zero_if_none(g: Node | None, like: Node) -> Node:
+            return g if g is not None else bb.const(0.0, like.shape, like.dtype)
+
+        nc, nx = len(fl_c), len(need_x)
+        new_gc = [zero_if_none(g, c_in[i]) for g, i in zip(grads[:nc], fl_c)]
+        gx = [zero_if_none(g, x_in[j]) for g, j in zip(grads[nc:nc + nx], need_x)]
+        new_gw = [acc if g is None else bb.add(acc, g)
+                  for acc, g in zip(g_w, grads[nc + nx:])]
+    bwd = Graph(f"{body.name}_vjp", g_c + g_w + c_in + x_in + g_y + w_in,
+                       new_gc + new_gw + gx)
+
+    # the reverse scan over the same steps
+    init = [cots.get(i) if i in cots else b.const(0.0, carries0[i].shape, carries0[i].dtype)
+            for i in fl_c]
+    init += [b.const(0.0, consts[p].shape, consts[p].dtype) for p in need_w]
+    seqs = stored + list(xs) + [cots[k + j] for j in have_y]
+    rs = b.op("scan", init + seqs + list(consts), body=bwd, carries=len(init),
+              xs=len(seqs), reverse=not n.attrs.get("reverse", False))
+    out: list[Node | None] = [None] * len(n.inputs)
+    for r, i in enumerate(fl_c):
+        out[i] = b.op("scan_out", (rs,), index=r)
+    for r, p in enumerate(need_w):
+        out[k + m + p] = b.op("scan_out", (rs,), index=len(fl_c) + r)
+    for r, j in enumerate(need_x):
+        out[k + j] = b.op("scan_out", (rs,), index=len(init) + r)
+    return out
+
+
+__all__ = ["scan_vjp"]
