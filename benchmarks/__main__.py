@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {platform.processor() or platform.machine()}, python "
           f"{platform.python_version()}, torch {getattr(torch, '__version__', 'absent')}, "
           f"threads {a.threads}")
+    from graphc.codegen.hostinfo import describe_host
+
+    print(describe_host())
     peak_rate = _sgemm_rate()
     print(f"reference peak: numpy sgemm 1024^3 = {peak_rate:.1f} GFLOP/s on {a.threads} "
           f"thread(s)")

@@ -5,11 +5,13 @@ Linear forward) at 256, 512 and 1024 and in the shapes of mlp_large's forward an
 GEMMs, alternating timed blocks between the two, and prints medians in GFLOP/s and the ratio
 (above 1: graphc is faster). Both sides time ``(A @ B).sum()``, so that returning a fresh
 multi-megabyte result array (a copy, not GEMM work) is not what is measured; the result
-itself is checked once against numpy. numpy's BLAS gets the same thread count
-(OPENBLAS_NUM_THREADS / OMP_NUM_THREADS are set before numpy is imported). With two threads,
-OpenBLAS's workers keep spinning after each call and take the second core from graphc's pool
-in the next block (the pause between blocks only partly helps): two-thread scaling is measured
-without a BLAS in the process by ``benchmarks.gemm_scaling``.
+itself is checked once against numpy. The first line names the host: CPU model, LLVM's CPU
+name, the ISA flags that pick graphc's kernels and the cache sizes the GEMM is blocked for.
+numpy's BLAS gets the same thread count (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS are set
+before numpy is imported). With two threads, OpenBLAS's workers keep spinning after each call
+and take the second core from graphc's pool in the next block (the pause between blocks only
+partly helps): two-thread scaling is measured without a BLAS in the process by
+``benchmarks.gemm_scaling``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
               (256, 1024, 1024, True),   # layer 2 forward
               (256, 1024, 784, False),   # input gradient: g @ W1
               (1024, 256, 784, False)]   # weight gradient: g.T @ x (as laid out here)
+    from graphc.codegen.hostinfo import describe_host
+
+    print(describe_host())
     print(f"threads {a.threads}")
     print(f"{'M x K x N':<18} {'layout':<6} {'graphc':>8} {'numpy':>8} {'ratio':>6}  (GFLOP/s)")
     for m, k, n, nt in shapes:

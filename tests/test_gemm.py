@@ -5,7 +5,8 @@ stored transposed); other shapes as C = A B with both operands packed. The cases
 cross the edges of both orders' tiles (M, N not multiples of MR / NR, K not a multiple of
 the K block), symbolic batch sizes (one compile, many M), strided and transposed operands,
 float32 and float64, with one and with two threads (the thread count is fixed when the
-pool starts, so each count runs in its own process).
+pool starts, so each count runs in its own process), blocked for this host's caches and for
+tiny ones.
 """
 
 import os
@@ -81,28 +82,48 @@ np.save(OUT, np.concatenate(outs))
 '''
 
 
+# the blocking follows the host's caches (``codegen.hostinfo``); tiny ones force what a
+# large L1/L2 leaves out at these sizes: several K blocks per product (KC 128) and B packed
+# in blocks of one panel of columns (NC = NR)
+TUNINGS = {"host": None, "small caches": "l1d=8K,l2=64K"}
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    """Run the script with one and with two threads, both processes at once."""
+    """Run the script with one and with two threads, for each tuning, all processes at once."""
     d = tmp_path_factory.mktemp("gemm")
     procs = {}
-    for t in (1, 2):
-        env = {**os.environ, "GRAPHC_NUM_THREADS": str(t), "GRAPHC_CACHE": "0"}
-        code = f"OUT = {str(d / f'gemm{t}.npy')!r}\n" + SCRIPT
-        procs[t] = subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    for p in procs.values():
-        _, err = p.communicate(timeout=600)
+    for tuning, caches in TUNINGS.items():
+        for t in (1, 2):
+            env = {**os.environ, "GRAPHC_NUM_THREADS": str(t), "GRAPHC_CACHE": "0"}
+            env.pop("GRAPHC_CPU_CACHES", None)
+            if caches:
+                env["GRAPHC_CPU_CACHES"] = caches
+            out = d / f"gemm{t}_{len(procs)}.npy"
+            code = f"OUT = {str(out)!r}\n" + SCRIPT
+            procs[t, tuning] = (out, subprocess.Popen(
+                [sys.executable, "-c", code], env=env, text=True, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE))
+    for _, p in procs.values():
+        _, err = p.communicate(timeout=900)
         assert p.returncode == 0, err[-4000:]
-    return {t: np.load(d / f"gemm{t}.npy") for t in procs}
+    return {k: np.load(out) for k, (out, _) in procs.items()}
 
 
+@pytest.mark.parametrize("tuning", list(TUNINGS))
 @pytest.mark.parametrize("threads", [1, 2])
-def test_gemm_matches_numpy(results, threads):
-    assert results[threads].size > 0  # the script asserts every case against numpy
+def test_gemm_matches_numpy(results, threads, tuning):
+    assert results[threads, tuning].size > 0  # the script asserts every case against numpy
 
 
-def test_two_threads_bit_identical(results):
+@pytest.mark.parametrize("tuning", list(TUNINGS))
+def test_two_threads_bit_identical(results, tuning):
     """Splitting C over two threads (rows or columns, each half choosing its own order)
     changes no result bit."""
-    assert np.array_equal(results[1], results[2])
+    assert np.array_equal(results[1, tuning], results[2, tuning])
+
+
+def test_tuning_changes_the_k_blocks(results):
+    """The tiny caches' K blocks are shorter: different partial sums, so different bits
+    somewhere (a check that ``GRAPHC_CPU_CACHES`` reached the code generator)."""
+    assert not np.array_equal(results[1, "host"], results[1, "small caches"])

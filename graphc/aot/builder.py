@@ -88,6 +88,7 @@ def build(fn: Any, example_args: Any, out_dir: str | os.PathLike[str], name: str
     (:mod:`graphc.aot`) for what the library holds and the generated header for the ABI.
     """
     from graphc.codegen.cpu import compile_module
+    from graphc.codegen.hostinfo import DEFAULT_CACHES, host_caches, tuned_for
     from graphc.codegen.lower import Lowering
 
     if not name.isidentifier() or name.startswith("_"):
@@ -103,9 +104,14 @@ def build(fn: Any, example_args: Any, out_dir: str | os.PathLike[str], name: str
     model.target, model.cpu, model.features = target or "native", cpu, features
     model.step_name = fn.name
 
-    lowering = Lowering(variant.graph, name=f"{name}_kernel", triple=tm.triple,
-                        data_layout=str(tm.target_data), wide=wide)
-    mod = compile_module(lowering, tm)
+    # tuning that LLVM's CPU name does not carry (the GEMM's cache blocking) follows this
+    # host only for a native build; for a named CPU the build host says nothing about the
+    # machines the object will run on, and the same build must give the same object anywhere
+    caches = host_caches() if target in (None, "native") else DEFAULT_CACHES
+    with tuned_for(caches):
+        lowering = Lowering(variant.graph, name=f"{name}_kernel", triple=tm.triple,
+                            data_layout=str(tm.target_data), wide=wide)
+        mod = compile_module(lowering, tm)
     _privatize(mod, lowering.name)
     kernel_obj = tm.emit_object(mod)
     data_obj, offsets = _data_object(tm, model)

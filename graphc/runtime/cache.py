@@ -2,7 +2,8 @@
 
 The key hashes the optimized graph's text (which fully describes the computation: ops,
 attributes, shapes with symbols, inputs and update slots), the target (CPU name, features,
-vector width), and the source of the code generator itself, so a changed compiler never reuses
+vector width), the host's cache sizes (the GEMM blocking follows them), and the source of the
+code generator itself, so a changed compiler never reuses
 stale objects. A step's entry is its object code (``KEY.o``) and the keys of the GEMM library
 objects it links against (``KEY.deps``); a GEMM library is keyed by its tile shapes and the
 target, so every step with the same tiles shares one. ``GRAPHC_CACHE_DIR`` moves the cache,
@@ -235,8 +236,15 @@ def _compiler_fingerprint() -> str:
 
 
 def key(graph_text: str, target: str) -> str:
+    """The entry name of ``graph_text`` compiled for ``target``. Besides the compiler and
+    the target string, it covers the host facts that tune generated code without being part
+    of any target name: the data-cache sizes the GEMM blocking is derived from
+    (``codegen.hostinfo``), so a cache directory shared between hosts (a home directory on
+    NFS, a copied container) never hands one host an object blocked for another's caches."""
+    from graphc.codegen.hostinfo import host_caches
+
     h = hashlib.sha256()
-    for part in (_compiler_fingerprint(), target, graph_text):
+    for part in (_compiler_fingerprint(), target, host_caches().key(), graph_text):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:40]

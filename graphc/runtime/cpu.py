@@ -44,6 +44,7 @@ from graphc.codegen.cpu import (
 from graphc.codegen.gemm import build_library, library_parts
 from graphc.codegen.gemm_bf16 import Bf16Gemm
 from graphc.codegen.gemm_bf16 import library_parts as bf16_library_parts
+from graphc.codegen.hostinfo import DEFAULT_CACHES, host_caches, tuned_for
 from graphc.codegen.lower import Lowering
 from graphc.ir import Graph
 from graphc.ir import shapes as sh
@@ -122,6 +123,10 @@ class CPUExecutable(GuardMixin, Runtime):
         cpu_name = llvm.get_host_cpu_name() if native else cpu
         feats = llvm.get_host_cpu_features().flatten() if native else ""
         target = f"{self.tm.triple}|{cpu_name}|{feats}|{self.wide}" + ("|debug" if debug else "")
+        # the GEMM's cache blocking follows this host's caches, unless code is generated for a
+        # named CPU: that stands for other machines (an AOT target checked here), tuned as
+        # the AOT build tunes it, so both give the same bits (``codegen.hostinfo``)
+        self.caches = host_caches() if native else DEFAULT_CACHES
         self.loop_groups = lower_mod.LOOP_GROUPS
         target += "" if self.loop_groups else "|no-loop-groups"
         target += "" if conv_lowering.WINOGRAD else "|no-winograd"
@@ -211,9 +216,10 @@ class CPUExecutable(GuardMixin, Runtime):
         return self._lowering
 
     def _lower(self, **stream: Any) -> Lowering:
-        return Lowering(self.graph, name=self.name, wide=self.wide, debug=self.debug,
-                        loop_groups=self.loop_groups, profile=self.profiling,
-                        gemm_library=True, **stream)
+        with tuned_for(self.caches):
+            return Lowering(self.graph, name=self.name, wide=self.wide, debug=self.debug,
+                            loop_groups=self.loop_groups, profile=self.profiling,
+                            gemm_library=True, **stream)
 
     def _compile_objects(self, cpu: str | None) -> tuple[bytes, list[str], list[bytes]]:
         """The entry function's object, and the keys and objects of what it links: its
