@@ -21,7 +21,7 @@ from llvmlite import ir
 
 from graphc.ir import dtypes as dt
 
-from .llvm_util import F32, FAST_ADD, I1, fconst, for_range, i64, intrinsic, reg_type
+from .llvm_util import F32, F64, FAST_ADD, I1, fconst, for_range, i64, intrinsic, reg_type
 from .vmath import VMath
 
 _FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -277,7 +277,10 @@ class Emit:
         if src is dt.bool_:
             return b.uitofp(x, tt) if dst.is_float else b.zext(x, tt)
         if src.is_float and dst.is_float:
-            return b.fptrunc(x, tt) if src.itemsize > dst.itemsize else b.fpext(x, tt)
+            if st == tt:  # bf16 <-> f32 share float32 registers; a bf16 result is rounded
+                return x  # by the kernel emitter, as every bf16 op's is
+            # f64 -> bf16 goes through float32, as PyTorch's c10::BFloat16(float(x)) does
+            return b.fptrunc(x, tt) if st == F64 else b.fpext(x, tt)
         if src.is_float:
             return b.fptosi(x, tt)
         if dst.is_float:

@@ -26,7 +26,21 @@ from graphc.ir import shapes as sh
 
 from .abi import ERR_BOUNDS, ERR_INDEX, ERR_OK
 from .elementwise import ELEMENT_RULES
-from .llvm_util import I8, I8P, I32, I64, SymEmitter, fconst, for_range, i64, mem_type, reg_type
+from .llvm_util import (
+    I8,
+    I8P,
+    I32,
+    I64,
+    SymEmitter,
+    bf16_to_f32,
+    f32_to_bf16,
+    fconst,
+    for_range,
+    i64,
+    mem_type,
+    reg_type,
+    round_bf16,
+)
 from .parallel import TASK, context_type, pack_context, unpack_context
 from .views import VIEW_OPS, contiguous_strides, strided_view
 
@@ -207,13 +221,21 @@ class KernelEmitter:
         v = self.b.load(ptr)
         if n.dtype is dt.bool_:
             v = self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+        elif n.dtype is dt.bfloat16:
+            v = bf16_to_f32(self.b, v)
         return v
 
     def store_out(self, idx: list[ir.Value], v: ir.Value) -> None:
         ptr = self.out_ptr(idx)
-        if self.node.dtype is dt.bool_:
-            v = self.b.zext(v, I8)
-        self.b.store(v, ptr)
+        self.b.store(self.to_memory(self.node.dtype, v), ptr)
+
+    def to_memory(self, d: dt.DType, v: ir.Value) -> ir.Value:
+        """A register value of dtype ``d`` as stored (bool as a byte, bf16 as its bits)."""
+        if d is dt.bool_:
+            return self.b.zext(v, I8)
+        if d is dt.bfloat16:
+            return f32_to_bf16(self.b, v)
+        return v
 
     def out_ptr(self, idx: list[ir.Value]) -> ir.Value:
         lin = self.linear(idx, contiguous_strides(self.node.shape))
@@ -260,6 +282,8 @@ class KernelEmitter:
         rule = ELEMENT_RULES.get(n.op)
         if rule is None:
             raise NotImplementedError(f"no CPU lowering for op {n.op!r} used as an expression")
+        if n.dtype is dt.bfloat16:  # computed in float32, rounded once (codegen.legalize)
+            return round_bf16(self.b, rule(self, n, idx))
         return rule(self, n, idx)
 
     def _padded(self, n: Node, idx: list[ir.Value]) -> ir.Value:

@@ -17,6 +17,7 @@ from graphc.ir import dtypes as dt
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
+I16 = ir.IntType(16)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 F32 = ir.FloatType()
@@ -24,8 +25,12 @@ F64 = ir.DoubleType()
 VOID = ir.VoidType()
 I8P = I8.as_pointer()
 
-_LL = {dt.float32: F32, dt.float64: F64, dt.int64: I64, dt.int32: I32, dt.bool_: I1}
-_MEM = {dt.float32: F32, dt.float64: F64, dt.int64: I64, dt.int32: I32, dt.bool_: I8}
+# bfloat16 lives in memory as its 16 bits and in registers as the float32 of equal value
+# (every bf16 is exactly a float32): kernels compute in float32 and round when they store
+_LL = {dt.float32: F32, dt.float64: F64, dt.int64: I64, dt.int32: I32, dt.bool_: I1,
+       dt.bfloat16: F32}
+_MEM = {dt.float32: F32, dt.float64: F64, dt.int64: I64, dt.int32: I32, dt.bool_: I8,
+        dt.bfloat16: I16}
 
 FAST_ADD = ("contract",)
 REDUCE_FLAGS = ("reassoc", "contract")
@@ -39,6 +44,33 @@ def reg_type(d: dt.DType) -> ir.Type:
 def mem_type(d: dt.DType) -> ir.Type:
     """In-memory type of a dtype (bool is one byte, as numpy stores it)."""
     return _MEM[d]
+
+
+def bf16_to_f32(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
+    """A bf16 (i16 bits) as float32: the bits are the float's upper half, so this is exact."""
+    return b.bitcast(b.shl(b.zext(bits, I32), ir.Constant(I32, 16)), F32)
+
+
+def _rne_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """The float32 bits of ``v`` rounded to nearest even at bit 16 (the bf16 in the top half;
+    the low half is garbage). NaN is handled by the callers."""
+    bits = b.bitcast(v, I32)
+    lsb = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+    return b.add(b.add(bits, ir.Constant(I32, 0x7FFF)), lsb)
+
+
+def f32_to_bf16(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """A float32 rounded to bf16 bits (i16), to nearest even; NaN becomes the quiet NaN
+    0x7FC0 (PyTorch's ``round_to_nearest_even``, and the reference interpreter's rule)."""
+    hi = b.trunc(b.lshr(_rne_bits(b, v), ir.Constant(I32, 16)), I16)
+    return b.select(b.fcmp_unordered("uno", v, v), ir.Constant(I16, 0x7FC0), hi)
+
+
+def round_bf16(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """A float32 rounded to the nearest bf16 value, kept as float32 (what a bf16 op's result
+    is in registers); NaN stays NaN."""
+    r = b.bitcast(b.and_(_rne_bits(b, v), ir.Constant(I32, -65536)), F32)
+    return b.select(b.fcmp_unordered("uno", v, v), v, r)
 
 
 def i64(v: int) -> ir.Constant:

@@ -35,6 +35,7 @@ from llvmlite import ir
 from graphc.ir import Graph, Node
 from graphc.ir import shapes as sh
 
+from .legalize import legalize_bf16
 from .llvm_util import I64, VOID, i64, mem_type
 from .planning import Plan, plan
 from .ptx_kernels import (
@@ -148,6 +149,7 @@ class PTXProgram:
     """The kernels of one graph for one architecture, their launches and the PTX text."""
 
     def __init__(self, g: Graph, arch: str | None = None, name: str = "graphc") -> None:
+        g = legalize_bf16(g)
         self.graph = g
         self.arch = arch or default_arch()
         self.tm = target_machine(self.arch)

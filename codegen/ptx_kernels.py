@@ -205,9 +205,8 @@ class PTXKernel(KernelEmitter):
         self.flag_index_error(ix, size, pos, node)
 
     def store_flat(self, lin: ir.Value, v: ir.Value) -> None:
-        if self.node.dtype is dt.bool_:
-            v = self.b.zext(v, I8)
-        self.b.store(v, self.b.gep(self.out, [lin], inbounds=True))
+        self.b.store(self.to_memory(self.node.dtype, v), self.b.gep(self.out, [lin],
+                                                                  inbounds=True))
 
     def finish(self) -> None:
         self.b.ret_void()

@@ -34,7 +34,16 @@ from graphc.ir import shapes as sh
 
 from .emitter import KernelEmitter, loops_into
 from .kernels import Kernel, register
-from .llvm_util import I64, REDUCE_FLAGS, fconst, for_range, i64, intrinsic, reg_type
+from .llvm_util import (
+    I64,
+    REDUCE_FLAGS,
+    bf16_to_f32,
+    fconst,
+    for_range,
+    i64,
+    intrinsic,
+    reg_type,
+)
 from .views import contiguous_strides
 
 BLOCK = 2048  # elements summed by one plain (vectorised) loop before a pairwise merge
@@ -360,6 +369,10 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
         kept = [d for d in range(tail) if d not in axes]
         red = [d for d in range(tail) if d in axes]
         src = k.ptr[x.id]
+
+        def widen(v: ir.Value) -> ir.Value:  # a bf16 element as float32 (exact)
+            return bf16_to_f32(b, v) if x.dtype is dt.bfloat16 else v
+
         blocked = n.op == "sum" and not fits_one_block(
             sh.numel([x.shape[d] for d in sorted(axes)]))
 
@@ -371,7 +384,7 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
 
                 def element(j: ir.Value) -> ir.Value:
                     row = b.gep(src, [k.linear(full[:tail], strides)], inbounds=True)
-                    return b.load(b.gep(row, [j], inbounds=True))
+                    return widen(b.load(b.gep(row, [j], inbounds=True)))
 
                 total = cascade_sum(k, reg_type(n.dtype), run_loops, run, element)
                 k.store_out([i64(0) if d in axes else idx[d] for d in range(nd)], total)
@@ -382,7 +395,7 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
             def inner(full: list[Any]) -> None:
                 row = b.gep(src, [k.linear(full[:tail], strides)], inbounds=True)
                 with for_range(b, i64(0), run, name="run") as j:
-                    v = b.load(b.gep(row, [j], inbounds=True))
+                    v = widen(b.load(b.gep(row, [j], inbounds=True)))
                     b.store(combine(k, n.op, b.load(acc), v, n.dtype), acc)
 
             loops_into(k, tuple(x.shape), red, full, inner)

@@ -31,7 +31,8 @@ __version__ = "0.1.0"
 # functional forms); tests/test_first_hour_api.py keeps this table equal to ``_core.__all__``.
 _CORE_NAMES = frozenset({
     "enable_grad", "inference_mode", "is_grad_enabled", "no_grad", "set_grad_enabled", "DType",
-    "Tensor", "to_array", "as_tensor", "where", "float32", "float64", "int64", "int32", "bool",
+    "Tensor", "to_array", "as_tensor", "where", "float32", "float64", "bfloat16", "int64",
+    "int32", "bool",
     "float", "double", "long", "manual_seed", "initial_seed", "tensor", "from_numpy", "zeros",
     "ones", "full", "zeros_like", "ones_like", "rand", "randn", "arange", "matmul", "exp", "log",
     "tanh", "sigmoid", "relu", "sqrt", "abs", "sum", "mean", "maximum", "minimum", "clamp",
@@ -53,6 +54,7 @@ _ELSEWHERE = {
     "DebugBoundsError": "checks", "NonFiniteError": "checks",
     "load": "serialization", "save": "serialization",
     "Generator": "random",
+    "autocast": "amp", "is_autocast_enabled": "amp", "get_autocast_dtype": "amp",
 }
 
 # Submodules that moved into a layer package: ``gc.dtypes`` & co. keep resolving to them.
@@ -65,9 +67,10 @@ __all__ = [
     "Tensor", "DType", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like",
     "ones_like", "rand", "randn", "arange", "manual_seed", "initial_seed", "no_grad",
     "enable_grad", "inference_mode", "is_grad_enabled", "set_grad_enabled", "compile",
-    "CompiledFunction", "float32", "float64", "int64", "int32", "bool", "nn", "optim", "where",
+    "CompiledFunction", "float32", "float64", "bfloat16", "int64", "int32", "bool", "nn",
+    "optim", "where",
     "as_tensor", "matmul", "save", "load", "aot", "NonFiniteError", "DebugBoundsError",
-    "Generator",
+    "Generator", "autocast", "amp",
 ]
 
 

@@ -101,6 +101,7 @@ from .tensor_ops import as_tensor, where
 
 float32 = _dt.float32
 float64 = _dt.float64
+bfloat16 = _dt.bfloat16
 int64 = _dt.int64
 int32 = _dt.int32
 bool = _dt.bool_  # noqa: A001  (as torch.bool)
@@ -329,7 +330,8 @@ def stack(tensors: Any, dim: int = 0) -> Tensor:
 
 __all__ = [
     "enable_grad", "inference_mode", "is_grad_enabled", "no_grad", "set_grad_enabled", "DType",
-    "Tensor", "to_array", "as_tensor", "where", "float32", "float64", "int64", "int32", "bool",
+    "Tensor", "to_array", "as_tensor", "where", "float32", "float64", "bfloat16", "int64",
+    "int32", "bool",
     "float", "double", "long", "manual_seed", "initial_seed", "tensor", "from_numpy", "zeros",
     "ones", "full", "zeros_like", "ones_like", "rand", "randn", "arange", "matmul", "exp", "log",
     "tanh", "sigmoid", "relu", "sqrt", "abs", "sum", "mean", "maximum", "minimum", "clamp",

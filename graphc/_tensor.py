@@ -56,7 +56,18 @@ def leaf_node(value: np.ndarray, requires_grad: bool = False) -> Node:
     return n
 
 
-_DT_OF = {d.np.num: d for d in dt.ALL}
+class _DtOf(dict):
+    """numpy dtype number -> graphc dtype; bfloat16's number exists once ml_dtypes is loaded
+    (by the time a bf16 array is returned), so it is looked up on a miss."""
+
+    def __missing__(self, num: int) -> dt.DType:
+        if num == dt.bfloat16.np.num:
+            self[num] = dt.bfloat16
+            return dt.bfloat16
+        raise KeyError(num)
+
+
+_DT_OF = _DtOf({d.np.num: d for d in dt.ALL if d is not dt.bfloat16})
 
 
 class _OutNode(Node):
@@ -596,7 +607,7 @@ class Tensor:
         raise NotImplementedError(_no_half("float16", "Tensor.half()"))
 
     def bfloat16(self) -> Tensor:
-        raise NotImplementedError(_no_half("bfloat16", "Tensor.bfloat16()"))
+        return self._cast(dt.bfloat16)
 
     def type_as(self, other: Tensor) -> Tensor:
         return self._cast( other.dtype)
@@ -845,20 +856,20 @@ class device:  # noqa: N801  (torch.device's spelling)
 _DEVICE_TYPES = ("cpu", "cuda")
 _CPU = device("cpu")
 _TYPE_NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.int64: "LongTensor",
-               dt.int32: "IntTensor", dt.bool_: "BoolTensor"}
+               dt.int32: "IntTensor", dt.bool_: "BoolTensor", dt.bfloat16: "BFloat16Tensor"}
 _BY_TYPE_NAME = {v: k for k, v in _TYPE_NAMES.items()}
-_HALF = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16",
-         "HalfTensor": "float16", "BFloat16Tensor": "bfloat16"}
+_HALF = {"float16": "float16", "half": "float16", "HalfTensor": "float16"}
 
 
 def _no_half(name: str, what: str) -> str:
     return (f"{what}: dtype {name} is not supported by graphc (it computes in float32, "
-            "float64, int64, int32 and bool); keep the model in float32")
+            "float64, bfloat16, int64, int32 and bool); keep the model in float32, or use "
+            "bfloat16 (gc.autocast('cpu', dtype=gc.bfloat16) for mixed precision)")
 
 
 def dtype_of(d: Any, what: str) -> dt.DType:
     """A graphc dtype from a graphc, numpy or torch dtype, a Python type, or a tensor type
-    name (``"torch.DoubleTensor"``); float16 and bfloat16 raise ``NotImplementedError``."""
+    name (``"torch.DoubleTensor"``); float16 raises ``NotImplementedError``."""
     if isinstance(d, dt.DType):
         return d
     if isinstance(d, str):
@@ -875,7 +886,7 @@ def dtype_of(d: Any, what: str) -> dt.DType:
             return dt.as_dtype(name)
         except TypeError:
             raise TypeError(f"{what}: dtype {d} is not supported; expected one of float32, "
-                            "float64, int64, int32, bool") from None
+                            "float64, bfloat16, int64, int32, bool") from None
     else:
         try:
             if np.dtype(d) in (np.float16,):

@@ -303,10 +303,39 @@ def _rand(node, seed, env=None):
 _NEEDS_ENV = {"const", "iota", "reshape", "expand", "rand", "slice", "pad"}
 
 
+class _InFloat32:
+    """A node seen with float32 in place of bfloat16, for the rule below."""
+
+    __slots__ = ("_node", "dtype")
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self.dtype = dt.float32 if node.dtype is dt.bfloat16 else node.dtype
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._node, name)
+
+
+def _has_bf16(node: Node, args: Sequence[np.ndarray]) -> bool:
+    if node.dtype is dt.bfloat16:
+        return True
+    return any(a.dtype.name == "bfloat16" for a in args)
+
+
 def run_node(node: Node, args: Sequence[np.ndarray], env: Mapping[sympy.Symbol, int] | None = None
              ) -> np.ndarray:
-    """Evaluate one node on concrete operand values."""
+    """Evaluate one node on concrete operand values.
+
+    bfloat16 follows PyTorch's CPU kernels: every op reads its bf16 operands as float32,
+    computes in float32 (a sum or a matrix product accumulates in float32) and rounds its
+    result to bfloat16 once, to nearest even. numpy's bf16 ufuncs would accumulate sums in
+    bf16; this one rule makes every op's reference exact in that sense instead."""
     fn = IMPLS[node.op]
+    if _has_bf16(node, args):
+        f32 = _InFloat32(node)
+        args = [a.astype(np.float32) if a.dtype.name == "bfloat16" else a for a in args]
+        out = fn(f32, *args, env=env) if node.op in _NEEDS_ENV else fn(f32, *args)
+        return np.asarray(out).astype(node.dtype.np) if node.dtype is dt.bfloat16 else out
     if node.op in _NEEDS_ENV:
         return fn(node, *args, env=env)
     return fn(node, *args)
@@ -347,46 +376,3 @@ def run_graph(g: Graph, feeds: Mapping[str, np.ndarray]
     outs = [np.array(values[o.id]) for o in g.outputs]
     ups = {slot: np.array(values[n.id]) for slot, n in g.updates}
     return outs, ups
-
-
-# -- loops (graphc/ir/loops.py) -----------------------------------------------------------------
-class ScanResults(tuple):
-    """A scan's value: the tuple of its results. ``dtype`` is the scan node's placeholder
-    dtype, so code that looks at every operand's dtype treats it like any value."""
-
-    dtype = np.dtype(np.bool_)
-
-
-@_impl("scan")
-def _scan_loop(node, *args, env=None):
-    """Run the body once per step, as written: the carries threaded through, each step's
-    outputs stacked in time order (``reverse`` walks from the last step). The value is the
-    tuple of results that ``scan_out`` picks from."""
-    from .ir.loops import result_types
-
-    body, k, m = node.attrs["body"], node.attrs["carries"], node.attrs["xs"]
-    carries, xs, consts = list(args[:k]), args[k:k + m], list(args[k + m:])
-    steps = int(xs[0].shape[0])
-    names = [p.attrs["name"] for p in body.inputs]
-    ys: list[list[np.ndarray]] = [[] for _ in body.outputs[k:]]
-    order = range(steps - 1, -1, -1) if node.attrs.get("reverse") else range(steps)
-    for t in order:
-        feeds = dict(zip(names, carries + [x[t] for x in xs] + consts))
-        outs, _ = run_graph(body, feeds)
-        carries = outs[:k]
-        for acc, y in zip(ys, outs[k:]):
-            acc.append(y)
-    if node.attrs.get("reverse"):
-        ys = [acc[::-1] for acc in ys]
-    types = result_types(node)[k:]
-    stacked = [np.stack(acc) if acc else np.zeros(_concrete(s, env), d.np)
-               for acc, (s, d) in zip(ys, types)]
-    return ScanResults(tuple(np.asarray(c) for c in carries) + tuple(stacked))
-
-
-@_impl("scan_out")
-def _scan_out(node, s):
-    return s[node.attrs["index"]]
-
-
-_NEEDS_ENV.add("scan")

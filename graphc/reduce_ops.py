@@ -19,6 +19,7 @@ from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
 
+from . import amp
 from . import tensor_ops as T_
 from ._tensor import Tensor, builder
 from .ir import dtypes as dt
@@ -202,6 +203,7 @@ def logcumsumexp(input: Any, dim: int) -> Tensor:  # noqa: A002
 
 
 # -- products, logical reductions, counts -----------------------------------------------
+@amp.float32_op
 def prod(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:  # noqa: A002
     """``torch.prod``: all elements, or along one ``dim``; integers and bools give int64.
     The first element of a reversed running product, so the gradient is PyTorch's (exact

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _context
+from . import _context, amp
 from . import tensor_ops as T_
 from ._tensor import Tensor, builder, device_of, dtype_of
 from .ir import dtypes as dt
@@ -573,6 +573,7 @@ def _same_dtype(what: str, a: Tensor, b: Tensor) -> None:
                            f"{a.dtype.name} and {b.dtype.name}")
 
 
+@amp.lower_precision
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:  # noqa: A002
     """``torch.bmm``: batched matrix product of two 3-D tensors (no broadcasting)."""
     a, b = as_tensor(input), as_tensor(mat2)
@@ -592,12 +593,14 @@ def _add_scaled(inp: Any, prod: Tensor, beta: Any, alpha: Any) -> Tensor:
     return (inp if beta == 1 else inp * beta) + out
 
 
+@amp.lower_precision
 def baddbmm(input: Any, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,  # noqa: A002
             alpha: Any = 1) -> Tensor:
     """``torch.baddbmm``: ``beta * input + alpha * (batch1 @ batch2)``."""
     return _add_scaled(input, bmm(batch1, batch2), beta, alpha)
 
 
+@amp.lower_precision
 def mm(input: Tensor, mat2: Tensor) -> Tensor:  # noqa: A002
     """``torch.mm``: the product of two matrices."""
     a, b = as_tensor(input), as_tensor(mat2)
@@ -606,12 +609,14 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:  # noqa: A002
     return T_.matmul(a, b)
 
 
+@amp.lower_precision
 def addmm(input: Any, mat1: Tensor, mat2: Tensor, *, beta: Any = 1,  # noqa: A002
           alpha: Any = 1) -> Tensor:
     """``torch.addmm``: ``beta * input + alpha * (mat1 @ mat2)``."""
     return _add_scaled(input, mm(mat1, mat2), beta, alpha)
 
 
+@amp.no_autocast
 def mv(input: Tensor, vec: Tensor) -> Tensor:  # noqa: A002
     """``torch.mv``: matrix times vector."""
     a, v = as_tensor(input), as_tensor(vec)
@@ -620,6 +625,7 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:  # noqa: A002
     return T_.matmul(a, v)
 
 
+@amp.no_autocast
 def addmv(input: Any, mat: Tensor, vec: Tensor, *, beta: Any = 1,  # noqa: A002
           alpha: Any = 1) -> Tensor:
     """``torch.addmv``: ``beta * input + alpha * (mat @ vec)``."""
@@ -633,6 +639,7 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:  # noqa: A002
     return a.unsqueeze(1) * b.unsqueeze(0)
 
 
+@amp.no_autocast
 def dot(input: Tensor, tensor: Tensor) -> Tensor:  # noqa: A002
     """``torch.dot``: the inner product of two 1-D tensors of one dtype."""
     a, b = as_tensor(input), as_tensor(tensor)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _context
+from . import _context, amp
 from ._tensor import Tensor, builder, to_array
 from .ir import Node
 from .ir import dtypes as dt
@@ -25,6 +25,54 @@ from .ir.opdef import OpDef
 from .ir.ops import OP_INFO
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
+
+
+def _all_floats_bf16(ts: Sequence[Tensor]) -> bool:
+    """Some operand is bf16 and every floating operand is (so the result would be bf16)."""
+    return any(t.dtype is dt.bfloat16 for t in ts) and all(
+        t.dtype is dt.bfloat16 or not t.dtype.is_float for t in ts)
+
+
+def _round_floats(out: Any) -> Any:
+    """float32 results (a tensor or a tuple of them) rounded to bf16, others unchanged."""
+    if isinstance(out, Tensor):
+        return out.to(dt.bfloat16) if out.dtype is dt.float32 else out
+    if isinstance(out, tuple):
+        return type(out)(*(_round_floats(o) for o in out)) if hasattr(out, "_fields") \
+            else tuple(_round_floats(o) for o in out)
+    return out
+
+
+def in_float32(fn: Any = None, *, keep: tuple[str, ...] = ()) -> Any:
+    """For ops PyTorch computes in one kernel (softmax, norms, attention): when the input (the
+    first argument) is bf16, every bf16 tensor argument is computed in float32 and the
+    floating results are rounded to bf16 once, instead of once per decomposed step; the result
+    has the input's dtype even with float32 weights (PyTorch's mixed-type norms). ``keep``:
+    arguments (by name) updated in place, such as running statistics, which are never copied.
+    Other input dtypes pass through untouched."""
+    import functools
+    import inspect
+
+    def deco(f: Any) -> Any:
+        names = list(inspect.signature(f).parameters)
+
+        @functools.wraps(f)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            first = args[0] if args else kwargs.get(names[0])
+            if not (isinstance(first, Tensor) and first.dtype is dt.bfloat16):
+                return f(*args, **kwargs)
+
+            def up(name: str, a: Any) -> Any:
+                if name in keep or not (isinstance(a, Tensor) and a.dtype is dt.bfloat16):
+                    return a
+                return a.float()
+
+            args = tuple(up(names[i] if i < len(names) else "", a) for i, a in enumerate(args))
+            return _round_floats(f(*args, **{k: up(k, v) for k, v in kwargs.items()}))
+
+        return wrapped
+
+    return deco if fn is None else deco(fn)
 
 
 def as_tensor(x: Any, dtype: dt.DType | None = None) -> Tensor:
@@ -246,6 +294,7 @@ def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
         _wrap(_drop(out.node, _reduce_axes(x, dim), False))
 
 
+@in_float32
 def softmax(x: Tensor, dim: int) -> Tensor:
     x = as_tensor(x)
     m = amax(x, dim, keepdim=True).detach()
@@ -253,6 +302,7 @@ def softmax(x: Tensor, dim: int) -> Tensor:
     return e / e.sum(dim, keepdim=True)
 
 
+@in_float32
 def log_softmax(x: Tensor, dim: int) -> Tensor:
     x = as_tensor(x)
     m = amax(x, dim, keepdim=True).detach()
@@ -332,6 +382,7 @@ def expand(x: Tensor, *sizes: Any) -> Tensor:
     return _wrap(builder().broadcast_to(x.node, full))
 
 
+@amp.lower_precision
 def matmul(a: Any, b: Any) -> Tensor:
     a, b = as_tensor(a), as_tensor(b)
     if a.dtype is not b.dtype:
@@ -616,6 +667,11 @@ def apply_op(d: OpDef, *xs: Any, **params: Any) -> Tensor:
         ts = [as_tensor(x) for x in xs]
         if d.float_only:
             ts = [_float_operand(d, t) for t in ts]
+        if _all_floats_bf16(ts):
+            # PyTorch runs these as one kernel that computes bf16 in float32 and rounds the
+            # result once; decomposed op by op in bf16, each step would round
+            wide = [t.float() if t.dtype is dt.bfloat16 else t for t in ts]
+            return _round_floats(d.decompose(sys.modules[__name__], *wide, **params))
         return d.decompose(sys.modules[__name__], *ts, **params)
     if d.arity == 1:
         return unary(d.name, xs[0])

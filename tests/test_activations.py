@@ -267,8 +267,12 @@ def test_gelu_tanh(dtype: Any) -> None:
     # where tanh's argument is just past 8.6643 torch's float32 result depends on the element's
     # position (full 16-lane chunks use a tanh that saturates to -1, the tail an exact one);
     # graphc gives the full-chunk result everywhere
+    # (PyTorch's AVX-512 kernels use an exact tanh in every lane: there the two differ by
+    # GELU's whole value, ~1e-6, and only the AVX2 behaviour is pinned)
     x = np.full(16, -5.061686, dtype)
-    _check(lambda t: F.gelu(t, approximate="tanh"), lambda t: TF.gelu(t, approximate="tanh"), x)
+    if torch.backends.cpu.get_cpu_capability() != "AVX512" or dtype != np.float32:
+        _check(lambda t: F.gelu(t, approximate="tanh"),
+               lambda t: TF.gelu(t, approximate="tanh"), x)
 
 
 @pytest.mark.parametrize("backend", [None, "interp"])

@@ -71,8 +71,10 @@ def test_equal_blocks_are_emitted_once_and_train_like_eager() -> None:
             eager_opt.step()
             eager.append(float(loss))
         np.testing.assert_allclose(losses, eager, rtol=1e-5, atol=1e-6)
+        # float32 sums in other orders (vector width, GEMM blocking): three Adam steps move a
+        # parameter by a few 1e-6 more on some hosts (AVX-512 Sapphire Rapids)
         for p, q in zip(model.parameters(), eager_model.parameters()):
-            np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-4, atol=1e-5)
     assert counts[6][0] > counts[2][0] + 8  # more blocks, more kernels run ...
     assert counts[6][1] == counts[2][1]  # ... but no new distinct kernel
     assert counts[6][2] == counts[2][2]

@@ -56,7 +56,12 @@ def _gc_fn(d: Any, params: dict | None = None) -> Any:
     return lambda x, *xs: getattr(x, d.name)(*xs, **(params or {}))
 
 
-def _tol(dtype: Any) -> dict:
+def _tol(dtype: Any, name: str = "") -> dict:
+    if dtype == np.float32 and name == "gelu":
+        # graphc's float32 erf is the polynomial PyTorch's AVX2 kernels use (absolute error
+        # <= 1.5e-7, times x/2 in the tail); its AVX-512 kernels use another erf, so on such a
+        # host the two differ by a few 1e-7 where GELU is ~1e-6
+        return dict(rtol=2e-6, atol=6e-7)
     return dict(rtol=2e-6, atol=1e-7) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-15)
 
 
@@ -106,14 +111,18 @@ def test_eager_matches_torch(d: Any, dtype: Any) -> None:
         gy = _gc_fn(d, params)(gx)
         (gy * gc.tensor(w)).sum().backward()
         assert gy.dtype.np == dtype and gy.shape == tuple(ty.shape)
-        np.testing.assert_allclose(gy.numpy(), ty.detach().numpy(), **_tol(dtype))
-        np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), **_tol(dtype))
+        np.testing.assert_allclose(gy.numpy(), ty.detach().numpy(), **_tol(dtype, d.name))
+        np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), **_tol(dtype, d.name))
 
 
 @pytest.mark.parametrize("d", PUBLIC, ids=lambda d: d.name)
 def test_nonfinite_inputs_match_torch(d: Any) -> None:
     x = np.array(NONFINITE, np.float32)
     want = _torch_fn(d)(torch.tensor(x)).numpy()
+    if d.name == "gelu" and torch.backends.cpu.get_cpu_capability() == "AVX512":
+        # PyTorch's AVX-512 float32 GELU gives NaN at +-inf, its AVX2 and float64 kernels the
+        # limits (inf, 0 * -inf's -0/NaN as float64 does): graphc follows those, on any host
+        want = _torch_fn(d)(torch.tensor(x, dtype=torch.float64)).numpy().astype(np.float32)
     np.testing.assert_array_equal(_gc_fn(d)(gc.tensor(x)).numpy(), want)
 
 

@@ -217,7 +217,9 @@ def test_vectorised_without_libm(results: Any) -> None:
         for fn in (f"{name}f", f"{name}@"):
             assert f"call\t{fn}" not in asm and f"{fn}PLT" not in asm
     if platform.machine() in ("x86_64", "AMD64") and "zmm" in asm:
-        assert asm.count("zmm") > 100
+        # vectorised: wide registers throughout (LLVM may pick 256-bit ones for float64 on
+        # hosts whose tuning prefers them, e.g. sapphirerapids' prefer-256-bit)
+        assert asm.count("zmm") + asm.count("ymm") > 100
 
 
 POW_X = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, np.inf, -np.inf, np.nan, 3.7, -8.0, 1e-30,

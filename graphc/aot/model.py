@@ -131,6 +131,14 @@ def describe(fn: Any, variant: Any, name: str) -> AotModel:
     if sig.collectives:
         raise AOTError(f"{name}: a DistributedDataParallel step reduces gradients between "
                        "processes; ahead-of-time builds do not support that")
+    for n in list(g.inputs) + list(g.outputs):
+        if n.dtype.name == "bfloat16":
+            # inside the step (autocast) bf16 is fine; at the C boundary it would need a C
+            # type and a checkpoint encoding the library does not define yet
+            raise NotImplementedError(
+                f"{name}: {n.attrs.get('name', 'an output')!r} is a bfloat16 tensor at the "
+                "step's boundary; ahead-of-time builds take and return float32, float64, "
+                "int64, int32 and bool (keep parameters float32 and use gc.autocast inside)")
     scopes = _scopes(fn.fn)
     module_of: dict[int, tuple[str, str]] = {}
     optims: list[tuple[str, Any]] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .. import amp
 from .. import tensor_ops as T
 from ..ir import dtypes as dt
 from ..tensor import Tensor, builder
@@ -62,6 +63,8 @@ def _repeat_heads(x: Tensor, reps: int) -> Tensor:
     return y.reshape(*shape[:-3], h * reps, *shape[-2:])
 
 
+@amp.lower_precision
+@T.in_float32
 def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
                                  dropout_p: float = 0.0, is_causal: bool = False,
                                  scale: float | None = None,
@@ -184,6 +187,7 @@ def multi_head_attention_forward(
     return _linear(o, out_proj_weight, out_proj_bias), weights
 
 
+@amp.no_autocast
 def bilinear(input1: Any, input2: Any, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``y[..., o] = x1 @ weight[o] @ x2 + bias[o]`` (``torch.nn.functional.bilinear``)."""
     x1, x2, w = T.as_tensor(input1), T.as_tensor(input2), T.as_tensor(weight)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import amp
 from .. import tensor_ops as T
 from ..ir import shapes as sh
 from ..tensor import Tensor, builder
@@ -39,6 +40,7 @@ def _batched(x: Tensor, op: str) -> tuple[Tensor, bool]:
     return x, False
 
 
+@amp.lower_precision
 def conv2d(input: Any, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """``torch.nn.functional.conv2d`` (padding may be an int, a pair, 'valid' or 'same')."""
@@ -163,6 +165,7 @@ def _batched1d(x: Tensor, op: str) -> tuple[Tensor, bool]:
     return x, False
 
 
+@amp.lower_precision
 def conv1d(input: Any, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """``torch.nn.functional.conv1d``: ``conv2d`` over a unit height."""
@@ -176,6 +179,7 @@ def conv1d(input: Any, weight: Tensor, bias: Tensor | None = None, stride: Any =
     return out.squeeze(0) if unbatched else out
 
 
+@amp.lower_precision
 def conv_transpose2d(input: Any, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
                      dilation: Any = 1) -> Tensor:
@@ -219,6 +223,7 @@ def conv_transpose2d(input: Any, weight: Tensor, bias: Tensor | None = None, str
     return out.squeeze(0) if unbatched else out
 
 
+@amp.lower_precision
 def conv_transpose1d(input: Any, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
                      dilation: Any = 1) -> Tensor:
@@ -406,6 +411,7 @@ _INTERP_RANK = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear":
                 "bicubic": 2, "trilinear": 3, "area": None}
 
 
+@amp.no_autocast
 def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import _context
+from .. import _context, amp
 from .. import tensor_ops as T
 from ..ir import dtypes as dt
 from ..ir import shapes as sh
@@ -130,6 +130,7 @@ def _reduce_weighted(loss: Tensor, w: Tensor, reduction: str, unbatched: bool) -
     return loss.sum() / w.sum()  # weighted mean; all ignored gives 0/0 = nan, as PyTorch
 
 
+@amp.float32_op
 def nll_loss(input: Any, target: Any, weight: Any = None, size_average: Any = None,
              ignore_index: int = -100, reduce: Any = None, reduction: str = "mean") -> Tensor:
     """Negative log likelihood of log-probabilities ``(C) | (N, C) | (N, C, d1, ...)``."""
@@ -141,6 +142,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, size_average: Any = No
     return _reduce_weighted(loss * w, w, red, unbatched)
 
 
+@amp.float32_op
 def cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any = None,
                   ignore_index: int = -100, reduce: Any = None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
@@ -184,6 +186,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any
     return out * (1.0 - eps) + smooth * (eps / n_classes)
 
 
+@amp.float32_op
 def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None,
                                      size_average: Any = None, reduce: Any = None,
                                      reduction: str = "mean", pos_weight: Any = None) -> Tensor:
@@ -205,6 +208,7 @@ def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None
     return loss.sum() if red == "sum" else loss
 
 
+@amp.float32_op
 def smooth_l1_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,
                    reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """Huber-like: ``0.5·d²/beta`` below ``beta``, ``|d| - 0.5·beta`` above (L1 at beta=0)."""
@@ -227,6 +231,7 @@ def _same_size(fn: str, x: Tensor, y: Tensor) -> None:
                          "have the same size.")
 
 
+@amp.float32_op
 def binary_cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any = None,
                          reduce: Any = None, reduction: str = "mean") -> Tensor:
     """``-w·(y·log x + (1 - y)·log(1 - x))`` with each log clamped at -100, as ATen."""
@@ -247,6 +252,7 @@ def _xlogx(t: Tensor) -> Tensor:
     return T.where(zero, 0.0, t * T.where(zero, 1.0, t).log())
 
 
+@amp.float32_op
 def kl_div(input: Any, target: Any, size_average: Any = None, reduce: Any = None,
            reduction: str = "mean", log_target: bool = False) -> Tensor:
     """``target·(log target - input)`` (``xlogy``: 0 where target is 0), or
@@ -268,6 +274,7 @@ def kl_div(input: Any, target: Any, size_average: Any = None, reduce: Any = None
     return _reduce(loss, red)
 
 
+@amp.float32_op
 def huber_loss(input: Any, target: Any, reduction: str = "mean", delta: float = 1.0,
                weight: Any = None) -> Tensor:
     """``0.5·d²`` below ``delta``, ``delta·(|d| - 0.5·delta)`` above."""
@@ -282,6 +289,7 @@ def huber_loss(input: Any, target: Any, reduction: str = "mean", delta: float = 
     return _reduce(loss, red)
 
 
+@amp.float32_op
 def cosine_embedding_loss(input1: Any, input2: Any, target: Any, margin: float = 0.0,
                           size_average: Any = None, reduce: Any = None,
                           reduction: str = "mean") -> Tensor:
@@ -306,6 +314,7 @@ def cosine_embedding_loss(input1: Any, input2: Any, target: Any, margin: float =
     return _reduce(pos + neg, red)
 
 
+@amp.float32_op
 def margin_ranking_loss(input1: Any, input2: Any, target: Any, margin: float = 0.0,
                         size_average: Any = None, reduce: Any = None,
                         reduction: str = "mean") -> Tensor:
@@ -339,6 +348,7 @@ def pairwise_distance(x1: Any, x2: Any, p: float = 2.0, eps: float = 1e-6,
     return out.unsqueeze(-1) if keepdim else out
 
 
+@amp.float32_op
 def triplet_margin_loss(anchor: Any, positive: Any, negative: Any, margin: float = 1.0,
                         p: float = 2, eps: float = 1e-6, swap: bool = False,
                         size_average: Any = None, reduce: Any = None,
@@ -361,6 +371,7 @@ def triplet_margin_loss(anchor: Any, positive: Any, negative: Any, margin: float
     return _reduce(T.clamp(d_pos - d_neg + margin, 0.0), red)
 
 
+@amp.float32_op
 def poisson_nll_loss(input: Any, target: Any, log_input: bool = True, full: bool = False,
                      size_average: Any = None, eps: float = 1e-8, reduce: Any = None,
                      reduction: str = "mean") -> Tensor:
@@ -404,6 +415,7 @@ def gaussian_nll_loss(input: Any, target: Any, var: Any, full: bool = False,
     return _reduce(loss, reduction)
 
 
+@amp.float32_op
 def soft_margin_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,
                      reduction: str = "mean") -> Tensor:
     """``log(1 + exp(-y·x))``."""
@@ -413,6 +425,7 @@ def soft_margin_loss(input: Any, target: Any, size_average: Any = None, reduce: 
     return _reduce(T.unary("log1p", (-x * y).exp()), red)
 
 
+@amp.float32_op
 def hinge_embedding_loss(input: Any, target: Any, margin: float = 1.0,
                          size_average: Any = None, reduce: Any = None,
                          reduction: str = "mean") -> Tensor:
@@ -439,6 +452,7 @@ def multilabel_soft_margin_loss(input: Any, target: Any, weight: Any = None,
     return _reduce(loss, red)
 
 
+@amp.float32_op
 def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any,
              blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """Not supported: the alignment recursion over data-dependent lengths is no composition

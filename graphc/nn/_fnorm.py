@@ -27,6 +27,7 @@ def _scalar(value: Any, like: Tensor) -> Tensor:
     return Tensor._wrap(builder().const(value, (), like.dtype))
 
 
+@T.in_float32
 def layer_norm(input: Any, normalized_shape: Any, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     x = T.as_tensor(input)
@@ -47,6 +48,7 @@ def layer_norm(input: Any, normalized_shape: Any, weight: Tensor | None = None,
     return y
 
 
+@T.in_float32(keep=("running_mean", "running_var"))
 def batch_norm(input: Any, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None,
                training: bool = False, momentum: Any = 0.1, eps: float = 1e-5) -> Tensor:
@@ -126,6 +128,7 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None,
 
 
 
+@T.in_float32
 def group_norm(input: Any, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise (N, C, *) over each group of ``C // num_groups`` channels and the spatial
@@ -152,6 +155,7 @@ def group_norm(input: Any, num_groups: int, weight: Tensor | None = None,
     return y
 
 
+@T.in_float32(keep=("running_mean", "running_var"))
 def instance_norm(input: Any, running_mean: Tensor | None = None,
                   running_var: Tensor | None = None, weight: Tensor | None = None,
                   bias: Tensor | None = None, use_input_stats: bool = True,
@@ -196,6 +200,7 @@ def instance_norm(input: Any, running_mean: Tensor | None = None,
     return y
 
 
+@T.in_float32
 def rms_norm(input: Any, normalized_shape: Any, weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
     """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing ``normalized_shape`` dims;

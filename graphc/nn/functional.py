@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import amp
 from .. import tensor_ops as T
 from ..ir import user_location
 from ..ir.elementwise import SURFACE
@@ -48,6 +49,7 @@ for _d in SURFACE:
         globals()[_d.name] = _from_table(_d)
 
 
+@amp.lower_precision
 def linear(x: Any, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias`` (the transpose is a view the backend folds into the GEMM)."""
     out = T.matmul(T.as_tensor(x), weight.T)
@@ -72,6 +74,7 @@ def _check_target_size(name: str, input: Tensor, target: Tensor) -> None:
         )
 
 
+@amp.float32_op
 def l1_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,
             reduction: str = "mean") -> Tensor:
     input, target = T.as_tensor(input), T.as_tensor(target)
@@ -79,6 +82,7 @@ def l1_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = Non
     return _reduce((input - target).abs(), _reduction(size_average, reduce, reduction))
 
 
+@amp.float32_op
 def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,
              reduction: str = "mean") -> Tensor:
     input, target = T.as_tensor(input), T.as_tensor(target)

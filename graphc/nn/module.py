@@ -432,8 +432,7 @@ class Module:
         return self
 
     def bfloat16(self) -> Module:
-        dtype_of("bfloat16", "Module.bfloat16()")
-        return self
+        return self._convert(dtype_of("bfloat16", "Module.bfloat16"), floating_only=True)
 
     def type(self, dst_type: Any) -> Module:  # noqa: A003
         """Every parameter and buffer (integer ones too) cast to ``dst_type``."""

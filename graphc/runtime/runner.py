@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import sympy
 
+from graphc import amp
 from graphc._context import hyper_epoch, state_epoch
 from graphc.autograd import _state as grad_mode_state
 from graphc.autograd import is_grad_enabled
@@ -212,6 +213,10 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         if read is is_grad_enabled:  # inlined: the thread-local read without a call
             ns["GMS"] = grad_mode_state
             emit(f"    if getattr(GMS, 'enabled', True) is not GE{k}: raise Mismatch")
+            continue
+        if read is amp.state:  # inlined likewise: the states are interned, so identity
+            ns["AMS"] = amp._local
+            emit(f"    if getattr(AMS, 'state', None) is not GE{k}: raise Mismatch")
             continue
         emit(f"    if GR{k}() != GE{k}: raise Mismatch")
     if spec_keys:
