@@ -37,6 +37,7 @@ from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, 
 from .families import KERNELS, kernel_for
 from .legalize import legalize_bf16
 from .llvm_util import I8P, I32, I64, VOID, SymEmitter, declare, i64, mem_type
+from .loop import emit_scan
 from .parallel import TASK
 from .planning import Plan, nbytes, plan
 from .views import VIEW_OPS
@@ -148,6 +149,10 @@ class _Texts(dict):
 # ---------------------------------------------------------------------------------------
 class Lowering:
     """Builds the LLVM module for one graph (see the module docstring)."""
+
+    # prefix of the kernels' working names (a scan body's kernels: ``codegen.loop``), which
+    # must not repeat within the module before ``_dedup`` renames them
+    name_prefix = ""
 
     def __init__(self, g: Graph, name: str = "graphc_step", triple: str = "",
                  data_layout: str = "", wide: bool = True, debug: bool = False,
@@ -404,6 +409,39 @@ class Lowering:
     def table_size(self) -> int:
         return TABLE_FIXED + self.n_inputs + self.n_outputs + self.n_updates
 
+    def kernel_for_unit(self, unit: list[Node]) -> tuple[ir.Function, list[Node], list[Node]]:
+        """The kernel computing ``unit`` (a loop group or one node of ``self.plan``), emitted
+        or reused by key, with the nodes it writes and the buffers it reads (its pointer
+        arguments, in order). ``codegen.loop`` calls it for a scan body's units."""
+        p = self.plan
+        n = unit[0]
+        label = n.op if len(unit) == 1 else "group"
+        key = self._kernel_key(unit, label)
+        kfn = self._kernel_by_key.get(key) if key is not None else None
+        if kfn is None or VERIFY_KERNEL_KEYS:
+            kern = kernel_for(n) if len(unit) == 1 else None
+            split = self._split_work(n, kern)
+            if len(unit) > 1:
+                k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_group",
+                                  group=unit,
+                                  split=split)
+                emit_group(k)
+            else:
+                k = KernelEmitter(self, n, f"{self.name_prefix}k{p.node_index[n.id]}_{n.op}",
+                                  split=split)
+                kern.emit(k) if kern is not None else emit_elementwise(k)
+            k.finish()
+            emitted = self._dedup(k.fn, label)
+            if kfn is not None and emitted is not kfn:
+                raise AssertionError(f"kernel key of %{p.node_index[n.id]} ({label}) "
+                                     "matched a kernel with other code")
+            kfn, stored, buffers = emitted, k.stored, k.buffers
+            if key is not None and not k.names_node:
+                self._kernel_by_key[key] = kfn
+        else:
+            stored, buffers = operands(self, unit, len(unit) > 1)
+        return kfn, stored, buffers
+
     def _build(self) -> None:
         g, p, mod = self.graph, self.plan, self.module
         fn = ir.Function(mod, ir.FunctionType(I32, [I8P.as_pointer()]), name=self.name)
@@ -452,29 +490,11 @@ class Lowering:
         # kernels
         for u, unit in enumerate(units):
             n = unit[0]
-            label = n.op if len(unit) == 1 else "group"
-            key = self._kernel_key(unit, label)
-            kfn = self._kernel_by_key.get(key) if key is not None else None
-            if kfn is None or VERIFY_KERNEL_KEYS:
-                kern = kernel_for(n) if len(unit) == 1 else None
-                split = self._split_work(n, kern)
-                if len(unit) > 1:
-                    k = KernelEmitter(self, n, f"g{p.node_index[n.id]}_group", group=unit,
-                                      split=split)
-                    emit_group(k)
-                else:
-                    k = KernelEmitter(self, n, f"k{p.node_index[n.id]}_{n.op}", split=split)
-                    kern.emit(k) if kern is not None else emit_elementwise(k)
-                k.finish()
-                emitted = self._dedup(k.fn, label)
-                if kfn is not None and emitted is not kfn:
-                    raise AssertionError(f"kernel key of %{p.node_index[n.id]} ({label}) "
-                                         "matched a kernel with other code")
-                kfn, stored, buffers = emitted, k.stored, k.buffers
-                if key is not None and not k.names_node:
-                    self._kernel_by_key[key] = kfn
-            else:
-                stored, buffers = operands(self, unit, len(unit) > 1)
+            if n.op == "scan":  # a loop calling its body's kernels (codegen.loop)
+                emit_scan(self, b, unit, bufs, work, syms_ptr, err, sym)
+                self.unit_names.append(f"%{p.node_index[n.id]} scan")
+                continue
+            kfn, stored, buffers = self.kernel_for_unit(unit)
             if self.on_kernels is not None and self._pending_chars >= CHUNK_CHARS:
                 self._flush_kernels()
             if self.on_gemm is not None and self.gemm_requests and len(

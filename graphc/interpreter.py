@@ -376,3 +376,46 @@ def run_graph(g: Graph, feeds: Mapping[str, np.ndarray]
     outs = [np.array(values[o.id]) for o in g.outputs]
     ups = {slot: np.array(values[n.id]) for slot, n in g.updates}
     return outs, ups
+
+
+# -- loops (graphc/ir/loops.py) -----------------------------------------------------------------
+class ScanResults(tuple):
+    """A scan's value: the tuple of its results. ``dtype`` is the scan node's placeholder
+    dtype, so code that looks at every operand's dtype treats it like any value."""
+
+    dtype = np.dtype(np.bool_)
+
+
+@_impl("scan")
+def _scan_loop(node, *args, env=None):
+    """Run the body once per step, as written: the carries threaded through, each step's
+    outputs stacked in time order (``reverse`` walks from the last step). The value is the
+    tuple of results that ``scan_out`` picks from."""
+    from .ir.loops import result_types
+
+    body, k, m = node.attrs["body"], node.attrs["carries"], node.attrs["xs"]
+    carries, xs, consts = list(args[:k]), args[k:k + m], list(args[k + m:])
+    steps = int(xs[0].shape[0])
+    names = [p.attrs["name"] for p in body.inputs]
+    ys: list[list[np.ndarray]] = [[] for _ in body.outputs[k:]]
+    order = range(steps - 1, -1, -1) if node.attrs.get("reverse") else range(steps)
+    for t in order:
+        feeds = dict(zip(names, carries + [x[t] for x in xs] + consts))
+        outs, _ = run_graph(body, feeds)
+        carries = outs[:k]
+        for acc, y in zip(ys, outs[k:]):
+            acc.append(y)
+    if node.attrs.get("reverse"):
+        ys = [acc[::-1] for acc in ys]
+    types = result_types(node)[k:]
+    stacked = [np.stack(acc) if acc else np.zeros(_concrete(s, env), d.np)
+               for acc, (s, d) in zip(ys, types)]
+    return ScanResults(tuple(np.asarray(c) for c in carries) + tuple(stacked))
+
+
+@_impl("scan_out")
+def _scan_out(node, s):
+    return s[node.attrs["index"]]
+
+
+_NEEDS_ENV.add("scan")
