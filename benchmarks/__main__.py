@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also time torch.compile (default mode) on each PyTorch step")
     ap.add_argument("--write", metavar="FILE", help="append the table to FILE (markdown)")
     ap.add_argument("--no-jax", action="store_true", help="skip JAX even when installed")
+    ap.add_argument("--autocast", choices=["bf16"], default=None,
+                    help="run the training steps' forward and loss under autocast "
+                         "(graphc's and PyTorch's, bfloat16); JAX is skipped")
     return ap
 
 
@@ -119,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen={str(a.threads > 1).lower()}"
                           f" intra_op_parallelism_threads={a.threads}")
-    from .workloads import all_workloads
+    from .workloads import AUTOCAST, all_workloads
+
+    if a.autocast:
+        AUTOCAST["dtype"] = "bfloat16"
+        a.no_jax = True  # the JAX steps have no mixed-precision form
     try:
         import torch
 
@@ -128,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         torch = None
     print(f"machine: {platform.processor() or platform.machine()}, python "
           f"{platform.python_version()}, torch {getattr(torch, '__version__', 'absent')}, "
-          f"threads {a.threads}")
+          f"threads {a.threads}" + (f", autocast {a.autocast}" if a.autocast else ""))
     from graphc.codegen.hostinfo import describe_host
 
     print(describe_host())

@@ -22,13 +22,20 @@ class Workload:
     compile_seconds: float = 0.0
 
 
+# ``--autocast bf16``: the train steps run forward and loss under autocast (graphc's and
+# PyTorch's, bfloat16), as PyTorch's AMP recipe does; set before the workloads are built
+AUTOCAST: dict[str, Any] = {"dtype": None}
+
+
 def graphc_train_step(model: Any, opt: Any, loss_fn: Any, x: Any, y: Any) -> Callable[[], Any]:
     """The standard step (zero_grad, forward, loss, backward, step), compiled for (x, y)."""
+    mixed = AUTOCAST["dtype"] is not None
 
     @gc.compile(example_args=(x, y))
     def step(a: Any, b: Any) -> Any:
         opt.zero_grad()
-        loss = loss_fn(model(a), b)
+        with gc.autocast("cpu", dtype=gc.bfloat16, enabled=mixed):
+            loss = loss_fn(model(a), b)
         loss.backward()
         opt.step()
         return loss
@@ -38,10 +45,14 @@ def graphc_train_step(model: Any, opt: Any, loss_fn: Any, x: Any, y: Any) -> Cal
 
 def torch_train_step(model: Any, opt: Any, loss_fn: Any, x: Any, y: Any) -> Callable[[], Any]:
     """The same step in eager PyTorch (x, y: tensors)."""
+    import torch
+
+    mixed = AUTOCAST["dtype"] is not None
 
     def step() -> Any:
         opt.zero_grad()
-        loss = loss_fn(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
+            loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         return loss
