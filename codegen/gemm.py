@@ -173,26 +173,9 @@ def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
         allocas.position_before(br)
         return allocas.alloca(t)
 
-    def load(base: ir.Value, s0: ir.Value, s1: ir.Value, r: ir.Value, col: ir.Value
-             ) -> ir.Value:
-        off = bld.add(bld.mul(r, s0), bld.mul(col, s1))
-        return bld.load(bld.gep(base, [off], inbounds=True))
-
     def normal() -> None:
-        # columns of B in blocks of NC whose packed K block stays in L2 (``_nc_block``);
-        # every element still sums its K blocks in the same order, so no bit changes
-        _, kcb = _kblocks(bld, kk, tile.kc(itemsize))
-        nc = _nc_block(bld, tile, kcb, itemsize)
-        nblocks = bld.sdiv(bld.add(n, bld.sub(nc, i64(1))), nc)
-        with for_range(bld, i64(0), nblocks, name="jc") as jc:
-            n0 = bld.mul(jc, nc)
-            rem = bld.sub(n, n0)
-            nn = bld.select(bld.icmp_signed("<", rem, nc), rem, nc)
-            bj = bld.gep(b, [bld.mul(n0, sbn)], inbounds=True)
-            cj = bld.gep(c, [n0], inbounds=True)
-            _gemm_body(bld, mod, alloca, cj, ldc, lambda r, col: load(a, sam, sak, r, col),
-                       lambda r, col: load(bj, sbk, sbn, r, col), m, nn, kk, work, tile, elt,
-                       raw_a=(a, sam, sak), raw_b=(bj, sbk, sbn))
+        _gemm_body(bld, mod, alloca, c, ldc, m, n, kk, work, tile, elt, raw_a=(a, sam, sak),
+                   raw_b=(b, sbk, sbn))
 
     if tile.mr > tile.vw:  # the transposed store needs a tile column to fit one vector
         normal()
@@ -592,20 +575,31 @@ def _emit_gemm_big(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt
 
 
 def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ldc: ir.Value,
-               a: Any, b: Any, Mv: ir.Value, Nv: ir.Value, Kv: ir.Value, work: ir.Value,
-               tile: Tile, elt: ir.Type, raw_a: tuple, raw_b: tuple | None = None) -> None:
-    """The packed GEMM loops (see the module docstring); ``a``/``b`` load one element,
-    ``raw_a`` is (base, row stride, column stride) of A."""
+               Mv: ir.Value, Nv: ir.Value, Kv: ir.Value, work: ir.Value, tile: Tile,
+               elt: ir.Type, raw_a: tuple, raw_b: tuple) -> None:
+    """The packed GEMM loops (see the module docstring); ``raw_a``/``raw_b`` are (base, row
+    stride, column stride) of A and B.
+
+    Loop nest: K blocks (``_kblocks``) > pack A (when its rows are not contiguous) > column
+    blocks of NC (``_nc_block``) > pack B's block > row panels of A > column panels of B >
+    microkernel. A is packed once per K block for all column blocks (BLIS repacks it per
+    column block; with NC a quarter of L2 that was 8% of a 1024x256x784 weight gradient)."""
     vt = ir.VectorType(elt, tile.vw)
     suffix = f"v{tile.vw}{'f32' if elt == F32 else 'f64'}"
     fma = declare(mod, f"llvm.fmuladd.{suffix}", vt, [vt, vt, vt])
     mr, nr, nv, vw = tile.mr, tile.nr, tile.nv, tile.vw
+    itemsize = 4 if elt == F32 else 8
     zero = ir.Constant(elt, 0.0)
     zvec = ir.Constant(vt, [0.0] * vw)
-    load_a, load_b = a, b
+    abase, sam, sak = raw_a
+    bbase, sbk, sbn = raw_b
+
+    def load_a(r: ir.Value, col: ir.Value) -> ir.Value:
+        off = bld.add(bld.mul(r, sam), bld.mul(col, sak))
+        return bld.load(bld.gep(abase, [off], inbounds=True))
 
     mp = bld.mul(_ceildiv(bld, Mv, mr), i64(mr))
-    np_ = bld.mul(_ceildiv(bld, Nv, nr), i64(nr))
+    np_all = bld.mul(_ceildiv(bld, Nv, nr), i64(nr))
     wf = bld.bitcast(work, elt.as_pointer())
     # 64-byte align the packed panels
     wi = bld.ptrtoint(wf, I64)
@@ -614,100 +608,140 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
     accs = [[alloca(vt) for _ in range(nv)] for _ in range(mr)]
     tilebuf = alloca(ir.ArrayType(elt, mr * nr))
     tptr = bld.bitcast(tilebuf, elt.as_pointer())
+    packfn = _pack_b_function(mod, tile, elt)
 
-    nblk, kcb = _kblocks(bld, Kv, tile.kc(4 if elt == F32 else 8))
+    nblk, kcb = _kblocks(bld, Kv, tile.kc(itemsize))
+    nc = _nc_block(bld, tile, kcb, itemsize)
+    ncp = bld.select(bld.icmp_signed("<", np_all, nc), np_all, nc)  # widest packed block
+    ncblk = bld.sdiv(bld.add(Nv, bld.sub(nc, i64(1))), nc)
+    # A with contiguous rows (activations, ``g @ W``) is read in place: each of the MR
+    # rows of a panel is one stream along k, as W's rows are in the swapped order.
+    # Packing it cost a strided scalar store per element, a fifth of the time of a
+    # 600x256x64 product (139 -> 203 GFLOP/s without); other layouts are packed.
+    direct = bld.icmp_signed("==", sak, i64(1))
+    mlast = bld.sub(Mv, i64(1))  # rows past M read the last row; never stored
     with for_range(bld, i64(0), nblk, name="pc") as pcb:
         pc, kc = _kblock(bld, Kv, kcb, pcb)
-        packa = bld.gep(packb, [bld.mul(np_, kc)], inbounds=True)
-        # pack B: panel jp holds rows k of NR columns; pack A: panel ip holds, for each k,
-        # MR consecutive rows. The loop order follows the operand's contiguous dimension
+        packa = bld.gep(packb, [bld.mul(ncp, kc)], inbounds=True)
+        # pack A: panel ip holds, for each k, MR consecutive rows; pack B: panel jp holds
+        # rows k of NR columns. The loop order follows the operand's contiguous dimension
         # (chosen at run time from the strides), so packing streams through memory.
-        if raw_b is None:
-            _pack_b(bld, load_b, None, packb, pc, kc, Nv, np_, nr, zero, vw)
-        else:
-            bld.call(_pack_b_function(mod, tile, elt), [*raw_b, packb, pc, kc, Nv, np_])
-        # A with contiguous rows (activations, ``g @ W``) is read in place: each of the MR
-        # rows of a panel is one stream along k, as W's rows are in the swapped order.
-        # Packing it cost a strided scalar store per element, a fifth of the time of a
-        # 600x256x64 product (139 -> 203 GFLOP/s without); other layouts are packed.
-        abase, sam_, sak_ = raw_a
-        direct = bld.icmp_signed("==", sak_, i64(1))
         with bld.if_then(bld.not_(direct)):
             _pack_a(bld, load_a, raw_a, packa, pc, kc, Mv, mp, mr, zero)
         first = bld.icmp_signed("==", pcb, i64(0))
-        mlast = bld.sub(Mv, i64(1))  # rows past M read the last row; never stored
-        with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="ir") as ip:
-            ap = bld.gep(packa, [bld.mul(bld.mul(ip, kc), i64(mr))], inbounds=True)
-            m0 = bld.mul(ip, i64(mr))
-            arows = []
-            for i in range(mr):
-                r = bld.add(m0, i64(i))
-                r = bld.select(bld.icmp_signed("<", r, Mv), r, mlast)
-                arows.append(bld.gep(abase, [bld.add(bld.mul(r, sam_), pc)], inbounds=True))
-            with for_range(bld, i64(0), bld.sdiv(np_, i64(nr)), name="jr") as jp:
-                bp = bld.gep(packb, [bld.mul(bld.mul(jp, kc), i64(nr))], inbounds=True)
-                n0 = bld.mul(jp, i64(nr))
-                for row in accs:
-                    for acc in row:
-                        bld.store(zvec, acc)
+        with for_range(bld, i64(0), ncblk, name="jc") as jc:
+            nj0 = bld.mul(jc, nc)
+            rem = bld.sub(Nv, nj0)
+            nn = bld.select(bld.icmp_signed("<", rem, nc), rem, nc)
+            np_ = bld.mul(_ceildiv(bld, nn, nr), i64(nr))
+            bld.call(packfn, [bld.gep(bbase, [bld.mul(nj0, sbn)], inbounds=True), sbk, sbn,
+                              packb, pc, kc, nn, np_])
+            outj = bld.gep(out, [nj0], inbounds=True)
+            _panels(bld, fma, tile, accs, tptr, zvec, outj, ldc, Mv, nn, mp, np_, kc, pc,
+                    packa, packb, direct, first, abase, sam, mlast)
+
+
+def _panels(bld: ir.IRBuilder, fma: ir.Function, tile: Tile, accs: list, tptr: ir.Value,
+            zvec: ir.Constant, out: ir.Value, ldc: ir.Value, Mv: ir.Value, Nv: ir.Value,
+            mp: ir.Value, np_: ir.Value, kc: ir.Value, pc: ir.Value, packa: ir.Value,
+            packb: ir.Value, direct: ir.Value, first: ir.Value, abase: ir.Value,
+            sam: ir.Value, mlast: ir.Value) -> None:
+    """One packed block of B against all row panels of A: microkernels, then C's tiles
+    stored (first K block) or accumulated (later ones). The last column panel runs a
+    microkernel with only as many vectors as it has columns (N = 784 with 64-column panels
+    left 48 of the last panel's columns padding, 6% of the work)."""
+    mr, nr, nv, vw = tile.mr, tile.nr, tile.nv, tile.vw
+    vt = zvec.type
+    with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="ir") as ip:
+        ap = bld.gep(packa, [bld.mul(bld.mul(ip, kc), i64(mr))], inbounds=True)
+        m0 = bld.mul(ip, i64(mr))
+        arows = []
+        for i in range(mr):
+            r = bld.add(m0, i64(i))
+            r = bld.select(bld.icmp_signed("<", r, Mv), r, mlast)
+            arows.append(bld.gep(abase, [bld.add(bld.mul(r, sam), pc)], inbounds=True))
+        with for_range(bld, i64(0), bld.sdiv(np_, i64(nr)), name="jr") as jp:
+            bp = bld.gep(packb, [bld.mul(bld.mul(jp, kc), i64(nr))], inbounds=True)
+            n0 = bld.mul(jp, i64(nr))
+            for row in accs:
+                for acc in row:
+                    bld.store(zvec, acc)
+
+            def kernel(nvu: int) -> None:
                 with bld.if_else(direct) as (dthen, dother):
                     with dthen:
                         _microkernel(bld, fma, accs, tile, kc, bp, lambda kk, i: bld.gep(
-                            arows[i], [kk], inbounds=True))
+                            arows[i], [kk], inbounds=True), nvu)
                     with dother:
                         _microkernel(bld, fma, accs, tile, kc, bp, lambda kk, i: bld.gep(
-                            ap, [bld.add(bld.mul(kk, i64(mr)), i64(i))], inbounds=True))
-                full = bld.and_(bld.icmp_signed("<=", bld.add(m0, i64(mr)), Mv),
-                                bld.icmp_signed("<=", bld.add(n0, i64(nr)), Nv))
-                with bld.if_else(full) as (then, otherwise):
-                    with then:
-                        # the first K block stores, later ones accumulate: C is not read
-                        # before it has been written (a K=64 weight gradient is store-bound)
-                        ptrs = []
-                        for i in range(mr):
-                            rowp = bld.gep(out, [bld.add(bld.mul(bld.add(m0, i64(i)), ldc),
-                                                         n0)], inbounds=True)
-                            for j in range(nv):
-                                ptrs.append((i, j, bld.bitcast(
-                                    bld.gep(rowp, [i64(j * vw)], inbounds=True),
-                                    vt.as_pointer())))
-                        with bld.if_else(first) as (store, accumulate):
-                            with store:
-                                for i, j, cp in ptrs:
-                                    bld.store(bld.load(accs[i][j]), cp, align=4)
-                            with accumulate:
-                                for i, j, cp in ptrs:
-                                    new = bld.fadd(bld.load(cp, align=4), bld.load(accs[i][j]))
-                                    bld.store(new, cp, align=4)
-                    with otherwise:
-                        for i in range(mr):
-                            for j in range(nv):
-                                tp = bld.gep(tptr, [i64(i * nr + j * vw)], inbounds=True)
-                                bld.store(bld.load(accs[i][j]),
-                                          bld.bitcast(tp, vt.as_pointer()), align=4)
-                        mlim = bld.sub(Mv, m0)
-                        mlim = bld.select(bld.icmp_signed("<", mlim, i64(mr)), mlim, i64(mr))
-                        nlim = bld.sub(Nv, n0)
-                        nlim = bld.select(bld.icmp_signed("<", nlim, i64(nr)), nlim, i64(nr))
-                        with for_range(bld, i64(0), mlim, name="ei") as ei:
-                            with for_range(bld, i64(0), nlim, name="ej") as ej:
-                                src = bld.load(bld.gep(tptr, [bld.add(bld.mul(ei, i64(nr)),
-                                                                      ej)], inbounds=True))
-                                cp = bld.gep(out, [bld.add(bld.mul(bld.add(m0, ei), ldc),
-                                                           bld.add(n0, ej))], inbounds=True)
-                                new = bld.select(first, src, bld.fadd(bld.load(cp), src))
-                                bld.store(new, cp)
+                            ap, [bld.add(bld.mul(kk, i64(mr)), i64(i))], inbounds=True), nvu)
+
+            def narrowed(nvu: int, vecs: ir.Value) -> None:
+                if nvu == nv:
+                    kernel(nv)
+                    return
+                with bld.if_else(bld.icmp_signed("<=", vecs, i64(nvu))) as (few, more):
+                    with few:
+                        kernel(nvu)
+                    with more:
+                        narrowed(nvu + 1, vecs)
+
+            left = bld.sub(Nv, n0)
+            narrowed(1, _ceildiv(bld, bld.select(bld.icmp_signed("<", left, i64(nr)), left,
+                                                 i64(nr)), vw))
+            full = bld.and_(bld.icmp_signed("<=", bld.add(m0, i64(mr)), Mv),
+                            bld.icmp_signed("<=", bld.add(n0, i64(nr)), Nv))
+            with bld.if_else(full) as (then, otherwise):
+                with then:
+                    # the first K block stores, later ones accumulate: C is not read
+                    # before it has been written (a K=64 weight gradient is store-bound)
+                    ptrs = []
+                    for i in range(mr):
+                        rowp = bld.gep(out, [bld.add(bld.mul(bld.add(m0, i64(i)), ldc),
+                                                     n0)], inbounds=True)
+                        for j in range(nv):
+                            ptrs.append((i, j, bld.bitcast(
+                                bld.gep(rowp, [i64(j * vw)], inbounds=True),
+                                vt.as_pointer())))
+                    with bld.if_else(first) as (store, accumulate):
+                        with store:
+                            for i, j, cp in ptrs:
+                                bld.store(bld.load(accs[i][j]), cp, align=4)
+                        with accumulate:
+                            for i, j, cp in ptrs:
+                                new = bld.fadd(bld.load(cp, align=4), bld.load(accs[i][j]))
+                                bld.store(new, cp, align=4)
+                with otherwise:
+                    for i in range(mr):
+                        for j in range(nv):
+                            tp = bld.gep(tptr, [i64(i * nr + j * vw)], inbounds=True)
+                            bld.store(bld.load(accs[i][j]),
+                                      bld.bitcast(tp, vt.as_pointer()), align=4)
+                    mlim = bld.sub(Mv, m0)
+                    mlim = bld.select(bld.icmp_signed("<", mlim, i64(mr)), mlim, i64(mr))
+                    nlim = bld.sub(Nv, n0)
+                    nlim = bld.select(bld.icmp_signed("<", nlim, i64(nr)), nlim, i64(nr))
+                    with for_range(bld, i64(0), mlim, name="ei") as ei:
+                        with for_range(bld, i64(0), nlim, name="ej") as ej:
+                            src = bld.load(bld.gep(tptr, [bld.add(bld.mul(ei, i64(nr)), ej)],
+                                                   inbounds=True))
+                            cp = bld.gep(out, [bld.add(bld.mul(bld.add(m0, ei), ldc),
+                                                       bld.add(n0, ej))], inbounds=True)
+                            new = bld.select(first, src, bld.fadd(bld.load(cp), src))
+                            bld.store(new, cp)
 
 
 def _microkernel(bld: ir.IRBuilder, fma: ir.Function, accs: list, tile: Tile, kc: ir.Value,
-                 bp: ir.Value, a_at: Any) -> None:
-    """``accs[i][j] += A[i, k] * Bpanel[k, j*vw:(j+1)*vw]`` for k < kc: NV vector loads of the
-    packed B row, one broadcast per row of A (``a_at(k, i)`` points at it, packed or not)."""
+                 bp: ir.Value, a_at: Any, nvu: int | None = None) -> None:
+    """``accs[i][j] += A[i, k] * Bpanel[k, j*vw:(j+1)*vw]`` for k < kc and j < ``nvu`` (all
+    NV by default): ``nvu`` vector loads of the packed B row, one broadcast per row of A
+    (``a_at(k, i)`` points at it, packed or not)."""
     vt = fma.args[0].type
     mask0 = ir.Constant(ir.VectorType(I32, tile.vw), [0] * tile.vw)
+    nvu = tile.nv if nvu is None else nvu
     with for_range(bld, i64(0), kc, name="uk") as kk:
         bvs = []
-        for j in range(tile.nv):
+        for j in range(nvu):
             p = bld.gep(bp, [bld.add(bld.mul(kk, i64(tile.nr)), i64(j * tile.vw))],
                         inbounds=True)
             bvs.append(bld.load(bld.bitcast(p, vt.as_pointer()), align=64))
@@ -716,7 +750,7 @@ def _microkernel(bld: ir.IRBuilder, fma: ir.Function, accs: list, tile: Tile, kc
             splat = bld.shuffle_vector(
                 bld.insert_element(ir.Constant(vt, ir.Undefined), av, i64(0)),
                 ir.Constant(vt, ir.Undefined), mask0)
-            for j in range(tile.nv):
+            for j in range(nvu):
                 bld.store(bld.call(fma, [splat, bvs[j], bld.load(accs[i][j])]), accs[i][j])
 
 
