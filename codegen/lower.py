@@ -38,6 +38,7 @@ from .families import KERNELS, kernel_for
 from .legalize import legalize_bf16
 from .llvm_util import I8P, I32, I64, VOID, SymEmitter, declare, i64, mem_type
 from .loop import emit_scan
+from .matmul import bf16_native as matmul_bf16_native
 from .parallel import TASK
 from .planning import Plan, nbytes, plan
 from .views import VIEW_OPS
@@ -170,7 +171,7 @@ class Lowering:
         self.chunks: list[str] = []
         self._pending: list[str] = []  # kernels kept since the last chunk
         self._pending_chars = 0
-        g = legalize_bf16(g)
+        g = legalize_bf16(g, native=matmul_bf16_native)
         self.graph = g
         self.profile = profile  # count time-stamp ticks per kernel (``PROFILE_SYMBOL``)
         self.unit_names: list[str] = []

@@ -10,23 +10,71 @@ and cache those on their own.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from graphc.ir import Node
+from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 
 from .abi import align
 from .emitter import KernelEmitter
 from .gemm import choose_tile, degenerate_product, emit_gemm_call, workspace_bytes
+from .gemm_bf16 import Bf16Gemm, emit_gemm_bf16_call, workspace_bytes_bf16
 from .kernels import Kernel, register
 from .llvm_util import FAST_ADD, REDUCE_FLAGS, fconst, for_range, i64, reg_type
 from .views import contiguous_strides, strided_view
+
+# the LLVM feature string bf16 products are generated for: None for this host (a JIT step);
+# an AOT build or a step for a named CPU sets its target's (``bf16_target``)
+_BF16_TARGET: ContextVar[str | None] = ContextVar("bf16_target", default=None)
+
+
+@contextlib.contextmanager
+def bf16_target(features: str | None) -> Iterator[None]:
+    """Choose bf16 GEMM variants for ``features`` (an LLVM feature string; ``""``: nothing
+    beyond the vector width, the portable variant) instead of the host within the block."""
+    token = _BF16_TARGET.set(features)
+    try:
+        yield
+    finally:
+        _BF16_TARGET.reset(token)
+
+
+def bf16_kernel(n: Node, wide: bool) -> Bf16Gemm | None:
+    """The bf16 GEMM variant for a product of bf16 operands (``None`` for other dtypes):
+    the best the target runs (AMX, AVX512-BF16, else float32 FMAs on widened pairs), never
+    beyond what the target's vector width allows."""
+    if n.inputs[0].dtype is not dt.bfloat16:
+        return None
+    out = "bf16" if n.dtype is dt.bfloat16 else "f32"
+    kern = Bf16Gemm.for_host(out, _BF16_TARGET.get())
+    return kern if wide and kern.wide else Bf16Gemm("generic", out, False)
+
+
+def describe(n: Node, wide: bool) -> str | None:
+    """The GEMM variant a bf16 product runs on, for ``ir("fused")`` and ``graphc dump``."""
+    kern = bf16_kernel(n, wide) if n.op == "matmul" else None
+    if kern is None:
+        return None
+    return f"gemm: bf16 operands on {kern.isa}, {kern.out} result"
+
+
+def bf16_native(n: Node) -> bool:
+    """For ``codegen.legalize``: the CPU backend multiplies bf16 operands as they are."""
+    return n.op == "matmul"
 
 
 def workspace(n: Node, wide: bool) -> Any:
     """Packing workspace of a float matmul: one area per thread (0 for integer products)."""
     if not n.dtype.is_float:
         return 0
+    kern = bf16_kernel(n, wide)
+    if kern is not None:
+        return 2 * align(workspace_bytes_bf16(n.shape[-2], n.shape[-1], n.inputs[0].shape[-1],
+                                              kern.isa))
     t = choose_tile(n.shape[-1], wide, n.dtype.itemsize)
     need = workspace_bytes(n.shape[-2], n.shape[-1], n.inputs[0].shape[-1], t,
                            n.dtype.itemsize)
@@ -49,7 +97,20 @@ def emit(k: KernelEmitter) -> None:
     t = reg_type(n.dtype)
     out_st = contiguous_strides(n.shape)
 
+    kern = bf16_kernel(n, k.L.wide)
+
     def batch_body(bidx: list[Any]) -> None:
+        if kern is not None:  # bf16 operands: the bf16 GEMM (codegen.gemm_bf16)
+            zero2 = [i64(0), i64(0)]
+            origin = b.gep(k.out, [k.linear(bidx + zero2, out_st)], inbounds=True)
+            pa = b.gep(k.ptr[abuf.id], [k.linear(bidx + zero2, ast)], inbounds=True)
+            pb = b.gep(k.ptr[bbuf.id], [k.linear(bidx + zero2, bst)], inbounds=True)
+            args = [pa, k.sym(ast[-2]), k.sym(ast[-1]), pb, k.sym(bst[-2]), k.sym(bst[-1]),
+                    origin, k.sym(out_st[-2]), k.sym(M), k.sym(N), k.sym(K)]
+            wbytes = k.sym(align(workspace_bytes_bf16(M, N, K, kern.isa)))
+            emit_gemm_bf16_call(b, k.L.module, k.alloca, kern, args, k.work, wbytes,
+                                k.L.run2_global())
+            return
         if n.dtype.is_float:
             tile = choose_tile(N, k.L.wide, n.dtype.itemsize)
             origin = b.gep(k.out, [k.linear(bidx + [i64(0), i64(0)], out_st)], inbounds=True)
@@ -103,4 +164,5 @@ def emit(k: KernelEmitter) -> None:
 
 KERNEL = register(Kernel("matmul", ("matmul",), emit, workspace=workspace, dense_operands=True))
 
-__all__ = ["emit", "workspace", "KERNEL"]
+__all__ = ["emit", "workspace", "bf16_kernel", "bf16_native", "bf16_target", "describe",
+           "KERNEL"]

@@ -9,14 +9,18 @@ elementwise kernels run as a single loop) are listed under a ``loop group`` line
 
 from __future__ import annotations
 
-from graphc.ir import Graph
+from collections.abc import Callable
+
+from graphc.ir import Graph, Node
 from graphc.ir import shapes as sh
 from graphc.ir.text import type_str
 
 from .planning import Plan, closure_of, reads_of
 
 
-def format_plan(g: Graph, p: Plan) -> str:
+def format_plan(g: Graph, p: Plan, note: Callable[[Node], str | None] | None = None) -> str:
+    """The kernels of plan ``p`` as text (``ir("fused")``); ``note(node)``: a backend's
+    extra line for a kernel (which GEMM variant a product runs on)."""
     names: dict[int, str] = {n.id: n.attrs["name"] for n in g.inputs}
     for n in p.order:
         if n.op != "input":
@@ -45,6 +49,9 @@ def format_plan(g: Graph, p: Plan) -> str:
                               sorted(inline, key=lambda x: p.node_index[x.id]))
             lines.append(f"    fuses: {fused}")
         lines.append(f"    reads: {reads}")
+        extra = note(n) if note is not None else None
+        if extra:
+            lines.append(f"    {extra}")
     lines.append(f"arena: {sh.fmt_dim(p.scratch_bytes)} bytes (GEMM packing from "
                  f"{sh.fmt_dim(p.work_offset)})")
     return "\n".join(lines) + "\n"

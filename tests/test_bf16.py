@@ -203,3 +203,43 @@ def test_aot_refuses_bf16_at_the_boundary(tmp_path):
     fn = gc.compile(f)
     with pytest.raises(NotImplementedError, match="bfloat16"):
         aot.build(fn, (np.ones((2, 2), np.float32),), tmp_path, "bfstep")
+
+
+@pytest.mark.parametrize("isa", ["generic", "avx512bf16", "amx"])
+def test_bf16_products_on_every_gemm_variant(isa, monkeypatch):
+    """Forward and backward products of an autocast step on each bf16 GEMM the host has
+    (forced lower with GRAPHC_BF16_ISA): equal to the eager step within a bf16 ulp or two
+    (float32 sums in another order, and AMX/AVX512-BF16 flush denormals), the variant named
+    in ir("fused")."""
+    from graphc.codegen.gemm_bf16 import ISAS, bf16_isa
+
+    if ISAS.index(bf16_isa()) < ISAS.index(isa):
+        pytest.skip(f"this host has no {isa} bf16 GEMM")
+    monkeypatch.setenv("GRAPHC_BF16_ISA", isa)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((37, 70)).astype(np.float32)
+    w1 = rng.standard_normal((70, 45)).astype(np.float32) * 0.1
+    w2 = rng.standard_normal((45, 9)).astype(np.float32) * 0.1
+
+    def make():
+        return (gc.tensor(w1, requires_grad=True), gc.tensor(w2, requires_grad=True))
+
+    def f(x, a, b):
+        with gc.autocast("cpu"):
+            h = (x @ a).relu()
+            out = h @ b
+        loss = (out.float() ** 2).mean()
+        loss.backward()
+        return loss, out
+
+    pe, pc = make(), make()
+    le, oe = f(gc.tensor(x), *pe)
+    cf = gc.compile(lambda x: f(x, *pc), dynamic=False)
+    lc, oc = cf(gc.tensor(x))
+    assert oc.dtype is gc.bfloat16
+    assert _bf16_ulps(_np(oc), _np(oe)).max() <= 2
+    assert abs(lc.item() - le.item()) <= 1e-2 * abs(le.item())
+    for a, b in zip(pe, pc):
+        np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=3e-2,
+                                   atol=3e-2 * np.abs(a.grad.numpy()).max())
+    assert f"gemm: bf16 operands on {isa}" in cf.ir("fused")

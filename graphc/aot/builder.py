@@ -90,6 +90,7 @@ def build(fn: Any, example_args: Any, out_dir: str | os.PathLike[str], name: str
     from graphc.codegen.cpu import compile_module
     from graphc.codegen.hostinfo import DEFAULT_CACHES, host_caches, tuned_for
     from graphc.codegen.lower import Lowering
+    from graphc.codegen.matmul import bf16_target
 
     if not name.isidentifier() or name.startswith("_"):
         raise ValueError(f"name: expected a C identifier, got {name!r}")
@@ -108,7 +109,10 @@ def build(fn: Any, example_args: Any, out_dir: str | os.PathLike[str], name: str
     # host only for a native build; for a named CPU the build host says nothing about the
     # machines the object will run on, and the same build must give the same object anywhere
     caches = host_caches() if target in (None, "native") else DEFAULT_CACHES
-    with tuned_for(caches):
+    # bf16 products: the target's AVX512-BF16 when it has it, never AMX (a C program would
+    # have to ask the kernel for tile data first; ``graphc.runtime.amx``)
+    bf16 = ",".join(f for f in (features or "").split(",") if not f.startswith("+amx"))
+    with tuned_for(caches), bf16_target(bf16):
         lowering = Lowering(variant.graph, name=f"{name}_kernel", triple=tm.triple,
                             data_layout=str(tm.target_data), wide=wide)
         mod = compile_module(lowering, tm)

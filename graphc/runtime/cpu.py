@@ -42,10 +42,12 @@ from graphc.codegen.cpu import (
     init_llvm,
 )
 from graphc.codegen.gemm import build_library, library_parts
-from graphc.codegen.gemm_bf16 import Bf16Gemm
+from graphc.codegen.gemm_bf16 import Bf16Gemm, bf16_isa
 from graphc.codegen.gemm_bf16 import library_parts as bf16_library_parts
 from graphc.codegen.hostinfo import DEFAULT_CACHES, host_caches, tuned_for
 from graphc.codegen.lower import Lowering
+from graphc.codegen.matmul import bf16_target
+from graphc.codegen.matmul import describe as describe_matmul
 from graphc.ir import Graph
 from graphc.ir import shapes as sh
 from graphc.tensor import Tensor
@@ -84,6 +86,12 @@ def _library_object(k: str) -> bytes | None:
 
 
 _FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
+
+
+def _uses_amx(graph: Graph) -> bool:
+    """Whether the step's bf16 products run on AMX tiles here (``codegen.gemm_bf16``)."""
+    return bf16_isa() == "amx" and any(
+        n.op == "matmul" and n.inputs[0].dtype.name == "bfloat16" for n in graph.nodes())
 
 
 def _ptr(a: np.ndarray) -> int:
@@ -127,6 +135,10 @@ class CPUExecutable(GuardMixin, Runtime):
         # named CPU: that stands for other machines (an AOT target checked here), tuned as
         # the AOT build tunes it, so both give the same bits (``codegen.hostinfo``)
         self.caches = host_caches() if native else DEFAULT_CACHES
+        # bf16 products: the host's best GEMM (AMX, AVX512-BF16); for a named CPU the portable
+        # one, since the build host's features say nothing about it (``codegen.matmul``)
+        self.bf16_features = None if native else ""
+        target += f"|bf16-{bf16_isa(self.bf16_features)}"
         self.loop_groups = lower_mod.LOOP_GROUPS
         target += "" if self.loop_groups else "|no-loop-groups"
         target += "" if conv_lowering.WINOGRAD else "|no-winograd"
@@ -158,6 +170,8 @@ class CPUExecutable(GuardMixin, Runtime):
             obj, keys, libs = self._compile_objects(cpu)
             cache.store(self.cache_key, " ".join(keys).encode(), ".deps")
             cache.store(self.cache_key, obj)
+        if self.cache_hit and _uses_amx(graph):
+            ensure_amx()  # a step from the disk cache: on_gemm did not run in this process
         with compile_log.current().phase("link"):
             self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
             for o in [obj, *libs]:
@@ -216,7 +230,7 @@ class CPUExecutable(GuardMixin, Runtime):
         return self._lowering
 
     def _lower(self, **stream: Any) -> Lowering:
-        with tuned_for(self.caches):
+        with tuned_for(self.caches), bf16_target(self.bf16_features):
             return Lowering(self.graph, name=self.name, wide=self.wide, debug=self.debug,
                             loop_groups=self.loop_groups, profile=self.profiling,
                             gemm_library=True, **stream)
@@ -325,7 +339,8 @@ class CPUExecutable(GuardMixin, Runtime):
     def stages(self) -> dict[str, Any]:
         from graphc.codegen.plan_text import format_plan
 
-        return {"fused": lambda: format_plan(self.graph, self.lowering.plan),
+        return {"fused": lambda: format_plan(self.graph, self.lowering.plan,
+                                            lambda n: describe_matmul(n, self.wide)),
                 "llvm": lambda: str(self.mod) + self._lib_text(str),
                 "asm": lambda: self.tm.emit_assembly(self.mod) + self._lib_text(
                     self.tm.emit_assembly),
