@@ -35,10 +35,8 @@ from .abi import ERR_NONFINITE, ERR_OK, ERR_SCRATCH, PROFILE_SYMBOL, RUN2_SYMBOL
 from .elementwise import ELEMENT_RULES
 from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
 from .families import KERNELS, kernel_for
-from .legalize import legalize_bf16
 from .llvm_util import I8P, I32, I64, VOID, SymEmitter, declare, i64, mem_type
 from .loop import emit_scan
-from .matmul import bf16_native as matmul_bf16_native
 from .parallel import TASK
 from .planning import Plan, nbytes, plan
 from .views import VIEW_OPS
@@ -171,7 +169,6 @@ class Lowering:
         self.chunks: list[str] = []
         self._pending: list[str] = []  # kernels kept since the last chunk
         self._pending_chars = 0
-        g = legalize_bf16(g, native=matmul_bf16_native)
         self.graph = g
         self.profile = profile  # count time-stamp ticks per kernel (``PROFILE_SYMBOL``)
         self.unit_names: list[str] = []

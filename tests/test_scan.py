@@ -258,3 +258,22 @@ def test_compile_does_not_grow_with_the_length() -> None:
                     f.variants[-1].exe.lowering.kernels_emitted)
     assert sizes[8] == sizes[64]
     assert times[64] < 3 * times[8] + 1.0, times
+
+
+def test_step_ending_in_a_scan_links_its_body_gemm() -> None:
+    """A scan as the step's last kernel: its body's GEMM tile is still handed to the
+    compiler (it was only handed out after the next kernel), and profiling names the loop."""
+    p = _params(np.float32)
+
+    def fwd(x: Any) -> Any:
+        def step(c: Any, xt: Any) -> Any:
+            h = (xt[0] @ p["w"] + c[0] @ p["u"]).tanh()
+            return (h,), (h,)
+
+        return scan(step, (p["h0"],), (x,))[1][0]
+
+    with gc.no_grad():
+        f = gc.compile(fwd)
+        x = RNG.standard_normal((5, 2, 3)).astype(np.float32)
+        np.testing.assert_allclose(f(x).numpy(), fwd(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert any(name.endswith(" scan") for name in f.variants[-1].exe.lowering.unit_names)
