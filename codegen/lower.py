@@ -35,8 +35,10 @@ from .abi import ERR_NONFINITE, ERR_OK, ERR_SCRATCH, PROFILE_SYMBOL, RUN2_SYMBOL
 from .elementwise import ELEMENT_RULES
 from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
 from .families import KERNELS, kernel_for
+from .legalize import legalize_bf16
 from .llvm_util import I8P, I32, I64, VOID, SymEmitter, declare, i64, mem_type
 from .loop import emit_scan
+from .matmul import bf16_native as matmul_bf16_native
 from .parallel import TASK
 from .planning import Plan, nbytes, plan
 from .views import VIEW_OPS
@@ -169,6 +171,7 @@ class Lowering:
         self.chunks: list[str] = []
         self._pending: list[str] = []  # kernels kept since the last chunk
         self._pending_chars = 0
+        g = legalize_bf16(g, native=matmul_bf16_native)
         self.graph = g
         self.profile = profile  # count time-stamp ticks per kernel (``PROFILE_SYMBOL``)
         self.unit_names: list[str] = []
@@ -488,11 +491,28 @@ class Lowering:
         # kernels
         for u, unit in enumerate(units):
             n = unit[0]
+            t0 = b.call(clock, []) if prof is not None else None
             if n.op == "scan":  # a loop calling its body's kernels (codegen.loop)
                 emit_scan(self, b, unit, bufs, work, syms_ptr, err, sym)
                 self.unit_names.append(f"%{p.node_index[n.id]} scan")
-                continue
-            kfn, stored, buffers = self.kernel_for_unit(unit)
+            else:
+                kfn, stored, buffers = self.kernel_for_unit(unit)
+                self.unit_names.append(
+                    f"%{p.node_index[n.id]} {n.op}" if len(unit) == 1 else
+                    f"%{p.node_index[n.id]}..%{p.node_index[unit[-1].id]} loop group")
+                args = [bufs[m.id] for m in stored] + [bufs[x.id] for x in buffers] + [
+                    work, syms_ptr, err]
+                rc = b.call(kfn, args)
+                if kfn.name not in self._never_fails:
+                    bad = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
+                    with b.if_then(bad, likely=False):
+                        b.ret(rc)
+            if prof is not None:
+                dt_ = b.sub(b.call(clock, []), t0)
+                for j, add in ((2 * u, dt_), (2 * u + 1, i64(1))):
+                    cell = b.gep(prof, [ir.Constant(I32, 0), ir.Constant(I32, j)],
+                                 inbounds=True)
+                    b.store(b.add(b.load(cell), add), cell)
             if self.on_kernels is not None and self._pending_chars >= CHUNK_CHARS:
                 self._flush_kernels()
             if self.on_gemm is not None and self.gemm_requests and len(
@@ -500,23 +520,6 @@ class Lowering:
                 for r in sorted(self.gemm_requests - gemm_seen, key=repr):
                     gemm_seen.add(r)
                     self.on_gemm(r)
-            self.unit_names.append(
-                f"%{p.node_index[n.id]} {n.op}" if len(unit) == 1 else
-                f"%{p.node_index[n.id]}..%{p.node_index[unit[-1].id]} loop group")
-            args = [bufs[m.id] for m in stored] + [bufs[x.id] for x in buffers] + [
-                work, syms_ptr, err]
-            t0 = b.call(clock, []) if prof is not None else None
-            rc = b.call(kfn, args)
-            if prof is not None:
-                dt_ = b.sub(b.call(clock, []), t0)
-                for j, add in ((2 * u, dt_), (2 * u + 1, i64(1))):
-                    cell = b.gep(prof, [ir.Constant(I32, 0), ir.Constant(I32, j)],
-                                 inbounds=True)
-                    b.store(b.add(b.load(cell), add), cell)
-            if kfn.name not in self._never_fails:
-                bad = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
-                with b.if_then(bad, likely=False):
-                    b.ret(rc)
             if n.id in finite:
                 _emit_finite_exit(b, n, bufs[n.id], err, finite[n.id], p.node_index[n.id])
         if self.on_kernels is not None:
