@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from graphc.autograd import enable_grad, no_grad
 from graphc.ir import Builder, Graph, Node
 from graphc.ir import loops as L
+from graphc.ir import shapes as sh
 
 Vjp = Callable[[Builder, Sequence[Node], Sequence[Node], Sequence[Node]], list[Node | None]]
 
@@ -77,7 +78,6 @@ def scan_vjp(b: Builder, n: Node, cots: dict[int, Node], vjp: Vjp) -> list[Node 
         return x
 
     g_c = [inp(f"g_c{i}", bi[i], False) for i in fl_c]
-    g_w = [inp(f"g_w{p}", bi[k + m + p], False) for p in need_w]
     c_in = [inp(f"c{i}", bi[i], bi[i].dtype.is_float) for i in range(k)]
     x_in = [inp(f"x{j}", bi[k + j], j in need_x) for j in range(m)]
     g_y = [inp(f"g_y{j}", body.outputs[k + j], False) for j in have_y]
@@ -96,26 +96,93 @@ def scan_vjp(b: Builder, n: Node, cots: dict[int, Node], vjp: Vjp) -> list[Node 
         nc, nx = len(fl_c), len(need_x)
         new_gc = [zero_if_none(g, c_in[i]) for g, i in zip(grads[:nc], fl_c)]
         gx = [zero_if_none(g, x_in[j]) for g, j in zip(grads[nc:nc + nx], need_x)]
-        new_gw = [acc if g is None else bb.add(acc, g)
-                  for acc, g in zip(g_w, grads[nc + nx:])]
-    bwd = Graph(f"{body.name}_vjp", g_c + g_w + c_in + x_in + g_y + w_in,
-                       new_gc + new_gw + gx)
+        kinds, extra = _weight_grads(grads[nc + nx:], c_in, x_in)
+        g_w = {p: inp(f"g_w{p}", bi[k + m + p], False)
+               for p, kd in zip(need_w, kinds) if kd[0] == "carry"}
+        new_gw = [g_w[p] if g is None else bb.add(g_w[p], g)
+                  for p, g, kd in zip(need_w, grads[nc + nx:], kinds) if kd[0] == "carry"]
+    acc = [p for p in need_w if p in g_w]
+    bwd = Graph(f"{body.name}_vjp", g_c + [g_w[p] for p in acc] + c_in + x_in + g_y + w_in,
+                new_gc + new_gw + gx + extra)
 
     # the reverse scan over the same steps
     init = [cots.get(i) if i in cots else b.const(0.0, carries0[i].shape, carries0[i].dtype)
             for i in fl_c]
-    init += [b.const(0.0, consts[p].shape, consts[p].dtype) for p in need_w]
+    init += [b.const(0.0, consts[p].shape, consts[p].dtype) for p in acc]
     seqs = stored + list(xs) + [cots[k + j] for j in have_y]
     rs = b.op("scan", init + seqs + list(consts), body=bwd, carries=len(init),
               xs=len(seqs), reverse=not n.attrs.get("reverse", False))
     out: list[Node | None] = [None] * len(n.inputs)
     for r, i in enumerate(fl_c):
         out[i] = b.op("scan_out", (rs,), index=r)
-    for r, p in enumerate(need_w):
-        out[k + m + p] = b.op("scan_out", (rs,), index=len(fl_c) + r)
     for r, j in enumerate(need_x):
         out[k + j] = b.op("scan_out", (rs,), index=len(init) + r)
+    first_extra = len(init) + len(need_x)
+
+    def seq(src: tuple[str, int]) -> Node:
+        """A per-step value stacked over the steps, outside the loop."""
+        what, i = src
+        if what == "c":
+            return stored[i]
+        if what == "x":
+            return xs[i]
+        return b.op("scan_out", (rs,), index=first_extra + i)
+
+    for p, kd in zip(need_w, kinds):
+        w = consts[p]
+        if kd[0] == "carry":
+            out[k + m + p] = b.op("scan_out", (rs,), index=len(fl_c) + acc.index(p))
+        elif kd[0] == "sum":
+            out[k + m + p] = b.reshape(b.op("sum", (seq(kd[1]),), axes=(0,)), w.shape)
+        else:  # sum_t a_t^T g_t as one product over all steps' rows (cuDNN's weight grad)
+            a_s, g_s = seq(kd[1]), seq(kd[2])
+            rows = sh.dim(a_s.shape[0] * a_s.shape[1])
+            a2 = b.reshape(a_s, (rows, a_s.shape[2]))
+            g2 = b.reshape(g_s, (rows, g_s.shape[2]))
+            out[k + m + p] = b.op("matmul", (b.permute(a2, (1, 0)), g2))
     return out
+
+
+Kind = tuple  # ("carry",) | ("sum", src) | ("mm", src_a, src_g); src = ("c"|"x"|"y", index)
+
+
+def _weight_grads(grads: Sequence[Node | None], c_in: list[Node], x_in: list[Node]
+                  ) -> tuple[list[Kind], list[Node]]:
+    """How each invariant operand's gradient is summed over the steps, and the per-step
+    values the backward body must stack for it (``extra`` outputs).
+
+    A step's gradient ``a_t^T g_t`` (a matmul with a transposed, per-step 2-D operand: the
+    hidden-state weight of every recurrent cell) is summed outside the loop as one product
+    over ``T*B`` rows, from ``a`` and ``g`` stacked: no weight-sized accumulator is read,
+    added and copied at every step, and the product is one large GEMM instead of ``T``
+    small ones. A gradient that is itself such a stacked ``g`` (a bias broadcast over the
+    batch) is a sum over the steps of it. Anything else accumulates in a carry."""
+    extra: list[Node] = []
+    ids: dict[int, tuple[str, int]] = {}
+    for i, c in enumerate(c_in):
+        ids[c.id] = ("c", i)
+    for j, x in enumerate(x_in):
+        ids[x.id] = ("x", j)
+
+    def stack(v: Node) -> tuple[str, int]:
+        src = ids.get(v.id)
+        if src is None:
+            src = ids[v.id] = ("y", len(extra))
+            extra.append(v)
+        return src
+
+    kinds: list[Kind] = []
+    for g in grads:
+        if (g is not None and g.op == "matmul" and g.ndim == 2
+                and g.inputs[0].op == "permute" and g.inputs[0].attrs["perm"] == (1, 0)
+                and g.inputs[0].inputs[0].ndim == 2 and g.inputs[1].ndim == 2):
+            kinds.append(("mm", stack(g.inputs[0].inputs[0]), stack(g.inputs[1])))
+        else:
+            kinds.append(("carry",))
+    for r, g in enumerate(grads):  # a gradient already stacked for a product: a sum
+        if kinds[r][0] == "carry" and g is not None and ids.get(g.id, ("",))[0] == "y":
+            kinds[r] = ("sum", ids[g.id])
+    return kinds, extra
 
 
 __all__ = ["scan_vjp"]
