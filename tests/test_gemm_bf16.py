@@ -365,3 +365,31 @@ def test_call_records_request_and_builds_piece() -> None:
     assert f"define void @{kern.name}" in piece or f'define void @"{kern.name}"' in piece
     assert kern.task_name in piece
     llvm.parse_assembly(text).verify()
+
+
+@pytest.mark.parametrize("kern", VARIANTS, ids=IDS)
+def test_thread_pool_bit_identical(jit: Jit, kern: G.Bf16Gemm) -> None:
+    """Through the running two-thread pool's dispatch (what ``emit_gemm_bf16_call`` emits
+    when the product is large enough): the same bits as one thread."""
+    _runnable(kern)
+    from graphc.runtime.pool import dispatch_address
+
+    addr = dispatch_address()
+    if not addr:
+        pytest.skip("no two-thread pool in this process (one CPU or GRAPHC_NUM_THREADS=1)")
+    run2 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(addr)
+    task = ctypes.cast(jit.tasks[kern], ctypes.c_void_p).value
+    rng = np.random.default_rng(7)
+    for m, n, k, layout in ((300, 90, 200, "NT"), (90, 300, 200, "TN")):
+        a, b = _operands(rng, m, n, k, layout)
+        one, _ = jit.gemm(kern, a, b)
+        ct = np.float32 if kern.out == "f32" else np.uint16
+        buf = np.zeros((m, n), ct)
+        ws = int(G.workspace_bytes_bf16(m, n, k, kern.isa))
+        work = np.zeros(2 * ws + 64, np.uint8)
+        ctx = np.array([a.ctypes.data, a.strides[0] // 2, a.strides[1] // 2, b.ctypes.data,
+                        b.strides[0] // 2, b.strides[1] // 2, buf.ctypes.data, n, m, n, k,
+                        work.ctypes.data, work.ctypes.data + ws], np.int64)
+        run2(task, ctx.ctypes.data)
+        assert np.array_equal(one.view(np.uint32 if kern.out == "f32" else np.uint16),
+                              buf.view(np.uint32 if kern.out == "f32" else np.uint16))
