@@ -142,7 +142,7 @@ class Bf16Gemm:
     @property
     def spec(self) -> str:
         """The library-piece cache key (bump the version when the emitted code changes)."""
-        return f"gemm-bf16|v1|{self.isa}|{self.out}|{int(self.wide)}"
+        return f"gemm-bf16|v2|{self.isa}|{self.out}|{int(self.wide)}"
 
     @property
     def pm(self) -> int:  # rows per packed A panel
