@@ -4,7 +4,8 @@ One block per materialized node: the nodes it computes inline, the buffers it re
 result lives (arena offset, written in place into a state buffer, or nowhere: a value only
 later members of its loop group read, kept in registers), and the arena size — so a user can
 see what fused with what, and why a buffer exists. Members of one loop group (same-shaped
-elementwise kernels run as a single loop) are listed under a ``loop group`` line.
+elementwise kernels run as a single loop) are listed under a ``loop group`` line; a scan's
+results under a ``scan loop`` line, and its body's kernels after the step's, indented.
 """
 
 from __future__ import annotations
@@ -16,6 +17,16 @@ from graphc.ir import shapes as sh
 from graphc.ir.text import type_str
 
 from .planning import Plan, closure_of, reads_of
+
+
+def _scan_lines(n: Node, p: Plan, outs: int) -> list[str]:
+    from graphc.ir.loops import trip_count
+
+    steps = sh.fmt_dim(trip_count(n))
+    kernels = len(p.bodies[n.id].units())
+    rev = ", reversed" if n.attrs.get("reverse") else ""
+    return [f"scan loop of {steps} steps{rev}: its body's {kernels} kernels per step "
+            f"(below), writing {outs} result(s):"]
 
 
 def format_plan(g: Graph, p: Plan, note: Callable[[Node], str | None] | None = None) -> str:
@@ -34,11 +45,16 @@ def format_plan(g: Graph, p: Plan, note: Callable[[Node], str | None] | None = N
         gi = p.group_of.get(n.id)
         if gi is not None and p.groups[gi][0] is n:
             grp = p.groups[gi]
-            lines.append(f"loop group of {len(grp)} (one loop over {type_str(n)}):")
+            if n.op == "scan":
+                lines += _scan_lines(n, p, len(grp) - 1)
+            else:
+                lines.append(f"loop group of {len(grp)} (one loop over {type_str(n)}):")
         inline = [x for x in closure_of(n, mat) if x is not n]
         reads = ", ".join(names[x.id] for x in reads_of(n, mat))
         if n.id in p.direct:
             where = f"in place -> {slots[p.direct[n.id]]}"
+        elif n.op == "scan":
+            where = "the loop's workspace"
         elif n.id in p.virtual:
             where = "registers only"
         else:
@@ -52,6 +68,11 @@ def format_plan(g: Graph, p: Plan, note: Callable[[Node], str | None] | None = N
         extra = note(n) if note is not None else None
         if extra:
             lines.append(f"    {extra}")
+    for n in p.materialized:  # each scan body's own kernels, indented
+        if n.op == "scan":
+            body = format_plan(n.attrs["body"], p.bodies[n.id], note)
+            lines += [f"  | {line}" for line in
+                      [f"body of {names[n.id]}:"] + body.splitlines()]
     lines.append(f"arena: {sh.fmt_dim(p.scratch_bytes)} bytes (GEMM packing from "
                  f"{sh.fmt_dim(p.work_offset)})")
     return "\n".join(lines) + "\n"

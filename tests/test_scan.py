@@ -69,6 +69,9 @@ def test_printed_body_once_and_types() -> None:
     assert fwd.endswith(": (f32[2,4], f32[2,4], f32[B,2,4], f32[B,2,4], f32[B,2,4])")
     assert "reverse=True" in next(line for line in text.splitlines() if "@body1," in line)
     verify(f.variants[-1].graph)
+    fused = f.ir("fused")  # the kernel plan: the loop, then each body's kernels indented
+    assert "scan loop of B steps:" in fused and "scan loop of B steps, reversed:" in fused
+    assert fused.count("  | body of %") == 2
 
 
 def _tiny_body(b: Builder) -> Graph:
