@@ -84,8 +84,10 @@ np.save(OUT, np.concatenate(outs))
 
 # the blocking follows the host's caches (``codegen.hostinfo``); tiny ones force what a
 # large L1/L2 leaves out at these sizes: several K blocks per product (KC 128) and B packed
-# in blocks of one panel of columns (NC = NR)
-TUNINGS = {"host": None, "small caches": "l1d=8K,l2=64K"}
+# in blocks of one panel of columns (NC = NR); "256-bit" forces the AVX2 tiles on any host
+AVX2 = ("import graphc.runtime.cpu as _rt\n"
+        "_rt.has_avx512 = lambda *a, **k: False\n")
+TUNINGS = {"host": (None, ""), "small caches": ("l1d=8K,l2=64K", ""), "256-bit": (None, AVX2)}
 
 
 @pytest.fixture(scope="module")
@@ -93,14 +95,14 @@ def results(tmp_path_factory):
     """Run the script with one and with two threads, for each tuning, all processes at once."""
     d = tmp_path_factory.mktemp("gemm")
     procs = {}
-    for tuning, caches in TUNINGS.items():
+    for tuning, (caches, prelude) in TUNINGS.items():
         for t in (1, 2):
             env = {**os.environ, "GRAPHC_NUM_THREADS": str(t), "GRAPHC_CACHE": "0"}
             env.pop("GRAPHC_CPU_CACHES", None)
             if caches:
                 env["GRAPHC_CPU_CACHES"] = caches
             out = d / f"gemm{t}_{len(procs)}.npy"
-            code = f"OUT = {str(out)!r}\n" + SCRIPT
+            code = f"OUT = {str(out)!r}\n" + prelude + SCRIPT
             procs[t, tuning] = (out, subprocess.Popen(
                 [sys.executable, "-c", code], env=env, text=True, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE))
