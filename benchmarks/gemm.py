@@ -2,15 +2,15 @@
 
 ``python -m benchmarks.gemm [--threads N]`` times C = A @ B (and A @ B.T, the layout of a
 Linear forward) at 256, 512 and 1024 and in the shapes of mlp_large's forward and backward
-GEMMs, alternating timed blocks between the two, and prints medians in GFLOP/s and the ratio
-(above 1: graphc is faster). Both sides time ``(A @ B).sum()``, so that returning a fresh
-multi-megabyte result array (a copy, not GEMM work) is not what is measured; the result
+GEMMs and mlp_small's, alternating timed blocks between the two, and prints medians in GFLOP/s
+and the ratio (above 1: graphc is faster). Both sides time ``(A @ B).sum()``, so that returning
+a fresh multi-megabyte result array (a copy, not GEMM work) is not what is measured; the result
 itself is checked once against numpy. The first line names the host: CPU model, LLVM's CPU
 name, the ISA flags that pick graphc's kernels and the cache sizes the GEMM is blocked for.
-numpy's BLAS gets the same thread count (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS are set
-before numpy is imported). With two threads, OpenBLAS's workers keep spinning after each call
-and take the second core from graphc's pool in the next block (the pause between blocks only
-partly helps): two-thread scaling is measured without a BLAS in the process by
+numpy's BLAS gets the same thread count (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS are set before
+numpy is imported). With two threads, OpenBLAS's workers keep spinning after each call and take
+the second core from graphc's pool in the next block (the pause between blocks only partly
+helps): two-thread scaling is measured without a BLAS in the process by
 ``benchmarks.gemm_scaling``.
 """
 
@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
               (256, 784, 1024, True),    # mlp_large layer 1 forward: x @ W1.T
               (256, 1024, 1024, True),   # layer 2 forward
               (256, 1024, 784, False),   # input gradient: g @ W1
-              (1024, 256, 784, False)]   # weight gradient: g.T @ x (as laid out here)
+              (1024, 256, 784, False),   # weight gradient: g.T @ x (as laid out here)
+              (64, 784, 256, True),      # mlp_small forward: x @ W1.T
+              (256, 64, 784, False)]     # mlp_small weight gradient (as laid out here)
     from graphc.codegen.hostinfo import describe_host
 
     print(describe_host())
