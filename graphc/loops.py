@@ -11,7 +11,8 @@ reads that does not (a weight, ``W.T``, a bias broadcast) is computed once outsi
 and enters the body as an invariant operand, which hoists loop-invariant work for free.
 Constants stay inside the body. When the scan is on a gradient path, the body also returns
 the carries entering each step, so the reverse scan of the backward pass can start each step
-from them (``graphc.passes.loops``).
+from them (``graphc.passes.loops``, which also stores the step's other intermediates the
+backward reads unless ``remat=True``).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ Carry = tuple[Tensor, ...]
 Step = Callable[[Carry, Carry], tuple[Sequence[Tensor], Sequence[Tensor]]]
 
 
-def scan(step: Step, init: Sequence[Tensor], xs: Sequence[Tensor], reverse: bool = False
-         ) -> tuple[Carry, Carry]:
+def scan(step: Step, init: Sequence[Tensor], xs: Sequence[Tensor], reverse: bool = False,
+         remat: bool = False) -> tuple[Carry, Carry]:
     """Run ``step`` over the leading axis of every tensor in ``xs``.
 
     ``step(carry, x) -> (new_carry, ys)``: ``carry`` is a tuple shaped like ``init``, ``x``
@@ -41,6 +42,11 @@ def scan(step: Step, init: Sequence[Tensor], xs: Sequence[Tensor], reverse: bool
 
     ``step`` must be a pure function of its arguments and of tensors it closes over (weights):
     compiled, it is traced once, not once per step.
+
+    ``remat`` (compiled steps that differentiate the scan): ``False`` stores, at every step,
+    the intermediates the backward step reads (an LSTM's gates); ``True`` stores only the
+    carries entering each step and recomputes the step's forward inside the backward step,
+    trading one more evaluation of the body per step for memory.
     """
     init = tuple(T.as_tensor(c) for c in init)
     xs = tuple(T.as_tensor(x) for x in xs)
@@ -49,7 +55,7 @@ def scan(step: Step, init: Sequence[Tensor], xs: Sequence[Tensor], reverse: bool
     ctx = _context.current()
     if ctx is None:
         return _eager(step, init, xs, reverse)
-    return _traced(ctx.builder, step, init, xs, reverse)
+    return _traced(ctx.builder, step, init, xs, reverse, remat)
 
 
 def _eager(step: Step, init: Carry, xs: Carry, reverse: bool) -> tuple[Carry, Carry]:
@@ -63,8 +69,8 @@ def _eager(step: Step, init: Carry, xs: Carry, reverse: bool) -> tuple[Carry, Ca
     return carry, tuple(T.stack([o[j] for o in outs], 0) for j in range(len(outs[0])))
 
 
-def _traced(bld: Builder, step: Step, init: Carry, xs: Carry, reverse: bool
-            ) -> tuple[Carry, Carry]:
+def _traced(bld: Builder, step: Step, init: Carry, xs: Carry, reverse: bool,
+            remat: bool = False) -> tuple[Carry, Carry]:
     cn = [c.node for c in init]
     xn = [x.node for x in xs]
     steps = xn[0].shape[0] if xn[0].shape else None
@@ -146,7 +152,7 @@ def _traced(bld: Builder, step: Step, init: Carry, xs: Carry, reverse: bool
         outs += [env[p.id] for p in ph_c if p.dtype.is_float]
     body = Graph("scan_body", body_in, outs)
     s = bld.op("scan", cn + xn + consts, body=body, carries=len(cn), xs=len(xn),
-               reverse=bool(reverse))
+               reverse=bool(reverse), **({"remat": True} if remat else {}))
     k = len(cn)
     finals = tuple(Tensor._wrap(bld.op("scan_out", (s,), index=i)) for i in range(k))
     stacked = tuple(Tensor._wrap(bld.op("scan_out", (s,), index=k + j))

@@ -1,20 +1,26 @@
 """The derivative of a ``scan``: a reverse scan (backpropagation through time).
 
 Why this shape: the gradient of a loop is a loop over the same steps in the other order, whose
-carries are the cotangents of the forward carries plus one accumulator per invariant operand
-(the weights' gradients summed over the steps) and whose per-step outputs are the cotangents
-of the sequence operands. Each backward step needs the forward step's inputs: the sequence
-slices are operands already, the carries entering each step are *stored* by the forward scan
-(the front end builds a differentiable scan with the entering carries as extra stacked
-outputs, ``graphc.loops``), and the body's other intermediates are *recomputed* from them
-inside the backward step. That stores ``T x carries`` values (an LSTM's ``h`` and ``c``), not
-every gate of every step, and costs one forward evaluation of the body per backward step (the
-hidden-state GEMM once more next to the backward's two). When the stored carries are absent
-(a scan built elsewhere), the rule builds a forward scan that stores them.
+carries are the cotangents of the forward carries (plus an accumulator for an invariant
+operand whose gradient has no better form) and whose per-step outputs are the cotangents of
+the sequence operands. Each backward step needs the forward step's values:
+
+- the sequence slices are operands already; the carries entering each step are stacked by
+  the forward scan (the front end builds a differentiable scan with them as extra outputs,
+  ``graphc.loops``);
+- the body's other intermediates the backward step reads (an LSTM's gates, ``tanh(c)``) are
+  *stored* by default: the forward scan stacks them too (a forward scan with more outputs,
+  which ``simplify`` merges with the original), and the backward body reads them instead of
+  recomputing them, so the hidden-state GEMM runs once per step, not twice. With
+  ``remat=True`` on the scan only the carries are stored and the backward step recomputes
+  the body from them (``T x carries`` values instead of ``T x`` intermediates);
+- a weight gradient ``sum_t a_t^T g_t`` (every cell's hidden-state weight) is one product
+  over all steps' rows after the loop, from ``a`` and ``g`` stacked (cuDNN's weight
+  gradient), and a bias gradient equal to a stacked ``g`` its sum over the steps.
 
 The backward body is built by copying the forward body (``loops.clone_into``) and running the
 ordinary VJP pass on the copy, so a body may hold any differentiable op, a nested scan
-included.
+included (whose own loop is recomputed in the backward step rather than stored).
 """
 
 from __future__ import annotations
@@ -29,27 +35,74 @@ from graphc.ir import shapes as sh
 Vjp = Callable[[Builder, Sequence[Node], Sequence[Node], Sequence[Node]], list[Node | None]]
 
 
-def _stored_carries(b: Builder, n: Node) -> list[Node]:
-    """The carries entering each step, stacked ``[T, ...]`` per carry: the outputs of the
-    forward scan that return the body's carry inputs unchanged, or, where there are none,
-    the outputs of a forward scan built to store them."""
+def _find_stored(n: Node, wanted: Sequence[Node]) -> list[int | None]:
+    """For each body node of ``wanted``, the index of a result of the scan ``n`` that stacks
+    it (a per-step output returning it), or None."""
     body, k = n.attrs["body"], n.attrs["carries"]
-    ys = body.outputs[k:]
-    found: dict[int, int] = {}
-    for i in range(k):
-        for j, y in enumerate(ys):
-            if y is body.inputs[i]:
-                found[i] = k + j
-                break
-    missing = [i for i in range(k) if i not in found]
+    out: list[int | None] = []
+    for v in wanted:
+        out.append(next((k + j for j, y in enumerate(body.outputs[k:]) if y is v), None))
+    return out
+
+
+def _forward_storing(b: Builder, n: Node, wanted: Sequence[Node]) -> list[Node]:
+    """The per-step values ``wanted`` (body nodes) stacked over the steps: results of the
+    forward scan ``n`` where it returns them already, else of a forward scan whose body
+    returns them too (the same body, more outputs: ``simplify`` merges the two scans into
+    the one that stores more, so the forward still runs once)."""
+    body = n.attrs["body"]
+    found = _find_stored(n, wanted)
+    missing = [v for v, i in zip(wanted, found) if i is None]
     src = n
     if missing:
-        extra = Graph(body.name, body.inputs,
-                             list(body.outputs) + [body.inputs[i] for i in missing])
+        extra = Graph(body.name, body.inputs, list(body.outputs) + list(dict.fromkeys(missing)))
         src = b.op("scan", n.inputs, **{**n.attrs, "body": extra})
-        for j, i in enumerate(missing):
-            found[i] = len(body.outputs) + j
-    return [b.op("scan_out", (src,), index=found[i]) for i in range(k)]
+        found = _find_stored(src, wanted)
+    return [b.op("scan_out", (src,), index=i) for i in found]
+
+
+def _store_residuals(bwd: Graph, fwd_copy: dict[int, Node], at: int
+                     ) -> tuple[Graph, list[Node]]:
+    """Store instead of recompute: the copies of forward body nodes that the backward
+    nodes read (``fwd_copy``: copy id -> forward body node) become per-step inputs of the
+    backward body (inserted at input position ``at``: after its sequences), so the copies that only
+    fed them, the recomputed hidden-state GEMM among them, drop out. Returns the new body
+    and the forward nodes to stack, in input order."""
+    order = bwd.nodes()
+    res: list[Node] = []
+    seen: set[int] = set()
+
+    def mark(x: Node) -> None:
+        f = fwd_copy.get(x.id)
+        # a nested scan's tuple is not a value to stack (its loop is recomputed instead)
+        if f is not None and x.op not in ("input", "const", "iota", "scan") \
+                and x.id not in seen:
+            seen.add(x.id)
+            res.append(x)
+
+    for v in order:
+        if v.id not in fwd_copy and v.op != "input":
+            for x in v.inputs:
+                mark(x)
+    for o in bwd.outputs:
+        mark(o)
+    if not res:
+        return bwd, []
+    res.sort(key=lambda x: x.id)
+    nb = Builder(intern=True, track_loc=False)
+    new: dict[int, Node] = {}
+    ins = []
+    for q, r in enumerate(res):
+        ins.append(nb.input(f"r{q}", "arg", r.shape, r.dtype))
+        new[r.id] = ins[-1]
+    for x in bwd.inputs:
+        new[x.id] = x
+    for v in L.reachable(bwd.outputs, stop=set(new)):
+        if v.id not in new:
+            new[v.id] = nb.op_like(v, [new[x.id] for x in v.inputs])
+    inputs = list(bwd.inputs[:at]) + ins + list(bwd.inputs[at:])
+    return (Graph(bwd.name, inputs, [new[o.id] for o in bwd.outputs]),
+            [fwd_copy[r.id] for r in res])
 
 
 def scan_vjp(b: Builder, n: Node, cots: dict[int, Node], vjp: Vjp) -> list[Node | None]:
@@ -64,7 +117,6 @@ def scan_vjp(b: Builder, n: Node, cots: dict[int, Node], vjp: Vjp) -> list[Node 
     have_y = [j for j in range(ny) if (k + j) in cots and body.outputs[k + j].dtype.is_float]
     if not fl_c and not need_x and not need_w:
         return [None] * len(n.inputs)
-    stored = _stored_carries(b, n)
 
     # the backward body: carries (g_c for float carries, g_w accumulators), sequences
     # (the stored carries, the forward sequences, the cotangents of the stacked outputs),
@@ -82,8 +134,11 @@ def scan_vjp(b: Builder, n: Node, cots: dict[int, Node], vjp: Vjp) -> list[Node 
     x_in = [inp(f"x{j}", bi[k + j], j in need_x) for j in range(m)]
     g_y = [inp(f"g_y{j}", body.outputs[k + j], False) for j in have_y]
     w_in = [inp(f"w{p}", bi[k + m + p], p in need_w) for p in range(len(consts))]
+    fenv: dict[int, Node] = {}
     with enable_grad():
-        outs = L.clone_into(bb, body, c_in + x_in + w_in)
+        outs = L.clone_into(bb, body, c_in + x_in + w_in, fenv)
+    by_id = {v.id: v for v in body.nodes()}
+    fwd_copy = {fenv[i].id: by_id[i] for i in fenv if by_id[i].op != "input"}
     roots = [outs[i] for i in fl_c] + [outs[k + j] for j in have_y]
     seeds = g_c + g_y
     wrt = [c_in[i] for i in fl_c] + [x_in[j] for j in need_x] + [w_in[p] for p in need_w]
@@ -104,12 +159,17 @@ def scan_vjp(b: Builder, n: Node, cots: dict[int, Node], vjp: Vjp) -> list[Node 
     acc = [p for p in need_w if p in g_w]
     bwd = Graph(f"{body.name}_vjp", g_c + [g_w[p] for p in acc] + c_in + x_in + g_y + w_in,
                 new_gc + new_gw + gx + extra)
+    residual: list[Node] = []
+    if not n.attrs.get("remat"):
+        bwd, residual = _store_residuals(bwd, fwd_copy, len(bwd.inputs) - len(w_in))
+    stacks = _forward_storing(b, n, list(body.inputs[:k]) + residual)
+    stored = stacks[:k]
 
     # the reverse scan over the same steps
     init = [cots.get(i) if i in cots else b.const(0.0, carries0[i].shape, carries0[i].dtype)
             for i in fl_c]
     init += [b.const(0.0, consts[p].shape, consts[p].dtype) for p in acc]
-    seqs = stored + list(xs) + [cots[k + j] for j in have_y]
+    seqs = stored + list(xs) + [cots[k + j] for j in have_y] + stacks[k:]
     rs = b.op("scan", init + seqs + list(consts), body=bwd, carries=len(init),
               xs=len(seqs), reverse=not n.attrs.get("reverse", False))
     out: list[Node | None] = [None] * len(n.inputs)

@@ -3,7 +3,8 @@
 Takes any verified graph; gives an equivalent graph in which every node is rebuilt through an
 interning builder (so structurally equal nodes are merged), identities that are exact in
 floating point are removed (``x*1``, ``x/1``, ``--x``, same-type casts, no-op movement), and
-nodes that no output or update needs are gone. Rewrites never change a value's bits.
+nodes that no output or update needs are gone; scans that are one loop storing more or less
+per step become one (``_scan_merges``). Rewrites never change a value's bits.
 """
 
 from __future__ import annotations
@@ -51,11 +52,45 @@ def _rewrite(b: Builder, n: Node, ins: list[Node]) -> Node:
     return b.op_like(n, ins)  # no rewrite: the same op over inputs of the same types
 
 
+def _scan_merges(nodes: list[Node]) -> dict[int, Node]:
+    """Scans that are one loop: the same operands and options, bodies with the same inputs
+    whose outputs extend one another (the backward pass builds a forward scan that stores
+    more per step, ``passes/loops.py``). Maps each to the one with the most outputs, whose
+    results at the shorter one's indices are the shorter one's."""
+    groups: dict[tuple, list[Node]] = {}
+    for n in nodes:
+        if n.op == "scan":
+            a = n.attrs
+            key = (tuple(x.id for x in n.inputs), a["carries"], a["xs"],
+                   bool(a.get("reverse")), bool(a.get("remat")),
+                   tuple(p.id for p in a["body"].inputs))
+            groups.setdefault(key, []).append(n)
+    out: dict[int, Node] = {}
+    for grp in groups.values():
+        if len(grp) < 2:
+            continue
+        big = max(grp, key=lambda s: len(s.attrs["body"].outputs))
+        big_outs = big.attrs["body"].outputs
+        for s in grp:
+            outs = s.attrs["body"].outputs
+            if s is not big and all(x is y for x, y in zip(outs, big_outs)):
+                out[s.id] = big
+    return out
+
+
 def simplify(g: Graph) -> Graph:
     b = Builder(intern=True, track_loc=False)
     new: dict[int, Node] = {n.id: n for n in g.inputs}
-    for n in g.nodes():
+    nodes = g.nodes()
+    merged = _scan_merges(nodes)
+    for n in nodes:
         if n.id in new:
+            continue
+        src = merged.get(n.id)
+        if src is not None:  # the same loop, storing more: computed once
+            if src.id not in new:
+                new[src.id] = _rewrite(b, src, [new[x.id] for x in src.inputs])
+            new[n.id] = new[src.id]
             continue
         out = _rewrite(b, n, [new[x.id] for x in n.inputs])
         if out.loc is None:

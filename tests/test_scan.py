@@ -32,7 +32,7 @@ def _params(dtype: Any = np.float64) -> dict[str, Any]:
             "h0": nn.Parameter((r.standard_normal((2, 4)) * 0.5).astype(dtype))}
 
 
-def _elman(p: dict[str, Any], x: Any, reverse: bool = False) -> Any:
+def _elman(p: dict[str, Any], x: Any, reverse: bool = False, remat: bool = False) -> Any:
     """A two-carry scan: an Elman state and a running sum; one stacked output."""
 
     def step(c: Any, xt: Any) -> Any:
@@ -40,15 +40,16 @@ def _elman(p: dict[str, Any], x: Any, reverse: bool = False) -> Any:
         hn = (xt[0] @ p["w"] + h @ p["u"]).tanh()
         return (hn, acc + hn * xt[0].sum(-1, keepdim=True)), (hn * hn,)
 
-    (h, acc), (ys,) = scan(step, (p["h0"], p["h0"] * 0.5), (x,), reverse=reverse)
+    (h, acc), (ys,) = scan(step, (p["h0"], p["h0"] * 0.5), (x,), reverse=reverse,
+                           remat=remat)
     return (ys.sum() + (h * acc).sum() * 0.5)
 
 
-def _loss_step(p: dict[str, Any], reverse: bool = False) -> Any:
+def _loss_step(p: dict[str, Any], reverse: bool = False, remat: bool = False) -> Any:
     def f(x: Any) -> Any:
         for q in p.values():
             q.grad = None
-        loss = _elman(p, x, reverse)
+        loss = _elman(p, x, reverse, remat)
         loss.backward()
         return loss
 
@@ -61,12 +62,14 @@ def test_printed_body_once_and_types() -> None:
     p = _params(np.float32)
     f = gc.compile(_loss_step(p))
     f(RNG.standard_normal((5, 2, 3)).astype(np.float32))
-    text = f.ir("grad")
+    text = f.ir("optimized")
     assert text.count("@body0(") == 1 and text.count("@body1(") == 1  # forward, reverse scan
+    assert "@body2(" not in text  # the forward that stores the residuals is the only one
     fwd = next(line for line in text.splitlines() if " = scan " in line)
     assert "{body=@body0, carries=2, reverse=False, xs=1}" in fwd
-    # the final carries, then the stacked output and the stored carries
-    assert fwd.endswith(": (f32[2,4], f32[2,4], f32[B,2,4], f32[B,2,4], f32[B,2,4])")
+    # the final carries, then the stacked output, the stored carries and the intermediates
+    # the backward step reads (stored, not recomputed: remat=False)
+    assert ": (f32[2,4], f32[2,4], f32[B,2,4], f32[B,2,4], f32[B,2,4], f32[B," in fwd
     assert "reverse=True" in next(line for line in text.splitlines() if "@body1," in line)
     verify(f.variants[-1].graph)
     fused = f.ir("fused")  # the kernel plan: the loop, then each body's kernels indented
@@ -141,6 +144,29 @@ def test_backends_agree_with_the_eager_loop(reverse: bool) -> None:
                     np.testing.assert_allclose(q.grad.numpy(), wgrads[k], rtol=1e-10,
                                                atol=1e-12, err_msg=f"{backend} {k}")
         assert f.compile_count == 1
+
+
+def test_remat_recomputes_instead_of_storing() -> None:
+    """remat=True: the forward stores only the carries, the backward body recomputes the
+    step (one more matmul there); the gradients are the same."""
+    x = RNG.standard_normal((5, 2, 3))
+    res = {}
+    for remat in (False, True):
+        p = _params(np.float64)
+        f = gc.compile(_loss_step(p, remat=remat))
+        res[remat] = (float(f(x).numpy()), {k: q.grad.numpy().copy() for k, q in p.items()})
+        text = f.ir("optimized")
+        fwd = next(line for line in text.splitlines() if "@body0," in line)
+        body1 = text[text.index("@body1("):]
+        if remat:
+            assert fwd.count("f64[B,2,4]") == 3 and "remat=True" in fwd  # ys, 2 carries
+            assert body1.count("matmul") == 3  # recomputed: 2 forward, 1 backward product
+        else:
+            assert fwd.count("f64[B,2,4]") > 3
+            assert body1.count("matmul") == 1  # only the backward's (the weight's: after)
+    assert res[False][0] == res[True][0]
+    for k in res[False][1]:
+        np.testing.assert_allclose(res[True][1][k], res[False][1][k], rtol=1e-13, err_msg=k)
 
 
 @pytest.mark.parametrize("backend", ["interp", None])

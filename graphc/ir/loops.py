@@ -124,11 +124,14 @@ def check_scan_out(xs: Sequence[Any], a: dict) -> tuple[sh.Shape, dt.DType]:
 # ---------------------------------------------------------------------------------------------
 # building and copying bodies
 
-def clone_into(b: Any, g: Graph, inputs: Sequence[Node]) -> list[Node]:
+def clone_into(b: Any, g: Graph, inputs: Sequence[Node],
+               env: dict[int, Node] | None = None) -> list[Node]:
     """Build ``g``'s computation with builder ``b`` on ``inputs`` (one per graph input):
     returns the nodes of its outputs. Types are ``g``'s own (no shape rule re-run), the
-    grad-path flags are recomputed from ``inputs`` (``Builder.op_like``)."""
-    env: dict[int, Node] = {p.id: x for p, x in zip(g.inputs, inputs, strict=True)}
+    grad-path flags are recomputed from ``inputs`` (``Builder.op_like``). ``env``, when
+    given, receives the copy of every node (by the original's id)."""
+    env = {} if env is None else env
+    env.update({p.id: x for p, x in zip(g.inputs, inputs, strict=True)})
     for n in g.nodes():
         if n.id in env:
             continue
@@ -139,5 +142,27 @@ def clone_into(b: Any, g: Graph, inputs: Sequence[Node]) -> list[Node]:
     return [env[o.id] for o in g.outputs]
 
 
+def reachable(roots: Sequence[Node], stop: set[int]) -> list[Node]:
+    """Nodes reachable from ``roots`` without passing through the ids in ``stop`` (those
+    are left out), inputs before their users."""
+    order: list[Node] = []
+    seen: set[int] = set(stop)
+    for root in roots:
+        if root.id in seen:
+            continue
+        stack: list[tuple[Node, int]] = [(root, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i < len(node.inputs):
+                stack.append((node, i + 1))
+                child = node.inputs[i]
+                if child.id not in seen:
+                    stack.append((child, 0))
+            elif node.id not in seen:
+                seen.add(node.id)
+                order.append(node)
+    return order
+
+
 __all__ = ["TUPLE_SHAPE", "TUPLE_DTYPE", "ScanError", "operand_groups", "trip_count",
-           "result_types", "check_scan", "check_scan_out", "clone_into"]
+           "result_types", "check_scan", "check_scan_out", "clone_into", "reachable"]
