@@ -14,8 +14,9 @@ of any kernel at ``work``) holds the body's own scratch arena (its intermediates
 packing), two copies of the carries (step ``t`` reads one and writes the other, so a body
 that swaps or passes its carries through never reads what it has overwritten), and one slice
 of each stacked output that nothing reads (the body still computes it). The body's results
-are committed after its kernels, as a step's are: the next carries into the other copy, the
-step's outputs into their slot ``t`` of the stacked results. The initial carries are copied in
+are committed after its kernels, as a step's are: the next carries into the other copy (a
+carry its kernel computes into a buffer of its own is written there directly), the step's
+outputs into their slot ``t`` of the stacked results. The initial carries are copied in
 before the loop and the final ones out after it.
 
 A failing body kernel (an index check) returns its error code from the entry function at
@@ -108,6 +109,16 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     # emitted inside the loop would not dominate a later use after it
     fixed = {n.id: at(scratch, bp.offsets[n.id]) for n in bp.materialized
              if n.id not in bp.virtual}
+    # carries a body kernel computes into a buffer of its own are written straight into the
+    # next carry copy (nothing reads that copy during the step: it holds the step before's
+    # carries), which saves copying every carried buffer once per step (a training step's
+    # parameters and optimizer state, when the loop runs whole steps)
+    uses: dict[int, int] = {}
+    for o in body.outputs:
+        uses[o.id] = uses.get(o.id, 0) + 1
+    body_ins = {p.id for p in body.inputs}
+    direct = {i: o for i, o in enumerate(body.outputs[:k])
+              if o.id in fixed and uses[o.id] == 1 and o.id not in body_ins}
     with for_range(b, i64(0), steps, name="scan") as t:
         pos = b.sub(b.sub(steps, i64(1)), t) if reverse else t
         odd = b.trunc(b.and_(t, i64(1)), ir.IntType(1))
@@ -122,6 +133,8 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
                                   inbounds=True)
             else:
                 env[p.id] = bufs[consts[i - k - m].id]
+        for i, o in direct.items():
+            env[o.id] = nxt[i]
         for i, v in fixed.items():
             env.setdefault(i, v)
         for u, kernel in units:
@@ -138,6 +151,8 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
                     b.ret(rc)
         # commit the step: next carries, then this step's slot of each stacked output
         for i, o in enumerate(body.outputs):
+            if i in direct:
+                continue  # already there
             if i < k:
                 dst, nb = nxt[i], cbytes[i]
             else:

@@ -182,6 +182,7 @@ class CompiledFunction:
         self._last_epoch = -1
         self._fast: Callable[[tuple], Any] | None = None  # the last variant's call wrapper
         self._params: list[inspect.Parameter] | None = None  # for keyword calls, on first use
+        self._steps: dict[tuple, list[Any]] = {}  # many-steps variants (``run``), by arg key
         if isinstance(fn, nn_module.Module):
             # not update_wrapper: it would copy the module's __dict__ (parameters, training
             # flag) into this object as stale snapshots; attributes are forwarded instead
@@ -433,8 +434,44 @@ class CompiledFunction:
             raise ValueError(f"{self.name}(): the arguments fit no compiled variant "
                              f"({shapes})") from None
 
-    def ir(self, stage: str = "optimized") -> str:
-        """The IR (or LLVM IR, assembly, PTX) of the most recent variant at ``stage``."""
+    def run(self, *args: Any, scheduler: Any = None) -> Any:
+        """Run the step once per batch of stacked arguments, all in one native call.
+
+        ``step.run(xs, ys)`` with ``xs.shape == (K,) + x.shape`` does what ``for t in
+        range(K): step(xs[t], ys[t])`` does (and, with ``scheduler=`` one lr scheduler or a
+        list of them, ``scheduler.step()`` after each step), and returns the step's result
+        with every tensor stacked over the K steps (the K losses). One compile serves every
+        K; a call that raises changes nothing. See ``graphc/multistep.py``."""
+        from .multistep import run_steps
+
+        lock = self._lock
+        lock.acquire()
+        if self._busy:
+            self._reentered()
+        self._busy = True
+        try:
+            return run_steps(self, args, scheduler)
+        finally:
+            self._busy = False
+            lock.release()
+
+    def ir(self, stage: str = "optimized", steps: bool = False) -> str:
+        """The IR (or LLVM IR, assembly, PTX) of the most recent variant at ``stage``;
+        ``steps=True``: of the most recent many-steps variant (``run``), whose ``steps``
+        stage is the loop over the step."""
+        if steps:
+            made = [v for vs in self._steps.values() for v in vs]
+            if not made:
+                raise RuntimeError(f"{self.name}.run has not been called yet")
+            v = made[-1]
+            if stage == "optimized":
+                stage = "steps"
+            if stage not in v.stages:
+                raise ValueError(f"stage: expected one of {sorted(v.stages)}, got {stage!r}")
+            s = v.stages[stage]
+            if callable(s):
+                s = v.stages[stage] = s()
+            return s if isinstance(s, str) else str(s)
         if not self.variants:
             raise RuntimeError(
                 f"{self.name} has not been compiled yet: call it once or pass example_args"

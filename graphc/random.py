@@ -33,6 +33,13 @@ def next_seed() -> int:
     return int((int(hi) << 31) ^ int(lo)) & ((1 << 63) - 1)
 
 
+def next_seeds(k: int) -> np.ndarray:
+    """``k`` successive ``next_seed()`` values in one draw (the same words, in the same
+    order: each seed takes two full-range 32-bit words from the stream)."""
+    w = _state["rs"].randint(0, 2**32, size=(k, 2), dtype=np.uint32).astype(np.int64)
+    return ((w[:, 0] << 31) ^ w[:, 1]) & ((1 << 63) - 1)
+
+
 def _words(n: int) -> np.ndarray:
     return _state["rs"].randint(0, 2**32, size=n, dtype=np.uint32)
 

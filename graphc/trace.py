@@ -81,6 +81,9 @@ class Signature:
     tensor_guards: list[tuple[Tensor, bool, tuple, Any]] = field(default_factory=list)
     # callables raising Mismatch (recompile) or a clear error; run after the tensor guards
     slow_guards: list[Callable[[], None]] = field(default_factory=list)
+    # parameters whose incoming ``.grad`` the step read (to accumulate into it), with whether
+    # it was present: ``step.run`` checks that one step leaves the same presence behind
+    grad_reads: list[tuple[Tensor, bool]] = field(default_factory=list)
 
 
 _ABSENT = "absent"
@@ -465,6 +468,7 @@ class TraceContext:
             sig.sinks[label] = Sink("onum", (opt, p, key, pytype))
         for key, present in self.guard_grad.items():
             p = self.ext_tensor[key]
+            sig.grad_reads.append((p, present))
             sig.struct_guards.append(
                 ((lambda p=p: p._grad is not None), present, f"{self.tensor_name(p)}.grad"))
             if present:
