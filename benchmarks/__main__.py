@@ -1,7 +1,7 @@
 """``python -m benchmarks [workload ...] [--threads N] [--blocks K]``
 
 Workloads (``WORKLOADS`` below; all of them when none is named): seed, mlp_small, mlp_large,
-infer, cnn, adam, resnet18 (only the named ones are built and compiled).
+infer, cnn, adam, resnet18, lstm (only the named ones are built and compiled).
 
 Runs each workload in graphc and PyTorch eager side by side in one process: timed blocks
 alternate between the systems, and the table reports medians of per-step times and the ratio
@@ -35,6 +35,8 @@ WORKLOADS = {
     "adam": "mlp_small with Adam",
     "resnet18": "ResNet-18 (BasicBlocks, BatchNorm, widths 16-128), 1x64x64 images, batch 32, "
                 "SGD momentum + weight decay, cosine lr schedule",
+    "lstm": "character LSTM language model: embedding 64, 2-layer LSTM hidden 256, batch 32, "
+            "length 64, Adam, clip_grad_norm_",
 }
 
 

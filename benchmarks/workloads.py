@@ -229,6 +229,68 @@ def resnet18(torch: Any, batch: int = 32, size: int = 64, t_max: int = 1000) -> 
     return Workload("resnet18", gfn, tfn, resnet.flops(batch, size))
 
 
+def lstm(torch: Any, batch: int = 32, seq: int = 64, hidden: int = 256, vocab: int = 96,
+         layers: int = 2) -> Workload:
+    """The character-level LSTM language model of ``examples/char_rnn.py`` at the size of the
+    loop-node issue: embedding 64, ``nn.LSTM(64, 256, num_layers=2, batch_first=True)``, a
+    linear read-out to 96 characters, cross-entropy over every position, Adam with
+    gradient-norm clipping; batch 32 of length 64."""
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
+    Y = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
+
+    def define(lib: Any) -> Any:
+        class CharLSTM(lib.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.embed = lib.Embedding(vocab, 64)
+                self.lstm = lib.LSTM(64, hidden, num_layers=layers, batch_first=True)
+                self.head = lib.Linear(hidden, vocab)
+
+            def forward(self, idx: Any) -> Any:
+                out, _ = self.lstm(self.embed(idx))
+                return self.head(out).reshape(-1, vocab)
+
+        return CharLSTM()
+
+    gm = define(nn)
+    gopt = optim.Adam(gm.parameters(), lr=2e-3)
+    glf = nn.CrossEntropyLoss()
+
+    @gc.compile(example_args=(X, Y))
+    def gstep(x: Any, y: Any) -> Any:
+        gopt.zero_grad()
+        loss = glf(gm(x), y.reshape(-1))
+        loss.backward()
+        nn.utils.clip_grad_norm_(gm.parameters(), 1.0)
+        gopt.step()
+        return loss
+
+    tfn = None
+    if torch is not None:
+        tm = define(torch.nn)
+        with torch.no_grad():
+            for k, v in tm.state_dict().items():
+                v.copy_(torch.from_numpy(np.asarray(gm.state_dict()[k])))
+        topt = torch.optim.Adam(tm.parameters(), lr=2e-3)
+        tlf = torch.nn.CrossEntropyLoss()
+        tx, ty = torch.from_numpy(X), torch.from_numpy(Y).reshape(-1)
+
+        def tfn() -> Any:
+            topt.zero_grad()
+            loss = tlf(tm(tx), ty)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(tm.parameters(), 1.0)
+            topt.step()
+            return loss
+
+    # forward: input projections (4H x in) and recurrent products (4H x H) per position and
+    # layer, the read-out; backward twice that
+    per_pos = sum(4 * hidden * ((64 if i == 0 else hidden) + hidden) for i in range(layers))
+    flops = 6.0 * batch * seq * (per_pos + hidden * vocab)
+    return Workload("lstm", lambda: gstep(X, Y), tfn, flops)
+
+
 def all_workloads(torch: Any, only: Any = None) -> list[Workload]:
     """Every workload, in the order of ``benchmarks.__main__.WORKLOADS``; with ``only`` (a
     collection of names) just those, so naming one workload does not compile the others
@@ -247,4 +309,5 @@ def all_workloads(torch: Any, only: Any = None) -> list[Workload]:
         makers.append(("adam", lambda: mlp(torch, "adam", [784, 256, 10], 64,
                                            lambda o, p: o.Adam(p, lr=1e-3))))
     makers.append(("resnet18", lambda: resnet18(torch)))
+    makers.append(("lstm", lambda: lstm(torch)))
     return [make() for name, make in makers if keep(name)]

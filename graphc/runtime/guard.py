@@ -61,15 +61,29 @@ class GuardMixin:
         self._upd_base = upd
 
     def resolve_aliasing(self) -> None:
-        """Copy arguments that overlap a state buffer (see the module docstring)."""
+        """Copy arguments that overlap a state buffer (see the module docstring).
+
+        Every bound array is C-contiguous (``bind_input`` copies the others, sink buffers are
+        made so), so its bytes are its table pointer plus its size: a training loop that
+        hands a new batch every call pays a few integer comparisons, not an address range
+        computed from each buffer's array interface. (No array is remembered here: the call
+        wrapper reuses a ``.grad`` buffer in place when nothing else holds it, which it
+        tells by reference counts.)"""
         self.rebound = False
-        state = [_range(self._bound[s]) for s in self._state_slots if s in self._bound]
+        table, bound = self.table, self._bound
+        state = []
+        for s in self._state_slots:
+            a = bound.get(s)
+            if a is not None and a.nbytes:
+                lo = table[s]
+                state.append((lo, lo + a.nbytes))
         for slot in self._arg_slots:
-            a = self._bound.get(slot)
+            a = bound.get(slot)
             if a is None or a.size == 0:
                 continue
-            lo, hi = _range(a)
-            if any(lo < h and l_ < hi for l_, h in state if l_ != h):
+            lo = table[slot]
+            hi = lo + a.nbytes
+            if any(lo < h and l_ < hi for l_, h in state):
                 copy = np.array(a, order="C")
                 self._keep[slot] = self._bound[slot] = copy
                 self.table[slot] = copy.__array_interface__["data"][0]
