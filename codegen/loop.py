@@ -91,8 +91,10 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     bb = [at(work, o) for o in lay["b"]]
     spare = [at(work, o) for o in lay["spare"]]
     cbytes = [sym(_slice_bytes(p.shape, p.dtype)) for p in body.inputs[:k]]
-    for dst, src, nb in zip(a, carries0, cbytes):
-        b.call(memcpy, [dst, bufs[src.id], nb])
+    read = {x.id for n in body.nodes() for x in n.inputs} | {o.id for o in body.outputs}
+    for dst, src, nb, ph in zip(a, carries0, cbytes, body.inputs):
+        if ph.id in read:  # a carry the body only writes (a fresh .grad) needs no first value
+            b.call(memcpy, [dst, bufs[src.id], nb])
     x_step = [sym(_slice_bytes(x.shape[1:], x.dtype)) for x in xs]
     y_step = [sym(_slice_bytes(o.shape, o.dtype)) for o in body.outputs[k:]]
     scratch = work  # the body's arena starts the workspace
@@ -108,7 +110,13 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     # every size and offset before the loop: ``sym`` caches the values it emits, and one
     # emitted inside the loop would not dominate a later use after it
     fixed = {n.id: at(scratch, bp.offsets[n.id]) for n in bp.materialized
-             if n.id not in bp.virtual}
+             if n.id not in bp.virtual and n.id not in bp.direct}
+    # carries the planner lets the body overwrite in place (``planning.plan(carries=)``: no
+    # kernel reads the old value after the one writing the new, which reads it pointwise)
+    # keep one copy, ``a``: an optimizer update of a carried parameter then reads and writes
+    # the same lines, as a step's in-place update does, instead of streaming two copies
+    n_upd = len(body.updates)
+    inplace = {i for i, o in enumerate(body.outputs[:k]) if bp.direct.get(o.id) == n_upd + i}
     # carries a body kernel computes into a buffer of its own are written straight into the
     # next carry copy (nothing reads that copy during the step: it holds the step before's
     # carries), which saves copying every carried buffer once per step (a training step's
@@ -119,11 +127,13 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     body_ins = {p.id for p in body.inputs}
     direct = {i: o for i, o in enumerate(body.outputs[:k])
               if o.id in fixed and uses[o.id] == 1 and o.id not in body_ins}
+    for i in inplace:
+        direct[i] = body.outputs[i]
     with for_range(b, i64(0), steps, name="scan") as t:
         pos = b.sub(b.sub(steps, i64(1)), t) if reverse else t
         odd = b.trunc(b.and_(t, i64(1)), ir.IntType(1))
-        cur = [b.select(odd, y, x) for x, y in zip(a, bb)]
-        nxt = [b.select(odd, x, y) for x, y in zip(a, bb)]
+        cur = [x if i in inplace else b.select(odd, y, x) for i, (x, y) in enumerate(zip(a, bb))]
+        nxt = [x if i in inplace else b.select(odd, x, y) for i, (x, y) in enumerate(zip(a, bb))]
         env: dict[int, ir.Value] = {}
         for i, p in enumerate(body.inputs):
             if i < k:
@@ -166,7 +176,8 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     for i in range(k):
         res = outs.get(i)
         if res is not None:
-            b.call(memcpy, [bufs[res.id], b.select(odd, bb[i], a[i]), cbytes[i]])
+            last = a[i] if i in inplace else b.select(odd, bb[i], a[i])
+            b.call(memcpy, [bufs[res.id], last, cbytes[i]])
     # the counters the shallow copy advanced (the kernel tables themselves are shared)
     lower.kernels_emitted, lower._pending_chars = sub.kernels_emitted, sub._pending_chars
 

@@ -37,7 +37,7 @@ def format_plan(g: Graph, p: Plan, note: Callable[[Node], str | None] | None = N
         if n.op != "input":
             names[n.id] = f"%{p.node_index[n.id]}"
     mat = {n.id for n in p.materialized}
-    slots = [s for s, _ in g.updates]
+    slots = p.slots or [s for s, _ in g.updates]
     lines = [f"kernels of {g.name}: {len(p.units())} kernels ({len(p.materialized)} "
              f"materialized nodes, {len(p.groups)} loop groups), "
              f"{sum(len(closure_of(n, mat)) for n in p.materialized)} nodes"]

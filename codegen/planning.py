@@ -55,6 +55,9 @@ class Plan:
     work_offset: Any = 0  # GEMM packing workspace (shared: kernels run one at a time)
     no_reuse_bytes: Any = 0  # what the buffers would take without reuse (for reports)
     direct: dict[int, int] = field(default_factory=dict)  # node id -> update it writes in place
+    # what ``direct`` indexes: the update slots, then (a scan body's) the carried inputs' names
+    slots: list[str] = field(default_factory=list)
+    carries: int = 0  # a scan body's carries (``plan``)
     input_index: dict[int, int] = field(default_factory=dict)  # node id -> input slot
     node_index: dict[int, int] = field(default_factory=dict)  # node id -> printed index
     # loop groups: runs of same-shaped elementwise kernels emitted as one loop (see
@@ -111,8 +114,14 @@ def nbytes(n: Node) -> Any:
     return sh.numel(n.shape) * n.dtype.itemsize
 
 
-def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = False) -> Plan:
+def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = False,
+         carries: int = 0) -> Plan:
     """Decide which nodes get buffers and lay them out in the scratch arena.
+
+    ``carries``: ``g`` is a scan body whose first ``carries`` inputs and outputs are the
+    carried state; a carry's new value is planned like an update of its input (written over
+    it in place when that is safe: ``Plan.direct``, indices past the updates'), so the loop
+    keeps one copy of that carry instead of two it alternates between.
 
     ``debug``: every kernel may stop with a bounds error, so no update is written in place
     (a failing debug step must still change nothing). ``loop_groups``: merge runs of
@@ -167,6 +176,8 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
     if scans:
         materialized = _scan_units_together(materialized)
     p = Plan(g, order, materialized)
+    p.slots = [s for s, _ in g.updates] + [n.attrs["name"] for n in g.inputs[:carries]]
+    p.carries = carries
     if not debug:
         _plan_direct_writes(p, mat)
         if loop_groups:
@@ -215,7 +226,7 @@ def _plan_scan(p: Plan, n: Node, wide: bool, debug: bool, loop_groups: bool,
     from .loop import scan_layout
 
     body = n.attrs["body"]
-    bp = plan(body, wide, debug, loop_groups=loop_groups)
+    bp = plan(body, wide, debug, loop_groups=loop_groups, carries=n.attrs["carries"])
     p.bodies[n.id] = bp
     unit = [n] + [m for m in p.materialized if m.op == "scan_out" and m.inputs[0] is n]
     gi = len(p.groups)
@@ -307,13 +318,25 @@ def _plan_direct_writes(p: Plan, mat: set[int]) -> None:
         for x in r:
             readers_of.setdefault(x, []).append(k)
     by_name = {n.attrs["name"]: n for n in g.inputs}
-    outputs = {o.id for o in g.outputs}
-    for j, (slot, v) in enumerate(g.updates):
+    k = p.carries
+    outputs = {o.id for o in g.outputs[k:]}  # a carry's own output is its "update"
+    carried = [o.id for o in g.outputs[:k]]
+    every_out = {o.id for o in g.outputs}
+    pairs = list(g.updates) + [(q.attrs["name"], o) for q, o in zip(g.inputs[:k],
+                                                                     g.outputs[:k])]
+    for j, (slot, v) in enumerate(pairs):
         i = index.get(v.id)
         if i is None or i <= last_fail or v.id in p.direct or v.id in outputs:
             continue
-        if v.op == "scan_out":  # the loop writes it step by step and may stop half-way
+        if j >= len(g.updates) and (carried.count(v.id) > 1 or by_name[slot].id in every_out):
+            # one value carried twice needs a buffer per carry; a carry's old value that is
+            # itself a result (stacked for a reverse scan, passed on as another carry) is
+            # read when the step's results are committed, after every kernel
             continue
+        if v.op == "scan_out" and v.attrs["index"] >= v.inputs[0].attrs["carries"]:
+            continue  # a stacked result: the loop writes it step by step, may stop half-way
+        # (a final carry is copied out once, after the last step succeeded: that copy can
+        # go straight to the state it updates)
         old = by_name.get(slot)
         if old is not None:
             readers = readers_of.get(old.id, [])
@@ -374,7 +397,7 @@ def _plan_groups(p: Plan, mat: set[int]) -> None:
     flags = {n.id for n in g.meta.get("finite_flags", ())}
     roots = {n.id for n in g.roots}
     by_name = {n.attrs["name"]: n for n in g.inputs}
-    slots = [s for s, _ in g.updates]
+    slots = p.slots
     reads = {n.id: {x.id for x in reads_of(n, mat)} for n in p.materialized}
 
     def fits(run: list[Node], n: Node) -> bool:

@@ -288,8 +288,9 @@ def run_steps(fn: Any, args: tuple, scheduler: Any = None) -> Any:
     arrays = []
     k = None
     for i, a in enumerate(args):
-        label = fn_arg_name(fn, i)
-        arr = _as_array(a, label)
+        arr = a if isinstance(a, np.ndarray) else _as_array(a, fn_arg_name(fn, i))
+        label = None if arr.ndim >= 1 and (k is None or arr.shape[0] == k) else \
+            fn_arg_name(fn, i)
         if arr.ndim < 1:
             raise ValueError(f"argument {label!r}: run() takes batches stacked along a new "
                              f"leading axis (K, ...), got a 0-d array")

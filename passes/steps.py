@@ -39,7 +39,7 @@ def steps_scan(g: Graph, per_step: Collection[str], become_true: Collection[str]
     ``arg`` inputs of the same name with a leading ``K`` axis (``K`` = ``STEPS``). Every other
     input keeps its name, kind and type. An input that an update of the same slot name writes
     is carried from step to step; an update slot no input reads (a ``.grad`` the step creates
-    afresh) is carried from zeros it never reads; the remaining inputs are read unchanged by
+    afresh) is carried from a first value it never reads; the remaining inputs are read unchanged by
     every step. ``become_true``: bool inputs (the presence flags of optimizer state the step
     writes) that are carried and true from the second step on.
 
@@ -85,7 +85,12 @@ def steps_scan(g: Graph, per_step: Collection[str], become_true: Collection[str]
                 raise NotImplementedError(
                     f"steps_scan: update {slot!r} ({_fmt(node)}) is created by the step with a "
                     "size that depends on the batch; only fixed-size new state can be carried")
-            init = outer.const(0, node.shape, node.dtype)
+            # the body never reads this carry's first value: any buffer of its type will do,
+            # and one the step already has costs nothing (the loop skips copying a carry in
+            # that the body never reads: codegen.loop)
+            init = next((top[n.attrs["name"]] for n in g.inputs
+                         if n.dtype is node.dtype and sh.same_shape(n.shape, node.shape)),
+                        None) or outer.const(0, node.shape, node.dtype)
             ph = bb.input(f"{slot}@0", "arg", node.shape, node.dtype)
         carries.append((init, ph))
         carry_out.append(node)
