@@ -9,6 +9,12 @@ of range) leaves every parameter as it was, as on the CPU. Updates the plan comp
 into their state buffer (``Plan.direct``: every kernel that can fail runs before them) need
 no commit; their kernels return at once when the error flag is set.
 
+A ``scan`` (``ScanLaunch``) is a host loop over its body's launches, built from the body's
+own plan with the same kernel emitters (names prefixed by the scan), so a recurrent layer or
+``step.run`` keeps one program for every length; the copies between steps (carries, the
+step's slice of each stacked result) are the commit kernels, which do nothing once a kernel
+has flagged an error.
+
 Nothing here needs a GPU: the module is built with llvmlite and emitted by LLVM's NVPTX
 target, so ``ir("ptx")`` works anywhere. Because LLVM aborts the whole process on an
 intrinsic NVPTX cannot lower, ``validate`` checks every op before any IR is built and
@@ -33,6 +39,7 @@ import sympy
 from llvmlite import ir
 
 from graphc.ir import Graph, Node
+from graphc.ir import loops as L
 from graphc.ir import shapes as sh
 
 from .legalize import legalize_bf16
@@ -83,9 +90,12 @@ def target_machine(arch: str) -> Any:
 
 
 def validate(g: Graph) -> None:
-    """Raise NotImplementedError naming the first op the PTX backend cannot lower."""
+    """Raise NotImplementedError naming the first op the PTX backend cannot lower (a scan's
+    body is checked like the step)."""
     ok = supported_ops()
     for n in g.nodes():
+        if n.op == "scan":
+            validate(n.attrs["body"])
         if n.op not in ok:
             where = f" (at {n.loc})" if n.loc else ""
             raise NotImplementedError(f"PTX backend: no lowering for op {n.op!r}{where}")
@@ -119,6 +129,23 @@ class Launch:
         if w <= 0:
             return 0
         return min(MAX_GRID, _ceil_div(w, BLOCK) if self.kind == "flat" else w)
+
+
+@dataclass
+class ScanLaunch:
+    """A scan: the host runs its body's launches once per step (the trip count read at run
+    time, so one program serves every length), moving the sequence and result pointers by
+    the step and alternating the two copies of each carry, as the CPU loop does
+    (``codegen.loop``). ``steps``: the body's launches and nested scans, in order; ``copy``:
+    the copy kernel for each dtype the loop moves (``commit_T``, a no-op once a kernel has
+    flagged an error, so a failing step writes no result)."""
+
+    node: Node
+    plan: Plan
+    steps: list[Any]
+    layout: dict[str, Any]
+    copy: dict[str, str]
+    results: list[Node]  # the scan's scan_out nodes (buffers of the enclosing plan)
 
 
 @dataclass(frozen=True)
@@ -184,22 +211,51 @@ class PTXProgram:
         return self.plan.node_index
 
     def _build(self) -> None:
-        p = self.plan
+        self._copies: dict[str, str] = {}
+        self.launches = self._launches(self.plan, "")
+        for j, (_, v) in enumerate(self.graph.updates):
+            self.commits.append(Commit(self._copy_for(v.dtype), j, v, sh.numel(v.shape)))
+
+    def _copy_for(self, dtype: Any) -> str:
+        t = mem_type(dtype)
+        if str(t) not in self._copies:
+            self._copies[str(t)] = self._copy_kernel(t)
+        return self._copies[str(t)]
+
+    def _launches(self, p: Plan, prefix: str) -> list[Any]:
+        """The launches of plan ``p`` (the step's, or a scan body's: its kernels are named
+        with ``prefix`` and see the body's plan)."""
+        import copy as _copy
+
+        from .loop import scan_layout
+
+        out: list[Any] = []
+        view = self
+        if p is not self.plan:
+            view = _copy.copy(self)  # the same module and symbols, the body's plan
+            view.plan, view.mat_ids = p, {n.id for n in p.materialized}
         for n in p.materialized:
+            if n.op == "scan_out":
+                continue  # written by its scan's loop
+            if n.op == "scan":
+                bp = p.bodies[n.id]
+                inner = self._launches(bp, f"{prefix}s{p.node_index[n.id]}_")
+                body = n.attrs["body"]
+                kinds = {x.dtype.name: x.dtype for x in body.inputs[:n.attrs["carries"]]}
+                kinds.update({o.dtype.name: o.dtype for o in body.outputs})
+                copies = {name: self._copy_for(d) for name, d in kinds.items()}
+                results = [r for r in p.materialized if r.op == "scan_out" and r.inputs[0] is n]
+                out.append(ScanLaunch(n, bp, inner, scan_layout(n, bp), copies, results))
+                continue
             for suffix, emit, kind in kernels_for(n):
-                name = f"k{p.node_index[n.id]}_{n.op}{suffix}"
-                k = PTXKernel(self, n, name)
+                name = f"{prefix}k{p.node_index[n.id]}_{n.op}{suffix}"
+                k = PTXKernel(view, n, name)
                 emit(k)
                 k.finish()
                 how, work = _launch_work(n, kind)
-                self.launches.append(Launch(name, n, (n, *k.buffers), how, work))
+                out.append(Launch(name, n, (n, *k.buffers), how, work))
                 self.kernel_names.append(name)
-        copies: dict[str, str] = {}
-        for j, (_, v) in enumerate(self.graph.updates):
-            t = mem_type(v.dtype)
-            if str(t) not in copies:
-                copies[str(t)] = self._copy_kernel(t)
-            self.commits.append(Commit(copies[str(t)], j, v, sh.numel(v.shape)))
+        return out
 
     def _copy_kernel(self, t: ir.Type) -> str:
         """``commit_T(dst, src, n, err)``: dst[i] = src[i] unless err[0] != 0."""
@@ -225,11 +281,19 @@ class PTXProgram:
         """The launch sequence, for ``ir("kernels")`` and debugging."""
         lines = [f"// {len(self.launches)} launches + {len(self.commits)} commits, "
                  f"{BLOCK} threads per block, target {self.arch}"]
-        for la in self.launches:
-            unit = "elements" if la.kind == "flat" else "blocks"
-            lines.append(f"{la.kernel}: {la.work} {unit} <- "
-                         + ", ".join(f"%{self.node_index.get(a.id, 'in:' + str(a.name))}"
-                                     for a in la.args[1:]))
+
+        def show(launches: list[Any], p: Plan, indent: str) -> None:
+            for la in launches:
+                if isinstance(la, ScanLaunch):
+                    lines.append(f"{indent}scan %{p.node_index[la.node.id]}: for each of "
+                                 f"{L.trip_count(la.node)} steps:")
+                    show(la.steps, la.plan, indent + "  ")
+                    continue
+                unit = "elements" if la.kind == "flat" else "blocks"
+                lines.append(f"{indent}{la.kernel}: {la.work} {unit} <- " + ", ".join(
+                    f"%{p.node_index.get(a.id, 'in:' + str(a.name))}" for a in la.args[1:]))
+
+        show(self.launches, self.plan, "")
         for c in self.commits:
             lines.append(f"{c.kernel}: update {self.graph.updates[c.slot][0]} <- "
                          f"%{self.node_index.get(c.node.id, c.node.name)} ({c.numel} elements)")
@@ -256,4 +320,4 @@ class _CopyEmitter:
                            "gs")
 
 
-__all__ = ["PTXProgram", "Launch", "Commit", "validate", "DEFAULT_ARCH"]
+__all__ = ["PTXProgram", "Launch", "ScanLaunch", "Commit", "validate", "DEFAULT_ARCH"]

@@ -684,4 +684,6 @@ def kernels_for(n: Node) -> list[tuple[str, Callable[[PTXKernel], None], str]]:
 
 def supported_ops() -> set[str]:
     """Ops the PTX backend lowers (checked against ``ops.OP_INFO`` by the tests)."""
-    return (set(EXPRESSION_OPS) | set(KERNELS) | {"input"}) & set(gops.OP_INFO)
+    # scan / scan_out: the host runs the body's launches once per step (codegen.ptx)
+    return (set(EXPRESSION_OPS) | set(KERNELS) | {"input", "scan", "scan_out"}) \
+        & set(gops.OP_INFO)

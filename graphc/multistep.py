@@ -107,9 +107,6 @@ class StepsVariant:
             raise NotImplementedError(
                 f"{fn.name}.run: check_finite=True is not supported for many steps in one call "
                 "(call the step once per batch to stop at the first non-finite step)")
-        if fn.backend_name == "cuda":
-            raise NotImplementedError(f"{fn.name}.run: the 'cuda' backend has no loop node yet "
-                                      "(scan); run many steps on the 'cpu' backend")
 
     @staticmethod
     def _check_signature(fn: Any, sig: Signature) -> None:

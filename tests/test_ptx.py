@@ -72,17 +72,11 @@ def kernel_stats(report: str) -> dict[str, dict[str, int]]:
 
 # -- the op table ----------------------------------------------------------------------------
 # ops the PTX backend refuses with NotImplementedError naming them (the CPU backend runs them)
-NO_PTX = {"scan", "scan_out"}
+NO_PTX: set[str] = set()
 
 
 def test_every_op_has_a_ptx_rule() -> None:
     assert ptx_kernels.supported_ops() == set(ops.OP_INFO) - NO_PTX
-
-
-@pytest.mark.parametrize("op", sorted(NO_PTX))
-def test_unsupported_op_raises_naming_it(op: str) -> None:
-    with pytest.raises(NotImplementedError, match=f"no lowering for op '{op}'|'scan'"):
-        _op_step(op).ir("ptx")
 
 
 def _op_step(op: str) -> Any:
@@ -445,3 +439,94 @@ def test_gpu_index_error_leaves_state_intact() -> None:
     for k, v in m.state_dict().items():
         np.testing.assert_array_equal(v, before[k])
     fn(*args)  # and the step still works afterwards
+
+
+# -- loops: scan bodies launched once per step by the host --------------------------------
+def _rnn_step(kind: str = "lstm", layers: int = 2, bidirectional: bool = True) -> tuple:
+    gc.manual_seed(0)
+    cls = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}[kind]
+    rnn = cls(4, 6, num_layers=layers, bidirectional=bidirectional, batch_first=True)
+    head = nn.Linear(6 * (2 if bidirectional else 1), 3)
+    params = list(rnn.parameters()) + list(head.parameters())
+    opt = optim.Adam(params, lr=1e-2)
+
+    def step(x: Any, y: Any) -> Any:
+        opt.zero_grad()
+        out = rnn(x)[0]
+        loss = ((head(out) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    rng = np.random.default_rng(1)
+    args = (rng.standard_normal((3, 5, 4)).astype(np.float32),
+            rng.standard_normal((3, 5, 3)).astype(np.float32))
+    return step, args, params
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru", "rnn"])
+def test_recurrent_training_step_ptx(kind: str, tmp_path: Path) -> None:
+    step, args, _ = _rnn_step(kind)
+    fn = gc.compile(step, device="cuda", example_args=args)
+    text = fn.ir("ptx")
+    plan = fn.ir("kernels")
+    # the forward and reverse scans of both layers and directions, each body listed once
+    assert plan.count("scan %") == 8 and "for each of" in plan
+    prog = fn.variants[-1].exe.program
+    assert text.count(".entry") == len(prog.kernel_names)
+    assert any(k.startswith("s") and "_matmul" in k for k in prog.kernel_names)
+    if PTXAS is not None:
+        for arch in ARCHS:
+            src = text if arch == ptx.DEFAULT_ARCH else \
+                ptx.PTXProgram(fn.variants[-1].graph, arch).ptx
+            assert set(kernel_stats(ptxas(src, arch, tmp_path))) == set(prog.kernel_names)
+
+
+@no_gpu_only
+def test_steps_run_on_cuda_builds_ptx_and_changes_nothing_without_a_gpu(tmp_path: Path
+                                                                          ) -> None:
+    step, args, m, opt = _mlp_step("ce", "adam", dims=(8, 16, 4), batch=6)
+    fn = gc.compile(step, device="cuda")
+    before = {k: v.copy() for k, v in m.state_dict().items()}
+    xs, ys = np.stack([args[0]] * 3), np.stack([args[1]] * 3)
+    with pytest.raises(RuntimeError, match="no CUDA driver/GPU found"):
+        fn.run(xs, ys)
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(v, before[k])
+    assert all(p.grad is None for p in m.parameters()) and not opt.state
+    plan = fn.ir("kernels", steps=True)
+    assert "scan %" in plan and "for each of K steps" in plan
+    if PTXAS is not None:
+        ptxas(fn.ir("ptx", steps=True), "sm_90", tmp_path)
+
+
+@needs_gpu
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_gpu_recurrent_step_matches_cpu(kind: str) -> None:
+    results = {}
+    for device in ("cpu", "cuda"):
+        step, args, params = _rnn_step(kind)
+        fn = gc.compile(step, device=device)
+        losses = [float(np.asarray(fn(*args))) for _ in range(3)]
+        short = (args[0][:, :2], args[1][:, :2])  # another length: the same compile
+        losses.append(float(np.asarray(fn(*short))))
+        assert fn.compile_count == 1
+        results[device] = (losses, [p.numpy().copy() for p in params])
+    np.testing.assert_allclose(results["cuda"][0], results["cpu"][0], rtol=1e-4)
+    for a, b in zip(results["cuda"][1], results["cpu"][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)
+
+
+@needs_gpu
+def test_gpu_steps_run_matches_cpu() -> None:
+    results = {}
+    for device in ("cpu", "cuda"):
+        gc.manual_seed(0)
+        step, args, m, opt = _mlp_step("ce", "adam", dims=(16, 24, 5), batch=12)
+        fn = gc.compile(step, device=device)
+        xs, ys = np.stack([args[0]] * 4), np.stack([args[1]] * 4)
+        losses = np.asarray(fn.run(xs, ys))
+        results[device] = (losses, {k: v.copy() for k, v in m.state_dict().items()})
+    np.testing.assert_allclose(results["cuda"][0], results["cpu"][0], rtol=1e-4)
+    for k, v in results["cpu"][1].items():
+        np.testing.assert_allclose(results["cuda"][1][k], v, rtol=1e-3, atol=1e-5, err_msg=k)

@@ -37,8 +37,10 @@ from typing import Any
 import numpy as np
 
 from graphc.codegen.abi import ERR_WORDS
+from graphc.codegen.ptx import ScanLaunch
 from graphc.codegen.ptx_kernels import BLOCK
 from graphc.ir import Node
+from graphc.ir import loops as L
 from graphc.ir import shapes as sh
 
 from . import cuda_runtime as cuda
@@ -84,8 +86,8 @@ class DeviceStep:
         self.buffers: dict[Any, tuple[int, int]] = {}  # key -> (device ptr, capacity)
         self.synced: dict[Any, Any] = {}  # state key -> host array last synchronised
         self.keep: dict[Any, Any] = {}  # state key -> the object it names (ids stay valid)
-        self.params = [_Params(len(la.args) + len(self.prog.symbols) + 1)
-                       for la in self.prog.launches]
+        self.params: dict[int, _Params] = {}  # id(launch) -> its argument block
+        self.copy_params = _Params(4)
         self.commit_params = [_Params(4) for _ in self.prog.commits]
         self._finalizer = weakref.finalize(self, _free_all, self.drv, self.buffers,
                                            self.small_dev)
@@ -145,6 +147,8 @@ class DeviceStep:
         drv.htod(self.small_dev, self.small)
         arena = self.ensure("arena", int(sh.evaluate(prog.plan.work_offset, env)))
         for n in prog.plan.materialized:
+            if n.id in prog.plan.virtual:
+                continue  # a scan: its loop writes its scan_out nodes' buffers
             j = prog.plan.direct.get(n.id)
             if j is None:
                 ptr[n.id] = arena + int(sh.evaluate(prog.plan.offsets[n.id], env))
@@ -153,17 +157,7 @@ class DeviceStep:
                                         int(sh.evaluate(sh.numel(n.shape), env))
                                         * n.dtype.itemsize)
         err = self.small_dev
-        for la, par in zip(prog.launches, self.params):
-            grid = la.grid(env)
-            if grid == 0:
-                continue
-            vals = par.vals
-            for i, a in enumerate(la.args):
-                vals[i] = ptr[a.id]
-            for j, s in enumerate(syms):
-                vals[len(la.args) + j] = s & 0xFFFFFFFFFFFFFFFF
-            vals[len(la.args) + len(syms)] = err
-            drv.launch(self.fns[la.kernel], grid, BLOCK, par.ptrs, la.kernel)
+        self._launch_all(prog.launches, ptr, env, syms, err)
         # commits: copies reading an input buffer first (a later commit may overwrite it)
         targets: list[tuple[int, str, Node, int]] = []
         order = sorted(zip(prog.commits, self.commit_params),
@@ -200,6 +194,103 @@ class DeviceStep:
             self.synced[self._sink_key(slot)] = host
         exe.finish()
         return outs
+
+    def _launch_all(self, launches: list[Any], ptr: dict[int, int], env: dict,
+                    syms: list[int], err: int) -> None:
+        for la in launches:
+            if isinstance(la, ScanLaunch):
+                self._run_scan(la, ptr, env, syms, err)
+                continue
+            grid = la.grid(env)
+            if grid == 0:
+                continue
+            par = self.params.get(id(la))
+            if par is None:
+                par = self.params[id(la)] = _Params(len(la.args) + len(syms) + 1)
+            vals = par.vals
+            for i, a in enumerate(la.args):
+                vals[i] = ptr[a.id]
+            for j, s in enumerate(syms):
+                vals[len(la.args) + j] = s & 0xFFFFFFFFFFFFFFFF
+            vals[len(la.args) + len(syms)] = err
+            self.drv.launch(self.fns[la.kernel], grid, BLOCK, par.ptrs, la.kernel)
+
+    def _copy(self, kernel: str, dst: int, src: int, n: int, err: int) -> None:
+        """``dst[:n] = src[:n]`` on the device (skipped there once ``err`` is set)."""
+        if n <= 0 or dst == src:
+            return
+        par = self.copy_params
+        par.vals[0], par.vals[1], par.vals[2], par.vals[3] = dst, src, n, err
+        self.drv.launch(self.fns[kernel], min(4096, max(1, (n + BLOCK - 1) // BLOCK)), BLOCK,
+                        par.ptrs, kernel)
+
+    def _run_scan(self, sl: Any, ptr: dict[int, int], env: dict, syms: list[int],
+                  err: int) -> None:
+        """One scan: its body's launches once per step from the host, as ``codegen.loop``
+        does on the CPU (carries in two alternating copies unless the body overwrites them
+        in place, sequence and result pointers moved by the step, the final carries copied
+        out after the last step)."""
+        n, bp, lay = sl.node, sl.plan, sl.layout
+        body, k, m = n.attrs["body"], n.attrs["carries"], n.attrs["xs"]
+        carries0, xs, consts = L.operand_groups(n)
+        steps = int(sh.evaluate(L.trip_count(n), env))
+
+        def ev(x: Any) -> int:
+            return int(sh.evaluate(x, env))
+
+        def numel(shape: Any) -> int:
+            return ev(sh.numel(tuple(shape)))
+
+        base = self.ensure(("scan", id(sl)), ev(lay["size"]))
+        a = [base + ev(o) for o in lay["a"]]
+        bb = [base + ev(o) for o in lay["b"]]
+        spare = [base + ev(o) for o in lay["spare"]]
+        outs = {o.attrs["index"]: o for o in sl.results}
+        copy_of = {d: sl.copy[d] for d in sl.copy}
+        read = {x.id for q in body.nodes() for x in q.inputs} | {o.id for o in body.outputs}
+        for i, (src, ph) in enumerate(zip(carries0, body.inputs)):
+            if ph.id in read:
+                self._copy(copy_of[ph.dtype.name], a[i], ptr[src.id], numel(ph.shape), err)
+        n_upd = len(body.updates)
+        inplace = {i for i, o in enumerate(body.outputs[:k]) if bp.direct.get(o.id) == n_upd + i}
+        fixed = {q.id: base + ev(bp.offsets[q.id]) for q in bp.materialized
+                 if q.id not in bp.virtual and q.id not in bp.direct and q.op != "scan"}
+        x_step = [numel(x.shape[1:]) * x.dtype.itemsize for x in xs]
+        y_n = [numel(o.shape) for o in body.outputs[k:]]
+        c_n = [numel(p.shape) for p in body.inputs[:k]]
+        reverse = bool(n.attrs.get("reverse"))
+        for t in range(steps):
+            pos = steps - 1 - t if reverse else t
+            odd = t & 1
+            cur = [a[i] if i in inplace or not odd else bb[i] for i in range(k)]
+            nxt = [a[i] if i in inplace or odd else bb[i] for i in range(k)]
+            env_ptr = dict(fixed)
+            for i, q in enumerate(body.inputs):
+                if i < k:
+                    env_ptr[q.id] = cur[i]
+                elif i < k + m:
+                    env_ptr[q.id] = ptr[xs[i - k].id] + pos * x_step[i - k]
+                else:
+                    env_ptr[q.id] = ptr[consts[i - k - m].id]
+            for i in inplace:
+                env_ptr[body.outputs[i].id] = nxt[i]
+            self._launch_all(sl.steps, env_ptr, env, syms, err)
+            for i, o in enumerate(body.outputs):
+                if i in inplace:
+                    continue
+                kern = copy_of[o.dtype.name]
+                if i < k:
+                    self._copy(kern, nxt[i], env_ptr[o.id], c_n[i], err)
+                else:
+                    res = outs.get(i)
+                    dst = (ptr[res.id] + pos * y_n[i - k] * o.dtype.itemsize
+                           if res is not None else spare[i - k])
+                    self._copy(kern, dst, env_ptr[o.id], y_n[i - k], err)
+        for i in range(k):
+            res = outs.get(i)
+            if res is not None:
+                last = a[i] if i in inplace or not (steps & 1) else bb[i]
+                self._copy(copy_of[body.inputs[i].dtype.name], ptr[res.id], last, c_n[i], err)
 
     def _raise_index_error(self, errs: np.ndarray, arrays: list[np.ndarray], env: dict) -> None:
         _, node_idx, pos, value = (int(v) for v in errs)
