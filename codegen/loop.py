@@ -129,6 +129,10 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
               if o.id in fixed and uses[o.id] == 1 and o.id not in body_ins}
     for i in inplace:
         direct[i] = body.outputs[i]
+    # likewise a stacked output its kernel computes into a buffer of its own (an LSTM's
+    # gates, stored for the backward pass): no copy per step and output
+    stacked = {i: o for i, o in enumerate(body.outputs) if i >= k and o.id in fixed
+               and uses[o.id] == 1 and o.id not in body_ins}
     with for_range(b, i64(0), steps, name="scan") as t:
         pos = b.sub(b.sub(steps, i64(1)), t) if reverse else t
         odd = b.trunc(b.and_(t, i64(1)), ir.IntType(1))
@@ -145,6 +149,10 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
                 env[p.id] = bufs[consts[i - k - m].id]
         for i, o in direct.items():
             env[o.id] = nxt[i]
+        for i, o in stacked.items():  # straight into this step's slot of the result
+            res = outs.get(i)
+            env[o.id] = (b.gep(bufs[res.id], [b.mul(pos, y_step[i - k])], inbounds=True)
+                         if res is not None else spare[i - k])
         for i, v in fixed.items():
             env.setdefault(i, v)
         for u, kernel in units:
@@ -161,7 +169,7 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
                     b.ret(rc)
         # commit the step: next carries, then this step's slot of each stacked output
         for i, o in enumerate(body.outputs):
-            if i in direct:
+            if i in direct or i in stacked:
                 continue  # already there
             if i < k:
                 dst, nb = nxt[i], cbytes[i]
