@@ -120,11 +120,18 @@ def _traced(bld: Builder, step: Step, init: Carry, xs: Carry, reverse: bool,
             v = varies[n.id] = any(variant(x) for x in n.inputs)
         return v
 
+    def invariant(n: Node) -> bool:
+        # an invariant value enters the body as an operand, except constants and broadcasts
+        # (a bias expanded to the batch): inside the body they are free, as operands they
+        # would be materialised at the batch size. Transposes (``W.T``) do enter as operands:
+        # the reverse scan recognises an operand's weight gradient as one GEMM after the loop
+        return not variant(n) and n.op not in ("const", "iota", "expand", "reshape")
+
     def build(n: Node) -> Node:
         hit = env.get(n.id)
         if hit is not None:
             return hit
-        if not variant(n) and n.op not in ("const", "iota"):
+        if invariant(n):
             q = bb.input(f"w{len(consts)}", "arg", n.shape, n.dtype)
             q.rg = n.rg
             consts.append(n)
@@ -136,7 +143,7 @@ def _traced(bld: Builder, step: Step, init: Carry, xs: Carry, reverse: bool,
             x, ready = todo.pop()
             if x.id in env:
                 continue
-            if not variant(x) and x.op not in ("const", "iota"):
+            if invariant(x):
                 env[x.id] = build(x)  # an invariant operand: not looked into
                 continue
             if not ready:

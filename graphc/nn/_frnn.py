@@ -87,26 +87,36 @@ def recurrence(step: Step, xs: Tensor, state0: State, reverse: bool = False,
 
 
 # ---------------------------------------------------------------------------------------------
-# One time step of each cell, given the precomputed input projection ``gi = x W_ih^T + b_ih``.
+# One time step of each cell, given the precomputed input projection ``gi = x W_ih^T + b_ih``,
+# or, with ``b_ih`` given, ``gi = x W_ih^T`` and the bias added inside the step (a whole
+# layer: the broadcast add is free in the loop body, while added to the projection of every
+# time step it is a pass over a [T, B, G] tensor, and another in the backward). The sum is
+# the same, ``(x W_ih^T + b_ih) + ...``, so the values are too.
 
-def rnn_step(w_hh: Tensor, b_hh: Tensor | None, nonlinearity: str) -> Step:
+def _with_bias(gi: Tensor, b_ih: Tensor | None) -> Tensor:
+    return gi if b_ih is None else gi + b_ih
+
+
+def rnn_step(w_hh: Tensor, b_hh: Tensor | None, nonlinearity: str,
+             b_ih: Tensor | None = None) -> Step:
     """Elman step: ``h' = act(gi + h W_hh^T + b_hh)``."""
     act = F.tanh if nonlinearity == "tanh" else F.relu
 
     def step(gi: Tensor, state: State) -> tuple[Tensor, State]:
-        h = act(gi + F.linear(state[0], w_hh, b_hh))
+        h = act(_with_bias(gi, b_ih) + F.linear(state[0], w_hh, b_hh))
         return h, (h,)
 
     return step
 
 
-def lstm_step(w_hh: Tensor, b_hh: Tensor | None, w_hr: Tensor | None = None) -> Step:
+def lstm_step(w_hh: Tensor, b_hh: Tensor | None, w_hr: Tensor | None = None,
+              b_ih: Tensor | None = None) -> Step:
     """LSTM step (gates ``i, f, g, o``); with ``w_hr`` the hidden state is projected
     (``h' = (o * tanh(c')) W_hr^T``, PyTorch's ``proj_size``)."""
 
     def step(gi: Tensor, state: State) -> tuple[Tensor, State]:
         h, c = state
-        gates = gi + F.linear(h, w_hh, b_hh)
+        gates = _with_bias(gi, b_ih) + F.linear(h, w_hh, b_hh)
         i, f, g, o = gates.chunk(4, -1)
         c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
         h2 = o.sigmoid() * c2.tanh()
@@ -117,14 +127,14 @@ def lstm_step(w_hh: Tensor, b_hh: Tensor | None, w_hr: Tensor | None = None) -> 
     return step
 
 
-def gru_step(w_hh: Tensor, b_hh: Tensor | None) -> Step:
+def gru_step(w_hh: Tensor, b_hh: Tensor | None, b_ih: Tensor | None = None) -> Step:
     """GRU step (gates ``r, z, n``): the reset gate scales ``W_hn h + b_hn`` (PyTorch's and
     cuDNN's form, not the original paper's ``W_hn (r * h)``)."""
 
     def step(gi: Tensor, state: State) -> tuple[Tensor, State]:
         h = state[0]
         gh = F.linear(h, w_hh, b_hh)
-        i_r, i_z, i_n = gi.chunk(3, -1)
+        i_r, i_z, i_n = _with_bias(gi, b_ih).chunk(3, -1)
         h_r, h_z, h_n = gh.chunk(3, -1)
         r = (i_r + h_r).sigmoid()
         z = (i_z + h_z).sigmoid()
@@ -135,15 +145,17 @@ def gru_step(w_hh: Tensor, b_hh: Tensor | None) -> Step:
     return step
 
 
-def make_step(mode: str, weights: Sequence[Tensor | None]) -> Step:
+def make_step(mode: str, weights: Sequence[Tensor | None], inner_bias: bool = False) -> Step:
     """The step of ``mode`` (``RNN_TANH``, ``RNN_RELU``, ``LSTM``, ``GRU``) from one layer and
-    direction's ``(w_ih, w_hh, b_ih, b_hh, w_hr)``."""
-    _, w_hh, _, b_hh, w_hr = weights
+    direction's ``(w_ih, w_hh, b_ih, b_hh, w_hr)``; ``inner_bias``: the step adds ``b_ih``
+    to a projection computed without it."""
+    _, w_hh, b_ih, b_hh, w_hr = weights
+    b_in = b_ih if inner_bias else None
     if mode == "LSTM":
-        return lstm_step(w_hh, b_hh, w_hr)
+        return lstm_step(w_hh, b_hh, w_hr, b_in)
     if mode == "GRU":
-        return gru_step(w_hh, b_hh)
-    return rnn_step(w_hh, b_hh, "tanh" if mode == "RNN_TANH" else "relu")
+        return gru_step(w_hh, b_hh, b_in)
+    return rnn_step(w_hh, b_hh, "tanh" if mode == "RNN_TANH" else "relu", b_in)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,8 +166,11 @@ def rnn_layer(mode: str, x: Tensor, state0: State, weights: Sequence[Tensor | No
     """One layer and direction over ``x`` (``[T, B, I]``): the input projection of every time
     step as one matmul (``[T, B, G]``), then the recurrence over the hidden-state GEMM."""
     w_ih, _, b_ih, _, _ = weights
-    gi = F.linear(x, w_ih, b_ih)
-    return recurrence(make_step(mode, weights), gi, state0, reverse, mask)
+    if not tracing():  # eagerly every step would pay one more op: add it to all of them
+        return recurrence(make_step(mode, weights), F.linear(x, w_ih, b_ih), state0, reverse,
+                          mask)
+    gi = F.linear(x, w_ih)
+    return recurrence(make_step(mode, weights, inner_bias=True), gi, state0, reverse, mask)
 
 
 def rnn_forward(mode: str, x: Tensor, hx: State, weights: Sequence[Sequence[Tensor | None]],
