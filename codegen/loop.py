@@ -80,6 +80,10 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     bp = lower.plan.bodies[s.id]
     lay = scan_layout(s, bp)
     carries0, xs, consts = L.operand_groups(s)
+    alias = lower.plan.aliases
+
+    def operand(x: Node) -> ir.Value:
+        return bufs[x.id] if x.id in bufs else bufs[alias[x.id]]
     outs = {o.attrs["index"]: o for o in unit[1:]}
     memcpy = declare(lower.module, "memcpy", I8P, [I8P, I8P, I64])
     steps = sym(L.trip_count(s))
@@ -94,7 +98,7 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     read = {x.id for n in body.nodes() for x in n.inputs} | {o.id for o in body.outputs}
     for dst, src, nb, ph in zip(a, carries0, cbytes, body.inputs):
         if ph.id in read:  # a carry the body only writes (a fresh .grad) needs no first value
-            b.call(memcpy, [dst, bufs[src.id], nb])
+            b.call(memcpy, [dst, operand(src), nb])
     x_step = [sym(_slice_bytes(x.shape[1:], x.dtype)) for x in xs]
     y_step = [sym(_slice_bytes(o.shape, o.dtype)) for o in body.outputs[k:]]
     scratch = work  # the body's arena starts the workspace
@@ -143,10 +147,10 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
             if i < k:
                 env[p.id] = cur[i]
             elif i < k + m:
-                env[p.id] = b.gep(bufs[xs[i - k].id], [b.mul(pos, x_step[i - k])],
+                env[p.id] = b.gep(operand(xs[i - k]), [b.mul(pos, x_step[i - k])],
                                   inbounds=True)
             else:
-                env[p.id] = bufs[consts[i - k - m].id]
+                env[p.id] = operand(consts[i - k - m])
         for i, o in direct.items():
             env[o.id] = nxt[i]
         for i, o in stacked.items():  # straight into this step's slot of the result

@@ -58,6 +58,9 @@ class Plan:
     # what ``direct`` indexes: the update slots, then (a scan body's) the carried inputs' names
     slots: list[str] = field(default_factory=list)
     carries: int = 0  # a scan body's carries (``plan``)
+    # a scan operand that is a reshape of a buffer (a projection of every time step seen as
+    # [T, B, G]) -> that buffer's node: the loop reads it in place, no copy is made
+    aliases: dict[int, int] = field(default_factory=dict)
     input_index: dict[int, int] = field(default_factory=dict)  # node id -> input slot
     node_index: dict[int, int] = field(default_factory=dict)  # node id -> printed index
     # loop groups: runs of same-shaped elementwise kernels emitted as one loop (see
@@ -166,9 +169,17 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
                 if strided_view(x, lambda m: m.op == "input" or m.id in mat) is None:
                     mat.add(x.id)
     scans = [n for n in order if n.op == "scan"]
+    aliases: dict[int, int] = {}
     for n in scans:  # the body reads its operands as plain contiguous buffers
         for x in n.inputs:
-            if x.op != "input":
+            if x.op == "input":
+                continue
+            base = x
+            while base.op in ("reshape", "detach"):
+                base = base.inputs[0]
+            if base is not x and (base.op == "input" or base.id in mat):
+                aliases[x.id] = base.id  # the same bytes: a reshape of a whole buffer
+            else:
                 mat.add(x.id)
     materialized = [n for n in order if n.id in mat]
     if loop_groups and not debug:
@@ -176,6 +187,7 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
     if scans:
         materialized = _scan_units_together(materialized)
     p = Plan(g, order, materialized)
+    p.aliases = aliases
     p.slots = [s for s, _ in g.updates] + [n.attrs["name"] for n in g.inputs[:carries]]
     p.carries = carries
     if not debug:

@@ -146,6 +146,7 @@ class ScanLaunch:
     layout: dict[str, Any]
     copy: dict[str, str]
     results: list[Node]  # the scan's scan_out nodes (buffers of the enclosing plan)
+    aliases: dict[int, int]  # operand -> the buffer it reshapes (``Plan.aliases``)
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,9 @@ class PTXProgram:
                 kinds.update({o.dtype.name: o.dtype for o in body.outputs})
                 copies = {name: self._copy_for(d) for name, d in kinds.items()}
                 results = [r for r in p.materialized if r.op == "scan_out" and r.inputs[0] is n]
-                out.append(ScanLaunch(n, bp, inner, scan_layout(n, bp), copies, results))
+                aliases = {x.id: p.aliases[x.id] for x in n.inputs if x.id in p.aliases}
+                out.append(ScanLaunch(n, bp, inner, scan_layout(n, bp), copies, results,
+                                      aliases))
                 continue
             for suffix, emit, kind in kernels_for(n):
                 name = f"{prefix}k{p.node_index[n.id]}_{n.op}{suffix}"

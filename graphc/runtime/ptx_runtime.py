@@ -234,6 +234,9 @@ class DeviceStep:
         body, k, m = n.attrs["body"], n.attrs["carries"], n.attrs["xs"]
         carries0, xs, consts = L.operand_groups(n)
         steps = int(sh.evaluate(L.trip_count(n), env))
+        ptr = dict(ptr)
+        for x, base in sl.aliases.items():
+            ptr.setdefault(x, ptr[base])
 
         def ev(x: Any) -> int:
             return int(sh.evaluate(x, env))
