@@ -195,6 +195,9 @@ class StepsVariant:
         return out
 
     def matches(self, arrays: list[np.ndarray]) -> bool:
+        """The arguments, the structural guards and the modules' training flags fit."""
+        if not all(m.training == t for m, t in self.sig.mode_reads):
+            return False
         return bool(self.exe.matches(self.arguments(arrays, arrays[0].shape[0])))
 
     def hyper_rows(self, k: int, schedulers: list[Any], name: str) -> np.ndarray:

@@ -322,3 +322,21 @@ def test_seed_step_matches_pytorch() -> None:
                             np.broadcast_to(Y, (k,) + Y.shape))
     np.testing.assert_allclose(losses.numpy(), ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(model.weight.numpy(), tm.weight.detach().numpy(), rtol=1e-5)
+
+
+def test_train_and_eval_modes_get_their_own_loops() -> None:
+    xs, ys = _data(3)
+    m1, o1, s1 = _mlp_setup("sgd", dropout=0.5)
+    m2, o2, s2 = _mlp_setup("sgd", dropout=0.5)
+    c1, c2 = gc.compile(s1), gc.compile(s2)
+    gc.manual_seed(3)
+    ref = [float(c1(xs[t], ys[t])) for t in range(3)]
+    m1.eval()
+    ref += [float(c1(xs[t], ys[t])) for t in range(3)]
+    gc.manual_seed(3)
+    got = list(c2.run(xs, ys).numpy())
+    m2.eval()  # dropout off: the train-mode loop must not be reused
+    got += list(c2.run(xs, ys).numpy())
+    np.testing.assert_array_equal(np.array(got, np.float32), np.array(ref, np.float32))
+    _same(_state(m1, o1), _state(m2, o2))
+    assert c2.compile_count == 2
