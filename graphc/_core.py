@@ -303,6 +303,12 @@ def amin(input: Any, dim: Any = (), keepdim: bool = False) -> Tensor:  # noqa: A
     return _op("amin")(input, dim, keepdim)
 
 
+def lerp(input: Any, end: Any, weight: Any) -> Tensor:  # noqa: A002
+    """``torch.lerp``: ``input + weight * (end - input)``, with ATen's two rounding
+    branches (``Tensor.lerp``)."""
+    return as_tensor(input).lerp(end, weight)
+
+
 def softmax(x: Any, dim: int) -> Tensor:
     return as_tensor(x).softmax(dim)
 
@@ -346,7 +352,7 @@ __all__ = [
     "scatter_add", "scatter_reduce", "sort", "take_along_dim", "topk",
     "all", "aminmax", "any", "count_nonzero", "cummax", "cummin", "cumprod", "cumsum",
     "logcumsumexp", "norm", "prod", "std", "std_mean", "var", "var_mean", "argmin", "max",
-    "min", "amax", "amin",
+    "min", "amax", "amin", "lerp",
 ]
 
 

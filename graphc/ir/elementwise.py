@@ -138,7 +138,7 @@ CORE: tuple[OpDef, ...] = (
     # sign keeps NaN and the sign of zero (x itself where it is neither > 0 nor < 0)
     # sign is (x > 0) - (x < 0) as in ATen: NaN and -0.0 give 0; its gradient is a tensor
     # of zeros (as torch gives), not "no gradient"
-    _unary("sign", api=("Tensor",), ref=_sign_ref,
+    _unary("sign", api=("Tensor", "gc"), ref=_sign_ref,
            vjp=lambda b, n, g: [_c(b, 0.0, n)],
            lower=lambda e, x: e.select(e.gt(x, e.c(0)), e.c(1),
                                        e.select(e.lt(x, e.c(0)), e.c(-1), e.c(0)))),

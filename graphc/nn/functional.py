@@ -109,6 +109,7 @@ from ._fconv import (  # noqa: E402
     max_pool2d,
     upsample,
 )
+from ._ffold import fold, unfold  # noqa: E402
 from ._floss import (  # noqa: E402
     _reduce,
     _reduction,
@@ -214,6 +215,7 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
 
 
 __all__ = [
+    "fold", "unfold",
     *_FROM_TABLE, "linear", "l1_loss", "mse_loss",
     "conv2d", "max_pool2d", "avg_pool2d", "conv1d", "conv_transpose1d", "conv_transpose2d",
     "avg_pool1d", "max_pool1d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
