@@ -291,6 +291,57 @@ def lstm(torch: Any, batch: int = 32, seq: int = 64, hidden: int = 256, vocab: i
     return Workload("lstm", lambda: gstep(X, Y), tfn, flops)
 
 
+def gpt(torch: Any, layers: int = 2) -> Workload:
+    """The training step of ``examples/gpt.py`` (the same model, AdamW with decay/no-decay
+    groups, ``clip_grad_norm_``, cosine schedule with warm-up) at the compile-time
+    benchmark's size: block 32, n_embd 64, 2 heads, batch 16, vocabulary 85, dropout 0 (so
+    both systems compute the same thing); the two models start from the same weights."""
+    import sys
+    from pathlib import Path
+
+    from graphc.nn import functional as F
+
+    root = Path(__file__).resolve().parent.parent / "examples"
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    import gpt as example
+
+    cfg = dict(block_size=32, n_embd=64, n_head=2, n_layer=layers, dropout=0.0)
+    vocab, batch = 85, 16
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, vocab, (batch, cfg["block_size"])).astype(np.int64)
+    Y = rng.integers(0, vocab, (batch, cfg["block_size"])).astype(np.int64)
+    gm = example.define(nn, F)(vocab, **cfg)
+    state = example.initial_state(gm, layers)
+    gm.load_state_dict(state, strict=False)
+    gstep_fn, _, gsched = example.make_trainer(gm, nn, F, optim, 10_000)
+    gstep = gc.compile(gstep_fn, example_args=(X, Y))
+
+    def gfn() -> Any:
+        loss = gstep(X, Y)
+        gsched.step()
+        return loss
+
+    tfn = None
+    if torch is not None:
+        tm = example.define(torch.nn, torch.nn.functional)(vocab, **cfg)
+        tm.load_state_dict({k: torch.tensor(v) for k, v in state.items()}, strict=False)
+        tstep, _, tsched = example.make_trainer(tm, torch.nn, torch.nn.functional,
+                                                torch.optim, 10_000)
+        tx, ty = torch.from_numpy(X), torch.from_numpy(Y)
+
+        def tfn() -> Any:
+            loss = tstep(tx, ty)
+            tsched.step()
+            return loss
+
+    # the matrix products: per token and layer 4 C^2 (qkv, proj) + 8 C^2 (MLP) + 2 T C
+    # (scores, values), and the tied read-out C V; times 6 for forward and backward
+    c, t = cfg["n_embd"], cfg["block_size"]
+    flops = 6.0 * batch * t * (layers * (12 * c * c + 2 * t * c) + c * vocab)
+    return Workload("gpt", gfn, tfn, flops)
+
+
 def all_workloads(torch: Any, only: Any = None) -> list[Workload]:
     """Every workload, in the order of ``benchmarks.__main__.WORKLOADS``; with ``only`` (a
     collection of names) just those, so naming one workload does not compile the others
@@ -310,4 +361,5 @@ def all_workloads(torch: Any, only: Any = None) -> list[Workload]:
                                            lambda o, p: o.Adam(p, lr=1e-3))))
     makers.append(("resnet18", lambda: resnet18(torch)))
     makers.append(("lstm", lambda: lstm(torch)))
+    makers.append(("gpt", lambda: gpt(torch)))
     return [make() for name, make in makers if keep(name)]
