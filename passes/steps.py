@@ -89,8 +89,10 @@ def steps_scan(g: Graph, per_step: Collection[str], become_true: Collection[str]
             # and one the step already has costs nothing (the loop skips copying a carry in
             # that the body never reads: codegen.loop)
             init = next((top[n.attrs["name"]] for n in g.inputs
-                         if n.dtype is node.dtype and sh.same_shape(n.shape, node.shape)),
-                        None) or outer.const(0, node.shape, node.dtype)
+                         if n.attrs["name"] not in per_step and n.dtype is node.dtype
+                         and sh.same_shape(n.shape, node.shape)), None)
+            if init is None:
+                init = outer.const(0, node.shape, node.dtype)
             ph = bb.input(f"{slot}@0", "arg", node.shape, node.dtype)
         carries.append((init, ph))
         carry_out.append(node)
