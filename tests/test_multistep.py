@@ -374,3 +374,52 @@ def test_fixed_shape_arguments_are_never_taken_for_state() -> None:
     got = gc.compile(step2, dynamic=False).run(xs, ys)
     np.testing.assert_array_equal(got.numpy(), np.array(ref, np.float32))
     np.testing.assert_array_equal(lin.weight.numpy(), lin2.weight.numpy())
+
+
+class _MyMomentum(optim.Optimizer):
+    """A user-written optimizer whose state (a buffer and a Python step count) its first
+    step creates: the loop carries both, and the state's presence from the second step on."""
+
+    def __init__(self, params: Any, lr: float = 0.1, beta: float = 0.9) -> None:
+        super().__init__(params, dict(lr=lr, beta=beta))
+
+    @gc.no_grad()
+    def step(self) -> None:
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if "buf" not in st:
+                    st["buf"] = p.grad.clone()
+                    st["n"] = 1
+                else:
+                    st["buf"].mul_(g["beta"]).add_(p.grad)
+                    st["n"] += 1
+                p.add_(st["buf"], alpha=-g["lr"])
+
+
+def test_user_written_optimizer_state_is_carried() -> None:
+    def make() -> tuple[Any, Any, Any]:
+        gc.manual_seed(0)
+        lin = nn.Linear(3, 1)
+        opt = _MyMomentum(lin.parameters())
+
+        def step(x: Any, y: Any) -> Any:
+            opt.zero_grad()
+            loss = ((lin(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return lin, opt, step
+
+    xs = RNG.standard_normal((4, 8, 3)).astype(np.float32)
+    ys = RNG.standard_normal((4, 8, 1)).astype(np.float32)
+    l1, o1, s1 = make()
+    c1 = gc.compile(s1)
+    ref = [float(c1(xs[t], ys[t])) for t in range(4)]
+    l2, o2, s2 = make()
+    np.testing.assert_array_equal(gc.compile(s2).run(xs, ys).numpy(), np.array(ref, np.float32))
+    _same(_state(l1, o1), _state(l2, o2))
+    assert [o2.state[p]["n"] for p in l2.parameters()] == [4, 4]
