@@ -67,19 +67,10 @@ def _lstm() -> tuple[Callable[[], Any], np.ndarray, np.ndarray]:
     import graphc as gc
     from graphc import nn, optim
 
+    from .workloads import char_lstm
+
     gc.manual_seed(0)
-
-    class CharLSTM(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embed = nn.Embedding(96, 64)
-            self.lstm = nn.LSTM(64, 256, num_layers=2, batch_first=True)
-            self.head = nn.Linear(256, 96)
-
-        def forward(self, idx: Any) -> Any:
-            return self.head(self.lstm(self.embed(idx))[0]).reshape(-1, 96)
-
-    m = CharLSTM()
+    m = char_lstm(nn)
     opt = optim.Adam(m.parameters(), lr=2e-3)
     lf = nn.CrossEntropyLoss()
 

@@ -229,29 +229,36 @@ def resnet18(torch: Any, batch: int = 32, size: int = 64, t_max: int = 1000) -> 
     return Workload("resnet18", gfn, tfn, resnet.flops(batch, size))
 
 
+def char_lstm(lib: Any, vocab: int = 96, hidden: int = 256, layers: int = 2) -> Any:
+    """The character LSTM language model (``lib``: graphc's or PyTorch's ``nn``): embedding
+    64, ``LSTM(64, hidden, num_layers=layers, batch_first=True)``, a linear read-out; its
+    forward returns the logits of every position, flattened to ``(batch * length, vocab)``."""
+
+    class CharLSTM(lib.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = lib.Embedding(vocab, 64)
+            self.lstm = lib.LSTM(64, hidden, num_layers=layers, batch_first=True)
+            self.head = lib.Linear(hidden, vocab)
+
+        def forward(self, idx: Any) -> Any:
+            out, _ = self.lstm(self.embed(idx))
+            return self.head(out).reshape(-1, vocab)
+
+    return CharLSTM()
+
+
 def lstm(torch: Any, batch: int = 32, seq: int = 64, hidden: int = 256, vocab: int = 96,
          layers: int = 2) -> Workload:
     """The character-level LSTM language model of ``examples/char_rnn.py`` at the size of the
-    loop-node issue: embedding 64, ``nn.LSTM(64, 256, num_layers=2, batch_first=True)``, a
-    linear read-out to 96 characters, cross-entropy over every position, Adam with
+    loop-node issue (``char_lstm``), cross-entropy over every position, Adam with
     gradient-norm clipping; batch 32 of length 64."""
     rng = np.random.default_rng(0)
     X = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
     Y = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
 
     def define(lib: Any) -> Any:
-        class CharLSTM(lib.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.embed = lib.Embedding(vocab, 64)
-                self.lstm = lib.LSTM(64, hidden, num_layers=layers, batch_first=True)
-                self.head = lib.Linear(hidden, vocab)
-
-            def forward(self, idx: Any) -> Any:
-                out, _ = self.lstm(self.embed(idx))
-                return self.head(out).reshape(-1, vocab)
-
-        return CharLSTM()
+        return char_lstm(lib, vocab, hidden, layers)
 
     gm = define(nn)
     gopt = optim.Adam(gm.parameters(), lr=2e-3)

@@ -40,18 +40,6 @@ from .tensor import Tensor
 from .trace import Signature, Source, trace
 
 
-def _as_array(x: Any, name: str) -> np.ndarray:
-    if isinstance(x, np.ndarray):
-        return x
-    if isinstance(x, Tensor):
-        return x.numpy()
-    try:
-        return np.asarray(x)
-    except Exception as e:  # noqa: BLE001
-        raise TypeError(f"argument {name!r}: expected an array or tensor of stacked batches, "
-                        f"got {type(x).__name__}") from e
-
-
 def _hyper_value(ref: Any, name: str) -> float:
     group, key = ref
     v = dict.__getitem__(group, key) if isinstance(group, dict) else group[key]
@@ -281,6 +269,7 @@ class _Snapshot:
 def run_steps(fn: Any, args: tuple, scheduler: Any = None) -> Any:
     """``fn.run(*stacked_args, scheduler=...)`` (see the module docstring)."""
     from . import random as grandom
+    from .api import _as_array
 
     name = fn.name
     if not args:
@@ -288,7 +277,7 @@ def run_steps(fn: Any, args: tuple, scheduler: Any = None) -> Any:
     arrays = []
     k = None
     for i, a in enumerate(args):
-        arr = a if isinstance(a, np.ndarray) else _as_array(a, fn_arg_name(fn, i))
+        arr = a if isinstance(a, np.ndarray) else _as_array(a, i, fn_arg_name(fn, i))
         label = None if arr.ndim >= 1 and (k is None or arr.shape[0] == k) else \
             fn_arg_name(fn, i)
         if arr.ndim < 1:

@@ -345,35 +345,27 @@ def test_train_and_eval_modes_get_their_own_loops() -> None:
 def test_fixed_shape_arguments_are_never_taken_for_state() -> None:
     """dynamic=False: a (1, 1) batch has a parameter's shape; the fresh .grad carries must
     still start from a buffer of the step, not from the stacked batches."""
-    gc.manual_seed(0)
-    lin = nn.Linear(1, 1)
-    opt = optim.SGD(lin.parameters(), lr=0.1)
 
-    def step(x: Any, y: Any) -> Any:
-        opt.zero_grad()
-        loss = ((lin(x) - y) ** 2).sum()
-        loss.backward()
-        opt.step()
-        return loss
+    def make() -> tuple[Any, Any]:
+        gc.manual_seed(0)
+        lin = nn.Linear(1, 1)
+        opt = optim.SGD(lin.parameters(), lr=0.1)
+
+        def step(x: Any, y: Any) -> Any:
+            opt.zero_grad()
+            loss = ((lin(x) - y) ** 2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return lin, gc.compile(step, dynamic=False)
 
     xs = RNG.standard_normal((5, 1, 1)).astype(np.float32)
     ys = RNG.standard_normal((5, 1, 1)).astype(np.float32)
-    gc.manual_seed(0)
-    lin2 = nn.Linear(1, 1)
-    opt2 = optim.SGD(lin2.parameters(), lr=0.1)
-
-    def step2(x: Any, y: Any) -> Any:
-        opt2.zero_grad()
-        loss = ((lin2(x) - y) ** 2).sum()
-        loss.backward()
-        opt2.step()
-        return loss
-
-    c1 = gc.compile(step, dynamic=False)
+    (lin1, c1), (lin2, c2) = make(), make()
     ref = [float(c1(xs[t], ys[t])) for t in range(5)]
-    got = gc.compile(step2, dynamic=False).run(xs, ys)
-    np.testing.assert_array_equal(got.numpy(), np.array(ref, np.float32))
-    np.testing.assert_array_equal(lin.weight.numpy(), lin2.weight.numpy())
+    np.testing.assert_array_equal(c2.run(xs, ys).numpy(), np.array(ref, np.float32))
+    np.testing.assert_array_equal(lin1.weight.numpy(), lin2.weight.numpy())
 
 
 class _MyMomentum(optim.Optimizer):
