@@ -6,7 +6,7 @@ the ~1.4 s that importing graphc (numpy, sympy) costs, and it is loaded by file 
 (``serve``), not through the ``graphc`` package. ``codegen.cpu`` uses the same functions
 in-process, so both sides build identical objects.
 
-Two optimisation levels (``LEVELS``):
+Three optimisation levels (``LEVELS``):
 
 - ``"O3"``: LLVM's O3 module pipeline with both vectorisers, code generation at -O3; for
   kernels, where the time goes.
@@ -14,6 +14,9 @@ Two optimisation levels (``LEVELS``):
   register allocation); for the entry function, straight-line glue that reads the pointer
   table, computes buffer offsets and calls the kernels once per step. Measured on a 12-layer
   GPT step (AMD EPYC, 2 vCPU): 0.9 s instead of ~3 s for that function alone.
+- ``"tile"``: the O1 pipeline without the vectorisers and -O3 code generation; for the float
+  GEMM tiles, vector code written out by hand that the O3 pipeline cannot improve
+  (``graphc.runtime.cpu._level_of``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any, BinaryIO
 
 import llvmlite.binding as llvm
 
-LEVELS = ("O3", "fast")
+LEVELS = ("O3", "fast", "tile")
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -63,7 +66,7 @@ def target_machine(cpu: str | None = None, features: str | None = None,
 
 def optimize(mod: Any, tm: Any, level: str = "O3") -> None:
     """Run the module pipeline of ``level`` (see the module docstring) on ``mod``."""
-    if level == "fast":
+    if level in ("fast", "tile"):
         pto = llvm.create_pipeline_tuning_options(speed_level=1)
         pto.loop_vectorization = False
         pto.slp_vectorization = False

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import numpy as np
 import pytest
@@ -355,3 +356,42 @@ def test_a_garbled_worker_reply_retires_the_worker(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(llvm_objects, "_read", real)
     assert sum(w.dead for w in compile_worker._workers) >= 1 or len(compile_worker._pool()) == 2
     assert compile_worker.compile_all(jobs, None, None) == here
+
+
+def test_gemm_tiles_compile_at_the_tile_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Float GEMM tiles go to LLVM at the ``tile`` level (hand-written vector code: no O3
+    pipeline), kernels at O3; ``GRAPHC_TILE_LEVEL=O3`` restores O3 for tiles (and keys their
+    objects apart), and a wrong value is refused naming the variable."""
+    from graphc.runtime import cpu as cpu_rt
+
+    levels: list[str] = []
+    orig = compile_worker.Batch.submit
+
+    def spy(self: Any, text: str, level: str) -> int:
+        levels.append(level)
+        return orig(self, text, level)
+
+    monkeypatch.setattr(compile_worker.Batch, "submit", spy)
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    assert cpu_rt._level_of("gemm-tile|float|16|6|4") == "tile"
+    assert cpu_rt._level_of("kernels|define ...") == "O3"
+    monkeypatch.setenv("GRAPHC_TILE_LEVEL", "O3")
+    assert cpu_rt._level_of("gemm-tile|float|16|6|4") == "O3"
+    monkeypatch.setenv("GRAPHC_TILE_LEVEL", "O2")
+    with pytest.raises(ValueError, match="GRAPHC_TILE_LEVEL"):
+        cpu_rt._level_of("gemm-tile|float|16|6|4")
+    monkeypatch.delenv("GRAPHC_TILE_LEVEL")
+    gc.manual_seed(0)
+    m = nn.Linear(40, 24)
+    opt = optim.SGD(m.parameters(), lr=0.1)
+
+    @gc.compile
+    def step(x: Any) -> Any:
+        opt.zero_grad()
+        loss = (m(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(np.ones((32, 40), np.float32))
+    assert {"tile", "O3", "fast"} <= set(levels)  # the tile, the kernels, the entry
