@@ -30,24 +30,14 @@ from .ir import dtypes as dt
 from .ir import shapes as sh
 from .nn import module as nn_module
 from .runtime import compile_log
-from .runtime.executable import Mismatch
-from .tensor import Tensor
+from .runtime.executable import Mismatch, argument_array
 from .trace import Signature, trace
 
 compile_source = builtins.compile  # ``compile`` below is graphc's
 _MODE_EPOCH = nn_module.mode_epoch  # bumped by train()/eval(): the fast path re-checks modes
 
 
-def _as_array(x: Any, i: int, name: str) -> np.ndarray:
-    if isinstance(x, np.ndarray):
-        return x
-    if isinstance(x, Tensor):
-        return x.numpy()
-    try:
-        return np.asarray(x)
-    except Exception as e:  # noqa: BLE001
-        raise TypeError(f"argument {name!r}: expected an array or tensor, got "
-                        f"{type(x).__name__}") from e
+_as_array = argument_array  # (x, i, name): a call's argument as an array
 
 
 class Variant:

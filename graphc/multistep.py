@@ -35,7 +35,7 @@ import numpy as np
 
 from .ir import dtypes as dt
 from .runtime import compile_log
-from .runtime.executable import Mismatch
+from .runtime.executable import Mismatch, argument_array
 from .tensor import Tensor
 from .trace import Signature, Source, trace
 
@@ -269,7 +269,6 @@ class _Snapshot:
 def run_steps(fn: Any, args: tuple, scheduler: Any = None) -> Any:
     """``fn.run(*stacked_args, scheduler=...)`` (see the module docstring)."""
     from . import random as grandom
-    from .api import _as_array
 
     name = fn.name
     if not args:
@@ -277,7 +276,7 @@ def run_steps(fn: Any, args: tuple, scheduler: Any = None) -> Any:
     arrays = []
     k = None
     for i, a in enumerate(args):
-        arr = a if isinstance(a, np.ndarray) else _as_array(a, i, fn_arg_name(fn, i))
+        arr = a if isinstance(a, np.ndarray) else argument_array(a, i, fn_arg_name(fn, i))
         label = None if arr.ndim >= 1 and (k is None or arr.shape[0] == k) else \
             fn_arg_name(fn, i)
         if arr.ndim < 1:

@@ -24,6 +24,20 @@ from graphc.tensor import Tensor
 from graphc.trace import Signature
 
 
+def argument_array(x: Any, i: int, name: str) -> np.ndarray:
+    """A compiled call's ``i``-th argument (named ``name`` in errors) as a numpy array: arrays
+    as they are, tensors' values, anything else through ``np.asarray``."""
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, Tensor):
+        return x.numpy()
+    try:
+        return np.asarray(x)
+    except Exception as e:  # noqa: BLE001
+        raise TypeError(f"argument {name!r}: expected an array or tensor, got "
+                        f"{type(x).__name__}") from e
+
+
 def check_shape_guards(sig: Signature, env: dict) -> None:
     """Raise ValueError when a shape condition recorded at trace time fails for ``env``."""
     for cond, what in sig.shape_guards:
