@@ -415,3 +415,51 @@ def test_user_written_optimizer_state_is_carried() -> None:
     np.testing.assert_array_equal(gc.compile(s2).run(xs, ys).numpy(), np.array(ref, np.float32))
     _same(_state(l1, o1), _state(l2, o2))
     assert [o2.state[p]["n"] for p in l2.parameters()] == [4, 4]
+
+
+# -- random sequences of runs, single calls and state changes between them ----------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("run"), st.integers(1, 4)),
+    st.tuples(st.just("call"), st.just(0)),
+    st.tuples(st.just("lr"), st.sampled_from([0.01, 0.05, 0.2])),
+    st.tuples(st.just("edit"), st.sampled_from([0.5, -1.0])),
+    st.tuples(st.just("clear_state"), st.just(0)),
+    st.tuples(st.just("mode"), st.sampled_from([True, False])),
+), min_size=1, max_size=7)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_OPS, opt_name=st.sampled_from(["sgd", "adam"]))
+def test_random_mutations_between_runs_match_single_calls(ops: list, opt_name: str) -> None:
+    """Between many-steps calls the user changes the learning rate, edits a parameter in
+    place, drops the optimizer state or switches train/eval; ``run`` over K batches must
+    leave exactly what K single calls leave, every time."""
+    xs, ys = _data(4)
+    m1, o1, s1 = _mlp_setup(opt_name, dropout=0.25)
+    m2, o2, s2 = _mlp_setup(opt_name, dropout=0.25)
+    c1, c2 = gc.compile(s1), gc.compile(s2)
+    for op, arg in ops:
+        if op in ("run", "call"):
+            k = arg if op == "run" else 1
+            state = gc.random._state["rs"].get_state()
+            ref = [float(c1(xs[t], ys[t])) for t in range(k)]
+            gc.random._state["rs"].set_state(state)
+            got = (c2.run(xs[:k], ys[:k]).numpy() if op == "run"
+                   else np.array([float(c2(xs[0], ys[0]))]))
+            np.testing.assert_array_equal(got, np.array(ref, np.float32))
+        elif op == "lr":
+            o1.param_groups[0]["lr"] = o2.param_groups[0]["lr"] = arg
+        elif op == "edit":
+            for m in (m1, m2):
+                m[0].weight.data.mul_(arg)
+        elif op == "clear_state":
+            for o in (o1, o2):
+                o.state.clear()
+        else:
+            for m in (m1, m2):
+                m.train(arg)
+        _same(_state(m1, o1), _state(m2, o2))
