@@ -304,11 +304,13 @@ def run_steps(fn: Any, args: tuple, scheduler: Any = None) -> Any:
         except Mismatch:
             raise RuntimeError(f"{name}.run: the step's guards changed between selecting "
                                "and running its many-steps variant") from None
-        for s in scheds:
-            s.step()
     except BaseException:
         snap.restore()
         raise
+    # the scheduler step after the last step, outside the undo: the K steps are committed,
+    # so a scheduler that raises here leaves what the same loop run eagerly would leave
+    for s in scheds:
+        s.step()
     return out
 
 
