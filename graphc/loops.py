@@ -121,11 +121,13 @@ def _traced(bld: Builder, step: Step, init: Carry, xs: Carry, reverse: bool,
         return v
 
     def invariant(n: Node) -> bool:
-        # an invariant value enters the body as an operand, except constants and broadcasts
-        # (a bias expanded to the batch): inside the body they are free, as operands they
-        # would be materialised at the batch size. Transposes (``W.T``) do enter as operands:
-        # the reverse scan recognises an operand's weight gradient as one GEMM after the loop
-        return not variant(n) and n.op not in ("const", "iota", "expand", "reshape")
+        # an invariant value enters the body as an operand, except constants and views: a
+        # broadcast bias, a reshape or ``W.T`` is free inside the body, while as an operand it
+        # would be materialised (at the batch size; a transposed weight copy per call) and the
+        # body's ``x @ W.T`` would lose the layout the GEMM reads best (W in place, not packed
+        # at every step). The reverse scan sums such a weight's gradient as one GEMM after the
+        # loop either way (``passes.loops._weight_grads``)
+        return not variant(n) and n.op not in ("const", "iota", "expand", "reshape", "permute")
 
     def build(n: Node) -> Node:
         hit = env.get(n.id)

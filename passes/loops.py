@@ -199,11 +199,14 @@ def scan_vjp(b: Builder, n: Node, cots: dict[int, Node], vjp: Vjp) -> list[Node 
             rows = sh.dim(a_s.shape[0] * a_s.shape[1])
             a2 = b.reshape(a_s, (rows, a_s.shape[2]))
             g2 = b.reshape(g_s, (rows, g_s.shape[2]))
-            out[k + m + p] = b.op("matmul", (b.permute(a2, (1, 0)), g2))
+            if kd[0] == "mm":
+                out[k + m + p] = b.op("matmul", (b.permute(a2, (1, 0)), g2))
+            else:  # its transpose, g^T a: the same products summed in the same order
+                out[k + m + p] = b.op("matmul", (b.permute(g2, (1, 0)), a2))
     return out
 
 
-Kind = tuple  # ("carry",) | ("sum", src) | ("mm", src_a, src_g); src = ("c"|"x"|"y", index)
+Kind = tuple  # ("carry",) | ("sum", src) | ("mm" | "mmT", src_a, src_g); src = ("c"|"x"|"y", i)
 
 
 def _weight_grads(grads: Sequence[Node | None], c_in: list[Node], x_in: list[Node]
@@ -231,12 +234,20 @@ def _weight_grads(grads: Sequence[Node | None], c_in: list[Node], x_in: list[Nod
             extra.append(v)
         return src
 
+    def product(g: Node | None) -> bool:  # a_t^T g_t of 2-D per-step operands
+        return (g is not None and g.op == "matmul" and g.ndim == 2
+                and g.inputs[0].op == "permute" and g.inputs[0].attrs["perm"] == (1, 0)
+                and g.inputs[0].inputs[0].ndim == 2 and g.inputs[1].ndim == 2)
+
     kinds: list[Kind] = []
     for g in grads:
-        if (g is not None and g.op == "matmul" and g.ndim == 2
-                and g.inputs[0].op == "permute" and g.inputs[0].attrs["perm"] == (1, 0)
-                and g.inputs[0].inputs[0].ndim == 2 and g.inputs[1].ndim == 2):
+        if product(g):
             kinds.append(("mm", stack(g.inputs[0].inputs[0]), stack(g.inputs[1])))
+        elif (g is not None and g.op == "permute" and g.attrs["perm"] == (1, 0)
+              and product(g.inputs[0])):
+            # (a_t^T g_t)^T: the weight enters the body untransposed (``x @ W.T``)
+            mm = g.inputs[0]
+            kinds.append(("mmT", stack(mm.inputs[0].inputs[0]), stack(mm.inputs[1])))
         else:
             kinds.append(("carry",))
     for r, g in enumerate(grads):  # a gradient already stacked for a product: a sum

@@ -306,3 +306,26 @@ def test_step_ending_in_a_scan_links_its_body_gemm() -> None:
         x = RNG.standard_normal((5, 2, 3)).astype(np.float32)
         np.testing.assert_allclose(f(x).numpy(), fwd(x).numpy(), rtol=1e-5, atol=1e-6)
     assert any(name.endswith(" scan") for name in f.variants[-1].exe.lowering.unit_names)
+
+
+def test_weights_enter_the_body_untransposed_and_their_gradients_stay_one_product() -> None:
+    """``h @ W_hh.T`` in an LSTM body reads ``W_hh`` itself (the GEMM reads it in place, no
+    transposed copy per call), and the reverse scan still sums the weight's gradient as one
+    product after the loop: besides the state cotangents it carries only the biases'
+    gradients, no weight-sized accumulator."""
+    import re
+
+    f, model = _lstm_step(None)
+    x = RNG.standard_normal((4, 5, 8)).astype(np.float32)
+    f(x, x)
+    text = f.ir("optimized")
+    rev = re.findall(r"\{body=(@body\d+), carries=\d+, reverse=True", text)
+    assert len(rev) == 2  # one reverse scan per layer
+    for name in rev:
+        sig = next(line for line in text.splitlines() if line.startswith(name + "("))
+        accs = re.findall(r"g_w\d+: f32\[([^\]]*)\]", sig)
+        assert all("," not in a for a in accs), accs  # bias-sized accumulators only
+    fused = f.ir("fused")
+    assert not re.search(r"= permute : f32\[16,64\]", fused)  # no hoisted W_hh^T copy
+    # the weight gradients are right (PyTorch parity is tests/test_rnn.py's; here: finite)
+    assert all(np.isfinite(p.grad.numpy()).all() for p in model.parameters())
