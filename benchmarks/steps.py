@@ -67,23 +67,12 @@ def _lstm() -> tuple[Callable[[], Any], np.ndarray, np.ndarray]:
     import graphc as gc
     from graphc import nn, optim
 
-    from .workloads import char_lstm
+    from .workloads import char_lstm, char_lstm_step
 
     gc.manual_seed(0)
-    m = char_lstm(nn)
-    opt = optim.Adam(m.parameters(), lr=2e-3)
-    lf = nn.CrossEntropyLoss()
-
-    def step(x: Any, y: Any) -> Any:
-        opt.zero_grad()
-        loss = lf(m(x), y.reshape(-1))
-        loss.backward()
-        nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
-        return loss
-
     rng = np.random.default_rng(0)
-    return (step, rng.integers(0, 96, (32, 64)).astype(np.int64),
+    return (char_lstm_step(nn, optim, char_lstm(nn)),
+            rng.integers(0, 96, (32, 64)).astype(np.int64),
             rng.integers(0, 96, (32, 64)).astype(np.int64))
 
 

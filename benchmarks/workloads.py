@@ -248,48 +248,41 @@ def char_lstm(lib: Any, vocab: int = 96, hidden: int = 256, layers: int = 2) -> 
     return CharLSTM()
 
 
+def char_lstm_step(nn_lib: Any, optim_lib: Any, model: Any) -> Callable[[Any, Any], Any]:
+    """The language model's training step in either framework: zero_grad, cross-entropy of
+    every position, backward, ``clip_grad_norm_(1.0)``, Adam (lr 2e-3)."""
+    opt = optim_lib.Adam(model.parameters(), lr=2e-3)
+    lf = nn_lib.CrossEntropyLoss()
+
+    def step(x: Any, y: Any) -> Any:
+        opt.zero_grad()
+        loss = lf(model(x), y.reshape(-1))
+        loss.backward()
+        nn_lib.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
+
+    return step
+
+
 def lstm(torch: Any, batch: int = 32, seq: int = 64, hidden: int = 256, vocab: int = 96,
          layers: int = 2) -> Workload:
     """The character-level LSTM language model of ``examples/char_rnn.py`` at the size of the
-    loop-node issue (``char_lstm``), cross-entropy over every position, Adam with
-    gradient-norm clipping; batch 32 of length 64."""
+    loop-node issue (``char_lstm``, ``char_lstm_step``); batch 32 of length 64."""
     rng = np.random.default_rng(0)
     X = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
     Y = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
-
-    def define(lib: Any) -> Any:
-        return char_lstm(lib, vocab, hidden, layers)
-
-    gm = define(nn)
-    gopt = optim.Adam(gm.parameters(), lr=2e-3)
-    glf = nn.CrossEntropyLoss()
-
-    @gc.compile(example_args=(X, Y))
-    def gstep(x: Any, y: Any) -> Any:
-        gopt.zero_grad()
-        loss = glf(gm(x), y.reshape(-1))
-        loss.backward()
-        nn.utils.clip_grad_norm_(gm.parameters(), 1.0)
-        gopt.step()
-        return loss
-
+    gm = char_lstm(nn, vocab, hidden, layers)
+    gstep = gc.compile(char_lstm_step(nn, optim, gm), example_args=(X, Y))
     tfn = None
     if torch is not None:
-        tm = define(torch.nn)
+        tm = char_lstm(torch.nn, vocab, hidden, layers)
         with torch.no_grad():
             for k, v in tm.state_dict().items():
                 v.copy_(torch.from_numpy(np.asarray(gm.state_dict()[k])))
-        topt = torch.optim.Adam(tm.parameters(), lr=2e-3)
-        tlf = torch.nn.CrossEntropyLoss()
-        tx, ty = torch.from_numpy(X), torch.from_numpy(Y).reshape(-1)
-
-        def tfn() -> Any:
-            topt.zero_grad()
-            loss = tlf(tm(tx), ty)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(tm.parameters(), 1.0)
-            topt.step()
-            return loss
+        tstep = char_lstm_step(torch.nn, torch.optim, tm)
+        tx, ty = torch.from_numpy(X), torch.from_numpy(Y)
+        tfn = lambda: tstep(tx, ty)  # noqa: E731
 
     # forward: input projections (4H x in) and recurrent products (4H x H) per position and
     # layer, the read-out; backward twice that

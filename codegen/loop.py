@@ -62,6 +62,26 @@ def scan_layout(n: Node, body_plan: Any) -> dict[str, Any]:
     return {"a": carries_a, "b": carries_b, "spare": spare, "size": off}
 
 
+def carries_read(n: Node) -> list[bool]:
+    """For each carry of scan ``n``: whether the body reads its value (a carry the body only
+    writes, a fresh ``.grad`` of a whole training step, needs no first value copied in)."""
+    body, k = n.attrs["body"], n.attrs["carries"]
+    read = {x.id for m in body.nodes() for x in m.inputs} | {o.id for o in body.outputs}
+    return [p.id in read for p in body.inputs[:k]]
+
+
+def inplace_carries(n: Node, body_plan: Any) -> set[int]:
+    """The carries of scan ``n`` that the planner lets the body overwrite in place
+    (``planning.plan(carries=)``: no kernel reads the old value after the one writing the
+    new, which reads it pointwise, and the old value is no result). They keep one copy,
+    ``a``: an optimizer update of a carried parameter then reads and writes the same lines,
+    as a step's in-place update does, instead of streaming two copies."""
+    body, k = n.attrs["body"], n.attrs["carries"]
+    n_upd = len(body.updates)
+    return {i for i, o in enumerate(body.outputs[:k])
+            if body_plan.direct.get(o.id) == n_upd + i}
+
+
 def _no_kernel(k: Any) -> None:
     raise AssertionError("a scan is emitted by codegen.loop.emit_scan, not as a kernel")
 
@@ -95,9 +115,8 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     bb = [at(work, o) for o in lay["b"]]
     spare = [at(work, o) for o in lay["spare"]]
     cbytes = [sym(_slice_bytes(p.shape, p.dtype)) for p in body.inputs[:k]]
-    read = {x.id for n in body.nodes() for x in n.inputs} | {o.id for o in body.outputs}
-    for dst, src, nb, ph in zip(a, carries0, cbytes, body.inputs):
-        if ph.id in read:  # a carry the body only writes (a fresh .grad) needs no first value
+    for dst, src, nb, read in zip(a, carries0, cbytes, carries_read(s)):
+        if read:
             b.call(memcpy, [dst, operand(src), nb])
     x_step = [sym(_slice_bytes(x.shape[1:], x.dtype)) for x in xs]
     y_step = [sym(_slice_bytes(o.shape, o.dtype)) for o in body.outputs[k:]]
@@ -115,12 +134,7 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     # emitted inside the loop would not dominate a later use after it
     fixed = {n.id: at(scratch, bp.offsets[n.id]) for n in bp.materialized
              if n.id not in bp.virtual and n.id not in bp.direct}
-    # carries the planner lets the body overwrite in place (``planning.plan(carries=)``: no
-    # kernel reads the old value after the one writing the new, which reads it pointwise)
-    # keep one copy, ``a``: an optimizer update of a carried parameter then reads and writes
-    # the same lines, as a step's in-place update does, instead of streaming two copies
-    n_upd = len(body.updates)
-    inplace = {i for i, o in enumerate(body.outputs[:k]) if bp.direct.get(o.id) == n_upd + i}
+    inplace = inplace_carries(s, bp)
     # carries a body kernel computes into a buffer of its own are written straight into the
     # next carry copy (nothing reads that copy during the step: it holds the step before's
     # carries), which saves copying every carried buffer once per step (a training step's
@@ -194,4 +208,4 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     lower.kernels_emitted, lower._pending_chars = sub.kernels_emitted, sub._pending_chars
 
 
-__all__ = ["KERNEL", "emit_scan", "scan_layout"]
+__all__ = ["KERNEL", "carries_read", "emit_scan", "inplace_carries", "scan_layout"]

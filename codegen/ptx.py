@@ -147,6 +147,8 @@ class ScanLaunch:
     copy: dict[str, str]
     results: list[Node]  # the scan's scan_out nodes (buffers of the enclosing plan)
     aliases: dict[int, int]  # operand -> the buffer it reshapes (``Plan.aliases``)
+    read: list[bool]  # per carry: the body reads its first value (``loop.carries_read``)
+    inplace: set[int]  # carries overwritten in place (``loop.inplace_carries``)
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,7 @@ class PTXProgram:
         with ``prefix`` and see the body's plan)."""
         import copy as _copy
 
-        from .loop import scan_layout
+        from .loop import carries_read, inplace_carries, scan_layout
 
         out: list[Any] = []
         view = self
@@ -248,7 +250,7 @@ class PTXProgram:
                 results = [r for r in p.materialized if r.op == "scan_out" and r.inputs[0] is n]
                 aliases = {x.id: p.aliases[x.id] for x in n.inputs if x.id in p.aliases}
                 out.append(ScanLaunch(n, bp, inner, scan_layout(n, bp), copies, results,
-                                      aliases))
+                                      aliases, carries_read(n), inplace_carries(n, bp)))
                 continue
             for suffix, emit, kind in kernels_for(n):
                 name = f"{prefix}k{p.node_index[n.id]}_{n.op}{suffix}"

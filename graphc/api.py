@@ -173,6 +173,7 @@ class CompiledFunction:
         self._fast: Callable[[tuple], Any] | None = None  # the last variant's call wrapper
         self._params: list[inspect.Parameter] | None = None  # for keyword calls, on first use
         self._steps: dict[tuple, list[Any]] = {}  # many-steps variants (``run``), by arg key
+        self._last_steps: Any = None  # the many-steps variant ``run`` used last
         if isinstance(fn, nn_module.Module):
             # not update_wrapper: it would copy the module's __dict__ (parameters, training
             # flag) into this object as stale snapshots; attributes are forwarded instead
@@ -447,26 +448,20 @@ class CompiledFunction:
 
     def ir(self, stage: str = "optimized", steps: bool = False) -> str:
         """The IR (or LLVM IR, assembly, PTX) of the most recent variant at ``stage``;
-        ``steps=True``: of the most recent many-steps variant (``run``), whose ``steps``
-        stage is the loop over the step."""
+        ``steps=True``: of the most recently used many-steps variant (``run``), whose
+        ``optimized`` stage is the loop over the step (``steps``)."""
         if steps:
-            made = [v for vs in self._steps.values() for v in vs]
-            if not made:
+            v = self._last_steps
+            if v is None:
                 raise RuntimeError(f"{self.name}.run has not been called yet")
-            v = made[-1]
             if stage == "optimized":
                 stage = "steps"
-            if stage not in v.stages:
-                raise ValueError(f"stage: expected one of {sorted(v.stages)}, got {stage!r}")
-            s = v.stages[stage]
-            if callable(s):
-                s = v.stages[stage] = s()
-            return s if isinstance(s, str) else str(s)
-        if not self.variants:
-            raise RuntimeError(
-                f"{self.name} has not been compiled yet: call it once or pass example_args"
-            )
-        v = self._last or self.variants[-1]
+        else:
+            if not self.variants:
+                raise RuntimeError(
+                    f"{self.name} has not been compiled yet: call it once or pass example_args"
+                )
+            v = self._last or self.variants[-1]
         if stage not in v.stages:
             raise ValueError(f"stage: expected one of {sorted(v.stages)}, got {stage!r}")
         s = v.stages[stage]

@@ -333,11 +333,13 @@ def _select(fn: Any, arrays: list[np.ndarray], slices: list[np.ndarray]) -> Step
     key = fn._key(slices)
     for v in reversed(fn._steps.get(key, ())):
         if v.matches(arrays):
+            fn._last_steps = v
             return v
     v = StepsVariant(fn, slices)
     fn._steps.setdefault(key, []).append(v)
     fn.compile_count += 1
     fn.compile_log = v.compile_log
+    fn._last_steps = v
     return v
 
 

@@ -52,6 +52,19 @@ def _mlp_setup(opt_name: str = "sgd", dropout: float = 0.0, bn: bool = False,
     return model, opt, step
 
 
+def _regression_step(model: Any, opt: Any) -> Any:
+    """zero_grad, mean squared error, backward, step: the least-squares training step."""
+
+    def step(x: Any, y: Any) -> Any:
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def _data(k: int, batch: int = 8) -> tuple[np.ndarray, np.ndarray]:
     r = np.random.default_rng(k)
     return (r.standard_normal((k, batch, 12)).astype(np.float32),
@@ -260,13 +273,7 @@ def test_a_schedule_that_changes_the_step_structure_is_refused() -> None:
     gc.manual_seed(0)
     lin = nn.Linear(3, 1)
     opt = optim.SGD(lin.parameters(), lr=0.1, momentum=0.5)
-
-    def step(x: Any, y: Any) -> Any:
-        opt.zero_grad()
-        loss = ((lin(x) - y) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
+    step = _regression_step(lin, opt)
 
     # momentum is set to 0 after two steps: SGD's momentum branch is a structural decision
     sched = optim.lr_scheduler.LambdaLR(opt, lambda e: 1.0)
@@ -350,15 +357,7 @@ def test_fixed_shape_arguments_are_never_taken_for_state() -> None:
         gc.manual_seed(0)
         lin = nn.Linear(1, 1)
         opt = optim.SGD(lin.parameters(), lr=0.1)
-
-        def step(x: Any, y: Any) -> Any:
-            opt.zero_grad()
-            loss = ((lin(x) - y) ** 2).sum()
-            loss.backward()
-            opt.step()
-            return loss
-
-        return lin, gc.compile(step, dynamic=False)
+        return lin, gc.compile(_regression_step(lin, opt), dynamic=False)
 
     xs = RNG.standard_normal((5, 1, 1)).astype(np.float32)
     ys = RNG.standard_normal((5, 1, 1)).astype(np.float32)
@@ -396,15 +395,7 @@ def test_user_written_optimizer_state_is_carried() -> None:
         gc.manual_seed(0)
         lin = nn.Linear(3, 1)
         opt = _MyMomentum(lin.parameters())
-
-        def step(x: Any, y: Any) -> Any:
-            opt.zero_grad()
-            loss = ((lin(x) - y) ** 2).mean()
-            loss.backward()
-            opt.step()
-            return loss
-
-        return lin, opt, step
+        return lin, opt, _regression_step(lin, opt)
 
     xs = RNG.standard_normal((4, 8, 3)).astype(np.float32)
     ys = RNG.standard_normal((4, 8, 1)).astype(np.float32)

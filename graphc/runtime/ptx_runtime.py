@@ -249,13 +249,11 @@ class DeviceStep:
         bb = [base + ev(o) for o in lay["b"]]
         spare = [base + ev(o) for o in lay["spare"]]
         outs = {o.attrs["index"]: o for o in sl.results}
-        copy_of = {d: sl.copy[d] for d in sl.copy}
-        read = {x.id for q in body.nodes() for x in q.inputs} | {o.id for o in body.outputs}
+        copy_of = sl.copy
         for i, (src, ph) in enumerate(zip(carries0, body.inputs)):
-            if ph.id in read:
+            if sl.read[i]:
                 self._copy(copy_of[ph.dtype.name], a[i], ptr[src.id], numel(ph.shape), err)
-        n_upd = len(body.updates)
-        inplace = {i for i, o in enumerate(body.outputs[:k]) if bp.direct.get(o.id) == n_upd + i}
+        inplace = sl.inplace
         fixed = {q.id: base + ev(bp.offsets[q.id]) for q in bp.materialized
                  if q.id not in bp.virtual and q.id not in bp.direct and q.op != "scan"}
         x_step = [numel(x.shape[1:]) * x.dtype.itemsize for x in xs]
