@@ -63,6 +63,8 @@ WORKLOADS = {
     "seed": "Linear(1, 1), L1 loss, SGD: the README's linear regression",
     "mlp_small": "MLP 784-256-10, cross-entropy, SGD with momentum 0.9, batch 64",
     "cnn": "two conv (8, 16 channels) + max-pool layers and a Linear, 28x28 images, batch 64",
+    "resnet18": "benchmarks/resnet.py's ResNet-18 (widths 16-32-64-128), 1x64x64 images, "
+                "batch 32, SGD with momentum and weight decay",
     "gpt": "examples/gpt.py, block 32, 64 wide, 2 heads, vocabulary 65, batch 16; one per "
            "--layers entry",
 }
@@ -166,6 +168,23 @@ def build(workload: str, layers: int, fw: SimpleNamespace) -> tuple[Callable[...
         shape = (GPT_BATCH, GPT_CONFIG["block_size"])
         x, y = (rng.integers(0, GPT_VOCAB, shape).astype(np.int64) for _ in range(2))
         return step, (fw.tensor(x), fw.tensor(y))
+    if workload == "resnet18":
+        from benchmarks import resnet
+
+        net = resnet.build(nn)
+        x = rng.standard_normal((32, resnet.IN_CHANNELS, 64, 64)).astype(np.float32)
+        t = rng.integers(0, resnet.NUM_CLASSES, 32).astype(np.int64)
+        ropt = optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+        rloss = nn.CrossEntropyLoss()
+
+        def resnet_step(a: Any, b: Any) -> Any:
+            ropt.zero_grad()
+            loss = rloss(net(a), b)
+            loss.backward()
+            ropt.step()
+            return loss
+
+        return resnet_step, (fw.tensor(x), fw.tensor(t))
     if workload == "mlp_small":
         m = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
         x = rng.standard_normal((64, 784)).astype(np.float32)

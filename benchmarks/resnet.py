@@ -9,12 +9,10 @@ are initialised like torchvision's (Kaiming normal, fan-out), BatchNorm with wei
 0; the PyTorch copy then loads the graphc weights through ``state_dict`` (same key names), so
 the two start from identical values.
 
-Unlike torchvision, the residual sum and the ReLUs are out of place (``out = out + identity``,
-``nn.ReLU()``): the same values and gradients in PyTorch, and graphc's eager mode does not
-record the in-place forms' derivatives on tensors that are not leaves (an eager
-``relu_()`` / ``ReLU(inplace=True)`` / ``+=`` on an intermediate back-propagates as the
-identity, while compiled steps get it right; ``tests/test_resnet.py`` keeps a strict xfail
-on it).
+Unlike torchvision, the residual sum and the ReLUs are written out of place (``out = out +
+identity``, ``nn.ReLU()``); the in-place forms (``out += identity``, ``ReLU(inplace=True)``)
+give the same values and gradients, eager and compiled, in both systems
+(``tests/test_resnet.py::test_eager_inplace_relu_gradient_matches_torch``).
 
 Shared by the ``resnet18`` benchmark workload, ``benchmarks.conv_shapes`` (which convolution
 shapes the net runs) and ``tests/test_resnet.py``.

@@ -64,7 +64,6 @@ The kernels form one family, registered in ``codegen.kernels`` with this module'
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +73,7 @@ from llvmlite import ir
 from graphc.ir import Node
 from graphc.ir import shapes as sh
 
+from . import options
 from .abi import ALIGN, align
 from .conv_direct import DIRECT
 from .kernels import Kernel, register
@@ -1036,9 +1036,6 @@ WINO_BLOCK_BYTES = 96 * 1024
 # fewer source or result channels than this: the transforms cost more than the multiplies
 # saved (the 1 -> 16 stem at 64x64 took twice the implicit GEMM's time)
 WINO_MIN_CHANNELS = 8
-# GRAPHC_CONV_WINOGRAD=0 keeps every convolution on the implicit GEMM (to compare the two;
-# read once: the CPU backend puts it in its cache key, like ``lower.LOOP_GROUPS``)
-WINOGRAD = os.environ.get("GRAPHC_CONV_WINOGRAD", "1") != "0"
 
 
 @dataclass(frozen=True)
@@ -1137,7 +1134,7 @@ def winograd(n: Node, wide: bool) -> Wino | None:
         return None
     w = Wino(p.M, p.S, p.H, p.W, p.ph, p.pw, p.OH, p.OW, p.lanes,
              n.op == "conv2d_input_grad")
-    if w.TH * w.TW < w.lanes or min(w.M, w.S) < WINO_MIN_CHANNELS or not WINOGRAD:
+    if w.TH * w.TW < w.lanes or min(w.M, w.S) < WINO_MIN_CHANNELS or not options.WINOGRAD:
         return None
     return w
 

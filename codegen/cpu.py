@@ -8,12 +8,14 @@ objects for other machines.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llvmlite.binding as llvm
 
 from .llvm_objects import init_llvm, optimize, target_machine
-from .lower import Lowering
+
+if TYPE_CHECKING:  # imported where it is used: loading a cached step lowers nothing
+    from .lower import Lowering
 
 
 def host_target_machine(cpu: str | None = None, features: str | None = None,

@@ -667,14 +667,16 @@ def _panels(bld: ir.IRBuilder, fma: ir.Function, tile: Tile, accs: list, tptr: i
                 for acc in row:
                     bld.store(zvec, acc)
 
+            # one microkernel for both layouts of A: row i of the panel starts at
+            # ``abase_i`` and steps ``astep`` elements per k (its row in place: 1; the packed
+            # panel: MR), so the code holds each width once, not twice
+            astep = bld.select(direct, i64(1), i64(mr))
+            abases = [bld.select(direct, arows[i], bld.gep(ap, [i64(i)], inbounds=True))
+                      for i in range(mr)]
+
             def kernel(nvu: int) -> None:
-                with bld.if_else(direct) as (dthen, dother):
-                    with dthen:
-                        _microkernel(bld, fma, accs, tile, kc, bp, lambda kk, i: bld.gep(
-                            arows[i], [kk], inbounds=True), nvu)
-                    with dother:
-                        _microkernel(bld, fma, accs, tile, kc, bp, lambda kk, i: bld.gep(
-                            ap, [bld.add(bld.mul(kk, i64(mr)), i64(i))], inbounds=True), nvu)
+                _microkernel(bld, fma, accs, tile, kc, bp, lambda kk, i: bld.gep(
+                    abases[i], [bld.mul(kk, astep)], inbounds=True), nvu)
 
             def narrowed(nvu: int, vecs: ir.Value) -> None:
                 if nvu == nv:
@@ -804,14 +806,14 @@ def _pack_b_transposed(bld: ir.IRBuilder, base: ir.Value, sbn: ir.Value, packb: 
                         bld.store(bld.load(bld.gep(src, [kk], inbounds=True)),
                                   bld.gep(packb, [bld.add(row, i64(t))], inbounds=True))
             with edge:  # the last, partial group of columns: scalar, zero past N
-                for t in range(vw):
-                    col = bld.add(c0, i64(t))
+                with for_range(bld, i64(0), i64(vw), name="pbc") as t:
+                    col = bld.add(c0, t)
                     inside = bld.icmp_signed("<", col, Nv)
                     src = bld.gep(base, [bld.add(bld.mul(bld.select(inside, col, i64(0)), sbn),
                                                  pc)], inbounds=True)
                     with for_range(bld, i64(0), kc, name="pbe") as kk:
                         v = bld.load(bld.gep(src, [kk], inbounds=True))
-                        dst = bld.add(bld.add(pbase, bld.mul(kk, i64(nr))), i64(t))
+                        dst = bld.add(bld.add(pbase, bld.mul(kk, i64(nr))), t)
                         bld.store(bld.select(inside, v, zero),
                                   bld.gep(packb, [dst], inbounds=True))
 
@@ -873,7 +875,7 @@ def _pack_b(bld: ir.IRBuilder, load_b: Any, raw: tuple | None, packb: ir.Value, 
                 full = bld.icmp_signed("<=", bld.add(c0, i64(nr)), Nv)
                 with bld.if_else(full) as (f, part):
                     with f:
-                        _copy_runs(bld, base, sbk, c0, packb, pbase, pc, kc, nr)
+                        _copy_runs(bld, base, sbk, c0, packb, pbase, pc, kc, nr, vw)
                     with part:
                         with for_range(bld, i64(0), kc, name="pbk") as kk:
                             row = bld.add(pbase, bld.mul(kk, i64(nr)))
@@ -892,16 +894,28 @@ def _pack_b(bld: ir.IRBuilder, load_b: Any, raw: tuple | None, packb: ir.Value, 
 
 
 def _copy_runs(bld: ir.IRBuilder, base: ir.Value, stride: ir.Value, start: ir.Value,
-               dst: ir.Value, dbase: ir.Value, pc: ir.Value, kc: ir.Value, width: int) -> None:
+               dst: ir.Value, dbase: ir.Value, pc: ir.Value, kc: ir.Value, width: int,
+               vw: int = 0) -> None:
     """dst[dbase + k*width + j] = base[(pc + k)*stride + start + j] for k < kc, j < width: a
-    panel whose rows are contiguous runs in the source (unrolled: LLVM's SLP vectoriser
-    turns each run into vector moves)."""
+    panel whose rows are contiguous runs in the source. A run of whole vectors (``vw``
+    lanes; B's NR-wide panels) is moved as vectors, written out here rather than left to
+    LLVM's SLP vectoriser, which the tiles' pipeline does not run (``_level_of``); a
+    narrower one (A's MR rows) element by element."""
+    elt = dst.type.pointee
+    vt = ir.VectorType(elt, vw) if vw and width % vw == 0 else None
     with for_range(bld, i64(0), kc, name="cpk") as kk:
         src = bld.gep(base, [bld.add(bld.mul(bld.add(pc, kk), stride), start)], inbounds=True)
         out = bld.gep(dst, [bld.add(dbase, bld.mul(kk, i64(width)))], inbounds=True)
-        for j in range(width):
-            bld.store(bld.load(bld.gep(src, [i64(j)], inbounds=True)),
-                      bld.gep(out, [i64(j)], inbounds=True))
+        if vt is not None:
+            for j in range(0, width, vw):
+                v = bld.load(bld.bitcast(bld.gep(src, [i64(j)], inbounds=True),
+                                         vt.as_pointer()), align=4)
+                bld.store(v, bld.bitcast(bld.gep(out, [i64(j)], inbounds=True),
+                                         vt.as_pointer()), align=4)
+        else:
+            for j in range(width):
+                bld.store(bld.load(bld.gep(src, [i64(j)], inbounds=True)),
+                          bld.gep(out, [i64(j)], inbounds=True))
 
 
 def _pack_a(bld: ir.IRBuilder, load_a: Any, raw: tuple | None, packa: ir.Value, pc: ir.Value,

@@ -74,7 +74,6 @@ Design (BLIS-style, one packed layout for every variant):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,12 +83,12 @@ from llvmlite import ir
 from graphc.ir import shapes as sh
 
 from .gemm import _transpose
+from .hostinfo import ISAS, _features, bf16_isa
 from .llvm_util import F32, I8, I8P, I32, I64, declare, for_range, i64
 from .parallel import GEMM_PAR_MIN_MACS, TASK, context_type, pack_context, unpack_context
 
 I16 = ir.IntType(16)
 I16P = I16.as_pointer()
-ISAS = ("generic", "avx512bf16", "amx")  # ascending: GRAPHC_BF16_ISA may pick a lower one
 TK = 32  # k per packed block (16 pairs: one AMX tile row of 64 bytes)
 BLOCK = 16 * TK  # i16 elements in one packed 1 KB block
 
@@ -177,35 +176,6 @@ CBUF = MC // 32 * 4096  # AMX: float32 partial sums of one column of 32 x 32 blo
 # AMX, float32 C: whole blocks stored from the tiles straight into C (measured no worse than
 # through CBUF, also at power-of-two row strides)
 DIRECT_STORE = True
-
-
-def _features(features: str | None) -> set[str]:
-    if features is None:
-        from .llvm_objects import host_cpu
-
-        features = host_cpu()[1]
-    return {f[1:] for f in features.split(",") if f.startswith("+")}
-
-
-def bf16_isa(features: str | None = None) -> str:
-    """The best bf16 GEMM variant for an LLVM feature string (default: this host's).
-
-    ``amx`` needs AMX-TILE and AMX-BF16 (and AVX-512 for the packing and epilogue),
-    ``avx512bf16`` needs AVX512-BF16; anything else is ``generic``. ``GRAPHC_BF16_ISA``
-    may name a lower variant to force it; naming one the features lack has no effect."""
-    f = _features(features)
-    if {"amx-tile", "amx-bf16", "avx512f", "avx512bw"} <= f:
-        best = "amx"
-    elif {"avx512bf16", "avx512f", "avx512bw"} <= f:
-        best = "avx512bf16"
-    else:
-        best = "generic"
-    forced = os.environ.get("GRAPHC_BF16_ISA", "").strip().lower()
-    if not forced:
-        return best
-    if forced not in ISAS:
-        raise ValueError(f"GRAPHC_BF16_ISA: expected one of {ISAS}, got {forced!r}")
-    return forced if ISAS.index(forced) < ISAS.index(best) else best
 
 
 def workspace_bytes_bf16(m: Any, n: Any, k: Any, isa: str) -> Any:

@@ -167,5 +167,39 @@ def describe_host() -> str:
             f"logical CPUs; {flags}; tuned for {host_caches().describe()}")
 
 
+# bf16 GEMM variants (``codegen.gemm_bf16``), ascending: GRAPHC_BF16_ISA may pick a lower one
+ISAS = ("generic", "avx512bf16", "amx")
+
+
+def _features(features: str | None) -> set[str]:
+    if features is None:
+        from .llvm_objects import host_cpu  # llvmlite only
+
+        features = host_cpu()[1]
+    return {f[1:] for f in features.split(",") if f.startswith("+")}
+
+
+def bf16_isa(features: str | None = None) -> str:
+    """The best bf16 GEMM variant for an LLVM feature string (default: this host's).
+
+    ``amx`` needs AMX-TILE and AMX-BF16 (and AVX-512 for the packing and epilogue),
+    ``avx512bf16`` needs AVX512-BF16; anything else is ``generic``. ``GRAPHC_BF16_ISA``
+    may name a lower variant to force it; naming one the features lack has no effect."""
+    f = _features(features)
+    if {"amx-tile", "amx-bf16", "avx512f", "avx512bw"} <= f:
+        best = "amx"
+    elif {"avx512bf16", "avx512f", "avx512bw"} <= f:
+        best = "avx512bf16"
+    else:
+        best = "generic"
+    forced = os.environ.get("GRAPHC_BF16_ISA", "").strip().lower()
+    if not forced:
+        return best
+    if forced not in ISAS:
+        raise ValueError(f"GRAPHC_BF16_ISA: expected one of {ISAS}, got {forced!r}")
+    return forced if ISAS.index(forced) < ISAS.index(best) else best
+
+
 __all__ = ["Caches", "DEFAULT_CACHES", "host_caches", "current_caches", "tuned_for",
-           "read_sysfs", "parse_size", "cpu_model", "isa_flags", "describe_host"]
+           "read_sysfs", "parse_size", "cpu_model", "isa_flags", "describe_host",
+           "ISAS", "bf16_isa"]

@@ -31,6 +31,7 @@ from llvmlite import ir
 from graphc.ir import Graph, Node
 from graphc.ir import shapes as sh
 
+from . import options
 from .abi import ERR_NONFINITE, ERR_OK, ERR_SCRATCH, PROFILE_SYMBOL, RUN2_SYMBOL, TABLE_FIXED
 from .elementwise import ELEMENT_RULES
 from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
@@ -43,9 +44,6 @@ from .parallel import TASK
 from .planning import Plan, nbytes, plan
 from .views import VIEW_OPS
 
-# merge same-shaped elementwise kernels into single loops (``planning._plan_groups``); tests
-# and benchmarks switch it off to compare against one loop per kernel
-LOOP_GROUPS = True
 # emit every kernel even when an equal one was emitted before, and check that the kernel key
 # (``Lowering._kernel_key``) was right to call them equal (the test suite turns this on)
 VERIFY_KERNEL_KEYS = os.environ.get("GRAPHC_VERIFY_KERNEL_KEYS", "") not in ("", "0")
@@ -179,7 +177,8 @@ class Lowering:
         self.debug = debug  # bounds-check every load and store (graphc.debug)
         t0 = time.perf_counter()
         self.plan = plan(g, wide, debug,
-                         loop_groups=LOOP_GROUPS if loop_groups is None else loop_groups)
+                         loop_groups=options.LOOP_GROUPS if loop_groups is None
+                         else loop_groups)
         # seconds per part (the runtime's compile log reports them)
         self.timings: dict[str, float] = {"plan": time.perf_counter() - t0}
         self.mat_ids = {n.id for n in self.plan.materialized}
@@ -536,5 +535,5 @@ class Lowering:
         b.ret(ir.Constant(I32, ERR_OK))
 
 
-__all__ = ["Lowering", "LOOP_GROUPS", "plan", "Plan", "KernelEmitter", "ELEMENT_RULES", "KERNELS",
+__all__ = ["Lowering", "plan", "Plan", "KernelEmitter", "ELEMENT_RULES", "KERNELS",
            "VIEW_OPS"]

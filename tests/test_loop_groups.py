@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _steps import compiled_train_step
-from graphc.codegen import lower, planning
+from graphc.codegen import options, planning
 
 import graphc as gc
 from graphc import nn, optim
@@ -26,7 +26,7 @@ OPTIMIZERS = {
 
 
 def _run(make_opt, groups: bool, monkeypatch, backend: str | None = None):
-    monkeypatch.setattr(lower, "LOOP_GROUPS", groups)
+    monkeypatch.setattr(options, "LOOP_GROUPS", groups)
     gc.manual_seed(3)
     model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 5))
     opt = make_opt(model.parameters())
@@ -65,7 +65,7 @@ def test_update_chain_is_one_loop_without_a_temporary(monkeypatch):
     y = np.zeros(64, np.int64)
     arenas = {}
     for groups in (False, True):
-        monkeypatch.setattr(lower, "LOOP_GROUPS", groups)
+        monkeypatch.setattr(options, "LOOP_GROUPS", groups)
         model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
         opt = optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, weight_decay=1e-4)
         step = compiled_train_step(model, opt, nn.CrossEntropyLoss(), example_args=(x, y))
@@ -86,7 +86,7 @@ def test_update_chain_is_one_loop_without_a_temporary(monkeypatch):
 def test_in_place_update_not_merged_with_a_transposed_reader(monkeypatch):
     """The gradient of (W * W.T).sum() reads W transposed; W's in-place update has the same
     shape. Interleaving the two loops would let the gradient read already-updated entries."""
-    monkeypatch.setattr(lower, "LOOP_GROUPS", True)
+    monkeypatch.setattr(options, "LOOP_GROUPS", True)
     n = 9
     rng = np.random.default_rng(1)
     w0 = rng.standard_normal((n, n)).astype(np.float32)

@@ -222,9 +222,9 @@ def test_batch1_with_1x1_last_stage_raises_like_torch(compiled: bool) -> None:
 
 
 def test_eager_inplace_relu_gradient_matches_torch() -> None:
-    """torchvision's BasicBlock uses ``out += identity`` and ``ReLU(inplace=True)``; graphc's
-    eager mode copies the result into the tensor without recording its derivative, so the
-    gradient passes through where the ReLU clamped. Compiled steps get it right."""
+    """torchvision's BasicBlock uses ``out += identity`` and ``ReLU(inplace=True)``: an eager
+    in-place ReLU on an intermediate must record its derivative (the gradient is zero where
+    it clamped), not pass the gradient through as a plain copy would."""
     a0 = np.array([-1.0, 2.0, -3.0, 0.5], np.float32)
     ga = gc.tensor(a0, requires_grad=True)
     out = ga * 2

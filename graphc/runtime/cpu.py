@@ -17,14 +17,13 @@ from __future__ import annotations
 import ctypes
 import os
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llvmlite.binding as llvm
 import numpy as np
 import sympy
 
-from graphc.codegen import conv as conv_lowering
-from graphc.codegen import lower as lower_mod
+from graphc.codegen import options as codegen_options
 from graphc.codegen.abi import (
     ERR_BOUNDS,
     ERR_INDEX,
@@ -34,20 +33,8 @@ from graphc.codegen.abi import (
     RUN2_SYMBOL,
     TABLE_FIXED,
 )
-from graphc.codegen.cpu import (
-    compile_ir,
-    compile_module,
-    has_avx512,
-    host_target_machine,
-    init_llvm,
-)
-from graphc.codegen.gemm import build_library, library_parts
-from graphc.codegen.gemm_bf16 import Bf16Gemm, bf16_isa
-from graphc.codegen.gemm_bf16 import library_parts as bf16_library_parts
-from graphc.codegen.hostinfo import DEFAULT_CACHES, host_caches, tuned_for
-from graphc.codegen.lower import Lowering
-from graphc.codegen.matmul import bf16_target
-from graphc.codegen.matmul import describe as describe_matmul
+from graphc.codegen.cpu import has_avx512, host_target_machine, init_llvm
+from graphc.codegen.hostinfo import DEFAULT_CACHES, bf16_isa, host_caches, tuned_for
 from graphc.ir import Graph
 from graphc.ir import shapes as sh
 from graphc.tensor import Tensor
@@ -59,6 +46,9 @@ from .executable import Runtime
 from .guard import GuardMixin
 from .pool import dispatch_address
 from .runner import build_runner
+
+if TYPE_CHECKING:
+    from graphc.codegen.lower import Lowering
 
 # objects shared between steps (GEMM tiles, kernel modules), by content key, most recently
 # used last; bounded, as they are on disk as well
@@ -92,12 +82,13 @@ def _level_of(spec: str) -> str:
     """The optimisation level of a shared object (``codegen.llvm_objects.LEVELS``).
 
     A float GEMM tile is vector code written out by hand (the microkernel's FMAs, the
-    packing's vector loads), so LLVM's O3 module pipeline and its vectorisers have nothing
-    left to find in it: the ``tile`` level (O1 pipeline, -O3 code generation) gives the same
-    speed and compiles a third faster. Measured on Zen 5 (one thread, ``benchmarks.gemm``):
-    the GEMM at 1.70-2.08x numpy's sgemm with O3, 1.77-1.98x with ``tile`` over the same
-    shapes; mlp_small's tile 0.48 -> 0.33 CPU-s of LLVM work. ``GRAPHC_TILE_LEVEL=O3`` puts
-    the old level back. Kernels keep O3: their loops are vectorised by LLVM."""
+    packing's vector moves and transposes), so LLVM's module pipelines have nothing left to
+    find in it: the ``tile`` level (SROA, instcombine, simplifycfg; -O3 code generation)
+    gives the same speed and compiles in well under half the time. Measured on Zen 5 (one
+    thread, ``benchmarks.gemm``, 9 shapes): 1.60-2.11x numpy's sgemm with ``tile``,
+    1.48-2.25x with O3 in the same run; the 6x4x16 tile 0.73 s (O3), 0.33-0.48 s (the O1
+    pipeline this level used before), 0.17-0.2 s now. ``GRAPHC_TILE_LEVEL=O3`` puts LLVM's
+    O3 pipeline back. Kernels keep O3: their loops are vectorised by LLVM."""
     if spec.startswith("gemm-tile|"):
         level = os.environ.get("GRAPHC_TILE_LEVEL", "tile")
         if level not in ("O3", "tile"):
@@ -157,9 +148,9 @@ class CPUExecutable(GuardMixin, Runtime):
         # one, since the build host's features say nothing about it (``codegen.matmul``)
         self.bf16_features = None if native else ""
         target += f"|bf16-{bf16_isa(self.bf16_features)}"
-        self.loop_groups = lower_mod.LOOP_GROUPS
+        self.loop_groups = codegen_options.LOOP_GROUPS
         target += "" if self.loop_groups else "|no-loop-groups"
-        target += "" if conv_lowering.WINOGRAD else "|no-winograd"
+        target += "" if codegen_options.WINOGRAD else "|no-winograd"
         self.profiling = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
         target += "|profile" if self.profiling else ""
         # the printed graph groups inputs by kind; the native table follows the inputs' (and
@@ -248,6 +239,11 @@ class CPUExecutable(GuardMixin, Runtime):
         return self._lowering
 
     def _lower(self, **stream: Any) -> Lowering:
+        # the code generator is imported here, not with this module: a step loaded from the
+        # disk cache never lowers (measured: 25-35 ms of its first call)
+        from graphc.codegen.lower import Lowering
+        from graphc.codegen.matmul import bf16_target
+
         with tuned_for(self.caches), bf16_target(self.bf16_features):
             return Lowering(self.graph, name=self.name, wide=self.wide, debug=self.debug,
                             loop_groups=self.loop_groups, profile=self.profiling,
@@ -259,6 +255,10 @@ class CPUExecutable(GuardMixin, Runtime):
         compiled only if no earlier step (or process) compiled the same text. Both are
         handed to the compile workers while the step is still being lowered
         (``compile_worker.Batch``); the entry function goes last."""
+        from graphc.codegen.gemm import library_parts
+        from graphc.codegen.gemm_bf16 import Bf16Gemm
+        from graphc.codegen.gemm_bf16 import library_parts as bf16_library_parts
+
         log = compile_log.current()
         batch = compile_worker.Batch(cpu, None if cpu in (None, "native") else "")
         keys: list[str] = []
@@ -311,6 +311,9 @@ class CPUExecutable(GuardMixin, Runtime):
     @property
     def lib_mod(self) -> Any:
         """The optimized GEMM library module (None when the step has no matmul)."""
+        from graphc.codegen.cpu import compile_ir
+        from graphc.codegen.gemm import build_library
+
         req = self.lowering.gemm_requests
         if self._lib_mod is None and req:
             lib = build_library(req, name=f"{self.name}_gemm")
@@ -320,6 +323,8 @@ class CPUExecutable(GuardMixin, Runtime):
     @property
     def mod(self) -> Any:
         """The optimized LLVM module (built lazily, like ``lowering``)."""
+        from graphc.codegen.cpu import compile_module
+
         if self._mod is None:
             self._mod = compile_module(self.lowering, self.tm)
         return self._mod
@@ -356,6 +361,7 @@ class CPUExecutable(GuardMixin, Runtime):
                 zip(self.lowering.unit_names, self._profile)]
 
     def stages(self) -> dict[str, Any]:
+        from graphc.codegen.matmul import describe as describe_matmul
         from graphc.codegen.plan_text import format_plan
 
         return {"fused": lambda: format_plan(self.graph, self.lowering.plan,

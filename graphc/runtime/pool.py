@@ -17,16 +17,33 @@ import threading
 import llvmlite.binding as llvm
 
 from graphc.codegen.cpu import host_target_machine, init_llvm
-from graphc.codegen.parallel import pool_module
+
+from . import cache
+
+
+def _pool_object(tm: object) -> bytes:
+    """The pool's object code for this host, from the compile cache when an earlier process
+    compiled it (as every step's objects are): generating and compiling the module cost
+    ~20 ms of the first call of every process, a step found in the disk cache included."""
+    cpu, feats = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    k = cache.key("thread-pool", f"{tm.triple}|{cpu}|{feats}")  # type: ignore[attr-defined]
+    obj = cache.load(k)
+    if obj is None:
+        from graphc.codegen.parallel import pool_module
+
+        mod = llvm.parse_assembly(str(pool_module(tm.triple)))  # type: ignore[attr-defined]
+        mod.verify()
+        obj = tm.emit_object(mod)  # type: ignore[attr-defined]
+        cache.store(k, obj)
+    return obj
 
 
 class _Pool:
     def __init__(self) -> None:
         init_llvm()
         tm = host_target_machine()
-        mod = llvm.parse_assembly(str(pool_module(tm.triple)))
-        mod.verify()
-        self.engine = llvm.create_mcjit_compiler(mod, tm)
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        self.engine.add_object_file(llvm.ObjectFileRef.from_data(_pool_object(tm)))
         self.engine.finalize_object()
         self.run2 = self.engine.get_function_address("graphc_pool_run2")
         self._start = ctypes.CFUNCTYPE(ctypes.c_int32)(

@@ -1,0 +1,19 @@
+"""Switches of the CPU code generator that change the object code it emits, in a module of
+their own so that the runtime can put them in the compile-cache key without importing the
+code generator (``graphc.runtime.cpu``: a step found in the disk cache never lowers, and
+skipping the import of the lowering modules is a good part of such a step's first call).
+
+The lowering reads them at lowering time (``codegen.lower``, ``codegen.conv``), so a test or
+a comparison may set them on this module."""
+
+from __future__ import annotations
+
+import os
+
+# fuse loops of elementwise ops into loop groups (``codegen.loop``); off only to compare
+LOOP_GROUPS = True
+# GRAPHC_CONV_WINOGRAD=0 keeps every convolution on the implicit GEMM (to compare the two;
+# read once, at import)
+WINOGRAD = os.environ.get("GRAPHC_CONV_WINOGRAD", "1") != "0"
+
+__all__ = ["LOOP_GROUPS", "WINOGRAD"]
