@@ -395,3 +395,82 @@ def test_gemm_tiles_compile_at_the_tile_level(monkeypatch: pytest.MonkeyPatch) -
 
     step(np.ones((32, 40), np.float32))
     assert {"tile", "O3", "fast"} <= set(levels)  # the tile, the kernels, the entry
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tile_level_gemm_equals_o3_bit_for_bit(monkeypatch: pytest.MonkeyPatch,
+                                               dtype: type) -> None:
+    """The ``tile`` level runs only SROA, instcombine and simplifycfg on the GEMM tiles; the
+    products are spelled out (``llvm.fmuladd``, fixed K blocks and order), so LLVM's full O3
+    pipeline must give the same bits. Covered: both GEMM orders (``x @ W.T`` with few rows
+    is computed transposed), packed and in-place A, B packed by rows, by columns (the
+    transposed pack, with a partial group of columns) and with other strides, narrow N
+    (its own tile), edges in M, N and K and a K split into blocks."""
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    rng = np.random.default_rng(0)
+    cases = [((64, 784), (256, 784), "nt"), ((37, 300), (300, 53), "nn"),
+             ((300, 37), (300, 90), "tn"), ((64, 256), (10, 256), "nt"),
+             ((130, 1500), (1500, 70), "nn"), ((9, 20), (20, 33), "nn")]
+
+    def run(a: np.ndarray, b: np.ndarray, layout: str) -> np.ndarray:
+        def f(x: Any, y: Any) -> Any:
+            if layout == "nt":
+                return x @ y.T
+            if layout == "tn":
+                return x.T @ y
+            return x @ y
+        return np.asarray(gc.compile(f, dynamic=False)(a, b))
+
+    results = {}
+    for level in ("tile", "O3"):
+        monkeypatch.setenv("GRAPHC_TILE_LEVEL", level)
+        results[level] = [run(rng.standard_normal(sa).astype(dtype),
+                              rng.standard_normal(sb).astype(dtype), lay)
+                          for sa, sb, lay in cases]
+        rng = np.random.default_rng(0)
+    for (sa, sb, lay), t, o in zip(cases, results["tile"], results["O3"]):
+        a = rng.standard_normal(sa).astype(dtype)
+        b = rng.standard_normal(sb).astype(dtype)
+        ref = a @ b.T if lay == "nt" else a.T @ b if lay == "tn" else a @ b
+        np.testing.assert_allclose(t, ref, rtol=1e-4 if dtype == np.float32 else 1e-10,
+                                   atol=1e-3 if dtype == np.float32 else 1e-10)
+        np.testing.assert_array_equal(t, o, err_msg=f"{sa} {sb} {lay}")
+
+
+def test_a_step_from_the_disk_cache_imports_no_lowering(tmp_path: Any) -> None:
+    """A process whose step is in the disk cache links the cached objects and never lowers:
+    it must not import the code generator (25-35 ms of its first call) nor rebuild the thread
+    pool (cached like a step), and must still give the same loss."""
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import graphc as gc
+        from graphc import nn, optim
+        gc.manual_seed(0)
+        m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        @gc.compile
+        def step(a, b):
+            opt.zero_grad()
+            l = nn.functional.cross_entropy(m(a), b)
+            l.backward()
+            opt.step()
+            return l
+        loss = float(step(np.ones((4, 8), np.float32), np.zeros(4, np.int64)))
+        lowered = [n for n in ("graphc.codegen.lower", "graphc.codegen.conv",
+                               "graphc.codegen.gemm", "graphc.codegen.parallel")
+                   if n in sys.modules]
+        print(loss, step.compile_log.counts["disk cache"], ",".join(lowered) or "-")
+    """)
+    env = {**os.environ, "GRAPHC_CACHE_DIR": str(tmp_path), "GRAPHC_NUM_THREADS": "2"}
+    env.pop("GRAPHC_CACHE", None)
+    outs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=300, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        outs.append(out.stdout.split())
+    (loss0, miss, _), (loss1, hit, imported) = outs
+    assert (miss, hit) == ("miss", "hit")
+    assert loss0 == loss1
+    assert imported == "-", imported

@@ -361,11 +361,14 @@ class CPUExecutable(GuardMixin, Runtime):
                 zip(self.lowering.unit_names, self._profile)]
 
     def stages(self) -> dict[str, Any]:
-        from graphc.codegen.matmul import describe as describe_matmul
-        from graphc.codegen.plan_text import format_plan
+        def fused() -> str:
+            from graphc.codegen.matmul import describe as describe_matmul
+            from graphc.codegen.plan_text import format_plan
 
-        return {"fused": lambda: format_plan(self.graph, self.lowering.plan,
-                                            lambda n: describe_matmul(n, self.wide)),
+            return format_plan(self.graph, self.lowering.plan,
+                               lambda n: describe_matmul(n, self.wide))
+
+        return {"fused": fused,
                 "llvm": lambda: str(self.mod) + self._lib_text(str),
                 "asm": lambda: self.tm.emit_assembly(self.mod) + self._lib_text(
                     self.tm.emit_assembly),
