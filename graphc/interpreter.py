@@ -316,10 +316,20 @@ class _InFloat32:
         return getattr(self._node, name)
 
 
+# the numpy dtypes of every graphc dtype but bfloat16: a set lookup, ~30 ns, where reading
+# ``dtype.name`` costs ~2.3 us (numpy builds the string each time), once per operand of every
+# eager op (16% of an eager training loop's time)
+_PLAIN = frozenset(d.np for d in dt.ALL if d is not dt.bfloat16)
+
+
+def _is_bf16(a: np.ndarray) -> bool:
+    return a.dtype not in _PLAIN and a.dtype.name == "bfloat16"
+
+
 def _has_bf16(node: Node, args: Sequence[np.ndarray]) -> bool:
     if node.dtype is dt.bfloat16:
         return True
-    return any(a.dtype.name == "bfloat16" for a in args)
+    return any(_is_bf16(a) for a in args)
 
 
 def run_node(node: Node, args: Sequence[np.ndarray], env: Mapping[sympy.Symbol, int] | None = None
@@ -333,7 +343,7 @@ def run_node(node: Node, args: Sequence[np.ndarray], env: Mapping[sympy.Symbol, 
     fn = IMPLS[node.op]
     if _has_bf16(node, args):
         f32 = _InFloat32(node)
-        args = [a.astype(np.float32) if a.dtype.name == "bfloat16" else a for a in args]
+        args = [a.astype(np.float32) if _is_bf16(a) else a for a in args]
         out = fn(f32, *args, env=env) if node.op in _NEEDS_ENV else fn(f32, *args)
         return np.asarray(out).astype(node.dtype.np) if node.dtype is dt.bfloat16 else out
     if node.op in _NEEDS_ENV:
