@@ -52,9 +52,23 @@ def _div_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.floor_divide(a, np.where(b == 0, 1, b))
 
 
+# PyTorch's CPU pow with one float exponent (``pow_tensor_scalar_optimized_kernel``) spells
+# these out instead of calling pow; the same expressions give its bits (checked against
+# torch in tests/test_pointwise.py), and skip numpy's per-element pow of a broadcast
+_POW_SCALAR = {2.0: lambda a: a * a, 3.0: lambda a: a * a * a, 1.0: lambda a: a.copy(),
+               0.0: np.ones_like, -1.0: lambda a: 1 / a, -2.0: lambda a: 1 / (a * a),
+               -0.5: lambda a: 1 / np.sqrt(a)}
+
+
 def _pow_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.power``, except integer negative exponents (numpy raises): PyTorch gives the
-    truncated 1 / a**|b|, i.e. 1 for a == 1, +-1 for a == -1 by parity, else 0."""
+    truncated 1 / a**|b|, i.e. 1 for a == 1, +-1 for a == -1 by parity, else 0; and a
+    float operand raised to one exponent broadcast over it (``x ** 2``: a scalar, so every
+    stride is 0) as PyTorch computes a scalar exponent (``_POW_SCALAR``)."""
+    if _float(a) and b.size and not any(b.strides):
+        fast = _POW_SCALAR.get(float(b.reshape(-1)[0]))
+        if fast is not None:
+            return np.asarray(fast(a), dtype=a.dtype)
     if _float(a) or not (b < 0).any():
         return np.power(a, b)
     neg = b < 0
