@@ -105,9 +105,13 @@ def test_steps_with_the_same_gemm_tiles_share_one_library_object(tmp_path):
     a = run(64)
     objs = {f.name for f in tmp_path.glob("*.o")}
     (step_a, deps_a), = shared_keys().items()
+    # besides the step's objects: the thread pool's (``graphc.runtime.pool``), when it runs
+    pool = {f for f in objs if f[:-2] != step_a and f[:-2] not in deps_a}
+    assert len(pool) <= 1, pool
+    objs -= pool
     assert a[0] == "MISS" and len(objs) == 1 + len(deps_a) >= 3  # entry, tile(s), kernels
     b = run(96)  # same tiles: every N (20, 3, 64 or 96) picks the same tile shapes
-    new = {f.name for f in tmp_path.glob("*.o")} - objs
+    new = {f.name for f in tmp_path.glob("*.o")} - objs - pool
     deps_b = next(d for k, d in shared_keys().items() if k != step_a)
     reused = {k for k in deps_a & deps_b if f"{k}.o" in objs}
     assert b[0] == "MISS" and reused  # the GEMM tile objects, at least
