@@ -1,15 +1,17 @@
 """Compile time: how long graphc takes to turn a training step into native code, where that
 time goes, and how long torch.compile takes on the same step.
 
-``python -m benchmarks.compile_time [--workloads seed,mlp_small,cnn,gpt] [--layers 2,6,12]
-[--repeat N] [--no-torch]``
+``python -m benchmarks.compile_time [--workloads seed,mlp_small,cnn,resnet18,gpt]
+[--layers 2,6,12] [--repeat N] [--no-torch]``
 
 Workloads (``WORKLOADS``): ``seed`` (the README's linear regression: Linear(1, 1), L1 loss,
 SGD, 40 samples), ``mlp_small`` (784-256-10, cross-entropy, SGD with momentum 0.9, batch 64),
-``cnn`` (two conv + max-pool layers and a Linear on 28x28 images, batch 64) and ``gpt-L``
-(``examples/gpt.py`` at L layers: block 32, 64 wide, 2 heads, vocabulary 65, batch 16 of token
-ids, AdamW with gradient clipping), one per ``--layers`` entry: the compile time of a model that
-grows by whole blocks shows how the compiler scales with the graph.
+``cnn`` (two conv + max-pool layers and a Linear on 28x28 images, batch 64), ``resnet18``
+(``benchmarks/resnet.py``'s network, 1x64x64 images, batch 32, SGD with momentum and weight
+decay) and ``gpt-L`` (``examples/gpt.py`` at L layers: block 32, 64 wide, 2 heads,
+vocabulary 65, batch 16 of token ids, AdamW with gradient clipping), one per ``--layers``
+entry: the compile time of a model that grows by whole blocks shows how the compiler scales
+with the graph.
 
 Every measurement starts in a fresh child process, so nothing an earlier one left in memory
 (kernels, LLVM state, imported modules) counts as free unless it is meant to. Three per
@@ -171,32 +173,24 @@ def build(workload: str, layers: int, fw: SimpleNamespace) -> tuple[Callable[...
     if workload == "resnet18":
         from benchmarks import resnet
 
-        net = resnet.build(nn)
+        m = resnet.build(nn)
         x = rng.standard_normal((32, resnet.IN_CHANNELS, 64, 64)).astype(np.float32)
-        t = rng.integers(0, resnet.NUM_CLASSES, 32).astype(np.int64)
-        ropt = optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
-        rloss = nn.CrossEntropyLoss()
-
-        def resnet_step(a: Any, b: Any) -> Any:
-            ropt.zero_grad()
-            loss = rloss(net(a), b)
-            loss.backward()
-            ropt.step()
-            return loss
-
-        return resnet_step, (fw.tensor(x), fw.tensor(t))
-    if workload == "mlp_small":
-        m = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
-        x = rng.standard_normal((64, 784)).astype(np.float32)
-    elif workload == "cnn":
-        m = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Flatten(), nn.Linear(784, 10))
-        x = rng.standard_normal((64, 1, 28, 28)).astype(np.float32)
+        y = rng.integers(0, resnet.NUM_CLASSES, 32).astype(np.int64)
+        opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
     else:
-        raise ValueError(f"workload: expected one of {', '.join(WORKLOADS)}, got {workload!r}")
-    y = rng.integers(0, 10, 64).astype(np.int64)
-    opt = optim.SGD(m.parameters(), lr=1e-3, momentum=0.9)
+        if workload == "mlp_small":
+            m = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+            x = rng.standard_normal((64, 784)).astype(np.float32)
+        elif workload == "cnn":
+            m = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Flatten(), nn.Linear(784, 10))
+            x = rng.standard_normal((64, 1, 28, 28)).astype(np.float32)
+        else:
+            raise ValueError(f"workload: expected one of {', '.join(WORKLOADS)}, "
+                             f"got {workload!r}")
+        y = rng.integers(0, 10, 64).astype(np.int64)
+        opt = optim.SGD(m.parameters(), lr=1e-3, momentum=0.9)
     lf = nn.CrossEntropyLoss()
 
     def train_step(a: Any, b: Any) -> Any:
