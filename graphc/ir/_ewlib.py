@@ -18,6 +18,16 @@ def _c(b: Any, v: float, like: Any) -> Any:
     return b.const(v, like.shape, like.dtype)
 
 
+def _wants(x: Any) -> bool:
+    """Whether a VJP rule should build operand ``x``'s gradient at all. Autodiff keeps only
+    contributions to live nodes, and a node that does not require grad is never live
+    (``passes.autodiff.vjp``: every node it differentiates with respect to requires grad,
+    and any other live node is on a path from one); eagerly, where each node is computed as
+    it is built, skipping the dead side saves its ops over the whole operand (``w * x`` with
+    a constant ``x``: one product of x's size)."""
+    return getattr(x, "rg", True)
+
+
 def _no_grad(b: Any, n: Any, g: Any) -> list[None]:
     return [None] * len(n.inputs)
 
