@@ -129,13 +129,27 @@ def test_steps_with_the_same_gemm_tiles_share_one_library_object(tmp_path):
 # damaged, swapped and forged entries (issue: they crashed LLVM or ran as the step)
 # ---------------------------------------------------------------------------------------
 
+def _listed(deps: Path) -> set[str]:
+    """The keys a step's .deps entry lists (its payload, after the header and MAC)."""
+    head = len(cache._MAGIC) + cache._MAC_LEN
+    return set(deps.read_bytes()[head:].decode("ascii").split())
+
+
 def _entries(d: Path) -> tuple[Path, Path, Path]:
     """(the step's object, its .deps, one shared object it links: a GEMM tile or a module of
     kernels) in a one-step cache dir."""
     deps = next(d.glob("*.deps"))
     step = deps.with_suffix(".o")
-    lib = next(f for f in d.glob("*.o") if f != step)
+    lib = next(f for f in sorted(d.glob("*.o")) if f.stem in _listed(deps))
     return step, deps, lib
+
+
+def _pool_entries(d: Path) -> list[Path]:
+    """The objects of a cache dir that belong to no step: the thread pool's
+    (``graphc.runtime.pool``), cached by target like a step."""
+    steps = {f.stem for f in d.glob("*.deps")}
+    listed = set().union(*(_listed(f) for f in d.glob("*.deps")))
+    return [f for f in d.glob("*.o") if f.stem not in steps | listed]
 
 
 def _flip_middle_bit(p: Path) -> None:
@@ -370,13 +384,34 @@ def test_fuzz_random_damage_end_to_end(populated, tmp_path):
     for i in range(int(os.environ.get("GRAPHC_CACHE_E2E_CASES", "6"))):
         d = tmp_path / f"c{i}"
         shutil.copytree(a, d)
-        victim = rng.choice([*d.glob("*.o"), *d.glob("*.deps")])
+        pool = _pool_entries(d)
+        victim = rng.choice([f for f in [*d.glob("*.o"), *d.glob("*.deps")] if f not in pool])
         other = rng.choice([*b.glob("*.o"), *b.glob("*.deps")]).read_bytes()
         kind, bad = _mutations(rng, victim.read_bytes(), other)
         victim.write_bytes(bad)
         tried[kind] = tried.get(kind, 0) + 1
         assert _run({**os.environ, "GRAPHC_CACHE_DIR": str(d)}, 2) == ["MISS", loss], kind
     print("end-to-end cache damage cases passed:", tried)
+
+
+@pytest.mark.slow
+def test_a_damaged_thread_pool_object_is_rebuilt(populated, tmp_path):
+    """The thread pool's cached object is verified like a step's: damaged (or replaced by
+    another entry), it is rebuilt and replaced, and the step, intact, still loads from the
+    cache and computes the same result."""
+    a, b, loss = populated
+    if not _pool_entries(a):
+        pytest.skip("one thread here: no pool object is cached")
+    for i, damage in enumerate([_truncate, _flip_middle_bit,
+                                lambda p: p.write_bytes(_entries(b)[0].read_bytes())]):
+        d = tmp_path / f"c{i}"
+        shutil.copytree(a, d)
+        (pool,) = _pool_entries(d)
+        damage(pool)
+        assert _run({**os.environ, "GRAPHC_CACHE_DIR": str(d)}, 2) == ["HIT", loss]
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("GRAPHC_CACHE_DIR", str(d))
+            assert cache.load(pool.stem) is not None  # rebuilt and stored again
 
 
 def test_key_follows_the_input_order_not_only_the_printed_graph() -> None:
