@@ -83,7 +83,7 @@ from llvmlite import ir
 from graphc.ir import shapes as sh
 
 from .gemm import _transpose
-from .hostinfo import ISAS, _features, bf16_isa
+from .hostinfo import ISAS, bf16_isa, feature_set
 from .llvm_util import F32, I8, I8P, I32, I64, declare, for_range, i64
 from .parallel import GEMM_PAR_MIN_MACS, TASK, context_type, pack_context, unpack_context
 
@@ -126,7 +126,7 @@ class Bf16Gemm:
 
     @staticmethod
     def for_host(out: str = "f32", features: str | None = None) -> Bf16Gemm:
-        feats = _features(features)
+        feats = feature_set(features)
         return Bf16Gemm(bf16_isa(features), out, "avx512f" in feats)
 
     @property

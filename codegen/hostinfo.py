@@ -171,7 +171,9 @@ def describe_host() -> str:
 ISAS = ("generic", "avx512bf16", "amx")
 
 
-def _features(features: str | None) -> set[str]:
+def feature_set(features: str | None = None) -> set[str]:
+    """The ``+`` features of an LLVM feature string (default: this host's), without the
+    sign: ``{"avx512f", "fma", ...}``."""
     if features is None:
         from .llvm_objects import host_cpu  # llvmlite only
 
@@ -185,7 +187,7 @@ def bf16_isa(features: str | None = None) -> str:
     ``amx`` needs AMX-TILE and AMX-BF16 (and AVX-512 for the packing and epilogue),
     ``avx512bf16`` needs AVX512-BF16; anything else is ``generic``. ``GRAPHC_BF16_ISA``
     may name a lower variant to force it; naming one the features lack has no effect."""
-    f = _features(features)
+    f = feature_set(features)
     if {"amx-tile", "amx-bf16", "avx512f", "avx512bw"} <= f:
         best = "amx"
     elif {"avx512bf16", "avx512f", "avx512bw"} <= f:
@@ -202,4 +204,4 @@ def bf16_isa(features: str | None = None) -> str:
 
 __all__ = ["Caches", "DEFAULT_CACHES", "host_caches", "current_caches", "tuned_for",
            "read_sysfs", "parse_size", "cpu_model", "isa_flags", "describe_host",
-           "ISAS", "bf16_isa"]
+           "ISAS", "bf16_isa", "feature_set"]

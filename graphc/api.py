@@ -37,9 +37,6 @@ compile_source = builtins.compile  # ``compile`` below is graphc's
 _MODE_EPOCH = nn_module.mode_epoch  # bumped by train()/eval(): the fast path re-checks modes
 
 
-_as_array = argument_array  # (x, i, name): a call's argument as an array
-
-
 class Variant:
     """One compiled specialisation: the graphs at each stage, the executable, the runtime."""
 
@@ -184,7 +181,7 @@ class CompiledFunction:
         if names is not None:
             self.__class__ = _named_call_class(names, self.name)
         if example_args is not None:
-            self._compile([_as_array(a, i, f"arg{i}") for i, a in enumerate(example_args)])
+            self._compile([argument_array(a, i, f"arg{i}") for i, a in enumerate(example_args)])
 
     def _backend(self, graph: Any, sig: Signature) -> Any:
         if sig.collectives:  # gradients reduced between processes: two native functions
@@ -409,7 +406,7 @@ class CompiledFunction:
                 return v.exe.call(args)
             except Mismatch:
                 pass
-        arrays = [_as_array(a, i, f"arg{i}") for i, a in enumerate(args)]
+        arrays = [argument_array(a, i, f"arg{i}") for i, a in enumerate(args)]
         v = self._select(arrays)
         self._last, self._last_epoch = v, nn_module.mode_epoch[0]
         self._fast = v.exe.call

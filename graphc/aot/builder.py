@@ -96,9 +96,9 @@ def build(fn: Any, example_args: Any, out_dir: str | os.PathLike[str], name: str
         raise ValueError(f"name: expected a C identifier, got {name!r}")
     if example_args is None:
         raise ValueError("example_args: an ahead-of-time build needs example arguments")
-    from ..api import _as_array
+    from ..runtime.executable import argument_array
 
-    args = [_as_array(a, i, f"arg{i}") for i, a in enumerate(example_args)]
+    args = [argument_array(a, i, f"arg{i}") for i, a in enumerate(example_args)]
     variant = variant_for(fn, args)
     model = describe(fn, variant, name)
     tm, cpu, features, wide = target_machine(target)

@@ -189,13 +189,13 @@ def save_state(fn: Any, path: str | os.PathLike[str], name: str | None = None,
     (0) and the current run-time hyperparameters, in the ``gc.load`` format (written by numpy,
     atomically as ``gc.save`` does).
     """
-    from ..api import _as_array
+    from ..runtime.executable import argument_array
     from ..serialization import _fsync_dir
 
     ex = example_args if example_args is not None else fn.example_args
     if ex is None:
         raise ValueError("example_args: needed to pick the step's variant")
-    v = variant_for(fn, [_as_array(a, i, f"arg{i}") for i, a in enumerate(ex)])
+    v = variant_for(fn, [argument_array(a, i, f"arg{i}") for i, a in enumerate(ex)])
     model = describe(fn, v, name or fn.name)
     arrays: dict[str, np.ndarray] = {}
     entries = []

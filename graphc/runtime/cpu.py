@@ -85,7 +85,7 @@ def _level_of(spec: str) -> str:
     packing's vector moves and transposes), so LLVM's module pipelines have nothing left to
     find in it: the ``tile`` level (SROA, instcombine, simplifycfg; -O3 code generation)
     gives the same speed and compiles in well under half the time. Measured on Zen 5 (one
-    thread, ``benchmarks.gemm``, 9 shapes): 1.60-2.11x numpy's sgemm with ``tile``,
+    thread, ``benchmarks.gemm``, 9 shapes): 1.60-2.20x numpy's sgemm with ``tile``,
     1.48-2.25x with O3 in the same run; the 6x4x16 tile 0.73 s (O3), 0.33-0.48 s (the O1
     pipeline this level used before), 0.17-0.2 s now. ``GRAPHC_TILE_LEVEL=O3`` puts LLVM's
     O3 pipeline back. Kernels keep O3: their loops are vectorised by LLVM."""

@@ -13,6 +13,7 @@ import atexit
 import ctypes
 import os
 import threading
+from typing import Any
 
 import llvmlite.binding as llvm
 
@@ -21,19 +22,19 @@ from graphc.codegen.cpu import host_target_machine, init_llvm
 from . import cache
 
 
-def _pool_object(tm: object) -> bytes:
+def _pool_object(tm: Any) -> bytes:
     """The pool's object code for this host, from the compile cache when an earlier process
     compiled it (as every step's objects are): generating and compiling the module cost
     ~20 ms of the first call of every process, a step found in the disk cache included."""
     cpu, feats = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-    k = cache.key("thread-pool", f"{tm.triple}|{cpu}|{feats}")  # type: ignore[attr-defined]
+    k = cache.key("thread-pool", f"{tm.triple}|{cpu}|{feats}")
     obj = cache.load(k)
     if obj is None:
         from graphc.codegen.parallel import pool_module
 
-        mod = llvm.parse_assembly(str(pool_module(tm.triple)))  # type: ignore[attr-defined]
+        mod = llvm.parse_assembly(str(pool_module(tm.triple)))
         mod.verify()
-        obj = tm.emit_object(mod)  # type: ignore[attr-defined]
+        obj = tm.emit_object(mod)
         cache.store(k, obj)
     return obj
 
