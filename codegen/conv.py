@@ -77,7 +77,7 @@ from . import options
 from .abi import ALIGN, align
 from .conv_direct import DIRECT
 from .kernels import Kernel, register
-from .llvm_util import F32, I1, I32, I64, declare, for_range, i64, mem_type
+from .llvm_util import F32, I1, I8, I8P, I32, I64, VOID, declare, for_range, i64, mem_type
 from .parallel import CONV_PAR_MIN_MACS, TASK, context_type, pack_context, unpack_context
 from .views import strided_view
 
@@ -312,10 +312,20 @@ def _add(b: ir.IRBuilder, *xs: ir.Value) -> ir.Value:
 
 
 def _zero_fill(b: ir.IRBuilder, p: ir.Value, count: Any, elt: ir.Type) -> None:
-    """A store loop LLVM turns into memset."""
-    with for_range(b, i64(0), count if isinstance(count, ir.Value) else i64(count),
-                   name="z") as i:
-        b.store(ir.Constant(elt, 0.0), _gep(b, p, i))
+    """``count`` zero elements at ``p``: a ``memset`` call (these kernels are compiled
+    without the pass that would turn a store loop into one)."""
+    size = _ELT_BYTES.get(str(elt))
+    n = count if isinstance(count, ir.Value) else i64(count)
+    if size is None:  # not a float type these kernels take: a store loop
+        with for_range(b, i64(0), n, name="z") as i:
+            b.store(ir.Constant(elt, 0.0), _gep(b, p, i))
+        return
+    memset = declare(b.module, "llvm.memset.p0.i64", VOID, [I8P, I8, I64, I1])
+    b.call(memset, [b.bitcast(p, I8P), ir.Constant(I8, 0), _mul(b, n, size),
+                    ir.Constant(I1, 0)])
+
+
+_ELT_BYTES = {"float": 4, "double": 8}
 
 
 
@@ -350,6 +360,7 @@ def _build_grid(b: ir.IRBuilder, p: Problem, grid: ir.Value, src: ir.Value,
     """Copy image ``nb``'s channels of group ``g`` into the (pre-zeroed) phase grids."""
     s = p.s
     used = getattr(p, "used_phases", None)
+    unit = isinstance(st[3], ir.Constant) and st[3].constant == 1  # rows contiguous
     for a in range(s):
         for bb in range(s):
             if used is not None and (a, bb) not in used:
@@ -369,10 +380,57 @@ def _build_grid(b: ir.IRBuilder, p: Problem, grid: ir.Value, src: ir.Value,
                     ih = b.sub(_add(b, _mul(b, r, s), i64(a)), i64(p.ph))
                     srow = _gep(b, src, _add(b, sc, _mul(b, ih, st[2])))
                     drow = _gep(b, grid, _add(b, dc, _mul(b, r, p.wg)))
+                    if unit and s <= 2:
+                        _copy_row(b, p.lanes, _gep(b, drow, i64(c0)),
+                                  _gep(b, srow, i64(c0 * s + bb - p.pw)), c1 - c0, s)
+                        continue
                     with for_range(b, i64(c0), i64(c1), name="gcol") as col:
                         iw = b.sub(_add(b, _mul(b, col, s), i64(bb)), i64(p.pw))
                         v = b.load(_gep(b, srow, _mul(b, iw, st[3])))
                         b.store(v, _gep(b, drow, col))
+
+
+def _copy_row(b: ir.IRBuilder, lanes: int, dst: ir.Value, src: ir.Value, n: int,
+              s: int) -> None:
+    """``dst[j] = src[j*s]`` for ``j < n`` (``s`` 1 or 2) in vectors of ``lanes``, the last
+    one masked: loads never reach past ``src[(n-1)*s]``, stores past ``dst[n-1]``. Written
+    out because these kernels are compiled without LLVM's loop vectoriser (``kernel``); a
+    stride-2 row is two contiguous loads and one shuffle keeping the even elements."""
+    vec = _V(b, b.module, src.type.pointee, lanes)
+    span = lanes * s  # source elements per vector stored
+    full, tail = divmod(n, lanes)
+
+    def load(p: ir.Value, avail: int | None) -> ir.Value:
+        if avail is None or avail >= span:
+            if s == 1:
+                return vec.load(p)
+            lo, hi = vec.load(p), vec.load(_gep(b, p, i64(lanes)))
+        else:  # the row's last source elements only
+            parts = []
+            for h in range(s):
+                m = min(max(avail - h * lanes, 0), lanes)
+                parts.append(b.call(vec.mload, [_gep(b, p, i64(h * lanes)), vec.const_mask(m),
+                                                vec.zero]) if m else vec.zero)
+            if s == 1:
+                return parts[0]
+            lo, hi = parts
+        return b.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, lanes),
+                                                    list(range(0, 2 * lanes, 2))))
+
+    if full:
+        # the vectors whose loads (``span`` elements each) stay inside the row's needed part
+        last_full = full if full * span <= (n - 1) * s + 1 else full - 1
+        if last_full:
+            with for_range(b, i64(0), i64(last_full), name="gv") as j:
+                off = _mul(b, j, lanes)
+                b.store(load(_gep(b, src, _mul(b, j, span)), None),
+                        b.bitcast(_gep(b, dst, off), vec.vt.as_pointer()), align=4)
+        for j in range(last_full, full):  # a full vector whose loads need a mask
+            v = load(_gep(b, src, i64(j * span)), (n - 1) * s + 1 - j * span)
+            b.store(v, b.bitcast(_gep(b, dst, i64(j * lanes)), vec.vt.as_pointer()), align=4)
+    if tail:
+        v = load(_gep(b, src, i64(full * span)), (n - 1) * s + 1 - full * span)
+        b.call(vec.mstore, [v, _gep(b, dst, i64(full * lanes)), vec.const_mask(tail)])
 
 
 
@@ -1419,15 +1477,22 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
         debug = getattr(k, "debug", False)
         p = None if debug else problem(k.node, k.L.wide)
         sp = None if debug or p is not None else strided_igrad(k.node, k.L.wide)
+        # the implicit-GEMM and Winograd kernels are vector code written out (register
+        # tiles, vector loads of the grids): compiled at the GEMM tiles' level, without
+        # LLVM's module pipeline (``graphc.runtime.cpu._level_of``); the direct loops are
+        # plain loops for LLVM to vectorise, at O3
         if sp is not None and _emit_strided_igrad(k, sp):
+            k.level = "tile"
             return
         wg = None if debug else winograd(k.node, k.L.wide)
         if wg is not None and _emit_winograd(k, wg):
+            k.level = "tile"
             return
         if p is not None:
             done = (_emit_wgrad(k, p) if k.node.op == "conv2d_weight_grad"
                     else _emit_igemm(k, p))
             if done:
+                k.level = "tile"
                 return
         fallback(k)
 

@@ -120,6 +120,10 @@ class KernelEmitter:
     debug = False  # bounds checks (set per instance; subclasses with their own __init__: off)
     split_range: tuple[ir.Value, ir.Value] | None = None  # see ``split`` below
     names_node = False  # its code stores a node index (error reports): not shareable
+    # the LLVM optimisation level of the module it is compiled in (``llvm_objects.LEVELS``):
+    # O3 for loops LLVM vectorises; a family whose kernel is vector code written out by
+    # hand sets ``tile`` (``codegen.conv``)
+    level = "O3"
 
     def __init__(self, lower: Any, node: Node, name: str,
                  group: list[Node] | None = None, split: tuple | None = None) -> None:

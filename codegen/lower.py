@@ -157,13 +157,14 @@ class Lowering:
                  data_layout: str = "", wide: bool = True, debug: bool = False,
                  loop_groups: bool | None = None, profile: bool = False,
                  gemm_library: bool = False,
-                 on_kernels: Callable[[str], None] | None = None,
+                 on_kernels: Callable[[str, str], None] | None = None,
                  on_gemm: Callable[[tuple], None] | None = None) -> None:
-        """``on_kernels``: called with a module of kernels (``_kernel_module``) each time
-        about ``CHUNK_CHARS`` of new kernel code has been emitted, and with the rest at the
-        end, so those modules can compile while the step is still being lowered; they are
-        kept in ``chunks``. ``on_gemm``: called with each GEMM tile request (``gemm_library``
-        steps) when the first kernel needing it is emitted."""
+        """``on_kernels``: called with a module of kernels (``_kernel_module``) and its LLVM
+        optimisation level each time about ``CHUNK_CHARS`` of new kernel code has been
+        emitted, and with the rest at the end, so those modules can compile while the step
+        is still being lowered; they are kept in ``chunks``. ``on_gemm``: called with each
+        GEMM tile request (``gemm_library`` steps) when the first kernel needing it is
+        emitted."""
         self.on_kernels = on_kernels
         self.on_gemm = on_gemm
         self.chunks: list[str] = []
@@ -203,6 +204,7 @@ class Lowering:
         self._kernel_by_key: dict[str, ir.Function] = {}  # ``_kernel_key`` -> function
         self._never_fails: set[str] = set()  # kernels whose every ``ret`` returns 0
         self._helper_text: dict[str, str] = {}  # helper global name -> printed text
+        self.kernel_level: dict[str, str] = {}  # kernel name -> its module's LLVM level
         self.kernels_emitted = 0
         if gemm_library:
             self.module.gemm_requests = self.gemm_requests  # type: ignore[attr-defined]
@@ -297,7 +299,7 @@ class Lowering:
                                 + "]", line) for line in parts)
         return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
 
-    def _dedup(self, fn: ir.Function, label: str) -> ir.Function:
+    def _dedup(self, fn: ir.Function, label: str, level: str = "O3") -> ir.Function:
         """``fn``, or the earlier kernel whose text equals it up to the name (then ``fn`` is
         removed from the module, with its helpers).
 
@@ -306,7 +308,8 @@ class Lowering:
         convolution's task, body and offset table) are part of its text, every mention of
         the kernel's name replaced by a placeholder. A kept kernel and its helpers are
         renamed after that text (``k_<label>_<digest>``), so the same kernel gets the same
-        name, and the same object code, in every step (``on_kernels``)."""
+        name, and the same object code, in every step (``on_kernels``). ``level``: the
+        optimisation level of the module it will be compiled in (``KernelEmitter.level``)."""
         self.kernels_emitted += 1
         m = self.module
         prefix = fn.name + "."
@@ -333,6 +336,7 @@ class Lowering:
         self._text[fn.name] = self._helper_text.pop(fn.name)
         self._pending.append(fn.name)
         self._pending_chars += len(canon)
+        self.kernel_level[fn.name] = level
         if all(r == "0" for r in _RETURNS.findall(kcanon)):
             # returns only ERR_OK: the entry function need not test what it returns
             self._never_fails.add(fn.name)
@@ -399,12 +403,18 @@ class Lowering:
                          + [entry] + parts["meta"])
 
     def _flush_kernels(self) -> None:
-        """Hand the kernels kept since the last call to ``on_kernels`` as one module."""
+        """Hand the kernels kept since the last call to ``on_kernels``: one module per
+        optimisation level among them (``kernel_level``), O3's first."""
         if self._pending:
-            text = self._kernel_module(self._parts(), self._pending)
+            parts = self._parts()
+            by_level: dict[str, list[str]] = {}
+            for name in self._pending:
+                by_level.setdefault(self.kernel_level[name], []).append(name)
             self._pending, self._pending_chars = [], 0
-            self.chunks.append(text)
-            self.on_kernels(text)  # type: ignore[misc]
+            for level in sorted(by_level, key=lambda lv: lv != "O3"):
+                text = self._kernel_module(parts, by_level[level])
+                self.chunks.append(text)
+                self.on_kernels(text, level)  # type: ignore[misc]
 
     def table_size(self) -> int:
         return TABLE_FIXED + self.n_inputs + self.n_outputs + self.n_updates
@@ -431,7 +441,7 @@ class Lowering:
                                   split=split)
                 kern.emit(k) if kern is not None else emit_elementwise(k)
             k.finish()
-            emitted = self._dedup(k.fn, label)
+            emitted = self._dedup(k.fn, label, k.level)
             if kfn is not None and emitted is not kfn:
                 raise AssertionError(f"kernel key of %{p.node_index[n.id]} ({label}) "
                                      "matched a kernel with other code")

@@ -119,9 +119,10 @@ def to_array(data: Any, dtype: dt.DType | None = None) -> np.ndarray:
     if dtype is not None:
         # reshape: ascontiguousarray turns 0-d arrays into 1-d ones
         return np.ascontiguousarray(arr, dtype=dtype.np).reshape(arr.shape)
-    # Python numbers take torch's defaults (float32, int64); numpy arrays and numpy scalars
-    # keep their dtype (``torch.tensor(np.float64(1.1))`` is float64)
-    typed = isinstance(data, (np.ndarray, np.generic))
+    # Python numbers take torch's defaults (float32, int64); tensors, numpy arrays and numpy
+    # scalars keep their dtype (``torch.tensor(np.float64(1.1))`` and
+    # ``nn.Parameter(float64_tensor)`` are float64)
+    typed = isinstance(data, (np.ndarray, np.generic, Tensor))
     if arr.dtype == np.float64 and not typed:
         arr = arr.astype(np.float32)
     elif arr.dtype.kind in "iu" and arr.dtype != np.int32 and not typed:

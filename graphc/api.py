@@ -29,7 +29,7 @@ import numpy as np
 from .ir import dtypes as dt
 from .ir import shapes as sh
 from .nn import module as nn_module
-from .runtime import compile_log
+from .runtime import compile_log, gcpause
 from .runtime.executable import Mismatch, argument_array
 from .trace import Signature, trace
 
@@ -43,7 +43,8 @@ class Variant:
     def __init__(self, fn: CompiledFunction, args: list[np.ndarray]) -> None:
         from graphc.passes.pipeline import run_pipeline
 
-        with compile_log.recording(fn.name, fn.verbose) as log:
+        # the collector held off: a compile's objects all live until it ends (gcpause)
+        with compile_log.recording(fn.name, fn.verbose) as log, gcpause.paused():
             with log.phase("trace"):
                 self.graph_traced, self.sig = trace(fn.fn, args, fn.name, fn.dynamic)
             with log.phase("passes"):

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .ir import dtypes as dt
-from .runtime import compile_log
+from .runtime import compile_log, gcpause
 from .runtime.executable import Mismatch, argument_array
 from .tensor import Tensor
 from .trace import Signature, Source, trace
@@ -63,7 +63,7 @@ class StepsVariant:
         from graphc.passes.steps import STEPS, steps_scan
 
         self._check_function(fn)
-        with compile_log.recording(f"{fn.name}.run", fn.verbose) as log:
+        with compile_log.recording(f"{fn.name}.run", fn.verbose) as log, gcpause.paused():
             with log.phase("trace"):
                 traced, sig = trace(fn.fn, slices, fn.name, fn.dynamic)
             with log.phase("passes"):

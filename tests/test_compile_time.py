@@ -136,7 +136,8 @@ def test_streamed_modules_cover_the_module(monkeypatch: pytest.MonkeyPatch) -> N
     # a module's text depends only on the step: lowered again, the same modules (so the
     # objects compiled for them are found by content in the caches)
     again: list[str] = []
-    lower_mod.Lowering(low.graph, wide=low.wide, gemm_library=True, on_kernels=again.append)
+    lower_mod.Lowering(low.graph, wide=low.wide, gemm_library=True,
+                       on_kernels=lambda text, level: again.append(text))
     assert again == low.chunks and len(again) >= 1
 
 
@@ -320,7 +321,7 @@ def test_a_failed_lowering_leaves_no_threads(monkeypatch: pytest.MonkeyPatch) ->
     def failing(self: object, **stream: object) -> None:
         on_kernels = stream.get("on_kernels")
         if on_kernels is not None:
-            on_kernels(_TINY)  # something was handed out before the failure
+            on_kernels(_TINY, "O3")  # something was handed out before the failure
         raise RuntimeError("lowering failed on purpose")
 
     monkeypatch.setattr(cpu_runtime.CPUExecutable, "_lower", failing)
@@ -437,6 +438,65 @@ def test_tile_level_gemm_equals_o3_bit_for_bit(monkeypatch: pytest.MonkeyPatch,
         np.testing.assert_array_equal(t, o, err_msg=f"{sa} {sb} {lay}")
 
 
+# (in channels, out channels, size, kernel, stride, padding, dilation, groups): every path
+# of ``codegen.conv`` (Winograd, the stride-1 implicit GEMM, phase grids at stride 2 and
+# their input gradient per output phase, 1x1 at stride 2, dilation, groups) at widths that
+# leave partial vectors, odd phase rows and a stride-2 row whose last vector needs a mask
+_CONV_CASES = [(16, 16, 20, 3, 1, 1, 1, 1), (3, 5, 37, 3, 1, 1, 1, 1), (8, 12, 33, 3, 2, 1, 1, 1),
+               (6, 10, 64, 1, 2, 0, 1, 1), (4, 6, 31, 5, 2, 2, 1, 1), (4, 4, 19, 3, 1, 2, 2, 1),
+               (8, 8, 17, 3, 2, 1, 1, 2), (2, 3, 70, 7, 2, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_kernels_at_the_tile_level_equal_o3_bit_for_bit(
+        monkeypatch: pytest.MonkeyPatch, dtype: type) -> None:
+    """The convolutions' implicit-GEMM and Winograd kernels are compiled at the ``tile``
+    level (their products are written out as ``llvm.fmuladd`` in a fixed order, their grid
+    copies and zero fills as vector moves and ``memset``): LLVM's O3 pipeline must give the
+    same bits for the forward, input and weight gradients, and both must match float64
+    sums (``torch``-free reference: ``numpy`` through the interpreter backend)."""
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    levels: list[tuple[str, bool]] = []
+    orig = compile_worker.Batch.submit
+
+    def spy(self: Any, text: str, level: str) -> int:
+        levels.append((level, "@\"k_conv2d" in text))
+        return orig(self, text, level)
+
+    monkeypatch.setattr(compile_worker.Batch, "submit", spy)
+
+    def run(case: tuple, backend: str) -> list[np.ndarray]:
+        ci, co, size, k, s, pad, dil, grp = case
+        rng = np.random.default_rng(sum(case))
+        x = rng.standard_normal((3, ci, size, size)).astype(dtype)
+        w = rng.standard_normal((co, ci // grp, k, k)).astype(dtype)
+
+        a, b = nn.Parameter(gc.tensor(x)), nn.Parameter(gc.tensor(w))
+
+        def f() -> Any:
+            y = nn.functional.conv2d(a, b, stride=s, padding=pad, dilation=dil, groups=grp)
+            (y * y).sum().backward()
+            return y, a.grad, b.grad
+
+        return [np.asarray(v) for v in gc.compile(f, backend=backend)()]
+
+    for case in _CONV_CASES:
+        results = {}
+        for level in ("tile", "O3"):
+            monkeypatch.setenv("GRAPHC_TILE_LEVEL", level)
+            results[level] = run(case, "cpu")
+        monkeypatch.delenv("GRAPHC_TILE_LEVEL")
+        ref = run(case, "interp")
+        tol = 2e-4 if dtype == np.float32 else 1e-10
+        for name, t, o, r in zip(("y", "dx", "dw"), results["tile"], results["O3"], ref):
+            np.testing.assert_array_equal(t, o, err_msg=f"{case} {name}")
+            scale = max(1.0, float(np.abs(r).max()))
+            np.testing.assert_allclose(t, r, rtol=tol, atol=tol * scale,
+                                       err_msg=f"{case} {name}")
+    # the default sent convolution modules to the tile level, and GRAPHC_TILE_LEVEL=O3 to O3
+    assert ("tile", True) in levels and ("O3", True) in levels
+
+
 def test_a_step_from_the_disk_cache_imports_no_lowering(tmp_path: Any) -> None:
     """A process whose step is in the disk cache links the cached objects and never lowers:
     it must not import the code generator (25-35 ms of its first call) nor rebuild the thread
@@ -474,3 +534,42 @@ def test_a_step_from_the_disk_cache_imports_no_lowering(tmp_path: Any) -> None:
     assert (miss, hit) == ("miss", "hit")
     assert loss0 == loss1
     assert imported == "-", imported
+
+
+def test_gc_is_paused_during_a_compile_and_restored_after() -> None:
+    """The cyclic collector is off while a step compiles (``gcpause``: full collections
+    walked the growing heap of IR objects again and again), back on after it, also when
+    the compile raised, and left off for a program that turned it off itself."""
+    import gc as pygc
+
+    from graphc.runtime import gcpause
+
+    seen: list[bool] = []
+    m = nn.Linear(3, 2)
+
+    def f(x: Any) -> Any:
+        seen.append(pygc.isenabled())
+        return m(x).sum()
+
+    assert pygc.isenabled()
+    gc.compile(f)(np.ones((2, 3), np.float32))
+    assert seen == [False] and pygc.isenabled()
+
+    def bad(x: Any) -> Any:
+        raise ValueError("traced on purpose")
+
+    with pytest.raises(ValueError, match="on purpose"):
+        gc.compile(bad)(np.ones(2, np.float32))
+    assert pygc.isenabled()
+    with gcpause.paused():
+        with gcpause.paused():
+            assert not pygc.isenabled()
+        assert not pygc.isenabled()  # the outer pause still holds
+    assert pygc.isenabled()
+    pygc.disable()
+    try:
+        with gcpause.paused():
+            pass
+        assert not pygc.isenabled()
+    finally:
+        pygc.enable()

@@ -545,3 +545,17 @@ def test_deepcopy_gives_independent_leaves_as_torch() -> None:
     x = gc.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError, match="graph leaves"):
         copy.deepcopy(x * 2)
+
+
+@pytest.mark.parametrize("np_dtype", [np.float64, np.float32, np.int32, np.int64])
+def test_tensor_and_parameter_from_a_tensor_keep_its_dtype_like_torch(np_dtype):
+    """``nn.Parameter(t)`` and ``gc.tensor(t)`` keep ``t``'s dtype, as PyTorch's do (a
+    float64 tensor used to come back float32, silently changing a float64 model's
+    precision)."""
+    a = np.arange(6, dtype=np_dtype).reshape(2, 3)
+    t, tt = gc.tensor(a), torch.tensor(a)
+    assert str(gc.tensor(t).dtype).split(".")[-1] == str(tt.clone().dtype).split(".")[-1]
+    if np.dtype(np_dtype).kind == "f":
+        p, pt = nn.Parameter(t), torch.nn.Parameter(tt)
+        assert str(p.dtype).split(".")[-1] == str(pt.dtype).split(".")[-1]
+        np.testing.assert_array_equal(p.numpy(), a)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from graphc.codegen.abi import ALIGN
+from graphc.runtime import gcpause
 
 from .csource import generate_header, generate_source
 from .model import AOTError, AotModel, describe, variant_for
@@ -112,7 +113,7 @@ def build(fn: Any, example_args: Any, out_dir: str | os.PathLike[str], name: str
     # bf16 products: the target's AVX512-BF16 when it has it, never AMX (a C program would
     # have to ask the kernel for tile data first; ``graphc.runtime.amx``)
     bf16 = ",".join(f for f in (features or "").split(",") if not f.startswith("+amx"))
-    with tuned_for(caches), bf16_target(bf16):
+    with tuned_for(caches), bf16_target(bf16), gcpause.paused():
         lowering = Lowering(variant.graph, name=f"{name}_kernel", triple=tm.triple,
                             data_layout=str(tm.target_data), wide=wide)
         mod = compile_module(lowering, tm)

@@ -78,6 +78,11 @@ def _library_object(k: str) -> bytes | None:
 _FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 
 
+# the spec prefix of a kernel module at each level (``Lowering.on_kernels``); O3's is the
+# one every kernel module had before levels were chosen per kernel, so its cache keys stay
+_KERNEL_SPEC = {"O3": "kernels|", "tile": "kernels-tile|"}
+
+
 def _level_of(spec: str) -> str:
     """The optimisation level of a shared object (``codegen.llvm_objects.LEVELS``).
 
@@ -87,9 +92,11 @@ def _level_of(spec: str) -> str:
     gives the same speed and compiles in well under half the time. Measured on Zen 5 (one
     thread, ``benchmarks.gemm``, 9 shapes): 1.60-2.20x numpy's sgemm with ``tile``,
     1.48-2.25x with O3 in the same run; the 6x4x16 tile 0.73 s (O3), 0.33-0.48 s (the O1
-    pipeline this level used before), 0.17-0.2 s now. ``GRAPHC_TILE_LEVEL=O3`` puts LLVM's
-    O3 pipeline back. Kernels keep O3: their loops are vectorised by LLVM."""
-    if spec.startswith("gemm-tile|"):
+    pipeline this level used before), 0.17-0.2 s now. The convolutions' implicit-GEMM and
+    Winograd kernels are written the same way (``codegen.conv``) and get the same level.
+    ``GRAPHC_TILE_LEVEL=O3`` puts LLVM's O3 pipeline back for both. Other kernels keep O3:
+    their loops are vectorised by LLVM."""
+    if spec.startswith(("gemm-tile|", _KERNEL_SPEC["tile"])):
         level = os.environ.get("GRAPHC_TILE_LEVEL", "tile")
         if level not in ("O3", "tile"):
             raise ValueError(f"GRAPHC_TILE_LEVEL: expected 'O3' or 'tile', got {level!r}")
@@ -288,7 +295,8 @@ class CPUExecutable(GuardMixin, Runtime):
         try:
             # lowered here, on a cache miss, before anything could ask for a stage
             low = self._lowering = self._lower(
-                on_kernels=lambda t: shared("kernels|" + t, lambda: t), on_gemm=on_gemm)
+                on_kernels=lambda t, level: shared(_KERNEL_SPEC[level] + t, lambda: t),
+                on_gemm=on_gemm)
             with log.phase("entry module"):
                 entry = batch.submit(low.entry_text(), "fast")
         except BaseException:
