@@ -229,16 +229,16 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
         sp = strided_igrad(n, wide)
         return 0 if sp is None else _strided_igrad_workspace(sp, it, wide)
     if n.op == "conv2d_weight_grad":
-        return align(sh.dim(n.inputs[0].shape[0] * align(p.grid_elems * it))) + ALIGN
+        per_image = align(p.grid_elems * it)
+        if by_channels(p):  # and the image's transposed dY
+            per_image += align(p.OH * p.OW * _mpad(p) * it)
+        return align(sh.dim(n.inputs[0].shape[0] * per_image)) + ALIGN
     wg = winograd(n, wide)
+    _, mp = igemm_layout(p, wide)
+    igemm = align(p.G * p.K * mp * it) + 2 * align(p.grid_elems * it) + ALIGN
     if wg is not None:  # the implicit GEMM's too: the Winograd kernel may fall back to it
-        t = pick_tile(p.M, p.OH * p.qv, wide)
-        mp = -(-p.M // t.rm) * t.rm
-        return max(_wino_workspace(wg, it, wide),
-                   align(p.G * p.K * mp * it) + 2 * align(p.grid_elems * it) + ALIGN)
-    t = pick_tile(p.M, p.OH * p.qv, wide)
-    mp = -(-p.M // t.rm) * t.rm
-    return align(p.G * p.K * mp * it) + 2 * align(p.grid_elems * it) + ALIGN
+        return max(_wino_workspace(wg, it, wide), igemm)
+    return igemm
 
 
 # ---------------------------------------------------------------------------------------
@@ -555,8 +555,7 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
     if ops[0] is None or ops[1] is None:
         return False
     (src, sst), (wp, wst) = ops
-    t = pick_tile(p.M, p.OH * p.qv, k.L.wide)
-    mp = -(-p.M // t.rm) * t.rm
+    t, mp = igemm_layout(p, k.L.wide)
     K = p.K
     it = n.dtype.itemsize
     apack = _carve(b, k.work, 0, elt)
@@ -588,12 +587,89 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
     # the images, split in two halves, each with its own grid
     nimg = k.sym(n.shape[0])
     task = _Task(k, "igemm", [src, *sst, apack, *grids, k.out, nimg])
-    _igemm_images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
-                  [task[x] for x in grids], task[k.out], task[nimg])
+    images = _igemm_images_by_channels if by_channels(p) else _igemm_images
+    images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
+           [task[x] for x in grids], task[k.out], task[nimg])
     macs = b.mul(nimg, i64(p.G * p.M * K * p.OH * p.OW))
     task.dispatch(b.and_(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)),
                          b.icmp_signed(">=", nimg, i64(2))))
     return True
+
+
+def igemm_layout(p: Problem, wide: bool) -> tuple[Tile, int]:
+    """The forward / input-gradient kernel's register tile and the packed weight's row
+    length: ``RM`` output channels x ``NV`` position vectors, rows padded to whole tiles;
+    or, ``by_channels``, ``RM`` positions x ``NV`` channel vectors, rows padded to whole
+    vectors."""
+    if by_channels(p):
+        return pick_tile(p.OH * p.OW, -(-p.M // p.lanes), wide, max_rm=BY_CHANNELS_RM), _mpad(p)
+    t = pick_tile(p.M, p.OH * p.qv, wide)
+    return t, -(-p.M // t.rm) * t.rm
+
+
+def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
+                              offs: ir.Value, src: ir.Value, sst: list[ir.Value],
+                              apack: ir.Value, grids: ir.Value, out: ir.Value,
+                              nimg: ir.Value) -> None:
+    """The task body when ``by_channels``: ``RM`` output positions (real ones only, in
+    row-major order) x ``NV`` vectors of output channels per tile; for each ``k`` the tile
+    broadcasts its positions' grid elements and loads ``NV`` vectors of the packed weight
+    row, and at the end stores each lane to its channel's plane."""
+    b = task.b
+    K, mp, P = p.K, _mpad(p), p.OH * p.OW
+    vec = _V(b, task.k.L.module, elt, p.lanes)
+    lo, hi = task.split(nimg)
+    grid = b.select(task.first, grids[0], grids[1])
+    cout = p.G * p.M
+    npt = -(-P // t.rm)
+    nmt = -(-mp // (t.nv * p.lanes))
+    accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+    with b.if_then(b.icmp_signed("<", lo, hi)):
+        _zero_grid(b, p, grid, elt)
+        with for_range(b, lo, hi, name="img") as nb:
+            with for_range(b, i64(0), i64(p.G), name="grp") as g:
+                _build_grid(b, p, grid, src, sst, nb, g)
+                abase = _gep(b, apack, _mul(b, g, K * mp))
+                with for_range(b, i64(0), i64(npt), name="pt") as pt:
+                    q0 = _mul(b, pt, t.rm)
+                    gpos = []
+                    for i in range(t.rm):  # past the last position: the last one again
+                        q = _add(b, q0, i64(i))
+                        q = b.select(b.icmp_signed("<", q, i64(P)), q, i64(P - 1))
+                        gpos.append(_gep(b, grid, _add(b, _mul(b, b.udiv(q, i64(p.OW)), p.wg),
+                                                       b.urem(q, i64(p.OW)))))
+                    with for_range(b, i64(0), i64(nmt), name="cmt") as mt:
+                        m0 = _mul(b, mt, t.nv * p.lanes)
+                        mcol = []
+                        for v in range(t.nv):
+                            mv = _add(b, m0, i64(v * p.lanes))
+                            mcol.append(b.select(b.icmp_signed("<", mv, i64(mp)), mv,
+                                                 i64(mp - p.lanes)))
+                        for row in accs:
+                            for acc in row:
+                                b.store(vec.zero, acc)
+                        with for_range(b, i64(0), i64(K), name="ck") as kk:
+                            off = b.load(b.gep(offs, [i64(0), kk], inbounds=True))
+                            arow = _gep(b, abase, _mul(b, kk, mp))
+                            ws = [vec.load(_gep(b, arow, c)) for c in mcol]
+                            for i in range(t.rm):
+                                xv = vec.splat(b.load(_gep(b, gpos[i], off)))
+                                for j in range(t.nv):
+                                    b.store(b.call(vec.fma, [xv, ws[j], b.load(accs[i][j])]),
+                                            accs[i][j])
+                        for i in range(t.rm):
+                            q = _add(b, q0, i64(i))
+                            with b.if_then(b.icmp_signed("<", q, i64(P))):
+                                for j in range(t.nv):
+                                    acc = b.load(accs[i][j])
+                                    for lane in range(p.lanes):
+                                        m = _add(b, m0, i64(j * p.lanes + lane))
+                                        with b.if_then(b.icmp_signed("<", m, i64(p.M))):
+                                            ch = _add(b, _mul(b, nb, cout), _mul(b, g, p.M), m)
+                                            dst = _gep(b, out, _add(b, _mul(b, ch, P), q))
+                                            b.store(b.extract_element(
+                                                acc, ir.Constant(I32, lane)), dst)
+    task.finish()
 
 
 def _igemm_images(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
@@ -684,10 +760,12 @@ def _emit_wgrad(k: Any, p: Problem) -> bool:
     if ops[0] is None or ops[1] is None:
         return False
     (xp, xst), (gp, gst) = ops
-    if not (isinstance(gst[3], ir.Constant) and gst[3].constant == 1):
+    channels = by_channels(p)
+    if not channels and not (isinstance(gst[3], ir.Constant) and gst[3].constant == 1):
         return False  # dY rows are read as vectors
     K = p.K
-    gsz = align(p.grid_elems * n.dtype.itemsize) // n.dtype.itemsize
+    it = n.dtype.itemsize
+    gsz = align(p.grid_elems * it) // it
     grids = _carve(b, k.work, 0, elt)
     offs = _offset_table(k.L.module, p, k.fn.name)
     nimg = k.sym(x_node.shape[0])
@@ -696,22 +774,148 @@ def _emit_wgrad(k: Any, p: Problem) -> bool:
     # the tile loop split in two halves of the (o, k) tile list, with the tile that
     # balances the halves best (on one thread it measured as fast as the one-thread best:
     # the shape does not change any dW element's summation order either way)
-    t = pick_tile(p.M, K, k.L.wide, max_nv=12, parts=2)
-    ntiles = -(-p.M // t.rm) * -(-K // t.nv)
+    if channels:  # taps broadcast, vectors of output channels
+        t = pick_tile(K, -(-p.M // p.lanes), k.L.wide, max_rm=BY_CHANNELS_RM, parts=2)
+        ntiles = -(-K // t.rm) * -(-p.M // (t.nv * p.lanes))
+        tsz = align(p.OH * p.OW * _mpad(p) * it) // it
+        dyt = _gep(b, grids, _mul(b, nimg, gsz))  # after every image's grid
+    else:
+        t = pick_tile(p.M, K, k.L.wide, max_nv=12, parts=2)
+        ntiles = -(-p.M // t.rm) * -(-K // t.nv)
     with for_range(b, i64(0), i64(p.G), name="grp") as g:
-        gt = _Task(k, "wgrid", [xp, *xst, grids, nimg, g])
+        extra = [gp, *gst, dyt] if channels else []
+        gt = _Task(k, "wgrid", [xp, *xst, grids, nimg, g, *extra])
         lo, hi = gt.split(gt[nimg])
         with for_range(gt.b, lo, hi, name="gimg") as nb:
             gb = _gep(gt.b, gt[grids], _mul(gt.b, nb, gsz))
             _zero_grid(gt.b, p, gb, elt)
             _build_grid(gt.b, p, gb, gt[xp], [gt[x] for x in xst], nb, gt[g])
+            if channels:
+                _transpose_dy(gt.b, p, _gep(gt.b, gt[dyt], _mul(gt.b, nb, tsz)), gt[gp],
+                              [gt[x] for x in gst], nb, gt[g], elt)
         gt.finish()
         gt.dispatch(b.and_(big, b.icmp_signed(">=", nimg, i64(2))))
-        tt = _Task(k, "wtiles", [gp, *gst, grids, k.out, nimg, g])
-        _wgrad_tiles(tt, p, t, elt, offs, gsz, tt[gp], [tt[x] for x in gst], tt[grids],
-                     tt[k.out], tt[nimg], tt[g])
+        if channels:
+            tt = _Task(k, "wtiles", [dyt, grids, k.out, nimg, g])
+            _wgrad_channel_tiles(tt, p, t, elt, offs, gsz, tsz, tt[dyt], tt[grids],
+                                 tt[k.out], tt[nimg], tt[g])
+        else:
+            tt = _Task(k, "wtiles", [gp, *gst, grids, k.out, nimg, g])
+            _wgrad_tiles(tt, p, t, elt, offs, gsz, tt[gp], [tt[x] for x in gst], tt[grids],
+                         tt[k.out], tt[nimg], tt[g])
         tt.dispatch(big if ntiles > 1 else ir.Constant(I1, 0))
     return True
+
+
+# broadcasts per step of a channel-vector tile (``by_channels``): its broadcast operand is a
+# scattered grid element, not a packed row, and tiles of more rows measured slower than the
+# model of ``pick_tile`` says (64->128 16x16 3x3 stride 2 forward, Zen 5, one thread:
+# 13x2 85 GFLOP/s, 6x4 146-157, 5x4 148, 8x3 140, 4x4 134; position vectors 93-97)
+BY_CHANNELS_RM = 8
+
+
+def by_channels(p: Problem) -> bool:
+    """Vectors over output channels instead of over output positions, in the forward /
+    input-gradient implicit GEMM (``_igemm_images_by_channels``) and the weight gradient
+    (``_wgrad_channel_tiles``): when a row's position vectors would be at most half used
+    (``OW`` of 8 in 16 lanes: ResNet's last stage) and the channels fill a vector. Measured
+    (Zen 5, one thread, batch 32, ``benchmarks.conv_shapes``), weight gradients: 128->128
+    8x8 3x3 87 -> 145 GFLOP/s, 64->128 16x16 3x3 stride 2 71 -> 160, its 1x1 63 -> 89."""
+    return p.qv * p.lanes >= 2 * p.OW and p.M >= p.lanes
+
+
+def _mpad(p: Problem) -> int:
+    """Output channels rounded up to whole vectors (the transposed ``dY``'s row length)."""
+    return -(-p.M // p.lanes) * p.lanes
+
+
+def _transpose_dy(b: ir.IRBuilder, p: Problem, dst: ir.Value, gp: ir.Value,
+                  gst: list[ir.Value], nb: ir.Value, g: ir.Value, elt: ir.Type) -> None:
+    """Image ``nb``'s ``dY`` of group ``g`` as ``[position][channel]`` (rows of ``_mpad``
+    channels, the padding zero): the channel-vector weight gradient reads a whole vector of
+    channels per position."""
+    mp = _mpad(p)
+    if mp > p.M:
+        with for_range(b, i64(0), i64(p.OH * p.OW), name="tz") as q:
+            _zero_fill(b, _gep(b, dst, _add(b, _mul(b, q, mp), i64(p.M))), mp - p.M, elt)
+    base = _mul(b, nb, gst[0])
+    with for_range(b, i64(0), i64(p.M), name="tm") as m:
+        src = _gep(b, gp, _add(b, base, _mul(b, _add(b, _mul(b, g, p.M), m), gst[1])))
+        with for_range(b, i64(0), i64(p.OH), name="toh") as oh:
+            row = _gep(b, src, _mul(b, oh, gst[2]))
+            drow = _add(b, _mul(b, oh, p.OW * mp), m)
+            for ow in range(p.OW):
+                v = b.load(_gep(b, row, _mul(b, i64(ow), gst[3])))
+                b.store(v, _gep(b, dst, _add(b, drow, i64(ow * mp))))
+
+
+def _wgrad_channel_tiles(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
+                         gsz: int, tsz: int, dyt: ir.Value, grids: ir.Value, out: ir.Value,
+                         nimg: ir.Value, g: ir.Value) -> None:
+    """The weight gradient's task body when ``by_channels``: this part's half of group ``g``'s
+    ``RK x NV`` tiles (``RK`` taps, ``NV`` vectors of output channels), in the same passes
+    over images as ``_wgrad_tiles``. For each position of each image of a pass, a tile
+    takes ``NV`` vectors of the transposed ``dY`` and ``RK`` broadcast grid elements (only
+    real positions: no lanes past ``OW``); after the pass it adds each lane to its ``dW``
+    element (the first pass stores). Each element's summation order depends on the shapes
+    only, never on the thread split."""
+    b = task.b
+    K, mp = p.K, _mpad(p)
+    vec = _V(b, task.k.L.module, elt, p.lanes)
+    accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+    nmt = -(-p.M // (t.nv * p.lanes))
+    lo, hi = task.split(i64(-(-K // t.rm) * nmt))
+    per = wgrad_pass_images(p)
+    npass = b.udiv(_add(b, nimg, i64(per - 1)), i64(per))
+    with for_range(b, i64(0), npass, name="wpass") as ps:
+        i0 = _mul(b, ps, per)
+        i1 = _add(b, i0, i64(per))
+        i1 = b.select(b.icmp_signed("<", i1, nimg), i1, nimg)
+        first = b.icmp_signed("==", ps, i64(0))
+        with for_range(b, lo, hi, name="tile") as ti:
+            k0 = _mul(b, b.udiv(ti, i64(nmt)), t.rm)
+            m0 = _mul(b, b.urem(ti, i64(nmt)), t.nv * p.lanes)
+            koff = []
+            for i in range(t.rm):
+                kk = _add(b, k0, i64(i))
+                kk = b.select(b.icmp_signed("<", kk, i64(K)), kk, i64(K - 1))
+                koff.append(b.load(b.gep(offs, [i64(0), kk], inbounds=True)))
+            # channel vectors past the last one read the previous ones again (not stored)
+            mcol = []
+            for v in range(t.nv):
+                mv = _add(b, m0, i64(v * p.lanes))
+                mcol.append(b.select(b.icmp_signed("<", mv, i64(mp)), mv, i64(mp - p.lanes)))
+            for row in accs:
+                for acc in row:
+                    b.store(vec.zero, acc)
+            with for_range(b, i0, i1, name="wimg") as nb:
+                gb = _gep(b, grids, _mul(b, nb, gsz))
+                xb = [_gep(b, gb, o) for o in koff]
+                yb = [_gep(b, dyt, _add(b, _mul(b, nb, tsz), c)) for c in mcol]
+                with for_range(b, i64(0), i64(p.OH), name="woh") as oh:
+                    with for_range(b, i64(0), i64(p.OW), name="wow") as ow:
+                        q = _add(b, _mul(b, oh, p.OW), ow)
+                        gq = _add(b, _mul(b, oh, p.wg), ow)
+                        dys = [vec.load(_gep(b, y, _mul(b, q, mp))) for y in yb]
+                        xs = [vec.splat(b.load(_gep(b, x, gq))) for x in xb]
+                        for i in range(t.rm):
+                            for j in range(t.nv):
+                                b.store(b.call(vec.fma, [xs[i], dys[j], b.load(accs[i][j])]),
+                                        accs[i][j])
+            for i in range(t.rm):
+                kk = _add(b, k0, i64(i))
+                with b.if_then(b.icmp_signed("<", kk, i64(K))):
+                    for j in range(t.nv):
+                        acc = b.load(accs[i][j])
+                        for lane in range(p.lanes):
+                            m = _add(b, m0, i64(j * p.lanes + lane))
+                            with b.if_then(b.icmp_signed("<", m, i64(p.M))):
+                                dst = _gep(b, out, _add(b, _mul(b, _add(b, _mul(b, g, p.M), m),
+                                                                K), kk))
+                                part = b.extract_element(acc, ir.Constant(I32, lane))
+                                prev = b.select(first, ir.Constant(elt, 0.0), b.load(dst))
+                                b.store(b.fadd(prev, part), dst)
+    task.finish()
 
 
 # images whose grids one pass of the weight gradient's tiles shares: every tile of the

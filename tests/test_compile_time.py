@@ -444,7 +444,13 @@ def test_tile_level_gemm_equals_o3_bit_for_bit(monkeypatch: pytest.MonkeyPatch,
 # leave partial vectors, odd phase rows and a stride-2 row whose last vector needs a mask
 _CONV_CASES = [(16, 16, 20, 3, 1, 1, 1, 1), (3, 5, 37, 3, 1, 1, 1, 1), (8, 12, 33, 3, 2, 1, 1, 1),
                (6, 10, 64, 1, 2, 0, 1, 1), (4, 6, 31, 5, 2, 2, 1, 1), (4, 4, 19, 3, 1, 2, 2, 1),
-               (8, 8, 17, 3, 2, 1, 1, 2), (2, 3, 70, 7, 2, 3, 1, 1)]
+               (8, 8, 17, 3, 2, 1, 1, 2), (2, 3, 70, 7, 2, 3, 1, 1),
+               # small images, many channels: vectors over channels (``conv.by_channels``)
+               # in the forward, the input gradient and the weight gradient; whole and
+               # partial vectors, groups, stride 2
+               (8, 32, 8, 3, 1, 1, 1, 1), (6, 20, 9, 3, 2, 1, 1, 1), (4, 12, 7, 3, 2, 1, 1, 1),
+               (16, 32, 6, 3, 1, 1, 1, 2), (8, 24, 8, 1, 2, 0, 1, 1), (4, 32, 8, 3, 1, 1, 1, 1),
+               (32, 4, 8, 3, 1, 1, 1, 1)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -41,6 +41,12 @@ def models():
         nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
         nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+    # small images with many channels: weight gradients by channel vectors
+    # (``conv.by_channels``), stride 1 and 2, a partial channel vector
+    yield "small", (16, 8, 8), np.float32, lambda: nn.Sequential(
+        nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.ReLU(),
+        nn.Conv2d(32, 40, 3, stride=2, padding=1), nn.ReLU(),
+        nn.Flatten(), nn.Linear(40 * 4 * 4, 10))
     d = gc.float64
     yield "f64", (5, 15, 15), np.float64, lambda: nn.Sequential(
         nn.Conv2d(5, 9, 3, padding=1, dtype=d), nn.ReLU(), nn.Conv2d(9, 7, 3, dtype=d),
