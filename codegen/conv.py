@@ -1120,13 +1120,26 @@ def strided_igrad(n: Node, wide: bool) -> StridedIgrad | None:
                         sh_, sw, KH, KW, phases, lanes)
 
 
-def _igrad_tile(p: StridedIgrad, wide: bool) -> Tile:
-    return pick_tile(p.M, p.positions, wide)
+def _igrad_by_channels(p: StridedIgrad) -> bool:
+    """Vectors over input channels for the strided input gradient, as ``by_channels`` for
+    the other kernels: when the widest phase's rows would fill at most half their vectors
+    (a 16x16 input at stride 2: phases of 8 columns) and the channels fill a vector."""
+    cols = max(ph.cols for ph in p.phases)
+    return -(-cols // p.lanes) * p.lanes >= 2 * cols and p.M >= p.lanes
+
+
+def _igrad_layout(p: StridedIgrad, wide: bool) -> tuple[Tile, int]:
+    """The tile and the packed weight's row length (``igemm_layout``'s rule)."""
+    if _igrad_by_channels(p):
+        rows = max(ph.rows * ph.cols for ph in p.phases)
+        return (pick_tile(rows, -(-p.M // p.lanes), wide, max_rm=BY_CHANNELS_RM),
+                -(-p.M // p.lanes) * p.lanes)
+    t = pick_tile(p.M, p.positions, wide)
+    return t, -(-p.M // t.rm) * t.rm
 
 
 def _strided_igrad_workspace(p: StridedIgrad, it: int, wide: bool) -> int:
-    t = _igrad_tile(p, wide)
-    mp = -(-p.M // t.rm) * t.rm
+    _, mp = _igrad_layout(p, wide)
     return align(p.G * sum(p.ks) * mp * it) + 2 * align(p.grid_elems * it) + ALIGN
 
 
@@ -1139,8 +1152,7 @@ def _emit_strided_igrad(k: Any, p: StridedIgrad) -> bool:
     if ops[0] is None or ops[1] is None:
         return False
     (src, sst), (wp, wst) = ops
-    t = _igrad_tile(p, k.L.wide)
-    mp = -(-p.M // t.rm) * t.rm
+    t, mp = _igrad_layout(p, k.L.wide)
     it = n.dtype.itemsize
     ktot = sum(p.ks)
     apack = _carve(b, k.work, 0, elt)
@@ -1174,8 +1186,10 @@ def _emit_strided_igrad(k: Any, p: StridedIgrad) -> bool:
 
     nimg = k.sym(n.shape[0])
     task = _Task(k, "igrad", [src, *sst, apack, *grids, k.out, nimg])
-    _strided_igrad_images(task, p, t, elt, offs, task[src], [task[x] for x in sst],
-                          task[apack], [task[x] for x in grids], task[k.out], task[nimg])
+    images = (_strided_igrad_images_by_channels if _igrad_by_channels(p)
+              else _strided_igrad_images)
+    images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
+           [task[x] for x in grids], task[k.out], task[nimg], mp)
     macs = b.mul(nimg, i64(p.G * p.M * p.S * sum(len(ph.taps) * ph.rows * ph.cols
                                                  for ph in p.phases)))
     task.dispatch(b.and_(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)),
@@ -1192,14 +1206,95 @@ def _table(mod: ir.Module, name: str, values: list[int]) -> ir.Value:
     return gv
 
 
+def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
+                                      offs: list[ir.Value], src: ir.Value,
+                                      sst: list[ir.Value], apack: ir.Value,
+                                      grids: list[ir.Value], out: ir.Value, nimg: ir.Value,
+                                      mp: int) -> None:
+    """The task body when ``_igrad_by_channels``: as ``_strided_igrad_images``, each
+    phase's GEMM with ``RM`` of its positions (real ones only) x ``NV`` vectors of input
+    channels per tile, as ``_igemm_images_by_channels``."""
+    b = task.b
+    ktot = sum(p.ks)
+    vec = _V(b, task.k.L.module, elt, p.lanes)
+    lo, hi = task.split(nimg)
+    grid = b.select(task.first, grids[0], grids[1])
+    cin = p.G * p.M
+    nmt = -(-mp // (t.nv * p.lanes))
+    accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+    with b.if_then(b.icmp_signed("<", lo, hi)):
+        _zero_fill(b, grid, p.grid_elems, elt)
+        with for_range(b, lo, hi, name="img") as nb:
+            if any(not ph.taps for ph in p.phases):
+                _zero_fill(b, _gep(b, out, _mul(b, nb, cin * p.IH * p.IW)),
+                           cin * p.IH * p.IW, elt)
+            with for_range(b, i64(0), i64(p.G), name="grp") as g:
+                _build_grid(b, p, grid, src, sst, nb, g)
+                kstart = 0
+                for ph, off_t in zip(p.phases, offs):
+                    K = p.S * len(ph.taps)
+                    abase = _gep(b, apack, _add(b, _mul(b, g, ktot * mp), i64(kstart * mp)))
+                    kstart += K
+                    if not K:
+                        continue
+                    P = ph.rows * ph.cols
+                    with for_range(b, i64(0), i64(-(-P // t.rm)), name="spt") as pt:
+                        q0 = _mul(b, pt, t.rm)
+                        gpos, qs = [], []
+                        for i in range(t.rm):  # past the last position: the last one again
+                            q = _add(b, q0, i64(i))
+                            qs.append(q)
+                            q = b.select(b.icmp_signed("<", q, i64(P)), q, i64(P - 1))
+                            r, c = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
+                            gpos.append(_gep(b, grid, _add(b, _mul(b, r, p.wg), c)))
+                        with for_range(b, i64(0), i64(nmt), name="smt") as mt:
+                            m0 = _mul(b, mt, t.nv * p.lanes)
+                            mcol = []
+                            for v in range(t.nv):
+                                mv = _add(b, m0, i64(v * p.lanes))
+                                mcol.append(b.select(b.icmp_signed("<", mv, i64(mp)), mv,
+                                                     i64(mp - p.lanes)))
+                            for row in accs:
+                                for acc in row:
+                                    b.store(vec.zero, acc)
+                            with for_range(b, i64(0), i64(K), name="sk") as kk:
+                                off = b.load(b.gep(off_t, [i64(0), kk], inbounds=True))
+                                arow = _gep(b, abase, _mul(b, kk, mp))
+                                ws = [vec.load(_gep(b, arow, c)) for c in mcol]
+                                for i in range(t.rm):
+                                    xv = vec.splat(b.load(_gep(b, gpos[i], off)))
+                                    for j in range(t.nv):
+                                        b.store(b.call(vec.fma, [xv, ws[j],
+                                                                 b.load(accs[i][j])]),
+                                                accs[i][j])
+                            for i in range(t.rm):
+                                with b.if_then(b.icmp_signed("<", qs[i], i64(P))):
+                                    r, c = b.udiv(qs[i], i64(ph.cols)), b.urem(qs[i],
+                                                                               i64(ph.cols))
+                                    ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
+                                    iw = _add(b, _mul(b, c, p.sw), i64(ph.b))
+                                    pos = _add(b, _mul(b, ih, p.IW), iw)
+                                    for j in range(t.nv):
+                                        acc = b.load(accs[i][j])
+                                        for lane in range(p.lanes):
+                                            m = _add(b, m0, i64(j * p.lanes + lane))
+                                            with b.if_then(b.icmp_signed("<", m, i64(p.M))):
+                                                ch = _add(b, _mul(b, nb, cin),
+                                                          _mul(b, g, p.M), m)
+                                                dst = _gep(b, out, _add(
+                                                    b, _mul(b, ch, p.IH * p.IW), pos))
+                                                b.store(b.extract_element(
+                                                    acc, ir.Constant(I32, lane)), dst)
+    task.finish()
+
+
 def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
                           offs: list[ir.Value], src: ir.Value, sst: list[ir.Value],
                           apack: ir.Value, grids: list[ir.Value], out: ir.Value,
-                          nimg: ir.Value) -> None:
+                          nimg: ir.Value, mp: int) -> None:
     """The task body: this part's images, each copied once into this part's grid of ``dY``,
     then every phase's GEMM, its results scattered to the phase's positions in ``dX``."""
     b = task.b
-    mp = -(-p.M // t.rm) * t.rm
     ktot = sum(p.ks)
     vec = _V(b, task.k.L.module, elt, p.lanes)
     sfx = f"v{p.lanes}{'f32' if elt == F32 else 'f64'}"
