@@ -206,6 +206,8 @@ class Lowering:
         self._helper_text: dict[str, str] = {}  # helper global name -> printed text
         self.kernel_level: dict[str, str] = {}  # kernel name -> its module's LLVM level
         self.kernels_emitted = 0
+        self.kernels_distinct = 0  # set by ``release_ir`` (``_kernel_by_text`` before)
+        self.kernels_by_key = 0
         if gemm_library:
             self.module.gemm_requests = self.gemm_requests  # type: ignore[attr-defined]
         t0 = time.perf_counter()
@@ -341,6 +343,33 @@ class Lowering:
             # returns only ERR_OK: the entry function need not test what it returns
             self._never_fails.add(fn.name)
         return fn
+
+    def release_ir(self) -> None:
+        """Drop the LLVM IR objects once the step's modules are compiled, keeping the plan,
+        the kernel names and the counts (``plan``, ``unit_names``, ``kernels_distinct``).
+
+        Why: llvmlite's IR is millions of small objects in reference cycles (an
+        instruction's block, a loop's phi), and every full collection of the garbage
+        collector walks them for as long as the step lives. Measured on ResNet-18
+        (Zen 5): 660k of the process's 760k tracked objects, a full collection 0.55 s with
+        them and 0.04 s without, in every later collection of the user's program. The
+        blocks' instruction lists are cleared first, so reference counting frees most of
+        it now instead of one long collection later. A stage that prints the IR lowers the
+        graph again (``CPUExecutable.ir_lowering``)."""
+        if self.module is None:
+            return
+        self.kernels_distinct = len(self._kernel_by_text)
+        self.kernels_by_key = len(self._kernel_by_key)
+        for v in list(self.module.globals.values()):
+            if isinstance(v, ir.Function):
+                for blk in v.blocks:
+                    blk.instructions.clear()
+                v.blocks.clear()
+        self.module.globals.clear()
+        self.module = None  # type: ignore[assignment]
+        self._kernel_by_text, self._kernel_by_key = {}, {}
+        self._text, self._helper_text = {}, {}
+        self.chunks, self._pending = [], []
 
     def module_text(self) -> str:
         """The module as LLVM assembly (``str(self.module)``, kernels printed only once)."""

@@ -60,7 +60,7 @@ def test_equal_blocks_are_emitted_once_and_train_like_eager() -> None:
         low = step.variants[0].exe.lowering
         units = len(low.plan.units())
         # one distinct kernel per distinct computation, however deep the model
-        counts[depth] = (units, len(low._kernel_by_text), len(low._kernel_by_key))
+        counts[depth] = (units, low.kernels_distinct, low.kernels_by_key)
         gc.manual_seed(0)
         eager_model = _deep_mlp(depth)
         eager_opt = optim.AdamW(eager_model.parameters(), lr=1e-2)
@@ -120,7 +120,14 @@ def test_streamed_modules_cover_the_module(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("GRAPHC_CACHE", "0")  # compiled here, not loaded
     step, _ = _compiled_step(2)
     step(*_data())
-    low = step.variants[0].exe.lowering
+    exe = step.variants[0].exe
+    assert exe.lowering.module is None  # released once compiled (Lowering.release_ir)
+    # the compile's lowering, again with what it streamed (lowering is deterministic: the
+    # test below checks that two lowerings stream the same modules)
+    streams: list[str] = []
+    low = lower_mod.Lowering(exe.graph, wide=exe.wide, gemm_library=True,
+                             on_kernels=lambda text, level: streams.append(text))
+    assert streams == low.chunks
     # what the compile streamed: every kernel defined in exactly one module
     streamed = [line.split('@"')[1].split('"')[0] for c in low.chunks
                 for line in c.splitlines() if line.startswith("define ")]
@@ -139,6 +146,9 @@ def test_streamed_modules_cover_the_module(monkeypatch: pytest.MonkeyPatch) -> N
     lower_mod.Lowering(low.graph, wide=low.wide, gemm_library=True,
                        on_kernels=lambda text, level: again.append(text))
     assert again == low.chunks and len(again) >= 1
+    # the step's IR stages lower it again; the plan stays with the released lowering
+    assert 'define i32 @"graphc_step"' in step.ir("llvm_unoptimized")
+    assert "kernels of" in step.ir("fused") and exe.lowering.module is None
 
 
 _TINY = textwrap.dedent("""
@@ -580,3 +590,31 @@ def test_gc_is_paused_during_a_compile_and_restored_after() -> None:
         assert not pygc.isenabled()
     finally:
         pygc.enable()
+
+
+@pytest.mark.parametrize("release", [True, False])
+def test_a_compiled_step_keeps_no_ir_objects(monkeypatch: pytest.MonkeyPatch,
+                                             release: bool) -> None:
+    """A compiled step drops its llvmlite IR once the objects are built
+    (``Lowering.release_ir``): kept, the IR was most of the process's tracked objects
+    (ResNet-18: 660k of 760k, each full collection of the user's program 0.55 s instead of
+    0.04 s). The step keeps the graphs, the plan and the native code: a few thousand
+    objects for this 6-block MLP, against ~25k when the IR is kept (the control case)."""
+    import gc as pygc
+
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    if not release:
+        monkeypatch.setattr(lower_mod.Lowering, "release_ir", lambda self: None)
+    first, _ = _compiled_step(6)
+    first(*_data())
+    pygc.collect()
+    before = len(pygc.get_objects())
+    step, _ = _compiled_step(6)
+    step(*_data())
+    pygc.collect()
+    kept = len(pygc.get_objects()) - before
+    if release:
+        assert kept < 12_000, kept
+        assert step.variants[0].exe.lowering.module is None
+    else:
+        assert kept > 12_000, kept  # the bound above tells the two apart

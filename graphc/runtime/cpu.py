@@ -169,6 +169,7 @@ class CPUExecutable(GuardMixin, Runtime):
             self.cache_key = cache.key(str(graph) + "\n" + layout, target)
         self._target = target
         self._lowering: Lowering | None = None
+        self._ir_lowering: Lowering | None = None
         self._mod: Any = None
         self._lib_mod: Any = None
         # the step's own object, plus the GEMM library it links against (cached separately
@@ -308,6 +309,10 @@ class CPUExecutable(GuardMixin, Runtime):
                   f"emitted, {len(low._kernel_by_text)} distinct")
         log.count("shared objects", f"{len(keys)} (GEMM tiles, kernel modules), "
                   f"{len(keys) - len(pending)} reused from memory or disk")
+        # every module is with the workers: keep the plan, not the IR objects (release_ir),
+        # freed while they compile
+        with log.phase("release IR"):
+            low.release_ir()
         with log.phase("llvm (wait)"):
             done = batch.finish()
         for j, slot in pending.items():
@@ -315,6 +320,18 @@ class CPUExecutable(GuardMixin, Runtime):
             _remember(keys[slot], done[j])
             cache.store(keys[slot], done[j])
         return done[entry], keys, [o for o in objs if o is not None]
+
+    def ir_lowering(self) -> Lowering:
+        """The lowering with its LLVM IR. The compile's own lowering released its IR once
+        the objects were built (``Lowering.release_ir``), so a stage that prints IR lowers
+        the graph again, once; lowering is deterministic, so it is the IR that was
+        compiled (``test_streamed_modules_cover_the_module``)."""
+        low = self.lowering
+        if low.module is not None:
+            return low
+        if self._ir_lowering is None:
+            self._ir_lowering = self._lower()
+        return self._ir_lowering
 
     @property
     def lib_mod(self) -> Any:
@@ -334,7 +351,7 @@ class CPUExecutable(GuardMixin, Runtime):
         from graphc.codegen.cpu import compile_module
 
         if self._mod is None:
-            self._mod = compile_module(self.lowering, self.tm)
+            self._mod = compile_module(self.ir_lowering(), self.tm)
         return self._mod
 
     def memory_report(self) -> str:
@@ -380,7 +397,7 @@ class CPUExecutable(GuardMixin, Runtime):
                 "llvm": lambda: str(self.mod) + self._lib_text(str),
                 "asm": lambda: self.tm.emit_assembly(self.mod) + self._lib_text(
                     self.tm.emit_assembly),
-                "llvm_unoptimized": lambda: str(self.lowering.module)}
+                "llvm_unoptimized": lambda: str(self.ir_lowering().module)}
 
     # -- calling --------------------------------------------------------------------------
     def bind_input(self, slot: int, arr: np.ndarray) -> None:
