@@ -77,7 +77,8 @@ The kernels form one family, registered in ``codegen.kernels`` with this module'
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -637,6 +638,7 @@ def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
     npt = -(-P // t.rm)
     nmt = -(-mp // (t.nv * p.lanes))
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+    buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
     with b.if_then(b.icmp_signed("<", lo, hi)):
         _zero_grid(b, p, grid, elt)
         with for_range(b, lo, hi, name="img") as nb:
@@ -670,19 +672,41 @@ def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
                                 for j in range(t.nv):
                                     b.store(b.call(vec.fma, [xv, ws[j], b.load(accs[i][j])]),
                                             accs[i][j])
-                        for i in range(t.rm):
-                            q = _add(b, q0, i64(i))
-                            with b.if_then(b.icmp_signed("<", q, i64(P))):
-                                for j in range(t.nv):
-                                    acc = b.load(accs[i][j])
-                                    for lane in range(p.lanes):
-                                        m = _add(b, m0, i64(j * p.lanes + lane))
-                                        with b.if_then(b.icmp_signed("<", m, i64(p.M))):
-                                            ch = _add(b, _mul(b, nb, cout), _mul(b, g, p.M), m)
-                                            dst = _gep(b, out, _add(b, _mul(b, ch, P), q))
-                                            b.store(b.extract_element(
-                                                acc, ir.Constant(I32, lane)), dst)
+                        tile = _spill(b, vec, accs, buf)
+                        with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
+                            ch = _add(b, _mul(b, nb, cout), _mul(b, g, p.M), _add(b, m0, c))
+                            dst = _gep(b, out, _add(b, _mul(b, ch, P), _add(b, q0, i)))
+                            b.store(val(tile), dst)
     task.finish()
+
+
+def _spill(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value) -> ir.Value:
+    """The ``RM x NV`` accumulators stored to ``buf`` row by row (``RM`` rows of ``NV``
+    vectors): a channel-vector tile's results go out lane by lane from there, in loops
+    instead of ``RM * NV * lanes`` stores written out (``_tile_lanes``)."""
+    p = b.bitcast(buf, vec.elt.as_pointer())
+    nv = len(accs[0])
+    for i, row in enumerate(accs):
+        for j, acc in enumerate(row):
+            b.store(b.load(acc), b.bitcast(_gep(b, p, i64((i * nv + j) * vec.lanes)),
+                                           vec.vt.as_pointer()), align=4)
+    return p
+
+
+@contextmanager
+def _tile_lanes(b: ir.IRBuilder, t: Tile, lanes: int, m0: ir.Value, M: int, r0: ir.Value,
+                R: int) -> Iterator[tuple[ir.Value, ir.Value, Callable]]:
+    """Loops over a spilled channel-vector tile's real elements: rows ``i`` with
+    ``r0 + i < R`` and channels ``c`` with ``m0 + c < M``; the body gets ``(i, c, value)``,
+    ``value(tile)`` loading the element from the spilled tile."""
+    width = t.nv * lanes
+    left = b.sub(i64(M), m0)
+    mcount = b.select(b.icmp_signed("<", left, i64(width)), left, i64(width))
+    rleft = b.sub(i64(R), r0)
+    rcount = b.select(b.icmp_signed("<", rleft, i64(t.rm)), rleft, i64(t.rm))
+    with for_range(b, i64(0), rcount, name="si") as i:
+        with for_range(b, i64(0), mcount, name="sc") as c:
+            yield i, c, lambda tile: b.load(_gep(b, tile, _add(b, _mul(b, i, width), c)))
 
 
 def _igemm_images(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
@@ -876,6 +900,7 @@ def _wgrad_channel_tiles(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: i
     K, mp = p.K, _mpad(p)
     vec = _V(b, task.k.L.module, elt, p.lanes)
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+    buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
     nmt = -(-p.M // (t.nv * p.lanes))
     lo, hi = task.split(i64(-(-K // t.rm) * nmt))
     per = wgrad_pass_images(p)
@@ -915,19 +940,13 @@ def _wgrad_channel_tiles(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: i
                             for j in range(t.nv):
                                 b.store(b.call(vec.fma, [xs[i], dys[j], b.load(accs[i][j])]),
                                         accs[i][j])
-            for i in range(t.rm):
-                kk = _add(b, k0, i64(i))
-                with b.if_then(b.icmp_signed("<", kk, i64(K))):
-                    for j in range(t.nv):
-                        acc = b.load(accs[i][j])
-                        for lane in range(p.lanes):
-                            m = _add(b, m0, i64(j * p.lanes + lane))
-                            with b.if_then(b.icmp_signed("<", m, i64(p.M))):
-                                dst = _gep(b, out, _add(b, _mul(b, _add(b, _mul(b, g, p.M), m),
-                                                                K), kk))
-                                part = b.extract_element(acc, ir.Constant(I32, lane))
-                                prev = b.select(first, ir.Constant(elt, 0.0), b.load(dst))
-                                b.store(b.fadd(prev, part), dst)
+            tile = _spill(b, vec, accs, buf)
+            with _tile_lanes(b, t, p.lanes, m0, p.M, k0, K) as (i, c, val):
+                m = _add(b, m0, c)
+                dst = _gep(b, out, _add(b, _mul(b, _add(b, _mul(b, g, p.M), m), K),
+                                        _add(b, k0, i)))
+                prev = b.select(first, ir.Constant(elt, 0.0), b.load(dst))
+                b.store(b.fadd(prev, val(tile)), dst)
     task.finish()
 
 
@@ -1235,6 +1254,7 @@ def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt
     cin = p.G * p.M
     nmt = -(-mp // (t.nv * p.lanes))
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+    buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
     with b.if_then(b.icmp_signed("<", lo, hi)):
         _zero_fill(b, grid, p.grid_elems, elt)
         with for_range(b, lo, hi, name="img") as nb:
@@ -1253,10 +1273,9 @@ def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt
                     P = ph.rows * ph.cols
                     with for_range(b, i64(0), i64(-(-P // t.rm)), name="spt") as pt:
                         q0 = _mul(b, pt, t.rm)
-                        gpos, qs = [], []
+                        gpos = []
                         for i in range(t.rm):  # past the last position: the last one again
                             q = _add(b, q0, i64(i))
-                            qs.append(q)
                             q = b.select(b.icmp_signed("<", q, i64(P)), q, i64(P - 1))
                             r, c = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
                             gpos.append(_gep(b, grid, _add(b, _mul(b, r, p.wg), c)))
@@ -1280,24 +1299,16 @@ def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt
                                         b.store(b.call(vec.fma, [xv, ws[j],
                                                                  b.load(accs[i][j])]),
                                                 accs[i][j])
-                            for i in range(t.rm):
-                                with b.if_then(b.icmp_signed("<", qs[i], i64(P))):
-                                    r, c = b.udiv(qs[i], i64(ph.cols)), b.urem(qs[i],
-                                                                               i64(ph.cols))
-                                    ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
-                                    iw = _add(b, _mul(b, c, p.sw), i64(ph.b))
-                                    pos = _add(b, _mul(b, ih, p.IW), iw)
-                                    for j in range(t.nv):
-                                        acc = b.load(accs[i][j])
-                                        for lane in range(p.lanes):
-                                            m = _add(b, m0, i64(j * p.lanes + lane))
-                                            with b.if_then(b.icmp_signed("<", m, i64(p.M))):
-                                                ch = _add(b, _mul(b, nb, cin),
-                                                          _mul(b, g, p.M), m)
-                                                dst = _gep(b, out, _add(
-                                                    b, _mul(b, ch, p.IH * p.IW), pos))
-                                                b.store(b.extract_element(
-                                                    acc, ir.Constant(I32, lane)), dst)
+                            tile = _spill(b, vec, accs, buf)
+                            with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
+                                q = _add(b, q0, i)
+                                r, col = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
+                                ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
+                                iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
+                                ch = _add(b, _mul(b, nb, cin), _mul(b, g, p.M), _add(b, m0, c))
+                                dst = _gep(b, out, _add(b, _mul(b, ch, p.IH * p.IW),
+                                                        _mul(b, ih, p.IW), iw))
+                                b.store(val(tile), dst)
     task.finish()
 
 
