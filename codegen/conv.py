@@ -655,29 +655,44 @@ def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
                                                        b.urem(q, i64(p.OW)))))
                     with for_range(b, i64(0), i64(nmt), name="cmt") as mt:
                         m0 = _mul(b, mt, t.nv * p.lanes)
-                        mcol = []
-                        for v in range(t.nv):
-                            mv = _add(b, m0, i64(v * p.lanes))
-                            mcol.append(b.select(b.icmp_signed("<", mv, i64(mp)), mv,
-                                                 i64(mp - p.lanes)))
-                        for row in accs:
-                            for acc in row:
-                                b.store(vec.zero, acc)
-                        with for_range(b, i64(0), i64(K), name="ck") as kk:
-                            off = b.load(b.gep(offs, [i64(0), kk], inbounds=True))
-                            arow = _gep(b, abase, _mul(b, kk, mp))
-                            ws = [vec.load(_gep(b, arow, c)) for c in mcol]
-                            for i in range(t.rm):
-                                xv = vec.splat(b.load(_gep(b, gpos[i], off)))
-                                for j in range(t.nv):
-                                    b.store(b.call(vec.fma, [xv, ws[j], b.load(accs[i][j])]),
-                                            accs[i][j])
+                        _channel_gemm(b, vec, accs, K, offs, abase, mp, m0, gpos)
                         tile = _spill(b, vec, accs, buf)
                         with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
                             ch = _add(b, _mul(b, nb, cout), _mul(b, g, p.M), _add(b, m0, c))
                             dst = _gep(b, out, _add(b, _mul(b, ch, P), _add(b, q0, i)))
                             b.store(val(tile), dst)
     task.finish()
+
+
+def _channel_columns(b: ir.IRBuilder, m0: ir.Value, nv: int, lanes: int,
+                     mp: int) -> list[ir.Value]:
+    """The first channel of each of a channel-vector tile's ``nv`` vectors; vectors past
+    the padded channel count ``mp`` read the last one again (their lanes are not stored)."""
+    cols = []
+    for v in range(nv):
+        mv = _add(b, m0, i64(v * lanes))
+        cols.append(b.select(b.icmp_signed("<", mv, i64(mp)), mv, i64(mp - lanes)))
+    return cols
+
+
+def _channel_gemm(b: ir.IRBuilder, vec: _V, accs: list, K: int, offs: ir.Value,
+                  abase: ir.Value, mp: int, m0: ir.Value, gpos: list[ir.Value]) -> None:
+    """A channel-vector tile's inner product: zero ``accs`` (``RM`` positions x ``NV``
+    channel vectors), then for each ``k < K`` load ``NV`` vectors of the packed weight row
+    ``abase[k*mp + m0 ...]`` and multiply-add them with each position's grid element at
+    ``gpos[i] + offs[k]``, broadcast."""
+    mcol = _channel_columns(b, m0, len(accs[0]), vec.lanes, mp)
+    for row in accs:
+        for acc in row:
+            b.store(vec.zero, acc)
+    with for_range(b, i64(0), i64(K), name="ck") as kk:
+        off = b.load(b.gep(offs, [i64(0), kk], inbounds=True))
+        arow = _gep(b, abase, _mul(b, kk, mp))
+        ws = [vec.load(_gep(b, arow, c)) for c in mcol]
+        for i, row in enumerate(accs):
+            xv = vec.splat(b.load(_gep(b, gpos[i], off)))
+            for j, acc in enumerate(row):
+                b.store(b.call(vec.fma, [xv, ws[j], b.load(acc)]), acc)
 
 
 def _spill(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value) -> ir.Value:
@@ -886,6 +901,33 @@ def _transpose_dy(b: ir.IRBuilder, p: Problem, dst: ir.Value, gp: ir.Value,
                 b.store(v, _gep(b, dst, _add(b, drow, i64(ow * mp))))
 
 
+def _wgrad_passes(b: ir.IRBuilder, p: Problem, nimg: ir.Value, lo: ir.Value,
+                  hi: ir.Value) -> Iterator[tuple[ir.Value, ir.Value, ir.Value, ir.Value]]:
+    """The weight gradient's passes over a few images at a time (``wgrad_pass_images``),
+    and inside each this part's tiles ``[lo, hi)``: yields ``(first pass, first image, end
+    image, tile)`` for a tile body to emit in the loops."""
+    per = wgrad_pass_images(p)
+    npass = b.udiv(_add(b, nimg, i64(per - 1)), i64(per))
+    with for_range(b, i64(0), npass, name="wpass") as ps:
+        i0 = _mul(b, ps, per)
+        i1 = _add(b, i0, i64(per))
+        i1 = b.select(b.icmp_signed("<", i1, nimg), i1, nimg)
+        first = b.icmp_signed("==", ps, i64(0))
+        with for_range(b, lo, hi, name="tile") as ti:
+            yield first, i0, i1, ti
+
+
+def _tap_offsets(b: ir.IRBuilder, offs: ir.Value, k0: ir.Value, n: int,
+                 K: int) -> list[ir.Value]:
+    """The grid offsets of taps ``k0 .. k0+n-1`` (past ``K``: the last tap's again)."""
+    out = []
+    for j in range(n):
+        kk = _add(b, k0, i64(j))
+        kk = b.select(b.icmp_signed("<", kk, i64(K)), kk, i64(K - 1))
+        out.append(b.load(b.gep(offs, [i64(0), kk], inbounds=True)))
+    return out
+
+
 def _wgrad_channel_tiles(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
                          gsz: int, tsz: int, dyt: ir.Value, grids: ir.Value, out: ir.Value,
                          nimg: ir.Value, g: ir.Value) -> None:
@@ -903,50 +945,35 @@ def _wgrad_channel_tiles(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: i
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
     nmt = -(-p.M // (t.nv * p.lanes))
     lo, hi = task.split(i64(-(-K // t.rm) * nmt))
-    per = wgrad_pass_images(p)
-    npass = b.udiv(_add(b, nimg, i64(per - 1)), i64(per))
-    with for_range(b, i64(0), npass, name="wpass") as ps:
-        i0 = _mul(b, ps, per)
-        i1 = _add(b, i0, i64(per))
-        i1 = b.select(b.icmp_signed("<", i1, nimg), i1, nimg)
-        first = b.icmp_signed("==", ps, i64(0))
-        with for_range(b, lo, hi, name="tile") as ti:
-            k0 = _mul(b, b.udiv(ti, i64(nmt)), t.rm)
-            m0 = _mul(b, b.urem(ti, i64(nmt)), t.nv * p.lanes)
-            koff = []
-            for i in range(t.rm):
-                kk = _add(b, k0, i64(i))
-                kk = b.select(b.icmp_signed("<", kk, i64(K)), kk, i64(K - 1))
-                koff.append(b.load(b.gep(offs, [i64(0), kk], inbounds=True)))
-            # channel vectors past the last one read the previous ones again (not stored)
-            mcol = []
-            for v in range(t.nv):
-                mv = _add(b, m0, i64(v * p.lanes))
-                mcol.append(b.select(b.icmp_signed("<", mv, i64(mp)), mv, i64(mp - p.lanes)))
-            for row in accs:
-                for acc in row:
-                    b.store(vec.zero, acc)
-            with for_range(b, i0, i1, name="wimg") as nb:
-                gb = _gep(b, grids, _mul(b, nb, gsz))
-                xb = [_gep(b, gb, o) for o in koff]
-                yb = [_gep(b, dyt, _add(b, _mul(b, nb, tsz), c)) for c in mcol]
-                with for_range(b, i64(0), i64(p.OH), name="woh") as oh:
-                    with for_range(b, i64(0), i64(p.OW), name="wow") as ow:
-                        q = _add(b, _mul(b, oh, p.OW), ow)
-                        gq = _add(b, _mul(b, oh, p.wg), ow)
-                        dys = [vec.load(_gep(b, y, _mul(b, q, mp))) for y in yb]
-                        xs = [vec.splat(b.load(_gep(b, x, gq))) for x in xb]
-                        for i in range(t.rm):
-                            for j in range(t.nv):
-                                b.store(b.call(vec.fma, [xs[i], dys[j], b.load(accs[i][j])]),
-                                        accs[i][j])
-            tile = _spill(b, vec, accs, buf)
-            with _tile_lanes(b, t, p.lanes, m0, p.M, k0, K) as (i, c, val):
-                m = _add(b, m0, c)
-                dst = _gep(b, out, _add(b, _mul(b, _add(b, _mul(b, g, p.M), m), K),
-                                        _add(b, k0, i)))
-                prev = b.select(first, ir.Constant(elt, 0.0), b.load(dst))
-                b.store(b.fadd(prev, val(tile)), dst)
+    for first, i0, i1, ti in _wgrad_passes(b, p, nimg, lo, hi):
+        k0 = _mul(b, b.udiv(ti, i64(nmt)), t.rm)
+        m0 = _mul(b, b.urem(ti, i64(nmt)), t.nv * p.lanes)
+        koff = _tap_offsets(b, offs, k0, t.rm, K)
+        mcol = _channel_columns(b, m0, t.nv, p.lanes, mp)
+        for row in accs:
+            for acc in row:
+                b.store(vec.zero, acc)
+        with for_range(b, i0, i1, name="wimg") as nb:
+            gb = _gep(b, grids, _mul(b, nb, gsz))
+            xb = [_gep(b, gb, o) for o in koff]
+            yb = [_gep(b, dyt, _add(b, _mul(b, nb, tsz), c)) for c in mcol]
+            with for_range(b, i64(0), i64(p.OH), name="woh") as oh:
+                with for_range(b, i64(0), i64(p.OW), name="wow") as ow:
+                    q = _add(b, _mul(b, oh, p.OW), ow)
+                    gq = _add(b, _mul(b, oh, p.wg), ow)
+                    dys = [vec.load(_gep(b, y, _mul(b, q, mp))) for y in yb]
+                    xs = [vec.splat(b.load(_gep(b, x, gq))) for x in xb]
+                    for i in range(t.rm):
+                        for j in range(t.nv):
+                            b.store(b.call(vec.fma, [xs[i], dys[j], b.load(accs[i][j])]),
+                                    accs[i][j])
+        tile = _spill(b, vec, accs, buf)
+        with _tile_lanes(b, t, p.lanes, m0, p.M, k0, K) as (i, c, val):
+            m = _add(b, m0, c)
+            dst = _gep(b, out, _add(b, _mul(b, _add(b, _mul(b, g, p.M), m), K),
+                                    _add(b, k0, i)))
+            prev = b.select(first, ir.Constant(elt, 0.0), b.load(dst))
+            b.store(b.fadd(prev, val(tile)), dst)
     task.finish()
 
 
@@ -982,57 +1009,46 @@ def _wgrad_tiles(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
     masks = [vec.const_mask(p.OW - v * p.lanes) for v in range(p.qv)]
     nkt = -(-K // t.nv)
     lo, hi = task.split(i64(-(-p.M // t.rm) * nkt))
-    per = wgrad_pass_images(p)
-    npass = b.udiv(_add(b, nimg, i64(per - 1)), i64(per))
-    with for_range(b, i64(0), npass, name="wpass") as ps:
-        i0 = _mul(b, ps, per)
-        i1 = _add(b, i0, i64(per))
-        i1 = b.select(b.icmp_signed("<", i1, nimg), i1, nimg)
-        first = b.icmp_signed("==", ps, i64(0))
-        with for_range(b, lo, hi, name="tile") as ti:
-            o0 = _mul(b, b.udiv(ti, i64(nkt)), t.rm)
-            k0 = _mul(b, b.urem(ti, i64(nkt)), t.nv)
-            koff = []
+    for first, i0, i1, ti in _wgrad_passes(b, p, nimg, lo, hi):
+        o0 = _mul(b, b.udiv(ti, i64(nkt)), t.rm)
+        k0 = _mul(b, b.urem(ti, i64(nkt)), t.nv)
+        koff = _tap_offsets(b, offs, k0, t.nv, K)
+        rows = []
+        for i in range(t.rm):
+            o = _add(b, o0, i64(i))
+            o = b.select(b.icmp_signed("<", o, i64(p.M)), o, i64(p.M - 1))
+            rows.append(_mul(b, _add(b, _mul(b, g, p.M), o), gst[1]))
+        for row in accs:
+            for acc in row:
+                b.store(vec.zero, acc)
+        with for_range(b, i0, i1, name="wimg") as nb:
+            gb = _gep(b, grids, _mul(b, nb, gsz))
+            xb = [_gep(b, gb, o) for o in koff]
+            yb = [_gep(b, gp, _add(b, _mul(b, nb, gst[0]), r)) for r in rows]
+            with for_range(b, i64(0), i64(p.OH), name="woh") as oh:
+                yoff = _mul(b, oh, gst[2])
+                xoff = _mul(b, oh, p.wg)
+                for v in range(p.qv):
+                    col = i64(v * p.lanes)
+                    dys = [b.call(vec.mload, [_gep(b, r, _add(b, yoff, col)), masks[v],
+                                              vec.zero]) for r in yb]
+                    xs = [b.call(vec.mload, [_gep(b, r, _add(b, xoff, col)), masks[v],
+                                             vec.zero]) for r in xb]
+                    for i in range(t.rm):
+                        for j in range(t.nv):
+                            b.store(b.call(vec.fma, [dys[i], xs[j], b.load(accs[i][j])]),
+                                    accs[i][j])
+        for i in range(t.rm):
             for j in range(t.nv):
-                kk = _add(b, k0, i64(j))
-                kk = b.select(b.icmp_signed("<", kk, i64(K)), kk, i64(K - 1))
-                koff.append(b.load(b.gep(offs, [i64(0), kk], inbounds=True)))
-            rows = []
-            for i in range(t.rm):
                 o = _add(b, o0, i64(i))
-                o = b.select(b.icmp_signed("<", o, i64(p.M)), o, i64(p.M - 1))
-                rows.append(_mul(b, _add(b, _mul(b, g, p.M), o), gst[1]))
-            for row in accs:
-                for acc in row:
-                    b.store(vec.zero, acc)
-            with for_range(b, i0, i1, name="wimg") as nb:
-                gb = _gep(b, grids, _mul(b, nb, gsz))
-                xb = [_gep(b, gb, o) for o in koff]
-                yb = [_gep(b, gp, _add(b, _mul(b, nb, gst[0]), r)) for r in rows]
-                with for_range(b, i64(0), i64(p.OH), name="woh") as oh:
-                    yoff = _mul(b, oh, gst[2])
-                    xoff = _mul(b, oh, p.wg)
-                    for v in range(p.qv):
-                        col = i64(v * p.lanes)
-                        dys = [b.call(vec.mload, [_gep(b, r, _add(b, yoff, col)), masks[v],
-                                                  vec.zero]) for r in yb]
-                        xs = [b.call(vec.mload, [_gep(b, r, _add(b, xoff, col)), masks[v],
-                                                 vec.zero]) for r in xb]
-                        for i in range(t.rm):
-                            for j in range(t.nv):
-                                b.store(b.call(vec.fma, [dys[i], xs[j], b.load(accs[i][j])]),
-                                        accs[i][j])
-            for i in range(t.rm):
-                for j in range(t.nv):
-                    o = _add(b, o0, i64(i))
-                    kk = _add(b, k0, i64(j))
-                    ok = b.and_(b.icmp_signed("<", o, i64(p.M)),
-                                b.icmp_signed("<", kk, i64(K)))
-                    with b.if_then(ok):
-                        dst = _gep(b, out, _add(b, _mul(b, _add(b, _mul(b, g, p.M), o), K), kk))
-                        part = vec.hsum(b.load(accs[i][j]))
-                        prev = b.select(first, ir.Constant(elt, 0.0), b.load(dst))
-                        b.store(b.fadd(prev, part), dst)
+                kk = _add(b, k0, i64(j))
+                ok = b.and_(b.icmp_signed("<", o, i64(p.M)),
+                            b.icmp_signed("<", kk, i64(K)))
+                with b.if_then(ok):
+                    dst = _gep(b, out, _add(b, _mul(b, _add(b, _mul(b, g, p.M), o), K), kk))
+                    part = vec.hsum(b.load(accs[i][j]))
+                    prev = b.select(first, ir.Constant(elt, 0.0), b.load(dst))
+                    b.store(b.fadd(prev, part), dst)
     task.finish()
 
 
@@ -1238,101 +1254,19 @@ def _table(mod: ir.Module, name: str, values: list[int]) -> ir.Value:
     return gv
 
 
-def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
-                                      offs: list[ir.Value], src: ir.Value,
-                                      sst: list[ir.Value], apack: ir.Value,
-                                      grids: list[ir.Value], out: ir.Value, nimg: ir.Value,
-                                      mp: int) -> None:
-    """The task body when ``_igrad_by_channels``: as ``_strided_igrad_images``, each
-    phase's GEMM with ``RM`` of its positions (real ones only) x ``NV`` vectors of input
-    channels per tile, as ``_igemm_images_by_channels``."""
+def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
+                  sst: list[ir.Value], apack: ir.Value, out: ir.Value, grids: list[ir.Value],
+                  nimg: ir.Value, mp: int, offs: list[ir.Value]) -> Iterator[tuple]:
+    """The strided input gradient's loops, shared by both task bodies: this part's images,
+    each copied once into this part's grid of ``dY`` (the positions no tap reaches zeroed),
+    then per group every phase with taps, yielded as ``(phase, its offset table, its packed
+    weight rows, K, image, group, grid)`` for the body to emit that phase's GEMM inside the
+    loops."""
     b = task.b
     ktot = sum(p.ks)
-    vec = _V(b, task.k.L.module, elt, p.lanes)
+    cin = p.G * p.M
     lo, hi = task.split(nimg)
     grid = b.select(task.first, grids[0], grids[1])
-    cin = p.G * p.M
-    nmt = -(-mp // (t.nv * p.lanes))
-    accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
-    buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
-    with b.if_then(b.icmp_signed("<", lo, hi)):
-        _zero_fill(b, grid, p.grid_elems, elt)
-        with for_range(b, lo, hi, name="img") as nb:
-            if any(not ph.taps for ph in p.phases):
-                _zero_fill(b, _gep(b, out, _mul(b, nb, cin * p.IH * p.IW)),
-                           cin * p.IH * p.IW, elt)
-            with for_range(b, i64(0), i64(p.G), name="grp") as g:
-                _build_grid(b, p, grid, src, sst, nb, g)
-                kstart = 0
-                for ph, off_t in zip(p.phases, offs):
-                    K = p.S * len(ph.taps)
-                    abase = _gep(b, apack, _add(b, _mul(b, g, ktot * mp), i64(kstart * mp)))
-                    kstart += K
-                    if not K:
-                        continue
-                    P = ph.rows * ph.cols
-                    with for_range(b, i64(0), i64(-(-P // t.rm)), name="spt") as pt:
-                        q0 = _mul(b, pt, t.rm)
-                        gpos = []
-                        for i in range(t.rm):  # past the last position: the last one again
-                            q = _add(b, q0, i64(i))
-                            q = b.select(b.icmp_signed("<", q, i64(P)), q, i64(P - 1))
-                            r, c = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
-                            gpos.append(_gep(b, grid, _add(b, _mul(b, r, p.wg), c)))
-                        with for_range(b, i64(0), i64(nmt), name="smt") as mt:
-                            m0 = _mul(b, mt, t.nv * p.lanes)
-                            mcol = []
-                            for v in range(t.nv):
-                                mv = _add(b, m0, i64(v * p.lanes))
-                                mcol.append(b.select(b.icmp_signed("<", mv, i64(mp)), mv,
-                                                     i64(mp - p.lanes)))
-                            for row in accs:
-                                for acc in row:
-                                    b.store(vec.zero, acc)
-                            with for_range(b, i64(0), i64(K), name="sk") as kk:
-                                off = b.load(b.gep(off_t, [i64(0), kk], inbounds=True))
-                                arow = _gep(b, abase, _mul(b, kk, mp))
-                                ws = [vec.load(_gep(b, arow, c)) for c in mcol]
-                                for i in range(t.rm):
-                                    xv = vec.splat(b.load(_gep(b, gpos[i], off)))
-                                    for j in range(t.nv):
-                                        b.store(b.call(vec.fma, [xv, ws[j],
-                                                                 b.load(accs[i][j])]),
-                                                accs[i][j])
-                            tile = _spill(b, vec, accs, buf)
-                            with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
-                                q = _add(b, q0, i)
-                                r, col = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
-                                ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
-                                iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
-                                ch = _add(b, _mul(b, nb, cin), _mul(b, g, p.M), _add(b, m0, c))
-                                dst = _gep(b, out, _add(b, _mul(b, ch, p.IH * p.IW),
-                                                        _mul(b, ih, p.IW), iw))
-                                b.store(val(tile), dst)
-    task.finish()
-
-
-def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
-                          offs: list[ir.Value], src: ir.Value, sst: list[ir.Value],
-                          apack: ir.Value, grids: list[ir.Value], out: ir.Value,
-                          nimg: ir.Value, mp: int) -> None:
-    """The task body: this part's images, each copied once into this part's grid of ``dY``,
-    then every phase's GEMM, its results scattered to the phase's positions in ``dX``."""
-    b = task.b
-    ktot = sum(p.ks)
-    vec = _V(b, task.k.L.module, elt, p.lanes)
-    sfx = f"v{p.lanes}{'f32' if elt == F32 else 'f64'}"
-    pvt = ir.VectorType(elt.as_pointer(), p.lanes)
-    scatter = declare(task.k.L.module, f"llvm.masked.scatter.{sfx}.v{p.lanes}p0",
-                      ir.VoidType(), [vec.vt, pvt, I32, ir.VectorType(I1, p.lanes)])
-    it = 4 if elt == F32 else 8
-    align_ = ir.Constant(I32, it)
-    lane_bytes = ir.Constant(ir.VectorType(I64, p.lanes), [i * p.sw * it for i in range(p.lanes)])
-    ivt = ir.VectorType(I64, p.lanes)
-    lo, hi = task.split(nimg)
-    grid = b.select(task.first, grids[0], grids[1])
-    cin = p.G * p.M
-    accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     with b.if_then(b.icmp_signed("<", lo, hi)):
         _zero_fill(b, grid, p.grid_elems, elt)
         with for_range(b, lo, hi, name="img") as nb:
@@ -1348,60 +1282,123 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
                     K = p.S * len(ph.taps)
                     abase = _gep(b, apack, _add(b, _mul(b, g, ktot * mp), i64(kstart * mp)))
                     kstart += K
-                    if not K:
-                        continue
-                    qv = -(-ph.cols // p.lanes)
-                    Q = ph.rows * qv
-                    nq = -(-Q // t.nv)
-                    with for_range(b, i64(0), i64(mp // t.rm), name="mt") as mi:
-                        m0 = _mul(b, mi, t.rm)
-                        with for_range(b, i64(0), i64(nq), name="qt") as qi:
-                            q0 = _mul(b, qi, t.nv)
-                            starts = []
-                            for v in range(t.nv):
-                                q = _add(b, q0, i64(v))
-                                q = b.select(b.icmp_signed("<", q, i64(Q)), q, i64(Q - 1))
-                                r, vr = b.udiv(q, i64(qv)), b.urem(q, i64(qv))
-                                starts.append(_gep(b, grid, _add(b, _mul(b, r, p.wg),
-                                                                 _mul(b, vr, p.lanes))))
-                            _accumulate(
-                                b, vec, accs, K,
-                                lambda kk, starts=starts, off_t=off_t: [vec.load(_gep(
-                                    b, st, b.load(b.gep(off_t, [i64(0), kk], inbounds=True))))
-                                    for st in starts],
-                                lambda kk, m0=m0, abase=abase: _gep(
-                                    b, abase, _add(b, _mul(b, kk, mp), m0)))
-                            for v in range(t.nv):
-                                q = _add(b, q0, i64(v))
-                                with b.if_then(b.icmp_signed("<", q, i64(Q))):
-                                    r, vr = b.udiv(q, i64(qv)), b.urem(q, i64(qv))
-                                    col = _mul(b, vr, p.lanes)
-                                    # a constant all-true mask for whole vectors: the
-                                    # scatter becomes plain stores, no lane tests
-                                    tail = ph.cols % p.lanes
-                                    mask = (vec.const_mask(p.lanes) if tail == 0
-                                            else vec.const_mask(ph.cols) if qv == 1
-                                            else vec.mask(b.sub(i64(ph.cols), col)))
-                                    ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
-                                    iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
-                                    for i in range(t.rm):
-                                        m = _add(b, m0, i64(i))
-                                        ch = _add(b, _mul(b, nb, cin), _mul(b, g, p.M), m)
-                                        base = _gep(b, out, _add(
-                                            b, _mul(b, ch, p.IH * p.IW), _mul(b, ih, p.IW), iw))
-                                        addr = b.ptrtoint(base, I64)
-                                        one = b.insert_element(ir.Constant(ivt, ir.Undefined),
-                                                               addr, ir.Constant(I32, 0))
-                                        sp = b.shuffle_vector(one, ir.Constant(ivt, ir.Undefined),
-                                                              ir.Constant(ir.VectorType(
-                                                                  I32, p.lanes), [0] * p.lanes))
-                                        ptrs = b.inttoptr(b.add(sp, lane_bytes), pvt)
-                                        args = [b.load(accs[i][v]), ptrs, align_, mask]
-                                        if p.M % t.rm:
-                                            with b.if_then(b.icmp_signed("<", m, i64(p.M))):
-                                                b.call(scatter, args)
-                                        else:
-                                            b.call(scatter, args)
+                    if K:
+                        yield ph, off_t, abase, K, nb, g, grid
+
+
+def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
+                                      offs: list[ir.Value], src: ir.Value,
+                                      sst: list[ir.Value], apack: ir.Value,
+                                      grids: list[ir.Value], out: ir.Value, nimg: ir.Value,
+                                      mp: int) -> None:
+    """The task body when ``_igrad_by_channels``: as ``_strided_igrad_images``, each
+    phase's GEMM with ``RM`` of its positions (real ones only) x ``NV`` vectors of input
+    channels per tile, as ``_igemm_images_by_channels``."""
+    b = task.b
+    vec = _V(b, task.k.L.module, elt, p.lanes)
+    cin = p.G * p.M
+    nmt = -(-mp // (t.nv * p.lanes))
+    accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+    buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
+    for ph, off_t, abase, K, nb, g, grid in _igrad_phases(task, p, elt, src, sst, apack, out,
+                                                          grids, nimg, mp, offs):
+        P = ph.rows * ph.cols
+        with for_range(b, i64(0), i64(-(-P // t.rm)), name="spt") as pt:
+            q0 = _mul(b, pt, t.rm)
+            gpos = []
+            for i in range(t.rm):  # past the last position: the last one again
+                q = _add(b, q0, i64(i))
+                q = b.select(b.icmp_signed("<", q, i64(P)), q, i64(P - 1))
+                r, c = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
+                gpos.append(_gep(b, grid, _add(b, _mul(b, r, p.wg), c)))
+            with for_range(b, i64(0), i64(nmt), name="smt") as mt:
+                m0 = _mul(b, mt, t.nv * p.lanes)
+                _channel_gemm(b, vec, accs, K, off_t, abase, mp, m0, gpos)
+                tile = _spill(b, vec, accs, buf)
+                with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
+                    q = _add(b, q0, i)
+                    r, col = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
+                    ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
+                    iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
+                    ch = _add(b, _mul(b, nb, cin), _mul(b, g, p.M), _add(b, m0, c))
+                    dst = _gep(b, out, _add(b, _mul(b, ch, p.IH * p.IW),
+                                            _mul(b, ih, p.IW), iw))
+                    b.store(val(tile), dst)
+    task.finish()
+
+
+def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
+                          offs: list[ir.Value], src: ir.Value, sst: list[ir.Value],
+                          apack: ir.Value, grids: list[ir.Value], out: ir.Value,
+                          nimg: ir.Value, mp: int) -> None:
+    """The task body: this part's images, each copied once into this part's grid of ``dY``,
+    then every phase's GEMM, its results scattered to the phase's positions in ``dX``."""
+    b = task.b
+    vec = _V(b, task.k.L.module, elt, p.lanes)
+    sfx = f"v{p.lanes}{'f32' if elt == F32 else 'f64'}"
+    pvt = ir.VectorType(elt.as_pointer(), p.lanes)
+    scatter = declare(task.k.L.module, f"llvm.masked.scatter.{sfx}.v{p.lanes}p0",
+                      ir.VoidType(), [vec.vt, pvt, I32, ir.VectorType(I1, p.lanes)])
+    it = 4 if elt == F32 else 8
+    align_ = ir.Constant(I32, it)
+    lane_bytes = ir.Constant(ir.VectorType(I64, p.lanes), [i * p.sw * it for i in range(p.lanes)])
+    ivt = ir.VectorType(I64, p.lanes)
+    cin = p.G * p.M
+    accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+    for ph, off_t, abase, K, nb, g, grid in _igrad_phases(task, p, elt, src, sst, apack, out,
+                                                          grids, nimg, mp, offs):
+        qv = -(-ph.cols // p.lanes)
+        Q = ph.rows * qv
+        nq = -(-Q // t.nv)
+        with for_range(b, i64(0), i64(mp // t.rm), name="mt") as mi:
+            m0 = _mul(b, mi, t.rm)
+            with for_range(b, i64(0), i64(nq), name="qt") as qi:
+                q0 = _mul(b, qi, t.nv)
+                starts = []
+                for v in range(t.nv):
+                    q = _add(b, q0, i64(v))
+                    q = b.select(b.icmp_signed("<", q, i64(Q)), q, i64(Q - 1))
+                    r, vr = b.udiv(q, i64(qv)), b.urem(q, i64(qv))
+                    starts.append(_gep(b, grid, _add(b, _mul(b, r, p.wg),
+                                                     _mul(b, vr, p.lanes))))
+                _accumulate(
+                    b, vec, accs, K,
+                    lambda kk, starts=starts, off_t=off_t: [vec.load(_gep(
+                        b, st, b.load(b.gep(off_t, [i64(0), kk], inbounds=True))))
+                        for st in starts],
+                    lambda kk, m0=m0, abase=abase: _gep(
+                        b, abase, _add(b, _mul(b, kk, mp), m0)))
+                for v in range(t.nv):
+                    q = _add(b, q0, i64(v))
+                    with b.if_then(b.icmp_signed("<", q, i64(Q))):
+                        r, vr = b.udiv(q, i64(qv)), b.urem(q, i64(qv))
+                        col = _mul(b, vr, p.lanes)
+                        # a constant all-true mask for whole vectors: the
+                        # scatter becomes plain stores, no lane tests
+                        tail = ph.cols % p.lanes
+                        mask = (vec.const_mask(p.lanes) if tail == 0
+                                else vec.const_mask(ph.cols) if qv == 1
+                                else vec.mask(b.sub(i64(ph.cols), col)))
+                        ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
+                        iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
+                        for i in range(t.rm):
+                            m = _add(b, m0, i64(i))
+                            ch = _add(b, _mul(b, nb, cin), _mul(b, g, p.M), m)
+                            base = _gep(b, out, _add(
+                                b, _mul(b, ch, p.IH * p.IW), _mul(b, ih, p.IW), iw))
+                            addr = b.ptrtoint(base, I64)
+                            one = b.insert_element(ir.Constant(ivt, ir.Undefined),
+                                                   addr, ir.Constant(I32, 0))
+                            sp = b.shuffle_vector(one, ir.Constant(ivt, ir.Undefined),
+                                                  ir.Constant(ir.VectorType(
+                                                      I32, p.lanes), [0] * p.lanes))
+                            ptrs = b.inttoptr(b.add(sp, lane_bytes), pvt)
+                            args = [b.load(accs[i][v]), ptrs, align_, mask]
+                            if p.M % t.rm:
+                                with b.if_then(b.icmp_signed("<", m, i64(p.M))):
+                                    b.call(scatter, args)
+                            else:
+                                b.call(scatter, args)
     task.finish()
 
 
