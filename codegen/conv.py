@@ -448,15 +448,20 @@ def _copy_row(b: ir.IRBuilder, lanes: int, dst: ir.Value, src: ir.Value, n: int,
 
 
 
+def _zero_accs(b: ir.IRBuilder, vec: _V, accs: list) -> None:
+    """Zero a register tile's accumulator slots."""
+    for row in accs:
+        for acc in row:
+            b.store(vec.zero, acc)
+
+
 def _accumulate(b: ir.IRBuilder, vec: _V, accs: list, K: Any, bvecs: Callable,
                 arow: Callable) -> None:
     """The register tile's inner product: zero ``accs`` (``RM x NV`` vector slots), then for
     each ``k < K`` broadcast the ``RM`` values at ``arow(k)`` and multiply-add them with the
     ``NV`` vectors ``bvecs(k)``. Shared by the implicit GEMM, the strided input gradient's
     phases and the Winograd GEMMs."""
-    for row in accs:
-        for acc in row:
-            b.store(vec.zero, acc)
+    _zero_accs(b, vec, accs)
     with for_range(b, i64(0), K if isinstance(K, ir.Value) else i64(K), name="kk") as kk:
         bvs = bvecs(kk)
         ap = arow(kk)
@@ -632,36 +637,65 @@ def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
     b = task.b
     K, mp, P = p.K, _mpad(p), p.OH * p.OW
     vec = _V(b, task.k.L.module, elt, p.lanes)
-    lo, hi = task.split(nimg)
-    grid = b.select(task.first, grids[0], grids[1])
     cout = p.G * p.M
-    npt = -(-P // t.rm)
-    nmt = -(-mp // (t.nv * p.lanes))
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
+    for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, nimg, mp):
+        for q0, m0, tile in _channel_tiles(b, vec, accs, buf, K, offs, abase, mp, grid, P,
+                                           p.OW, p.wg):
+            with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
+                ch = _add(b, _mul(b, nb, cout), _mul(b, g, p.M), _add(b, m0, c))
+                dst = _gep(b, out, _add(b, _mul(b, ch, P), _add(b, q0, i)))
+                b.store(val(tile), dst)
+    task.finish()
+
+
+def _igemm_groups(task: _Task, p: Problem, elt: ir.Type, src: ir.Value, sst: list[ir.Value],
+                  apack: ir.Value, grids: list[ir.Value], nimg: ir.Value,
+                  mp: int) -> Iterator[tuple[ir.Value, ir.Value, ir.Value, ir.Value]]:
+    """The implicit GEMM's loops, shared by both task bodies: this part's images, each
+    group copied into this part's grid; yields ``(image, group, grid, the group's packed
+    weight rows)`` for the body to emit its tiles in."""
+    b = task.b
+    lo, hi = task.split(nimg)
+    grid = b.select(task.first, grids[0], grids[1])
     with b.if_then(b.icmp_signed("<", lo, hi)):
         _zero_grid(b, p, grid, elt)
         with for_range(b, lo, hi, name="img") as nb:
             with for_range(b, i64(0), i64(p.G), name="grp") as g:
                 _build_grid(b, p, grid, src, sst, nb, g)
-                abase = _gep(b, apack, _mul(b, g, K * mp))
-                with for_range(b, i64(0), i64(npt), name="pt") as pt:
-                    q0 = _mul(b, pt, t.rm)
-                    gpos = []
-                    for i in range(t.rm):  # past the last position: the last one again
-                        q = _add(b, q0, i64(i))
-                        q = b.select(b.icmp_signed("<", q, i64(P)), q, i64(P - 1))
-                        gpos.append(_gep(b, grid, _add(b, _mul(b, b.udiv(q, i64(p.OW)), p.wg),
-                                                       b.urem(q, i64(p.OW)))))
-                    with for_range(b, i64(0), i64(nmt), name="cmt") as mt:
-                        m0 = _mul(b, mt, t.nv * p.lanes)
-                        _channel_gemm(b, vec, accs, K, offs, abase, mp, m0, gpos)
-                        tile = _spill(b, vec, accs, buf)
-                        with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
-                            ch = _add(b, _mul(b, nb, cout), _mul(b, g, p.M), _add(b, m0, c))
-                            dst = _gep(b, out, _add(b, _mul(b, ch, P), _add(b, q0, i)))
-                            b.store(val(tile), dst)
-    task.finish()
+                yield nb, g, grid, _gep(b, apack, _mul(b, g, p.K * mp))
+
+
+def _grid_starts(b: ir.IRBuilder, grid: ir.Value, q0: ir.Value, n: int, Q: int,
+                 per_row: int, wg: int, step: int) -> list[ir.Value]:
+    """Grid pointers of a tile's ``n`` items ``q0 .. q0+n-1`` of ``Q`` (items past the last
+    one: the last one again, their results are not stored), ``per_row`` items to a grid
+    row of ``wg`` elements, ``step`` elements apart: vectors of positions (``step`` =
+    lanes) or single positions (``step`` = 1, the channel-vector tiles)."""
+    out = []
+    for i in range(n):
+        q = _add(b, q0, i64(i))
+        q = b.select(b.icmp_signed("<", q, i64(Q)), q, i64(Q - 1))
+        r, c = b.udiv(q, i64(per_row)), b.urem(q, i64(per_row))
+        out.append(_gep(b, grid, _add(b, _mul(b, r, wg), c if step == 1 else _mul(b, c, step))))
+    return out
+
+
+def _channel_tiles(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value, K: int,
+                   offs: ir.Value, abase: ir.Value, mp: int, grid: ir.Value, P: int,
+                   per_row: int, wg: int) -> Iterator[tuple[ir.Value, ir.Value, ir.Value]]:
+    """The channel-vector tiles over ``P`` positions (``per_row`` to a grid row of ``wg``)
+    and ``mp`` padded channels: each tile's inner product (``_channel_gemm``), spilled;
+    yields ``(first position, first channel, spilled tile)`` for the caller's stores."""
+    rm, nv = len(accs), len(accs[0])
+    with for_range(b, i64(0), i64(-(-P // rm)), name="cpt") as pt:
+        q0 = _mul(b, pt, rm)
+        gpos = _grid_starts(b, grid, q0, rm, P, per_row, wg, 1)
+        with for_range(b, i64(0), i64(-(-mp // (nv * vec.lanes))), name="cmt") as mt:
+            m0 = _mul(b, mt, nv * vec.lanes)
+            _channel_gemm(b, vec, accs, K, offs, abase, mp, m0, gpos)
+            yield q0, m0, _spill(b, vec, accs, buf)
 
 
 def _channel_columns(b: ir.IRBuilder, m0: ir.Value, nv: int, lanes: int,
@@ -682,9 +716,7 @@ def _channel_gemm(b: ir.IRBuilder, vec: _V, accs: list, K: int, offs: ir.Value,
     ``abase[k*mp + m0 ...]`` and multiply-add them with each position's grid element at
     ``gpos[i] + offs[k]``, broadcast."""
     mcol = _channel_columns(b, m0, len(accs[0]), vec.lanes, mp)
-    for row in accs:
-        for acc in row:
-            b.store(vec.zero, acc)
+    _zero_accs(b, vec, accs)
     with for_range(b, i64(0), i64(K), name="ck") as kk:
         off = b.load(b.gep(offs, [i64(0), kk], inbounds=True))
         arow = _gep(b, abase, _mul(b, kk, mp))
@@ -733,70 +765,59 @@ def _igemm_images(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value
     K = p.K
     mp = -(-p.M // t.rm) * t.rm
     vec = _V(b, task.k.L.module, elt, p.lanes)
-    lo, hi = task.split(nimg)
-    grid = b.select(task.first, grids[0], grids[1])
     Q = p.OH * p.qv
     nq = -(-Q // t.nv)
     cout = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
-    with b.if_then(b.icmp_signed("<", lo, hi)):
-        _zero_grid(b, p, grid, elt)
-        with for_range(b, lo, hi, name="img") as nb:
-            with for_range(b, i64(0), i64(p.G), name="grp") as g:
-                _build_grid(b, p, grid, src, sst, nb, g)
-                abase = _gep(b, apack, _mul(b, g, K * mp))
-                with for_range(b, i64(0), i64(mp // t.rm), name="mt") as mi:
-                    m0 = _mul(b, mi, t.rm)
-                    with for_range(b, i64(0), i64(nq), name="qt") as qi:
-                        q0 = _mul(b, qi, t.nv)
-                        starts = []
-                        for v in range(t.nv):
-                            q = _add(b, q0, i64(v))
-                            q = b.select(b.icmp_signed("<", q, i64(Q)), q, i64(Q - 1))
-                            oh, vr = b.udiv(q, i64(p.qv)), b.urem(q, i64(p.qv))
-                            starts.append(_gep(b, grid, _add(b, _mul(b, oh, p.wg),
-                                                             _mul(b, vr, p.lanes))))
-                        _accumulate(
-                            b, vec, accs, K,
-                            lambda kk, starts=starts: [vec.load(_gep(b, st, b.load(b.gep(
-                                offs, [i64(0), kk], inbounds=True)))) for st in starts],
-                            lambda kk, m0=m0: _gep(b, abase, _add(b, _mul(b, kk, mp), m0)))
-                        for v in range(t.nv):
-                            q = _add(b, q0, i64(v))
-                            with b.if_then(b.icmp_signed("<", q, i64(Q))):
-                                oh, vr = b.udiv(q, i64(p.qv)), b.urem(q, i64(p.qv))
-                                col = _mul(b, vr, p.lanes)
-                                # plain stores for whole vectors: a masked store costs
-                                # far more than a store on some x86 cores (AMD's
-                                # vmaskmovps), a sixth of a 16-channel layer's time
-                                tail = p.OW % p.lanes
-                                full = vec.const_mask(p.lanes)
+    for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, nimg, mp):
+        with for_range(b, i64(0), i64(mp // t.rm), name="mt") as mi:
+            m0 = _mul(b, mi, t.rm)
+            with for_range(b, i64(0), i64(nq), name="qt") as qi:
+                q0 = _mul(b, qi, t.nv)
+                starts = _grid_starts(b, grid, q0, t.nv, Q, p.qv, p.wg, p.lanes)
+                _accumulate(
+                    b, vec, accs, K,
+                    lambda kk, starts=starts: [vec.load(_gep(b, st, b.load(b.gep(
+                        offs, [i64(0), kk], inbounds=True)))) for st in starts],
+                    lambda kk, m0=m0, abase=abase: _gep(b, abase,
+                                                        _add(b, _mul(b, kk, mp), m0)))
+                for v in range(t.nv):
+                    q = _add(b, q0, i64(v))
+                    with b.if_then(b.icmp_signed("<", q, i64(Q))):
+                        oh, vr = b.udiv(q, i64(p.qv)), b.urem(q, i64(p.qv))
+                        col = _mul(b, vr, p.lanes)
+                        # plain stores for whole vectors: a masked store costs
+                        # far more than a store on some x86 cores (AMD's
+                        # vmaskmovps), a sixth of a 16-channel layer's time
+                        tail = p.OW % p.lanes
+                        full = vec.const_mask(p.lanes)
 
-                                def put(mask: ir.Value, oh: ir.Value = oh,
-                                        col: ir.Value = col, v: int = v) -> None:
-                                    for i in range(t.rm):
-                                        m = _add(b, m0, i64(i))
-                                        ch = _add(b, _mul(b, nb, cout), _mul(b, g, p.M), m)
-                                        dst = _gep(b, out, _add(b, _mul(b, ch, p.OH * p.OW),
-                                                                _mul(b, oh, p.OW), col))
-                                        if p.M % t.rm:
-                                            with b.if_then(b.icmp_signed("<", m, i64(p.M))):
-                                                b.call(vec.mstore, [b.load(accs[i][v]), dst,
-                                                                    mask])
-                                        else:
-                                            b.call(vec.mstore, [b.load(accs[i][v]), dst, mask])
-
-                                if tail == 0:
-                                    put(full)
-                                elif p.qv == 1:
-                                    put(vec.const_mask(tail))
+                        def put(mask: ir.Value, oh: ir.Value = oh, col: ir.Value = col,
+                                v: int = v, m0: ir.Value = m0, nb: ir.Value = nb,
+                                g: ir.Value = g) -> None:
+                            for i in range(t.rm):
+                                m = _add(b, m0, i64(i))
+                                ch = _add(b, _mul(b, nb, cout), _mul(b, g, p.M), m)
+                                dst = _gep(b, out, _add(b, _mul(b, ch, p.OH * p.OW),
+                                                        _mul(b, oh, p.OW), col))
+                                if p.M % t.rm:
+                                    with b.if_then(b.icmp_signed("<", m, i64(p.M))):
+                                        b.call(vec.mstore, [b.load(accs[i][v]), dst,
+                                                            mask])
                                 else:
-                                    last = b.icmp_signed("==", vr, i64(p.qv - 1))
-                                    with b.if_else(last) as (then, otherwise):
-                                        with then:
-                                            put(vec.const_mask(tail))
-                                        with otherwise:
-                                            put(full)
+                                    b.call(vec.mstore, [b.load(accs[i][v]), dst, mask])
+
+                        if tail == 0:
+                            put(full)
+                        elif p.qv == 1:
+                            put(vec.const_mask(tail))
+                        else:
+                            last = b.icmp_signed("==", vr, i64(p.qv - 1))
+                            with b.if_else(last) as (then, otherwise):
+                                with then:
+                                    put(vec.const_mask(tail))
+                                with otherwise:
+                                    put(full)
     task.finish()
 
 
@@ -950,9 +971,7 @@ def _wgrad_channel_tiles(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: i
         m0 = _mul(b, b.urem(ti, i64(nmt)), t.nv * p.lanes)
         koff = _tap_offsets(b, offs, k0, t.rm, K)
         mcol = _channel_columns(b, m0, t.nv, p.lanes, mp)
-        for row in accs:
-            for acc in row:
-                b.store(vec.zero, acc)
+        _zero_accs(b, vec, accs)
         with for_range(b, i0, i1, name="wimg") as nb:
             gb = _gep(b, grids, _mul(b, nb, gsz))
             xb = [_gep(b, gb, o) for o in koff]
@@ -1018,9 +1037,7 @@ def _wgrad_tiles(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
             o = _add(b, o0, i64(i))
             o = b.select(b.icmp_signed("<", o, i64(p.M)), o, i64(p.M - 1))
             rows.append(_mul(b, _add(b, _mul(b, g, p.M), o), gst[1]))
-        for row in accs:
-            for acc in row:
-                b.store(vec.zero, acc)
+        _zero_accs(b, vec, accs)
         with for_range(b, i0, i1, name="wimg") as nb:
             gb = _gep(b, grids, _mul(b, nb, gsz))
             xb = [_gep(b, gb, o) for o in koff]
@@ -1297,33 +1314,22 @@ def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt
     b = task.b
     vec = _V(b, task.k.L.module, elt, p.lanes)
     cin = p.G * p.M
-    nmt = -(-mp // (t.nv * p.lanes))
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
     for ph, off_t, abase, K, nb, g, grid in _igrad_phases(task, p, elt, src, sst, apack, out,
                                                           grids, nimg, mp, offs):
         P = ph.rows * ph.cols
-        with for_range(b, i64(0), i64(-(-P // t.rm)), name="spt") as pt:
-            q0 = _mul(b, pt, t.rm)
-            gpos = []
-            for i in range(t.rm):  # past the last position: the last one again
-                q = _add(b, q0, i64(i))
-                q = b.select(b.icmp_signed("<", q, i64(P)), q, i64(P - 1))
-                r, c = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
-                gpos.append(_gep(b, grid, _add(b, _mul(b, r, p.wg), c)))
-            with for_range(b, i64(0), i64(nmt), name="smt") as mt:
-                m0 = _mul(b, mt, t.nv * p.lanes)
-                _channel_gemm(b, vec, accs, K, off_t, abase, mp, m0, gpos)
-                tile = _spill(b, vec, accs, buf)
-                with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
-                    q = _add(b, q0, i)
-                    r, col = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
-                    ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
-                    iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
-                    ch = _add(b, _mul(b, nb, cin), _mul(b, g, p.M), _add(b, m0, c))
-                    dst = _gep(b, out, _add(b, _mul(b, ch, p.IH * p.IW),
-                                            _mul(b, ih, p.IW), iw))
-                    b.store(val(tile), dst)
+        for q0, m0, tile in _channel_tiles(b, vec, accs, buf, K, off_t, abase, mp, grid, P,
+                                           ph.cols, p.wg):
+            with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
+                q = _add(b, q0, i)
+                r, col = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
+                ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
+                iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
+                ch = _add(b, _mul(b, nb, cin), _mul(b, g, p.M), _add(b, m0, c))
+                dst = _gep(b, out, _add(b, _mul(b, ch, p.IH * p.IW),
+                                        _mul(b, ih, p.IW), iw))
+                b.store(val(tile), dst)
     task.finish()
 
 
@@ -1354,13 +1360,7 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
             m0 = _mul(b, mi, t.rm)
             with for_range(b, i64(0), i64(nq), name="qt") as qi:
                 q0 = _mul(b, qi, t.nv)
-                starts = []
-                for v in range(t.nv):
-                    q = _add(b, q0, i64(v))
-                    q = b.select(b.icmp_signed("<", q, i64(Q)), q, i64(Q - 1))
-                    r, vr = b.udiv(q, i64(qv)), b.urem(q, i64(qv))
-                    starts.append(_gep(b, grid, _add(b, _mul(b, r, p.wg),
-                                                     _mul(b, vr, p.lanes))))
+                starts = _grid_starts(b, grid, q0, t.nv, Q, qv, p.wg, p.lanes)
                 _accumulate(
                     b, vec, accs, K,
                     lambda kk, starts=starts, off_t=off_t: [vec.load(_gep(

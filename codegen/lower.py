@@ -206,8 +206,7 @@ class Lowering:
         self._helper_text: dict[str, str] = {}  # helper global name -> printed text
         self.kernel_level: dict[str, str] = {}  # kernel name -> its module's LLVM level
         self.kernels_emitted = 0
-        self.kernels_distinct = 0  # set by ``release_ir`` (``_kernel_by_text`` before)
-        self.kernels_by_key = 0
+        self._released_counts: tuple[int, int] | None = None  # ``release_ir``
         if gemm_library:
             self.module.gemm_requests = self.gemm_requests  # type: ignore[attr-defined]
         t0 = time.perf_counter()
@@ -344,6 +343,18 @@ class Lowering:
             self._never_fails.add(fn.name)
         return fn
 
+    @property
+    def kernels_distinct(self) -> int:
+        """Kernels emitted with code of their own (equal ones merged, ``_dedup``)."""
+        rc = self._released_counts
+        return len(self._kernel_by_text) if rc is None else rc[0]
+
+    @property
+    def kernels_by_key(self) -> int:
+        """Kernels reusable by key (``_kernel_key``): emitted once, called again."""
+        rc = self._released_counts
+        return len(self._kernel_by_key) if rc is None else rc[1]
+
     def release_ir(self) -> None:
         """Drop the LLVM IR objects once the step's modules are compiled, keeping the plan,
         the kernel names and the counts (``plan``, ``unit_names``, ``kernels_distinct``).
@@ -358,8 +369,7 @@ class Lowering:
         graph again (``CPUExecutable.ir_lowering``)."""
         if self.module is None:
             return
-        self.kernels_distinct = len(self._kernel_by_text)
-        self.kernels_by_key = len(self._kernel_by_key)
+        self._released_counts = (self.kernels_distinct, self.kernels_by_key)
         for v in list(self.module.globals.values()):
             if isinstance(v, ir.Function):
                 for blk in v.blocks:

@@ -306,7 +306,7 @@ class CPUExecutable(GuardMixin, Runtime):
         for name, seconds in low.timings.items():
             log.add(name, seconds)
         log.count("kernels", f"{len(low.plan.units())} in the step, {low.kernels_emitted} "
-                  f"emitted, {len(low._kernel_by_text)} distinct")
+                  f"emitted, {low.kernels_distinct} distinct")
         log.count("shared objects", f"{len(keys)} (GEMM tiles, kernel modules), "
                   f"{len(keys) - len(pending)} reused from memory or disk")
         # every module is with the workers: keep the plan, not the IR objects (release_ir),
