@@ -296,8 +296,8 @@ def test_symbolic_sizes_that_cannot_split() -> None:
     lambda m: m.triu_indices(3, 3, 1), lambda m: m.triu_indices(2, 5, -1),
     lambda m: m.full_like(m.zeros(2, 3), 4.5), lambda m: m.full_like(m.zeros(2, dtype=m.int64), 3),
     lambda m: m.empty(2, 3).shape and m.zeros(2, 3, device="cpu"),
-    lambda m: m.empty_like(m.ones(2, 3)).zero_(),
-    lambda m: m.arange(5, device="cpu"),  # empty_like's memory may hold NaN, so zero_ it
+    lambda m: m.empty_like(m.ones(2, 3)).zero_(),  # its memory may hold NaN, so not * 0
+    lambda m: m.arange(5, device="cpu"),
     lambda m: m.ones(2, device="cpu"), lambda m: m.full((2,), 1.5, device="cpu"),
     lambda m: m.zeros_like(m.ones(2), device="cpu"), lambda m: m.ones_like(m.ones(2),
                                                                            device="cpu"),
