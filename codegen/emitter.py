@@ -320,7 +320,7 @@ class KernelEmitter:
     def map_index(self, n: Node, idx: list[ir.Value]) -> list[ir.Value]:
         """Index into ``n.inputs[0]`` for index ``idx`` of view node ``n``."""
         src = n.inputs[0].shape
-        if n.op == "detach":
+        if n.op in ("detach", "affine_norm"):
             return idx
         if n.op == "slice":
             out = []

@@ -16,7 +16,8 @@ from graphc.ir import Node
 from graphc.ir import shapes as sh
 
 # movement ops: never a kernel of their own unless they are a root, always an index remap
-VIEW_OPS = ("reshape", "permute", "expand", "detach", "slice", "pad")
+# affine_norm is its value (input 0) once differentiated; the simplify pass removes it
+VIEW_OPS = ("reshape", "permute", "expand", "detach", "slice", "pad", "affine_norm")
 
 
 def contiguous_strides(shape: tuple) -> list[Any]:
@@ -32,7 +33,7 @@ def strided_view(n: Node, is_buffer: Any) -> tuple[Node, list[Any]] | None:
     """(buffer node, element strides) if ``n`` is a buffer seen through views, else None."""
     if is_buffer(n):
         return n, contiguous_strides(n.shape)
-    if n.op == "detach":
+    if n.op in ("detach", "affine_norm"):
         return strided_view(n.inputs[0], is_buffer)
     if n.op not in ("reshape", "permute", "expand"):
         return None

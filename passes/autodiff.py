@@ -227,6 +227,50 @@ def _conv2d_weight_grad(b, n, g):
             b.op("conv2d", (x, g), **a)]
 
 
+@_rule("affine_norm")
+def _affine_norm(b, n, g):
+    """``y = (x - mean) * invstd * w + b`` over ``axes``, differentiated as a whole, as
+    PyTorch's batch-norm and layer-norm backward kernels do:
+
+        dxhat = g * w,  s1 = sum(dxhat),  s2 = sum(dxhat * (x - mean))    (over ``axes``)
+        dx = (dxhat - (x - mean) * s2 * invstd^2 / N - s1 / N) * invstd
+        dw = sum(g * (x - mean) * invstd),  db = sum(g)                     (to w's, b's shape)
+
+    Rule by rule, the same derivative costs a reduction over a materialised ``d(x - mean)``
+    and a pass subtracting its mean, and stores ``(x - mean) * invstd`` for ``dw``; here it is
+    two reductions over ``g`` and ``x`` and one elementwise pass. Where ``w`` is constant along
+    ``axes`` (batch norm: one weight per channel) it is a factor of the sums: ``s1`` is
+    then ``db`` and ``s2 * invstd`` is ``dw`` (``wshape``: the shape ``w`` broadcasts from)."""
+    _, x, mean, invstd, count = n.inputs[:5]
+    a = n.attrs
+    axes, shape, stat = tuple(a["axes"]), x.shape, mean.shape
+    params = iter(n.inputs[5:])
+    w = next(params) if a["weight"] else None
+    bias = next(params) if a["bias"] else None
+    wshape = (1,) * (len(shape) - len(a["wshape"])) + tuple(a["wshape"])  # x's rank
+    per_channel = all(sh.same(wshape[i], 1) for i in axes)
+    xmu = b.sub(x, b.expand(mean, shape))
+    n_ = b.expand(b.reshape(count, (1,) * len(shape)), stat)
+    dxhat, scale = g, invstd
+    if w is not None and per_channel:
+        scale = b.mul(invstd, b.broadcast_to(b.reshape(w, wshape), stat))
+    elif w is not None:
+        dxhat = b.mul(g, b.broadcast_to(b.reshape(w, wshape), shape))
+    s1 = b.op("sum", (dxhat,), axes=axes)
+    s2 = b.op("sum", (b.mul(dxhat, xmu),), axes=axes)
+    k = b.div(b.mul(b.mul(s2, invstd), invstd), n_)
+    dx = b.mul(b.sub(b.sub(dxhat, b.mul(xmu, b.expand(k, shape))), b.expand(b.div(s1, n_), shape)),
+               b.expand(scale, shape))
+    out: list[Node | None] = [None, dx, None, None, None]
+    if w is not None:
+        xhat_g = (b.mul(s2, invstd) if per_channel
+                  else b.mul(g, b.mul(xmu, b.expand(invstd, shape))))
+        out.append(b.reshape(b.sum_to(xhat_g, wshape), w.shape))
+    if bias is not None:
+        out.append(b.reshape(b.sum_to(s1 if per_channel else g, wshape), bias.shape))
+    return out
+
+
 @_rule("scan", "scan_out")
 def _loop(b, n, g):
     # a scan's results are a tuple: ``vjp`` gathers the cotangents of its scan_out nodes

@@ -45,7 +45,7 @@ def _rewrite(b: Builder, n: Node, ins: list[Node]) -> Node:
         return b.permute(x, perm)
     elif op == "expand":
         return b.expand(ins[0], n.shape)
-    elif op == "detach":
+    elif op in ("detach", "affine_norm"):  # differentiated already: only the value is left
         return ins[0]
     elif op == "where" and ins[0].op == "const":
         return ins[1] if ins[0].attrs["value"] else ins[2]

@@ -30,6 +30,7 @@ from graphc import tensor_ops as T
 from graphc.ir import dtypes as dt
 from graphc.ir import ops
 from graphc.ir.elementwise import ELEMENTWISE
+from graphc.nn import functional as F
 from graphc.tensor import Tensor, builder
 
 
@@ -142,6 +143,12 @@ CASES: dict[str, Case] = {
     "cummax": Case(lambda x: P("cummax", x, axis=1), [Spec(("B", 6, 3))]),
     "sort": Case(lambda x: P("sort", x, axis=1) + P("sort", x, axis=2, descending=True),
                  [Spec(("B", 6, 6))]),
+    # batch norm (one weight per channel, constant along the normalised dims) and layer norm
+    # (weights along them): the two forms of the rule
+    "affine_norm": Case(lambda x, w, b, v, c: (
+        F.batch_norm(x, None, None, w, b, training=True) * 1.5
+        + F.layer_norm(x, (4,), v, c) + F.layer_norm(x, (3, 4)) * 0.5),
+        [Spec(("B", 3, 4)), Spec((3,)), Spec((3,)), Spec((4,)), Spec((4,))]),
     # eagerly gc.scan is a Python loop: the finite-difference check of the node itself is
     # tests/test_scan.py's (compiled, interpreter backend); here native against interpreter
     "scan": Case(_scan_result, _SCAN_IN),

@@ -44,6 +44,9 @@ _INFOS = [
     OpInfo("detach", "movement", 1, False),
     OpInfo("slice", "movement", 1),
     OpInfo("pad", "movement", 1),
+    # the value of an affine normalisation (its first input) with its derivative in closed
+    # form (passes/autodiff.py ``_affine_norm``); replaced by that input once differentiated
+    OpInfo("affine_norm", "movement", -1),
     # indexing
     OpInfo("gather", "index", 2),
     OpInfo("scatter_add", "index", 3),
@@ -182,6 +185,23 @@ def _permute(op, xs, a):
 @_rule("detach")
 def _detach(op, xs, a):
     return xs[0].shape, xs[0].dtype
+
+
+@_rule("affine_norm")
+def _affine_norm(op, xs, a):
+    y, x, mean, invstd, count = xs[:5]
+    extra = int(bool(a["weight"])) + int(bool(a["bias"]))
+    if len(xs) != 5 + extra:
+        raise OpError(f"affine_norm: expected {5 + extra} operands, got {len(xs)}")
+    if not sh.same_shape(y.shape, x.shape) or y.dtype is not x.dtype:
+        raise OpError(f"affine_norm: value {_fmt(y)} and input {_fmt(x)} differ")
+    stat = tuple(1 if i in a["axes"] else d for i, d in enumerate(x.shape))
+    for what, s in (("mean", mean), ("invstd", invstd)):
+        if not sh.same_shape(s.shape, stat):
+            raise OpError(f"affine_norm: {what} {_fmt(s)}, expected shape {sh.fmt_shape(stat)}")
+    if count.shape != ():
+        raise OpError(f"affine_norm: count must be 0-d, got {_fmt(count)}")
+    return y.shape, y.dtype
 
 
 @_rule("expand")

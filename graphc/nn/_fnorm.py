@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import tensor_ops as T
-from ..autograd import no_grad
+from ..autograd import is_grad_enabled, no_grad
 from ..ir import shapes as sh
 from ..tensor import Tensor, builder
 
@@ -25,6 +25,20 @@ def _count(x: Tensor, axes: Sequence[int]) -> Any:
 def _scalar(value: Any, like: Tensor) -> Tensor:
     """A 0-d constant of ``like``'s dtype; ``value`` may be a symbolic dimension."""
     return Tensor._wrap(builder().const(value, (), like.dtype))
+
+
+def _affine_norm(y: Tensor, x: Tensor, axes: tuple[int, ...], mean: Tensor, invstd: Tensor,
+                 count: Any, weight: Tensor | None, bias: Tensor | None,
+                 wshape: tuple[Any, ...]) -> Tensor:
+    """``y`` (the normalised and scaled ``x``), differentiated as one op (the
+    ``affine_norm`` rule: two reductions and one pass, as PyTorch's norm backward kernels)
+    instead of through each op that computed it. ``wshape``: the shape ``weight`` and
+    ``bias`` broadcast from (right-aligned against ``x``)."""
+    ps = [t for t in (weight, bias) if t is not None]
+    if not is_grad_enabled() or not any(t.requires_grad for t in [x, *ps]):
+        return y
+    return T._apply("affine_norm", y, x, mean, invstd, _scalar(count, x), *ps, axes=axes,
+                    weight=weight is not None, bias=bias is not None, wshape=tuple(wshape))
 
 
 @T.in_float32
@@ -40,12 +54,13 @@ def layer_norm(input: Any, normalized_shape: Any, weight: Tensor | None = None,
     mu = x.mean(axes, keepdim=True)
     d = x - mu
     var = (d * d).mean(axes, keepdim=True)
-    y = d * (var + eps).rsqrt()
+    invstd = (var + eps).rsqrt()
+    y = d * invstd
     if weight is not None:
         y = y * weight
     if bias is not None:
         y = y + bias
-    return y
+    return _affine_norm(y, x, axes, mu, invstd, _count(x, axes), weight, bias, ns)
 
 
 @T.in_float32(keep=("running_mean", "running_var"))
@@ -79,11 +94,15 @@ def batch_norm(input: Any, running_mean: Tensor | None, running_var: Tensor | No
         mean = running_mean.reshape(bshape)
         var = running_var.reshape(bshape)
         d = x - mean
-    y = d * (var + eps).rsqrt()
+    invstd = (var + eps).rsqrt()
+    y = d * invstd
     if weight is not None:
         y = y * weight.reshape(bshape)
     if bias is not None:
         y = y + bias.reshape(bshape)
+    if training or running_mean is None:  # batch statistics: a function of x
+        stat = tuple(1 if a in axes else s for a, s in enumerate(x.shape))
+        return _affine_norm(y, x, axes, mean, invstd, n, weight, bias, stat)
     return y
 
 
