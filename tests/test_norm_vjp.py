@@ -1,7 +1,8 @@
-"""Batch norm and layer norm are differentiated as one op (``affine_norm``, the closed-form
-backward of PyTorch's norm kernels), not rule by rule: gradients equal PyTorch's, eagerly and
-compiled, for every combination of weight, bias, layout and dtype; and a compiled batch-norm
-step keeps fewer activation-sized buffers than the rule-by-rule derivative did."""
+"""Batch, layer, instance and group norm are differentiated as one op (``affine_norm``,
+the closed-form backward of PyTorch's norm kernels), not rule by rule: gradients equal
+PyTorch's, eagerly and compiled, for every combination of weight, bias and layout, in float32
+and float64; and a compiled batch-norm step keeps fewer activation-sized buffers than the
+rule-by-rule derivative did."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ CASES = [  # (name, input shape, module builder in namespace m)
     ("ln_two", (2, 3, 4, 6), lambda m: m.LayerNorm((4, 6))),
     ("ln_nobias", (6, 8), lambda m: m.LayerNorm(8, bias=False)),
     ("ln_noaffine", (4, 7), lambda m: m.LayerNorm(7, elementwise_affine=False)),
+    ("in2d_affine", (3, 4, 5, 5), lambda m: m.InstanceNorm2d(4, affine=True)),
+    ("in1d_stats", (2, 3, 6), lambda m: m.InstanceNorm1d(3, track_running_stats=True)),
+    ("gn", (3, 6, 4, 4), lambda m: m.GroupNorm(3, 6)),
+    ("gn_noaffine", (2, 4, 5), lambda m: m.GroupNorm(2, 4, affine=False)),
 ]
 
 

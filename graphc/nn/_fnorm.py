@@ -165,7 +165,10 @@ def group_norm(input: Any, num_groups: int, weight: Tensor | None = None,
     mu = g.mean(-1, keepdim=True)
     d = g - mu
     var = (d * d).mean(-1, keepdim=True)
-    y = (d * (var + eps).rsqrt()).reshape(shape)
+    invstd = (var + eps).rsqrt()
+    stat = (g.shape[0], num_groups, 1)
+    y = _affine_norm(d * invstd, g, (2,), mu, invstd, g.shape[2], None, None, stat)
+    y = y.reshape(shape)
     bshape = [1, -1] + [1] * (x.ndim - 2)
     if weight is not None:
         y = y * weight.reshape(bshape)
@@ -211,11 +214,15 @@ def instance_norm(input: Any, running_mean: Tensor | None = None,
         mean = running_mean.reshape(bshape)
         var = running_var.reshape(bshape)
         d = x - mean
-    y = d * (var + eps).rsqrt()
+    invstd = (var + eps).rsqrt()
+    y = d * invstd
     if weight is not None:
         y = y * weight.reshape(bshape)
     if bias is not None:
         y = y + bias.reshape(bshape)
+    if use_input_stats:  # statistics of x itself
+        wshape = tuple(1 if a != 1 else s for a, s in enumerate(x.shape))
+        return _affine_norm(y, x, axes, mean, invstd, n, weight, bias, wshape)
     return y
 
 
