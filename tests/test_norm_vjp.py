@@ -131,3 +131,31 @@ def test_batch_norm_step_keeps_four_activation_buffers() -> None:
     full = [ln for ln in text.splitlines()
             if re.match(r"k\d+: %\d+ = \w+ : f32\[B,8,6,6\]", ln) and "registers only" not in ln]
     assert len(full) == 4, "\n".join(full)
+
+
+def test_array_weights_are_constants() -> None:
+    """The functional forms take numpy weights (regression: the rule node read
+    ``requires_grad`` of an array); the input still gets its gradient."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 6, 3)).astype(np.float32)
+    w, b = (rng.standard_normal(6).astype(np.float32) for _ in range(2))
+    tx = torch.tensor(x, requires_grad=True)
+    gx = gc.tensor(x, requires_grad=True)
+    for fg, ft in ((lambda t: F.instance_norm(t, weight=w, bias=b),
+                    lambda t: torch.nn.functional.instance_norm(
+                        t, weight=torch.tensor(w), bias=torch.tensor(b))),
+                   (lambda t: F.batch_norm(t, None, None, w, b, training=True),
+                    lambda t: torch.nn.functional.batch_norm(
+                        t, None, None, torch.tensor(w), torch.tensor(b), training=True)),
+                   (lambda t: F.group_norm(t, 3, w, b),
+                    lambda t: torch.nn.functional.group_norm(t, 3, torch.tensor(w),
+                                                             torch.tensor(b)))):
+        np.testing.assert_allclose(fg(x).numpy(), ft(torch.tensor(x)).numpy(), rtol=1e-5,
+                                   atol=1e-5)  # an array input: nothing needs a gradient
+        tx.grad, gx.grad = None, None
+        yg, yt = fg(gx), ft(tx)
+        (yg * yg).sum().backward()
+        (yt * yt).sum().backward()
+        np.testing.assert_allclose(yg.detach().numpy(), yt.detach().numpy(), rtol=1e-5,
+                                   atol=1e-5)
+        np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)

@@ -34,6 +34,8 @@ def _affine_norm(y: Tensor, x: Tensor, axes: tuple[int, ...], mean: Tensor, invs
     ``affine_norm`` rule: two reductions and one pass, as PyTorch's norm backward kernels)
     instead of through each op that computed it. ``wshape``: the shape ``weight`` and
     ``bias`` broadcast from (right-aligned against ``x``)."""
+    # weight and bias may be arrays (the functional forms take them): constants here
+    weight, bias = (None if t is None else T.as_tensor(t) for t in (weight, bias))
     ps = [t for t in (weight, bias) if t is not None]
     if not is_grad_enabled() or not any(t.requires_grad for t in [x, *ps]):
         return y
