@@ -25,6 +25,7 @@ from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 
 from .abi import ERR_BOUNDS, ERR_INDEX, ERR_OK
+from .affine import Forms, split_factor
 from .elementwise import ELEMENT_RULES
 from .llvm_util import (
     I8,
@@ -124,11 +125,17 @@ class KernelEmitter:
     # O3 for loops LLVM vectorises; a family whose kernel is vector code written out by
     # hand sets ``tile`` (``codegen.conv``)
     level = "O3"
+    # affine forms of the index values built so far (``codegen.affine``; None: not tracked,
+    # as in the PTX kernels, which do not run ``__init__``), and the factor the innermost
+    # loop was split by
+    forms: Forms | None = None
+    factor: int | None = None
 
     def __init__(self, lower: Any, node: Node, name: str,
                  group: list[Node] | None = None, split: tuple | None = None) -> None:
         self.L = lower
         self.node = node
+        self.forms = Forms()
         # a loop group computes several nodes per index (``Plan.groups``): members read
         # earlier members' values from ``cache`` (registers), never from their buffers
         self.members = group or [node]
@@ -208,6 +215,17 @@ class KernelEmitter:
         out = terms[0]
         for t in terms[1:]:
             out = b.add(out, t, flags=("nsw",))
+        fs = self.forms
+        if fs is not None:
+            parts = []
+            for i, s in zip(idx, strides):
+                if isinstance(s, int) and s == 0:
+                    continue
+                f = fs.get(i)
+                if f is None or not isinstance(s, int):
+                    return out
+                parts.append((f, s))
+            fs.record(out, fs.linear(parts))
         return out
 
     def alloca(self, t: ir.Type) -> ir.Value:
@@ -304,6 +322,12 @@ class KernelEmitter:
             if isinstance(lo, int) and lo == 0 and sh.same(d, n.shape[len(sub)]):
                 sub.append(i)
                 continue
+            blocked = self._padded_blocks(i, lo, d)
+            if blocked is not None:  # whole blocks of the split innermost loop
+                ok, j = blocked
+                inside = ok if inside is None else b.and_(inside, ok)
+                sub.append(j)
+                continue
             j = b.sub(i, self.sym(lo)) if not (isinstance(lo, int) and lo == 0) else i
             ok = b.and_(b.icmp_signed(">=", j, i64(0)), b.icmp_signed("<", j, self.sym(d)))
             inside = ok if inside is None else b.and_(inside, ok)
@@ -316,6 +340,30 @@ class KernelEmitter:
         t = reg_type(n.dtype)
         zero = fconst(t, 0.0) if n.dtype.is_float else ir.Constant(t, 0)
         return b.select(inside, v, zero)
+
+    def _padded_blocks(self, i: Any, lo: Any, d: Any) -> tuple[ir.Value, ir.Value] | None:
+        """``(inside, source index)`` of a padded axis whose index is ``f * c0 + c1`` (the
+        innermost loop split by ``f``, ``codegen.affine``) with the padding and the source a
+        whole number of blocks: inside depends on ``c0`` alone, and the clamped source index
+        stays affine (``f * clamp(c0 - lo / f) + c1``) for the views below the pad."""
+        fs, f = self.forms, self.factor
+        if fs is None or f is None or not (isinstance(lo, int) and isinstance(d, int)):
+            return None
+        form = fs.get(i)
+        if form is None or form[1] != 0 or lo % f or d % f or len(form[0]) != 2:
+            return None
+        (v0, c0), (v1, c1) = sorted(form[0].items(), key=lambda kv: -kv[1])
+        if c0 != f or c1 != 1 or fs._var.get(v1, (None, None))[1] != f:
+            return None
+        b = self.b
+        x0 = fs._var[v0][0]
+        j0 = b.sub(x0, i64(lo // f)) if lo else x0
+        nb = d // f
+        ok = b.and_(b.icmp_signed(">=", j0, i64(0)), b.icmp_signed("<", j0, i64(nb)))
+        j0 = b.select(b.icmp_signed("<", j0, i64(0)), i64(0), j0)
+        j0 = b.select(b.icmp_signed(">", j0, i64(nb - 1)), i64(nb - 1), j0)
+        fs.var(j0, nb)
+        return ok, fs.emit(b, ({id(j0): f, v1: 1}, 0))
 
     def map_index(self, n: Node, idx: list[ir.Value]) -> list[ir.Value]:
         """Index into ``n.inputs[0]`` for index ``idx`` of view node ``n``."""
@@ -339,10 +387,24 @@ class KernelEmitter:
                     for s, d, i in zip(src, n.shape, idx)]
         # reshape: linearise in the output shape, delinearise in the input shape
         lin = self.linear(idx, contiguous_strides(n.shape))
+        form = self.forms.get(lin) if self.forms is not None else None
         res = []
-        for s, d in zip(contiguous_strides(src), src):
+        first = next((k for k, d in enumerate(src) if d != 1), 0)
+        for k, (s, d) in enumerate(zip(contiguous_strides(src), src)):
+            if d == 1:
+                res.append(i64(0))
+                continue
+            if form is not None and isinstance(s, int):
+                # exact in the index's affine form (codegen.affine): no division emitted;
+                # the outermost source index needs no remainder (the index is in range)
+                q = self.forms.div(form, s) if s != 1 else form
+                r = q if k == first or q is None else (
+                    self.forms.mod(q, d) if isinstance(d, int) else None)
+                if r is not None:
+                    res.append(self.forms.emit(self.b, r))
+                    continue
             q = self.b.sdiv(lin, self.sym(s)) if s != 1 else lin
-            res.append(self.b.srem(q, self.sym(d)) if d != 1 else i64(0))
+            res.append(self.b.srem(q, self.sym(d)))
         return res
 
     def error_exit(self) -> ir.Block:
@@ -376,9 +438,20 @@ class KernelEmitter:
         b.position_at_end(ok)
 
     # -- loop nests ----------------------------------------------------------------------
-    def loops(self, shape: tuple, body: Any, order: list[int] | None = None) -> None:
+    def loops(self, shape: tuple, body: Any, order: list[int] | None = None,
+              factor: int | None = None) -> None:
+        """The loop nest over ``shape`` (``order``: outermost first), the innermost loop
+        split into blocks of ``factor`` when given (``codegen.affine``: the views the body
+        reads through divide that axis by it); every loop variable's form is recorded."""
         dims = list(range(len(shape))) if order is None else order
         idx: list[Any] = [None] * len(shape)
+        fs = self.forms
+        inner = max((k for k, d in enumerate(dims) if shape[d] != 1), default=None)
+        if factor is not None and (fs is None or inner is None or inner == 0
+                                   or not isinstance(shape[dims[inner]], int)
+                                   or shape[dims[inner]] % factor):
+            factor = None  # (the outermost loop may be a thread's share of the range)
+        self.factor = factor
 
         split = self.split_range
 
@@ -392,13 +465,43 @@ class KernelEmitter:
                 idx[d] = i64(0)
                 rec(k + 1)
                 return
+            ext = shape[d] if isinstance(shape[d], int) else None
+            if k == inner and factor is not None:
+                with for_range(self.b, i64(0), i64(ext // factor), name=f"i{d}b") as i0:
+                    with for_range(self.b, i64(0), i64(factor), name=f"i{d}") as i1:
+                        fs.var(i0, ext // factor)
+                        fs.var(i1, factor)
+                        idx[d] = fs.emit(self.b, ({id(i0): factor, id(i1): 1}, 0))
+                        rec(k + 1)
+                return
             lo, hi = (i64(0), self.sym(shape[d])) if split is None else split
             split = None  # the outermost loop only
             with for_range(self.b, lo, hi, name=f"i{d}") as i:
                 idx[d] = i
+                if fs is not None:
+                    fs.var(i, ext)
                 rec(k + 1)
 
         rec(0)
+        self.factor = None
+
+    def inner_factor(self, shape: tuple) -> int | None:
+        """The factor to split the innermost loop over ``shape`` by (``codegen.affine``):
+        from the reshapes this kernel computes inline, the innermost extents of their
+        sources."""
+        cands: list[Any] = []
+        seen: set[int] = set()
+        stack = list(self.members)
+        while stack:
+            x = stack.pop()
+            if x.id in seen:
+                continue
+            seen.add(x.id)
+            if x.op == "reshape" and x.inputs[0].shape and strided_view(
+                    x, self._is_buffer) is None:  # (a view of a buffer needs no division)
+                cands.append(x.inputs[0].shape[-1])
+            stack.extend(y for y in x.inputs if not self._is_buffer(y))
+        return split_factor(shape[-1] if shape else None, cands) if cands else None
 
     def finish(self) -> None:
         self.b.ret(ir.Constant(I32, ERR_OK))
@@ -463,7 +566,7 @@ def emit_elementwise(k: KernelEmitter) -> None:
         def body(idx: list[ir.Value]) -> None:
             k.store_out(idx, k.compute(n, idx))
 
-        k.loops(n.shape, body)
+        k.loops(n.shape, body, factor=k.inner_factor(n.shape))
         return
     raise NotImplementedError(f"no CPU kernel for op {n.op!r}")
 
@@ -480,7 +583,8 @@ def emit_group(k: KernelEmitter) -> None:
                 k.store_out(idx, v)
         k.node = k.members[0]
 
-    k.loops(k.members[0].shape, body)
+    shape = k.members[0].shape
+    k.loops(shape, body, factor=k.inner_factor(shape))
 
 
 def loops_into(k: KernelEmitter, shape: tuple, dims: list[int], idx: list[Any], body: Any
