@@ -912,10 +912,9 @@ def _copy_runs(bld: ir.IRBuilder, base: ir.Value, stride: ir.Value, start: ir.Va
                                          vt.as_pointer()), align=4)
                 bld.store(v, bld.bitcast(bld.gep(out, [i64(j)], inbounds=True),
                                          vt.as_pointer()), align=4)
-        else:
-            for j in range(width):
-                bld.store(bld.load(bld.gep(src, [i64(j)], inbounds=True)),
-                          bld.gep(out, [i64(j)], inbounds=True))
+        else:  # a narrow run (A's MR rows): one vector of exactly its width
+            wt = ir.VectorType(elt, width).as_pointer()
+            bld.store(bld.load(bld.bitcast(src, wt), align=4), bld.bitcast(out, wt), align=4)
 
 
 def _pack_a(bld: ir.IRBuilder, load_a: Any, raw: tuple | None, packa: ir.Value, pc: ir.Value,
