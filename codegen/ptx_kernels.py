@@ -669,6 +669,7 @@ KERNELS: dict[str, list[tuple[str, Callable[[PTXKernel], None], str]]] = {
     "cumsum": [("", k_scan, "flat")],
     "cumprod": [("", k_scan, "flat")],
     "cummax": [("", k_scan, "flat")],
+    "logcumsumexp": [("", k_scan, "flat")],
     "sort": [("", k_sort, "flat")],
 }
 ELEMENTWISE = [("", k_elementwise, "flat")]

@@ -1,6 +1,6 @@
-"""Scan kernels (``cumsum``, ``cumprod``, ``cummax``): an inclusive prefix combination along
-one axis, for the CPU backend (registered in ``codegen.kernels``) and the PTX backend
-(``scan_line``, shared by ``codegen.ptx_kernels``).
+"""Scan kernels (``cumsum``, ``cumprod``, ``cummax``, ``logcumsumexp``): an inclusive prefix
+combination along one axis, for the CPU backend (registered in ``codegen.kernels``) and the
+PTX backend (``scan_line``, shared by ``codegen.ptx_kernels``).
 
 Each line along the scanned axis runs sequentially in element order (reversed for
 ``reverse=True``), so a float ``cumsum`` adds in the same order as PyTorch's CPU kernel; the
@@ -18,8 +18,9 @@ from graphc.ir import Node
 
 from .kernels import Kernel, register
 from .llvm_util import fconst, for_range, i64, reg_type
+from .vmath import VMath
 
-SCAN_OPS = ("cumsum", "cumprod", "cummax")
+SCAN_OPS = ("cumsum", "cumprod", "cummax", "logcumsumexp")
 
 
 def outer_shape(n: Node) -> tuple:
@@ -37,8 +38,24 @@ def _init(n: Node, t: ir.Type) -> ir.Constant:
     return fconst(t, float("-inf")) if fl else ir.Constant(t, -(1 << (t.width - 1)))
 
 
-def _combine(b: ir.IRBuilder, n: Node, acc: ir.Value, v: ir.Value) -> ir.Value:
+def _log_add_exp(k: Any, acc: ir.Value, v: ir.Value) -> ir.Value:
+    """``log(exp(acc) + exp(v))`` as PyTorch's ``_log_add_exp_helper``: ``max + log1p(exp(min
+    - max))``, except that two equal infinities give themselves (not NaN); NaN propagates."""
+    b = k.b
+    vm = VMath(b, k.L.module)
+    t = acc.type
+    up = b.fcmp_ordered(">", acc, v)
+    hi, lo = b.select(up, acc, v), b.select(up, v, acc)
+    both_inf = b.and_(b.fcmp_ordered("==", lo, hi),
+                      b.fcmp_unordered("uno", b.fsub(lo, lo), fconst(t, 0.0)))
+    return b.select(both_inf, hi, b.fadd(hi, vm.log1p(vm.exp(b.fsub(lo, hi)))))
+
+
+def _combine(k: Any, n: Node, acc: ir.Value, v: ir.Value) -> ir.Value:
+    b = k.b
     fl = n.dtype.is_float
+    if n.op == "logcumsumexp":
+        return _log_add_exp(k, acc, v)
     if n.op == "cumsum":
         return b.fadd(acc, v) if fl else b.add(acc, v)
     if n.op == "cumprod":
@@ -65,7 +82,7 @@ def scan_line(k: Any, idx: list[Any]) -> None:
         pos = b.sub(b.sub(size, i64(1)), i) if n.attrs.get("reverse") else i
         sub = list(idx)
         sub[ax] = pos
-        v = _combine(b, n, b.load(acc), k.value(x, sub))
+        v = _combine(k, n, b.load(acc), k.value(x, sub))
         b.store(v, acc)
         k.store_out(sub, v)
 

@@ -95,6 +95,7 @@ def _scan(f: Any) -> Impl:
 IMPLS["cumsum"] = _scan(lambda x, ax: np.cumsum(x, axis=ax, dtype=x.dtype))
 IMPLS["cumprod"] = _scan(lambda x, ax: np.cumprod(x, axis=ax, dtype=x.dtype))
 IMPLS["cummax"] = _scan(lambda x, ax: np.maximum.accumulate(x, axis=ax))
+IMPLS["logcumsumexp"] = _scan(lambda x, ax: np.logaddexp.accumulate(x, axis=ax, dtype=x.dtype))
 
 
 @_impl("matmul")

@@ -6,9 +6,8 @@ The scans are the IR's ``cumsum``/``cumprod``/``cummax`` primitives (their deriv
 PyTorch's: the reversed scan for ``cumsum``, the zero-aware ``cumprod_backward``, a
 scatter to the running argmax for ``cummax``); the rest are compositions. ``prod`` is the
 last element of a ``cumprod``, so its gradient is exact with zeros in the input.
-``logcumsumexp`` shifts each line by its maximum: a prefix lying entirely more than the
-dtype's exponent range below the line's maximum (about 87 in float32) underflows to ``-inf``
-where PyTorch keeps a finite value.
+``logcumsumexp`` is a scan primitive of its own, combining in log space as PyTorch does, so
+no prefix far below the line's maximum underflows.
 """
 
 from __future__ import annotations
@@ -186,8 +185,8 @@ def cummin(input: Any, dim: int) -> Any:  # noqa: A002
 
 
 def logcumsumexp(input: Any, dim: int) -> Tensor:  # noqa: A002
-    """``torch.logcumsumexp``: ``log(cumsum(exp(x)))`` along ``dim``, shifted by each line's
-    maximum (see the module docstring for the range this keeps finite)."""
+    """``torch.logcumsumexp``: ``log(cumsum(exp(x)))`` along ``dim``, each step
+    ``log(exp(acc) + exp(x))`` in log space (the ``logcumsumexp`` scan primitive)."""
     x = as_tensor(input)
     if not x.dtype.is_float:
         x = x.to(dt.float32)
@@ -197,9 +196,7 @@ def logcumsumexp(input: Any, dim: int) -> Tensor:  # noqa: A002
     ax = sh.norm_axis(dim, x.ndim, "logcumsumexp")
     if sh.same(x.shape[ax], 0):
         return x
-    m = T_.amax(x, ax, keepdim=True).detach()
-    m = T_.where(m.abs() == float("inf"), 0.0, m)
-    return _scan("cumsum", (x - m).exp(), ax).log() + m
+    return _scan("logcumsumexp", x, ax)
 
 
 # -- products, logical reductions, counts -----------------------------------------------

@@ -95,6 +95,27 @@ def scan_argmax(b: Builder, x: Node, out: Node, ax: int) -> Node:
     return b.op("cummax", (cand,), axis=ax)
 
 
+@_rule("logcumsumexp")
+def _logcumsumexp(b, n, g):
+    """PyTorch's ``logcumsumexp_backward``: the positive and negative parts of ``g`` summed
+    over the later outputs in log space (a reversed logcumsumexp), so no ``exp(out)``
+    overflows: ``exp(x + rlcse(log g+ - out)) - exp(x + rlcse(log g- - out))``."""
+    x = n.inputs[0]
+    a = n.attrs
+    t = x.dtype
+    zero = b.const(0.0, x.shape, t)
+    ninf = b.const(float("-inf"), x.shape, t)
+    log_abs = b.op("log", (b.op("abs", (g,)),))
+
+    def part(mask: Node) -> Node:
+        lg = b.where(mask, log_abs, ninf)
+        r = b.op("logcumsumexp", (b.sub(lg, n),), axis=a["axis"],
+                 reverse=not a.get("reverse", False))
+        return b.op("exp", (b.add(r, x),))
+
+    return [b.sub(part(b.op("gt", (g, zero))), part(b.op("lt", (g, zero))))]
+
+
 @_rule("cummax")
 def _cummax(b, n, g):
     x = n.inputs[0]

@@ -141,6 +141,8 @@ CASES: dict[str, Case] = {
     "cumprod": Case(lambda x: P("cumprod", x * _zero_some(x), axis=2),
                     [Spec(("B", 3, 6))]),
     "cummax": Case(lambda x: P("cummax", x, axis=1), [Spec(("B", 6, 3))]),
+    "logcumsumexp": Case(lambda x: P("logcumsumexp", x, axis=1)
+                         + P("logcumsumexp", x, axis=2, reverse=True), [Spec(("B", 5, 3))]),
     "sort": Case(lambda x: P("sort", x, axis=1) + P("sort", x, axis=2, descending=True),
                  [Spec(("B", 6, 6))]),
     # batch norm (one weight per channel, constant along the normalised dims) and layer norm

@@ -206,6 +206,33 @@ def test_logcumsumexp_infinities() -> None:
     _same(gc.tensor(data).logcumsumexp(1), torch.tensor(data).logcumsumexp(1))
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_logcumsumexp_far_below_the_maximum_and_its_gradient(compiled: bool) -> None:
+    """Prefixes hundreds below the line's maximum stay finite (a max-shifted cumsum of exp
+    underflowed them to -inf), and the gradient (PyTorch's log-space formula) matches for
+    cotangents of both signs, in float32 and float64."""
+    rng = np.random.default_rng(7)
+    for dtype in (np.float32, np.float64):
+        data = np.array([[-300.0, -200.0, 0.0, 5.0, -1.0, 2.0],
+                         [3.0, -1.0, 2.5, -400.0, 1.0, 0.5]], dtype)
+        w = rng.standard_normal(data.shape).astype(dtype)
+        gx = gc.nn.Parameter(data)  # state of the compiled step: its .grad is written
+        tx = torch.tensor(data, requires_grad=True)
+
+        def f(wa: Any, gx: Any = gx) -> Any:
+            y = gx.logcumsumexp(1)
+            (y * wa).sum().backward()
+            return y
+
+        y = (gc.compile(f, dynamic=False) if compiled else f)(gc.tensor(w))
+        ty = tx.logcumsumexp(1)
+        (ty * torch.tensor(w)).sum().backward()
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(_np(y), ty.detach().numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=tol, atol=tol)
+        assert np.isfinite(_np(y)).all()
+
+
 def test_var_argument_forms() -> None:
     x = np.random.default_rng(3).standard_normal((4, 5))
     g, t = gc.tensor(x), torch.tensor(x)

@@ -35,6 +35,8 @@ _INFOS = [
     OpInfo("cumsum", "scan", 1),
     OpInfo("cumprod", "scan", 1),
     OpInfo("cummax", "scan", 1),
+    # log(cumsum(exp(x))) combined pairwise in log space (PyTorch's _log_add_exp_helper)
+    OpInfo("logcumsumexp", "scan", 1, float_only=True),
     # linear algebra
     OpInfo("matmul", "matmul", 2),
     # movement
@@ -140,7 +142,7 @@ def _reduce(op, xs, a):
     return tuple(1 if i in axes else d for i, d in enumerate(s)), xs[0].dtype
 
 
-@_rule("cumsum", "cumprod", "cummax")
+@_rule("cumsum", "cumprod", "cummax", "logcumsumexp")
 def _scan(op, xs, a):
     s = xs[0].shape
     if not 0 <= a["axis"] < len(s):
@@ -149,6 +151,8 @@ def _scan(op, xs, a):
         raise OpError(f"{op}: expected a numeric operand, got {_fmt(xs[0])}")
     if op == "cummax" and a.get("reverse"):
         raise OpError("cummax: only forward scans")
+    if op == "logcumsumexp" and not xs[0].dtype.is_float:
+        raise OpError(f"{op}: expected a float operand, got {_fmt(xs[0])}")
     return s, xs[0].dtype
 
 
