@@ -165,7 +165,16 @@ INTERP = [
     {"scale_factor": 1.7, "mode": "bilinear"},
     {"scale_factor": 2.5, "mode": "bilinear", "align_corners": True},
     {"scale_factor": 1.7, "mode": "bilinear", "recompute_scale_factor": True},
+    {"size": (7, 4), "mode": "bicubic", "align_corners": False},
+    {"size": (9, 11), "mode": "bicubic", "align_corners": True},
+    {"size": (1, 1), "mode": "bicubic", "align_corners": True},
+    {"scale_factor": 1.7, "mode": "bicubic"},
+    {"scale_factor": 0.6, "mode": "bicubic"},
+    {"size": (3, 4), "mode": "area"},
+    {"size": (7, 10), "mode": "area"},
+    {"scale_factor": 0.5, "mode": "area"},
 ]
+X3 = _r(1, 2, 3, 4, 5)
 
 
 @pytest.mark.parametrize("kw", INTERP, ids=str)
@@ -180,12 +189,31 @@ def test_interpolate_1d(kw: dict) -> None:
     _eager(F.interpolate, TF.interpolate, [X1], kw)
 
 
-def test_interpolate_unsupported_modes() -> None:
-    for mode in ("bicubic", "area", "trilinear"):
-        with pytest.raises(NotImplementedError, match=mode):
-            F.interpolate(gc.tensor(X2), scale_factor=2, mode=mode)
-    with pytest.raises(ValueError, match="align_corners"):
-        F.interpolate(gc.tensor(X2), scale_factor=2, align_corners=True)
+@pytest.mark.parametrize("kw", [{"scale_factor": 1.5, "mode": "trilinear"},
+                                {"size": (2, 7, 3), "mode": "trilinear", "align_corners": True},
+                                {"size": (2, 2, 3), "mode": "area"},
+                                {"scale_factor": 2, "mode": "nearest"}], ids=str)
+def test_interpolate_3d(kw: dict) -> None:
+    _eager(F.interpolate, TF.interpolate, [X3], kw)
+
+
+@pytest.mark.parametrize("kw", [{"size": (7, 9), "mode": "bicubic"},
+                                {"size": (3, 2), "mode": "area"}], ids=str)
+def test_interpolate_compiled(kw: dict) -> None:
+    _compiled(F.interpolate, TF.interpolate, (2, 4, 5, 6), kw)
+
+
+def test_interpolate_unsupported_options() -> None:
+    for mode in ("bilinear", "bicubic"):
+        with pytest.raises(NotImplementedError, match="antialias"):
+            F.interpolate(gc.tensor(X2), scale_factor=2, mode=mode, antialias=True)
+    with pytest.raises(ValueError, match="Anti-alias"):
+        F.interpolate(gc.tensor(X2), scale_factor=2, mode="nearest", antialias=True)
+    with pytest.raises(NotImplementedError, match="trilinear"):
+        F.interpolate(gc.tensor(X2), scale_factor=2, mode="trilinear")
+    for mode in ("nearest", "area"):
+        with pytest.raises(ValueError, match="align_corners"):
+            F.interpolate(gc.tensor(X2), scale_factor=2, mode=mode, align_corners=True)
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])

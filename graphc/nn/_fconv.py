@@ -367,15 +367,46 @@ def adaptive_max_pool2d(input: Any, output_size: Any, return_indices: bool = Fal
     return x
 
 
-def _src_index(n_in: int, n_out: int, scale: float | None, align_corners: bool) -> np.ndarray:
-    """PyTorch's ``area_pixel_compute_source_index`` for every output position (float32)."""
+def _src_index(n_in: int, n_out: int, scale: float | None, align_corners: bool,
+               cubic: bool = False) -> np.ndarray:
+    """PyTorch's ``area_pixel_compute_source_index`` for every output position (float32);
+    ``cubic`` keeps the negative positions near the start (the cubic kernel reads its
+    clamped neighbours there)."""
     f = np.float32
     dst = np.arange(n_out, dtype=f)
     if align_corners:
         s = f(n_in - 1) / f(n_out - 1) if n_out > 1 else f(0)
         return s * dst
     s = f(1.0 / scale) if scale is not None and scale > 0 else f(n_in) / f(n_out)
-    return np.maximum(s * (dst + f(0.5)) - f(0.5), f(0))
+    src = s * (dst + f(0.5)) - f(0.5)
+    return src if cubic else np.maximum(src, f(0))
+
+
+_CUBIC_A = np.float32(-0.75)  # PyTorch's (and OpenCV's) cubic convolution parameter
+
+
+def _cubic_matrix(n_in: int, n_out: int, scale: float | None,
+                  align_corners: bool) -> np.ndarray:
+    """The (out, in) matrix of PyTorch's bicubic upsampling along one axis: four taps at
+    ``floor(src) - 1 .. floor(src) + 2``, clamped into the input (border replication),
+    weighted by ``get_cubic_upsample_coefficients`` in float32."""
+    f, a = np.float32, _CUBIC_A
+    src = _src_index(n_in, n_out, scale, align_corners, cubic=True)
+    i0 = np.floor(src).astype(np.int64)
+    t = (src - i0.astype(f)).astype(f)
+
+    def conv1(x: np.ndarray) -> np.ndarray:  # |x| <= 1
+        return ((a + f(2)) * x - (a + f(3))) * x * x + f(1)
+
+    def conv2(x: np.ndarray) -> np.ndarray:  # 1 < |x| < 2
+        return ((a * x - f(5) * a) * x + f(8) * a) * x - f(4) * a
+
+    w = [conv2(t + f(1)), conv1(t), conv1(f(1) - t), conv2(f(1) - t + f(1))]
+    m = np.zeros((n_out, n_in), np.float64)
+    rows = np.arange(n_out)
+    for k in range(4):
+        np.add.at(m, (rows, np.clip(i0 - 1 + k, 0, n_in - 1)), w[k].astype(np.float64))
+    return m
 
 
 def _linear_matrix(n_in: int, n_out: int, scale: float | None,
@@ -415,16 +446,18 @@ _INTERP_RANK = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear":
 def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:
-    """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact, linear and
-    bilinear: constant gathers (nearest) or constant interpolation matrices (linear), one
-    spatial dim after the other."""
+    """``torch.nn.functional.interpolate``: constant gathers (nearest, nearest-exact) or
+    constant matrices (linear, bilinear, trilinear; bicubic's four clamped taps; area's
+    adaptive averages), one spatial dim after the other."""
     x = T.as_tensor(input)
     if mode not in _INTERP_RANK:
         raise ValueError(f"interpolate: unknown mode {mode!r}")
-    if mode in ("bicubic", "trilinear", "area") or antialias:
-        raise NotImplementedError(f"interpolate: mode={mode!r}"
-                                  f"{' with antialias=True' if antialias else ''} is not "
-                                  "supported (nearest, nearest-exact, linear and bilinear are)")
+    if antialias:
+        if mode not in ("bilinear", "bicubic"):
+            raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes "
+                             "and requires a 4-D tensor as input")
+        raise NotImplementedError(f"interpolate: mode={mode!r} with antialias=True is not "
+                                  "supported")
     nd = x.ndim - 2
     if nd < 1:
         raise ValueError(f"interpolate: expected an input with a batch and a channel dim and "
@@ -433,7 +466,7 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
     if want is not None and nd != want:
         raise NotImplementedError(f"interpolate: mode={mode!r} expects {want + 2}D input, got "
                                   f"{x.ndim}D")
-    if mode.startswith("nearest"):
+    if mode.startswith("nearest") or mode == "area":
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating "
                              "modes: linear | bilinear | bicubic | trilinear")
@@ -470,6 +503,13 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
             idx = _nearest_index(ins[ax], outs[ax], scales[ax], mode == "nearest-exact")
             if not np.array_equal(idx, np.arange(ins[ax])):
                 x = _take(x, axis, idx)
+        elif mode == "area":  # adaptive average pooling to the output size
+            if outs[ax] != ins[ax]:
+                x = _along(x, axis, _adaptive_matrix(ins[ax], outs[ax]))
+        elif mode == "bicubic":
+            x = _along(x, axis, _cubic_matrix(ins[ax], outs[ax],
+                                              None if align_corners else scales[ax],
+                                              bool(align_corners)))
         else:
             m = _linear_matrix(ins[ax], outs[ax], None if align_corners else scales[ax],
                                bool(align_corners))
