@@ -619,6 +619,12 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
     # Packing it cost a strided scalar store per element, a fifth of the time of a
     # 600x256x64 product (139 -> 203 GFLOP/s without); other layouts are packed.
     direct = bld.icmp_signed("==", sak, i64(1))
+    # A with contiguous columns (x^T in a weight gradient x^T @ g) is read in place too:
+    # the MR rows of one k are MR consecutive elements, the next k ``sak`` further on
+    # (packing it cost ~30% of a 256x512x64 product)
+    cols = bld.and_(bld.icmp_signed("==", sam, i64(1)), bld.not_(direct))
+    direct = bld.or_(direct, cols)
+    astride = bld.select(cols, sak, i64(1))  # elements per k of A read in place
     mlast = bld.sub(Mv, i64(1))  # rows past M read the last row; never stored
     with for_range(bld, i64(0), nblk, name="pc") as pcb:
         pc, kc = _kblock(bld, Kv, kcb, pcb)
@@ -638,14 +644,14 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
                               packb, pc, kc, nn, np_])
             outj = bld.gep(out, [nj0], inbounds=True)
             _panels(bld, fma, tile, accs, tptr, zvec, outj, ldc, Mv, nn, mp, np_, kc, pc,
-                    packa, packb, direct, first, abase, sam, mlast)
+                    packa, packb, direct, first, abase, sam, mlast, astride)
 
 
 def _panels(bld: ir.IRBuilder, fma: ir.Function, tile: Tile, accs: list, tptr: ir.Value,
             zvec: ir.Constant, out: ir.Value, ldc: ir.Value, Mv: ir.Value, Nv: ir.Value,
             mp: ir.Value, np_: ir.Value, kc: ir.Value, pc: ir.Value, packa: ir.Value,
             packb: ir.Value, direct: ir.Value, first: ir.Value, abase: ir.Value,
-            sam: ir.Value, mlast: ir.Value) -> None:
+            sam: ir.Value, mlast: ir.Value, astride: ir.Value) -> None:
     """One packed block of B against all row panels of A: microkernels, then C's tiles
     stored (first K block) or accumulated (later ones). The last column panel runs a
     microkernel with only as many vectors as it has columns (N = 784 with 64-column panels
@@ -659,7 +665,8 @@ def _panels(bld: ir.IRBuilder, fma: ir.Function, tile: Tile, accs: list, tptr: i
         for i in range(mr):
             r = bld.add(m0, i64(i))
             r = bld.select(bld.icmp_signed("<", r, Mv), r, mlast)
-            arows.append(bld.gep(abase, [bld.add(bld.mul(r, sam), pc)], inbounds=True))
+            arows.append(bld.gep(abase, [bld.add(bld.mul(r, sam), bld.mul(pc, astride))],
+                                 inbounds=True))
         with for_range(bld, i64(0), bld.sdiv(np_, i64(nr)), name="jr") as jp:
             bp = bld.gep(packb, [bld.mul(bld.mul(jp, kc), i64(nr))], inbounds=True)
             n0 = bld.mul(jp, i64(nr))
@@ -667,10 +674,11 @@ def _panels(bld: ir.IRBuilder, fma: ir.Function, tile: Tile, accs: list, tptr: i
                 for acc in row:
                     bld.store(zvec, acc)
 
-            # one microkernel for both layouts of A: row i of the panel starts at
-            # ``abase_i`` and steps ``astep`` elements per k (its row in place: 1; the packed
-            # panel: MR), so the code holds each width once, not twice
-            astep = bld.select(direct, i64(1), i64(mr))
+            # one microkernel for every layout of A: row i of the panel starts at
+            # ``abase_i`` and steps ``astep`` elements per k (its row in place: 1; its
+            # column in place: A's k stride; the packed panel: MR), so the code holds each
+            # width once
+            astep = bld.select(direct, astride, i64(mr))
             abases = [bld.select(direct, arows[i], bld.gep(ap, [i64(i)], inbounds=True))
                       for i in range(mr)]
 
