@@ -9,8 +9,8 @@ sysfs, fixed defaults for AOT builds for a named CPU):
   within each, K in equal blocks of at most ``KC`` (the A micro-panel fills half of L1d):
   pack B into ``NR``-column panels (zero-padded), reading it through its strides, so
   transposed operands — which the backward pass is full of — cost nothing extra and need no
-  explicit transpose; A is read in place when its rows are contiguous, else packed into
-  ``MR``-row panels;
+  explicit transpose; A is read in place when its rows or its columns are contiguous
+  (activations; ``x^T`` in a weight gradient), else packed into ``MR``-row panels;
 - a microkernel keeps an ``MR x NR`` tile of C in vector registers (``NR = NV`` vectors),
   broadcasting one A element per row and multiplying it with the B row vectors
   (``llvm.fmuladd``: an FMA where the ISA has one, mul+add otherwise); the A panel stays in
@@ -580,10 +580,11 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
     """The packed GEMM loops (see the module docstring); ``raw_a``/``raw_b`` are (base, row
     stride, column stride) of A and B.
 
-    Loop nest: K blocks (``_kblocks``) > pack A (when its rows are not contiguous) > column
-    blocks of NC (``_nc_block``) > pack B's block > row panels of A > column panels of B >
-    microkernel. A is packed once per K block for all column blocks (BLIS repacks it per
-    column block; with NC a quarter of L2 that was 8% of a 1024x256x784 weight gradient)."""
+    Loop nest: K blocks (``_kblocks``) > pack A (when neither its rows nor its columns are
+    contiguous) > column blocks of NC (``_nc_block``) > pack B's block > row panels of A >
+    column panels of B > microkernel. A is packed once per K block for all column blocks
+    (BLIS repacks it per column block; with NC a quarter of L2 that was 8% of a
+    1024x256x784 weight gradient)."""
     vt = ir.VectorType(elt, tile.vw)
     suffix = f"v{tile.vw}{'f32' if elt == F32 else 'f64'}"
     fma = declare(mod, f"llvm.fmuladd.{suffix}", vt, [vt, vt, vt])
@@ -633,7 +634,7 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
         # rows k of NR columns. The loop order follows the operand's contiguous dimension
         # (chosen at run time from the strides), so packing streams through memory.
         with bld.if_then(bld.not_(direct)):
-            _pack_a(bld, load_a, raw_a, packa, pc, kc, Mv, mp, mr, zero)
+            _pack_a(bld, load_a, packa, pc, kc, Mv, mp, mr, zero)
         first = bld.icmp_signed("==", pcb, i64(0))
         with for_range(bld, i64(0), ncblk, name="jc") as jc:
             nj0 = bld.mul(jc, nc)
@@ -903,31 +904,29 @@ def _pack_b(bld: ir.IRBuilder, load_b: Any, raw: tuple | None, packb: ir.Value, 
 
 def _copy_runs(bld: ir.IRBuilder, base: ir.Value, stride: ir.Value, start: ir.Value,
                dst: ir.Value, dbase: ir.Value, pc: ir.Value, kc: ir.Value, width: int,
-               vw: int = 0) -> None:
+               vw: int) -> None:
     """dst[dbase + k*width + j] = base[(pc + k)*stride + start + j] for k < kc, j < width: a
-    panel whose rows are contiguous runs in the source. A run of whole vectors (``vw``
-    lanes; B's NR-wide panels) is moved as vectors, written out here rather than left to
-    LLVM's SLP vectoriser, which the tiles' pipeline does not run (``_level_of``); a
-    narrower one (A's MR rows) element by element."""
-    elt = dst.type.pointee
-    vt = ir.VectorType(elt, vw) if vw and width % vw == 0 else None
+    panel whose rows are contiguous runs of whole vectors (``vw`` lanes; B's NR-wide panels)
+    in the source, moved as vectors, written out here rather than left to LLVM's SLP
+    vectoriser, which the tiles' pipeline does not run (``_level_of``)."""
+    assert width % vw == 0, (width, vw)
+    vt = ir.VectorType(dst.type.pointee, vw)
     with for_range(bld, i64(0), kc, name="cpk") as kk:
         src = bld.gep(base, [bld.add(bld.mul(bld.add(pc, kk), stride), start)], inbounds=True)
         out = bld.gep(dst, [bld.add(dbase, bld.mul(kk, i64(width)))], inbounds=True)
-        if vt is not None:
-            for j in range(0, width, vw):
-                v = bld.load(bld.bitcast(bld.gep(src, [i64(j)], inbounds=True),
-                                         vt.as_pointer()), align=4)
-                bld.store(v, bld.bitcast(bld.gep(out, [i64(j)], inbounds=True),
-                                         vt.as_pointer()), align=4)
-        else:  # a narrow run (A's MR rows): one vector of exactly its width
-            wt = ir.VectorType(elt, width).as_pointer()
-            bld.store(bld.load(bld.bitcast(src, wt), align=4), bld.bitcast(out, wt), align=4)
+        for j in range(0, width, vw):
+            v = bld.load(bld.bitcast(bld.gep(src, [i64(j)], inbounds=True),
+                                     vt.as_pointer()), align=4)
+            bld.store(v, bld.bitcast(bld.gep(out, [i64(j)], inbounds=True),
+                                     vt.as_pointer()), align=4)
 
 
-def _pack_a(bld: ir.IRBuilder, load_a: Any, raw: tuple | None, packa: ir.Value, pc: ir.Value,
-            kc: ir.Value, Mv: ir.Value, mp: ir.Value, mr: int, zero: ir.Constant) -> None:
-    def panel(ip: ir.Value) -> None:  # any strides, rows past M zero
+def _pack_a(bld: ir.IRBuilder, load_a: Any, packa: ir.Value, pc: ir.Value, kc: ir.Value,
+            Mv: ir.Value, mp: ir.Value, mr: int, zero: ir.Constant) -> None:
+    """Pack a K block of an A that is read neither by rows nor by columns in place (neither
+    stride 1, ``_gemm_body``): panel ip holds, for each k, MR consecutive rows, rows past M
+    zero."""
+    with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="pai") as ip:
         pbase = bld.mul(bld.mul(ip, kc), i64(mr))
         with for_range(bld, i64(0), kc, name="pak") as kk:
             for i in range(mr):
@@ -936,48 +935,6 @@ def _pack_a(bld: ir.IRBuilder, load_a: Any, raw: tuple | None, packa: ir.Value, 
                 v = load_a(bld.select(inside, r, i64(0)), bld.add(pc, kk))
                 dst = bld.add(bld.add(pbase, bld.mul(kk, i64(mr))), i64(i))
                 bld.store(bld.select(inside, v, zero), bld.gep(packa, [dst], inbounds=True))
-
-    def generic() -> None:
-        with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="pai") as ip:
-            panel(ip)
-
-    def by_columns(base: ir.Value, sak: ir.Value) -> None:
-        # A's columns contiguous (``g.T`` in a weight gradient ``g.T @ x``): the MR rows of
-        # one k are MR consecutive elements, copied as a unit for every full panel
-        with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="pac") as ip:
-            m0 = bld.mul(ip, i64(mr))
-            full = bld.icmp_signed("<=", bld.add(m0, i64(mr)), Mv)
-            with bld.if_else(full) as (f, part):
-                with f:
-                    pbase = bld.mul(bld.mul(ip, kc), i64(mr))
-                    _copy_runs(bld, base, sak, m0, packa, pbase, pc, kc, mr)
-                with part:
-                    panel(ip)
-
-    if raw is None:
-        generic()
-        return
-    base, sam, sak = raw
-    with bld.if_else(bld.icmp_signed("==", sak, i64(1))) as (rows, other):
-        with rows:  # A rows contiguous (activations): stream along k for each row
-            with for_range(bld, i64(0), mp, name="par") as r:
-                ip = bld.sdiv(r, i64(mr))
-                i = bld.srem(r, i64(mr))
-                pbase = bld.add(bld.mul(bld.mul(ip, kc), i64(mr)), i)
-                inside = bld.icmp_signed("<", r, Mv)
-                src = bld.gep(base, [bld.add(bld.mul(bld.select(inside, r, i64(0)), sam), pc)],
-                              inbounds=True)
-                with for_range(bld, i64(0), kc, name="pak") as kk:
-                    v = bld.load(bld.gep(src, [kk], inbounds=True))
-                    bld.store(bld.select(inside, v, zero),
-                              bld.gep(packa, [bld.add(pbase, bld.mul(kk, i64(mr)))],
-                                      inbounds=True))
-        with other:
-            with bld.if_else(bld.icmp_signed("==", sam, i64(1))) as (cols, gen):
-                with cols:
-                    by_columns(base, sak)
-                with gen:
-                    generic()
 
 
 def _ceildiv(b: ir.IRBuilder, x: ir.Value, d: int) -> ir.Value:
