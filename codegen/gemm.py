@@ -211,7 +211,10 @@ def _swap_pays(bld: ir.IRBuilder, tile: Tile, m: ir.Value, n: ir.Value, k: ir.Va
     mp, np_ = pad(m, mr), pad(n, nr)  # C = A B: rows of A and columns of B, padded
     mp2, np2 = pad(n, mr), pad(m, nr)  # C^T = B^T A^T
     # C = A B packs A only when its rows are not contiguous (``_gemm_body`` reads them in
-    # place otherwise)
+    # place otherwise). An A with contiguous columns is read in place too now, but still
+    # counted as packed here: a conservative rule, which may keep the swapped order where
+    # the plain one would since have become as fast (only when B's columns are contiguous
+    # as well, as in x^T @ W^T: not measured)
     packs_a = bld.select(bld.icmp_signed("==", sak, i64(1)), i64(0), mp)
     plain = bld.add(bld.mul(i64(PACK_COST), bld.add(packs_a, np_)), bld.mul(mp, np_))
     swapped = bld.add(bld.mul(i64(PACK_COST), np2), bld.mul(mp2, np2))
