@@ -41,9 +41,9 @@ class Forms:
         self._var[id(v)] = (v, extent)
         self._of[id(v)] = (v, ({id(v): 1}, 0))
 
-    def extent(self, v: ir.Value) -> int | None:
-        e = self._var.get(id(v))
-        return e[1] if e is not None and e[0] is v else None
+    def variable(self, key: int) -> tuple[ir.Value, int | None]:
+        """The variable a form's term names (its key), and its extent."""
+        return self._var[key]
 
     def get(self, v: Any) -> Form | None:
         if isinstance(v, ir.Constant) and isinstance(v.constant, int):

@@ -353,10 +353,10 @@ class KernelEmitter:
         if form is None or form[1] != 0 or lo % f or d % f or len(form[0]) != 2:
             return None
         (v0, c0), (v1, c1) = sorted(form[0].items(), key=lambda kv: -kv[1])
-        if c0 != f or c1 != 1 or fs._var.get(v1, (None, None))[1] != f:
+        if c0 != f or c1 != 1 or fs.variable(v1)[1] != f:
             return None
         b = self.b
-        x0 = fs._var[v0][0]
+        x0 = fs.variable(v0)[0]
         j0 = b.sub(x0, i64(lo // f)) if lo else x0
         nb = d // f
         ok = b.and_(b.icmp_signed(">=", j0, i64(0)), b.icmp_signed("<", j0, i64(nb)))
