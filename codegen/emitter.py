@@ -43,7 +43,7 @@ from .llvm_util import (
     round_bf16,
 )
 from .parallel import TASK, context_type, pack_context, unpack_context
-from .views import VIEW_OPS, contiguous_strides, strided_view
+from .views import VIEW_OPS, closure_of, contiguous_strides, strided_view
 
 # elements of an elementwise kernel's loop nest from which its two halves run on the two
 # threads (a pass over 32K floats takes ~10 us; handing half to the spinning worker, <1 us)
@@ -489,18 +489,10 @@ class KernelEmitter:
         """The factor to split the innermost loop over ``shape`` by (``codegen.affine``):
         from the reshapes this kernel computes inline, the innermost extents of their
         sources."""
-        cands: list[Any] = []
-        seen: set[int] = set()
-        stack = list(self.members)
-        while stack:
-            x = stack.pop()
-            if x.id in seen:
-                continue
-            seen.add(x.id)
-            if x.op == "reshape" and x.inputs[0].shape and strided_view(
-                    x, self._is_buffer) is None:  # (a view of a buffer needs no division)
-                cands.append(x.inputs[0].shape[-1])
-            stack.extend(y for y in x.inputs if not self._is_buffer(y))
+        mat = self.L.mat_ids
+        cands = [x.inputs[0].shape[-1] for m in self.members for x in closure_of(m, mat)
+                 if x.op == "reshape" and x.inputs[0].shape
+                 and strided_view(x, self._is_buffer) is None]  # (a buffer's view: no division)
         return split_factor(shape[-1] if shape else None, cands) if cands else None
 
     def finish(self) -> None:

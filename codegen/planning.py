@@ -31,7 +31,7 @@ from graphc.ir import shapes as sh
 from .abi import align
 from .elementwise import ELEMENT_RULES
 from .families import KERNELS, kernel_for
-from .views import VIEW_OPS, strided_view
+from .views import VIEW_OPS, closure_of, strided_view
 
 # ops whose kernels may stop with an error code (a scan: any kernel of its body)
 CHECKED_OPS = ("gather", "scatter_add", "scan")
@@ -276,19 +276,6 @@ def reads_of(n: Node, mat: set[int]) -> list[Node]:
             out.append(x)
         else:
             stack.extend(x.inputs)
-    return out
-
-
-def closure_of(n: Node, mat: set[int]) -> list[Node]:
-    """``n`` and the expression nodes its kernel computes inline."""
-    out, seen, stack = [n], {n.id}, list(n.inputs)
-    while stack:
-        x = stack.pop()
-        if x.id in seen or x.op == "input" or x.id in mat:
-            continue
-        seen.add(x.id)
-        out.append(x)
-        stack.extend(x.inputs)
     return out
 
 

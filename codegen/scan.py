@@ -35,6 +35,7 @@ def _init(n: Node, t: ir.Type) -> ir.Constant:
         return fconst(t, 0.0) if fl else ir.Constant(t, 0)
     if n.op == "cumprod":
         return fconst(t, 1.0) if fl else ir.Constant(t, 1)
+    # cummax and logcumsumexp: the identity of max and of log-add-exp
     return fconst(t, float("-inf")) if fl else ir.Constant(t, -(1 << (t.width - 1)))
 
 

@@ -29,6 +29,21 @@ def contiguous_strides(shape: tuple) -> list[Any]:
     return strides
 
 
+def closure_of(n: Node, mat: set[int]) -> list[Node]:
+    """``n`` and the expression nodes its kernel computes inline (``mat``: the ids of the
+    materialized nodes; they and the inputs are the kernel's buffers). Here, below the
+    planner and the kernel emitters, because both ask."""
+    out, seen, stack = [n], {n.id}, list(n.inputs)
+    while stack:
+        x = stack.pop()
+        if x.id in seen or x.op == "input" or x.id in mat:
+            continue
+        seen.add(x.id)
+        out.append(x)
+        stack.extend(x.inputs)
+    return out
+
+
 def strided_view(n: Node, is_buffer: Any) -> tuple[Node, list[Any]] | None:
     """(buffer node, element strides) if ``n`` is a buffer seen through views, else None."""
     if is_buffer(n):

@@ -190,13 +190,7 @@ def logcumsumexp(input: Any, dim: int) -> Tensor:  # noqa: A002
     x = as_tensor(input)
     if not x.dtype.is_float:
         x = x.to(dt.float32)
-    if x.ndim == 0:
-        sh.norm_axis(dim, 0, "logcumsumexp")
-        return x
-    ax = sh.norm_axis(dim, x.ndim, "logcumsumexp")
-    if sh.same(x.shape[ax], 0):
-        return x
-    return _scan("logcumsumexp", x, ax)
+    return _scan("logcumsumexp", x, dim)
 
 
 # -- products, logical reductions, counts -----------------------------------------------
