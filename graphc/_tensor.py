@@ -42,15 +42,60 @@ class EagerBuilder(Builder):
             return node
         return leaf_node(value)
 
+    eager = True  # VJP rules may read values (``ir.elementwise._const_value``)
+
+    def reshape(self, x: Node, shape: Sequence[Any]) -> Node:
+        """``Builder.reshape`` for concrete shapes, built directly (see ``broadcast_to``):
+        the VJPs of broadcasting reshape every scalar's gradient."""
+        v = x._value
+        if v is None or x.op in ("reshape", "const") or not all(
+                type(d) is int for d in x.shape):
+            return super().reshape(x, shape)
+        full = sh.reshape(x.shape, shape)
+        if full == x.shape:
+            return x
+        return self._direct("reshape", x, full, v.reshape(full))
+
+    def broadcast_to(self, x: Node, shape: Sequence[Any]) -> Node:
+        """``Builder.broadcast_to`` for concrete shapes without the general machinery: the
+        same reshape and expand nodes (attributes, shapes, values) built directly. A scalar
+        operand (``b * x``, ``x ** 2``) is broadcast on most eager binary ops, and the two
+        nodes through ``op`` (shape rules, the interpreter) were half of such an op's time.
+        Anything else (symbolic or invalid shapes, a reshape or constant operand, which
+        ``Builder.reshape``/``expand`` fold) takes the general path."""
+        v = x._value
+        if (type(shape) is not tuple or v is None or x.op in ("reshape", "expand", "const")
+                or not all(type(d) is int for d in shape)
+                or not all(type(d) is int for d in x.shape)
+                or not sh.can_expand(x.shape, shape)):
+            return super().broadcast_to(x, shape)
+        if len(x.shape) < len(shape):
+            full = (1,) * (len(shape) - len(x.shape)) + x.shape
+            x = self._direct("reshape", x, full, v.reshape(full))
+        if x.shape == shape:
+            return x
+        return self._direct("expand", x, shape, np.broadcast_to(x._value, shape))
+
+    @staticmethod
+    def _direct(op: str, x: Node, shape: tuple[int, ...], value: np.ndarray) -> Node:
+        """A one-operand movement node of known shape and value (``broadcast_to``)."""
+        if not (x.rg and is_grad_enabled()):
+            return leaf_node(value)
+        node = Node(op, (x,), shape, x.dtype, {"shape": shape})
+        node.rg = True
+        node._value = value
+        return node
+
 
 _EAGER = EagerBuilder()
 _leaf_ids = iter(range(1, 1 << 62))
 
 
 def leaf_node(value: np.ndarray, requires_grad: bool = False) -> Node:
-    n = Node("input", (), tuple(int(d) for d in value.shape), dt.from_numpy(value.dtype),
-             {"name": f"leaf{next(_leaf_ids)}", "kind": "leaf",
-              "shape": tuple(value.shape), "dtype": dt.from_numpy(value.dtype)})
+    shape = value.shape  # a tuple of Python ints already
+    d = _DT_OF[value.dtype.num] if value.dtype in _PLAIN_NP else dt.from_numpy(value.dtype)
+    n = Node("input", (), shape, d,
+             {"name": f"leaf{next(_leaf_ids)}", "kind": "leaf", "shape": shape, "dtype": d})
     n._value = value
     n.rg = requires_grad
     return n
@@ -68,6 +113,8 @@ class _DtOf(dict):
 
 
 _DT_OF = _DtOf({d.np.num: d for d in dt.ALL if d is not dt.bfloat16})
+# the numpy dtypes ``_DT_OF`` maps by number without a fallback (a set lookup)
+_PLAIN_NP = frozenset(d.np for d in dt.ALL if d is not dt.bfloat16)
 
 
 class _OutNode(Node):

@@ -26,7 +26,15 @@ from .ir import dtypes as dt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_local = threading.local()
+
+
+class _Local(threading.local):
+    """Per-thread autocast state, None by default (see ``graphc._context._Local``)."""
+
+    state: Any = None
+
+
+_local = _Local()
 
 # the states a thread can be in: None (off) or one interned tuple per (device, dtype), so a
 # compiled step's guard is one identity comparison (see graphc.runtime.runner)
@@ -37,7 +45,7 @@ LOWER_DTYPES = (dt.bfloat16,)
 
 def state() -> tuple[str, dt.DType] | None:
     """The autocast state of this thread: ``None`` or ``(device_type, dtype)``."""
-    return getattr(_local, "state", None)
+    return _local.state
 
 
 def _set(s: tuple[str, dt.DType] | None) -> None:

@@ -9,7 +9,17 @@ from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_state = threading.local()
+
+
+class _State(threading.local):
+    """Per-thread grad mode with class-level defaults (no AttributeError on a thread that
+    never set them: see ``graphc._context._Local``)."""
+
+    enabled = True
+    inference = False
+
+
+_state = _State()
 
 # ops whose backward reads no saved value: PyTorch lets a graph made only of these be
 # differentiated twice without ``retain_graph`` (nothing was freed), so graphc does too
@@ -25,11 +35,11 @@ BACKWARD_TWICE = (
 
 
 def is_grad_enabled() -> bool:
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 def is_inference_mode_enabled() -> bool:
-    return getattr(_state, "inference", False)
+    return _state.inference
 
 
 def set_grad_enabled(mode: bool) -> None:

@@ -59,9 +59,15 @@ def _elementwise(f: Callable[..., np.ndarray]) -> Impl:
     """An op-table reference as an interpreter rule: run in the operands' dtype without
     floating-point warnings (NaN and inf are values here), return in the node's dtype."""
 
+    # errstate as a decorator, built once: entering a fresh ``with np.errstate`` costs
+    # ~3 us, a tenth of an eager op's time; the decorated call ~1.4 us
+    quiet = np.errstate(all="ignore")(f)
+
     def run(node: Node, *xs: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            return np.asarray(f(*xs), dtype=_np(node))
+        out = quiet(*xs)
+        want = node.dtype.np
+        return out if type(out) is np.ndarray and out.dtype == want else np.asarray(
+            out, dtype=want)
 
     return run
 

@@ -86,10 +86,19 @@ def _sign_ref(x: np.ndarray) -> np.ndarray:
 
 
 # -- derivative rules shared by several entries ---------------------------------------------
-def _const_value(n: Any) -> float | None:
-    """The value of a (broadcast/reshaped) numeric constant node, else None."""
+def _const_value(n: Any, b: Any = None) -> float | None:
+    """The value of a (broadcast/reshaped) numeric constant node, else None.
+
+    Eagerly (``b.eager``) a constant is already a value-only leaf; one that does not
+    require grad and whose value is a broadcast (every stride 0: one number repeated, a
+    read-only view) counts as that number, so ``x ** 2`` is differentiated as in a traced
+    step, without the guard ops a variable exponent needs."""
     while n.op in ("expand", "reshape"):
         n = n.inputs[0]
+    if (n.op == "input" and getattr(b, "eager", False) and not n.rg
+            and type(n._value) is np.ndarray and n._value.size
+            and n._value.dtype.kind in "fi" and not any(n._value.strides)):
+        return float(n._value.reshape(-1)[0])
     v = n.attrs.get("value") if n.op == "const" else None
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -99,7 +108,7 @@ def _pow_vjp(b: Any, n: Any, g: Any) -> list:
     ``x ** 0.0`` at x = 0 gives 0, not 0 * inf), d/dy is 0 where x == 0 and y >= 0 (so
     ``0 ** y`` gives 0, not y * log 0); products grouped as ATen groups them."""
     x, y = n.inputs
-    yv = _const_value(y)
+    yv = _const_value(y, b)
     if not _wants(x):
         dx = None
     elif yv == 0.0:

@@ -28,6 +28,8 @@ def symbol(name: str) -> sympy.Symbol:
 
 def dim(d: object) -> Dim:
     """Normalise a dimension: sympy integers become ints, expressions are simplified."""
+    if type(d) is int:  # the common case first (bool is not int here)
+        return d
     if isinstance(d, bool):
         raise TypeError(f"dimension must be an int, got bool {d!r}")
     if isinstance(d, int):
@@ -44,6 +46,8 @@ def dim(d: object) -> Dim:
 
 def shape(s: Iterable[object]) -> Shape:
     """Normalise a shape to a tuple of dims."""
+    if type(s) is tuple and all(type(d) is int for d in s):
+        return s  # already normal (every eager op's shapes)
     return tuple(dim(d) for d in s)
 
 
@@ -72,7 +76,9 @@ def same(a: Dim, b: Dim) -> bool:
 
 
 def same_shape(a: Sequence[Dim], b: Sequence[Dim]) -> bool:
-    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    # equal tuples (ints, structurally equal expressions) are the common case: no per-dim
+    # algebra
+    return a == b or (len(a) == len(b) and all(same(x, y) for x, y in zip(a, b)))
 
 
 def fmt_dim(d: Dim) -> str:

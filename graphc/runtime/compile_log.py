@@ -72,20 +72,28 @@ class _Discard(CompileLog):
         pass
 
 
-_local = threading.local()
+
+
+class _Local(threading.local):
+    """Per-thread compile log, None by default (see ``graphc._context._Local``)."""
+
+    log: Any = None
+
+
+_local = _Local()
 _DISCARD = _Discard("")
 
 
 def current() -> CompileLog:
     """The log of the compile running in this thread (a discarding one outside compiles)."""
-    return getattr(_local, "log", None) or _DISCARD
+    return _local.log or _DISCARD
 
 
 @contextmanager
 def recording(name: str, verbose: bool = False) -> Iterator[CompileLog]:
     """Make a new log current for the block; print it at the end when ``verbose``."""
     log = CompileLog(name)
-    prev = getattr(_local, "log", None)
+    prev = _local.log
     _local.log = log
     t0 = time.perf_counter()
     try:

@@ -216,7 +216,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             continue
         if read is amp.state:  # inlined likewise: the states are interned, so identity
             ns["AMS"] = amp._local
-            emit(f"    if getattr(AMS, 'state', None) is not GE{k}: raise Mismatch")
+            emit(f"    if AMS.state is not GE{k}: raise Mismatch")
             continue
         emit(f"    if GR{k}() != GE{k}: raise Mismatch")
     if spec_keys:
