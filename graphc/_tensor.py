@@ -74,7 +74,13 @@ class EagerBuilder(Builder):
             x = self._direct("reshape", x, full, v.reshape(full))
         if x.shape == shape:
             return x
-        return self._direct("expand", x, shape, np.broadcast_to(x._value, shape))
+        v = x._value
+        if v.size == 1 and v.flags.c_contiguous:  # a scalar: np.broadcast_to's view, built
+            view = np.ndarray(shape, v.dtype, buffer=v, strides=(0,) * len(shape))  # cheaply
+            view.flags.writeable = False
+        else:
+            view = np.broadcast_to(v, shape)
+        return self._direct("expand", x, shape, view)
 
     @staticmethod
     def _direct(op: str, x: Node, shape: tuple[int, ...], value: np.ndarray) -> Node:

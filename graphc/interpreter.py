@@ -78,7 +78,8 @@ IMPLS.update({d.name: _elementwise(d.ref) for d in ELEMENTWISE})
 
 @_impl("sum")
 def _sum(node, x):
-    return np.sum(x, axis=node.attrs["axes"], keepdims=True, dtype=_np(node))
+    # np.sum's own reduction, without its dispatch wrapper (~3.5 us of an eager sum)
+    return np.add.reduce(x, axis=node.attrs["axes"], keepdims=True, dtype=_np(node))
 
 
 @_impl("max")
@@ -341,7 +342,10 @@ def _is_bf16(a: np.ndarray) -> bool:
 def _has_bf16(node: Node, args: Sequence[np.ndarray]) -> bool:
     if node.dtype is dt.bfloat16:
         return True
-    return any(_is_bf16(a) for a in args)
+    for a in args:
+        if a.dtype not in _PLAIN and a.dtype.name == "bfloat16":
+            return True
+    return False
 
 
 def run_node(node: Node, args: Sequence[np.ndarray], env: Mapping[sympy.Symbol, int] | None = None
