@@ -54,6 +54,8 @@ class EagerBuilder(Builder):
         full = sh.reshape(x.shape, shape)
         if full == x.shape:
             return x
+        if not all(type(d) is int for d in full):  # a symbolic target: the general rules
+            return super().reshape(x, shape)
         return self._direct("reshape", x, full, v.reshape(full))
 
     def broadcast_to(self, x: Node, shape: Sequence[Any]) -> Node:

@@ -1,0 +1,99 @@
+"""Eager mode's short cuts build what the general path builds.
+
+A Python number operand is one value-only leaf holding its broadcast value; a 0-d tensor
+operand's reshape and expand nodes are built directly with their known shapes; a constant
+exponent is recognised from its value. Each must give PyTorch's values and gradients, keep
+every gradient that is asked for (a 0-d exponent that requires grad is not a constant), and
+leave no shared, writable constant behind. Grad mode and the trace context are per thread
+with defaults a new thread sees.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from _torch import torch
+
+import graphc as gc
+from graphc import _context
+from graphc.autograd import is_grad_enabled
+
+X0 = np.array([-1.5, -0.25, 0.0, 0.5, 2.0, 3.0], np.float64)
+
+
+def _both(fn: Any, *arrays: np.ndarray, grad: tuple[bool, ...]) -> None:
+    """``fn`` on graphc and torch tensors (``grad[i]``: operand i requires grad): the
+    results and every operand's gradient agree."""
+    g = [gc.tensor(a, requires_grad=r) for a, r in zip(arrays, grad)]
+    t = [torch.tensor(a, requires_grad=r) for a, r in zip(arrays, grad)]
+    gy, ty = fn(g, gc), fn(t, torch)
+    np.testing.assert_allclose(gy.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+    gy.sum().backward()
+    ty.sum().backward()
+    for a, b in zip(g, t):
+        if b.requires_grad:
+            assert a.grad is not None
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12,
+                                       atol=1e-12)
+
+
+@pytest.mark.parametrize("expr", [
+    lambda v, m: v[0] * 2.0 + 1,
+    lambda v, m: 3 - v[0] / 4,
+    lambda v, m: v[0] ** 2,
+    lambda v, m: v[0] ** 3 - v[0] ** 0.0,
+    lambda v, m: 2.0 ** v[0],
+    lambda v, m: (v[0] > 0.25) * v[0],
+    lambda v, m: m.where(v[0] > 0, v[0], 0.5),
+])
+def test_scalar_operands_match_torch(expr: Any) -> None:
+    _both(expr, X0, grad=(True,))
+
+
+@pytest.mark.parametrize("wants", [(True, True), (True, False), (False, True)])
+def test_zero_d_exponent_gets_its_gradient(wants: tuple[bool, bool]) -> None:
+    """``x ** e`` with a 0-d ``e``: its broadcast is a zero-stride value like a constant's,
+    but when ``e`` requires grad it is not a constant and its gradient is built."""
+    x = np.abs(X0) + 0.5
+    _both(lambda v, m: v[0] ** v[1], x, np.array(2.0), grad=wants)
+
+
+@pytest.mark.parametrize("wants", [(True, True), (True, False), (False, True)])
+def test_zero_d_tensor_operand_broadcasts(wants: tuple[bool, bool]) -> None:
+    _both(lambda v, m: v[1] * v[0] + v[1], X0, np.array(-0.75), grad=wants)
+
+
+def test_results_are_fresh_and_writable() -> None:
+    """The scalar operand's leaf is a read-only view, but what an op returns is its own
+    array: writing to one result changes no other result and no later op's constant."""
+    x = gc.tensor(X0.copy())
+    a = x * 2.0
+    b = x * 2.0
+    a.add_(1.0)
+    np.testing.assert_array_equal(b.numpy(), X0 * 2.0)
+    np.testing.assert_array_equal((x * 2.0).numpy(), X0 * 2.0)
+    z = gc.zeros(3) + 5
+    z.mul_(2.0)
+    np.testing.assert_array_equal(z.numpy(), [10.0, 10.0, 10.0])
+
+
+def test_thread_defaults() -> None:
+    """A new thread starts with grad enabled and no trace context, whatever the creating
+    thread set (PyTorch's grad mode is thread-local too)."""
+    seen: dict[str, Any] = {}
+
+    def run() -> None:
+        seen["grad"] = is_grad_enabled()
+        seen["ctx"] = _context.current()
+        x = gc.tensor(X0, requires_grad=True)
+        seen["rg"] = (x * 2.0).requires_grad
+
+    with gc.no_grad():
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+        assert not is_grad_enabled()
+    assert seen == {"grad": True, "ctx": None, "rg": True}
