@@ -139,7 +139,8 @@ def _scalar(bld: Any, v: Any, shape: Any, t: dt.DType) -> Node:
             type(d) is int for d in shape):
         return bld.const(v, (), t)
     v = float(v) if t.is_float else (bool(v) if t is dt.bool_ else int(v))  # Builder.const's
-    arr = np.full((), v, dtype=t.np)
+    # np.array, not np.full's Python wrapper; the same conversion (bf16 keeps np.full's)
+    arr = np.full((), v, dtype=t.np) if t is dt.bfloat16 else np.array(v, dtype=t.np)
     if shape:
         arr = np.ndarray(shape, t.np, buffer=arr, strides=(0,) * len(shape))
     arr.flags.writeable = False
