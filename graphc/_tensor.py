@@ -33,7 +33,7 @@ class EagerBuilder(Builder):
         super().__init__(intern=False, track_loc=False)
 
     def op(self, op: str, inputs: Sequence[Node] = (), **attrs: Any) -> Node:
-        node = super().op(op, inputs, **attrs)
+        node = self._make(op, inputs, attrs, None)  # Builder.op, one call fewer
         if op == "input":
             return node
         value = run_node(node, [x._value for x in node.inputs])
