@@ -18,23 +18,16 @@ outside any region re-traces when called inside one (the state is one of its gua
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ._context import thread_local
 from .ir import dtypes as dt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-
-class _Local(threading.local):
-    """Per-thread autocast state, None by default (see ``graphc._context._Local``)."""
-
-    state: Any = None
-
-
-_local = _Local()
+_local = thread_local(state=None)
 
 # the states a thread can be in: None (off) or one interned tuple per (device, dtype), so a
 # compiled step's guard is one identity comparison (see graphc.runtime.runner)

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from ._context import thread_local
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-
-class _State(threading.local):
-    """Per-thread grad mode with class-level defaults (no AttributeError on a thread that
-    never set them: see ``graphc._context._Local``)."""
-
-    enabled = True
-    inference = False
-
-
-_state = _State()
+_state = thread_local(enabled=True, inference=False)
 
 # ops whose backward reads no saved value: PyTorch lets a graph made only of these be
 # differentiated twice without ``retain_graph`` (nothing was freed), so graphc does too

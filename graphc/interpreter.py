@@ -342,8 +342,8 @@ def _is_bf16(a: np.ndarray) -> bool:
 def _has_bf16(node: Node, args: Sequence[np.ndarray]) -> bool:
     if node.dtype is dt.bfloat16:
         return True
-    for a in args:
-        if a.dtype not in _PLAIN and a.dtype.name == "bfloat16":
+    for a in args:  # a loop, not any() over a generator: once per eager op
+        if _is_bf16(a):
             return True
     return False
 

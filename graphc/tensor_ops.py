@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import _context, amp
-from ._tensor import _EAGER, Tensor, builder, leaf_node, to_array
+from ._tensor import _EAGER, Tensor, builder, leaf_node, repeated, to_array
 from .ir import Node
 from .ir import dtypes as dt
 from .ir import shapes as sh
@@ -135,16 +135,12 @@ def _scalar(bld: Any, v: Any, shape: Any, t: dt.DType) -> Node:
     — the constant's 0-d array repeated by zero strides, read-only, as the constant, reshape
     and expand nodes give it — in one value-only leaf instead of three evaluated nodes (a
     third of an eager scalar op's time)."""
-    if bld is not _EAGER or type(v) not in (bool, int, float) or not all(
-            type(d) is int for d in shape):
+    if bld is not _EAGER or type(v) not in (bool, int, float) or not sh.is_concrete(shape):
         return bld.const(v, (), t)
     v = float(v) if t.is_float else (bool(v) if t is dt.bool_ else int(v))  # Builder.const's
     # np.array, not np.full's Python wrapper; the same conversion (bf16 keeps np.full's)
     arr = np.full((), v, dtype=t.np) if t is dt.bfloat16 else np.array(v, dtype=t.np)
-    if shape:
-        arr = np.ndarray(shape, t.np, buffer=arr, strides=(0,) * len(shape))
-    arr.flags.writeable = False
-    return leaf_node(arr)
+    return leaf_node(repeated(arr, shape))
 
 
 def _py(v: Any) -> Any:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from graphc._context import thread_local
 
 
 def enabled_by_env() -> bool:
@@ -73,14 +74,7 @@ class _Discard(CompileLog):
 
 
 
-
-class _Local(threading.local):
-    """Per-thread compile log, None by default (see ``graphc._context._Local``)."""
-
-    log: Any = None
-
-
-_local = _Local()
+_local = thread_local(log=None)
 _DISCARD = _Discard("")
 
 
