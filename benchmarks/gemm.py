@@ -11,7 +11,9 @@ numpy's BLAS gets the same thread count (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS 
 numpy is imported). With two threads, OpenBLAS's workers keep spinning after each call and take
 the second core from graphc's pool in the next block (the pause between blocks only partly
 helps): two-thread scaling is measured without a BLAS in the process by
-``benchmarks.gemm_scaling``.
+``benchmarks.gemm_scaling``. Where PyTorch is installed, its matmul (MKL's sgemm in the x86
+wheels: the GEMM the step benchmarks' PyTorch side runs) is timed the same way in a third
+column, with the same thread count; ``--no-torch`` leaves it out.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.gemm")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--blocks", type=int, default=7)
+    ap.add_argument("--no-torch", action="store_true", help="skip PyTorch's matmul column")
     a = ap.parse_args(argv)
     if "numpy" in sys.modules:
         print("note: numpy was imported before the thread count could be set")
@@ -47,9 +50,20 @@ def main(argv: list[str] | None = None) -> int:
               (256, 64, 784, False)]     # mlp_small weight gradient (as laid out here)
     from graphc.codegen.hostinfo import describe_host
 
+    torch = None
+    if not a.no_torch:
+        try:
+            import torch
+        except ImportError:
+            pass
+        else:
+            torch.set_num_threads(a.threads)
     print(describe_host())
     print(f"threads {a.threads}")
-    print(f"{'M x K x N':<18} {'layout':<6} {'graphc':>8} {'numpy':>8} {'ratio':>6}  (GFLOP/s)")
+    head = f"{'M x K x N':<18} {'layout':<6} {'graphc':>8} {'numpy':>8} {'ratio':>6}"
+    if torch is not None:
+        head += f" {'torch':>8} {'ratio':>6}"
+    print(head + "  (GFLOP/s; ratio: graphc / other)")
     for m, k, n, nt in shapes:
         A = rng.standard_normal((m, k)).astype(np.float32)
         B = rng.standard_normal((n, k) if nt else (k, n)).astype(np.float32)
@@ -58,16 +72,19 @@ def main(argv: list[str] | None = None) -> int:
             full = gc.compile(lambda x, W=W: x @ W.T, dynamic=False)
             f = gc.compile(lambda x, W=W: (x @ W.T).sum(), dynamic=False)
             g = lambda x, B=B: (x @ B.T).sum()  # noqa: E731
+            tb = torch.from_numpy(B).T if torch is not None else None
             ref = A @ B.T
         else:
             full = gc.compile(lambda x, W=W: x @ W, dynamic=False)
             f = gc.compile(lambda x, W=W: (x @ W).sum(), dynamic=False)
             g = lambda x, B=B: (x @ B).sum()  # noqa: E731
+            tb = torch.from_numpy(B) if torch is not None else None
             ref = A @ B
         np.testing.assert_allclose(full(A).numpy(), ref, rtol=2e-3, atol=2e-3)
         flops = 2.0 * m * n * k
         reps = max(3, int(2e9 / flops))
-        tf, tn = [], []
+        tf, tn, tt = [], [], []
+        ta = torch.from_numpy(A) if torch is not None else None
         for _ in range(a.blocks):
             # a thread pool that spins after its last call (OpenBLAS's, ours) would otherwise
             # hold the second core at the start of the other library's block
@@ -81,9 +98,19 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(reps):
                 g(A)
             tn.append((time.perf_counter() - t) / reps)
+            if torch is not None:
+                time.sleep(0.3)
+                t = time.perf_counter()
+                for _ in range(reps):
+                    (ta @ tb).sum()
+                tt.append((time.perf_counter() - t) / reps)
         gf, gn = flops / statistics.median(tf) / 1e9, flops / statistics.median(tn) / 1e9
-        print(f"{f'{m}x{k}x{n}':<18} {'NT' if nt else 'NN':<6} {gf:>8.1f} {gn:>8.1f} "
-              f"{gf / gn:>6.2f}")
+        line = (f"{f'{m}x{k}x{n}':<18} {'NT' if nt else 'NN':<6} {gf:>8.1f} {gn:>8.1f} "
+                f"{gf / gn:>6.2f}")
+        if torch is not None:
+            gt = flops / statistics.median(tt) / 1e9
+            line += f" {gt:>8.1f} {gf / gt:>6.2f}"
+        print(line)
     return 0
 
 

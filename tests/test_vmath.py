@@ -254,3 +254,39 @@ def test_pow_f32_matches_numpy() -> None:
     np.testing.assert_array_equal(np.signbit(got[fin]), np.signbit(want[fin]))
     assert np.abs(got[tie]).max(initial=0) <= np.finfo(np.float32).smallest_subnormal
     assert ulp_error(got[fin], ref[fin].astype(np.float64), np.float32).max() <= 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_exp_below_underflow_mixed_lanes(dtype: Any) -> None:
+    """Inputs at or below exp's underflow threshold (a causal mask's -inf, -1e30, the
+    threshold itself) are exactly +0 whatever sits in the neighbouring lanes of the same
+    vector, and those lanes (normal results, denormal results, NaN, inf) are unaffected: the
+    kernel evaluates exp(0) for the underflowing lanes and selects 0 afterwards (so no product
+    underflows there), which must not leak into the other lanes."""
+    lo = -104.0 if dtype == np.float32 else -746.0
+    mid = -100.0 if dtype == np.float32 else -740.0  # a denormal result
+    pattern = [-np.inf, 0.5, -1e30, mid, lo, np.nan, np.inf, lo - 1.0, -2.0, lo + 0.03, 3.0]
+    x = np.array(pattern * 7, dtype)  # 77 elements: full vectors and a tail
+    got = np.asarray(gc.compile(lambda t: t.exp())(x))
+    with np.errstate(all="ignore"):
+        want = np.exp(x)
+    under = x <= lo
+    assert (got[under] == 0).all() and not np.signbit(got[under]).any()
+    rest = ~under
+    assert ulp_error(got[rest], _reference("exp", x[rest]), dtype).max() <= MAX_ULP["exp"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+def test_causal_softmax_masked_entries_exactly_zero() -> None:
+    """A causally masked softmax (the -inf entries the attention step produces) gives exact
+    zeros above the diagonal and numpy's values below, compiled and eager."""
+    rng = np.random.default_rng(3)
+    s = rng.standard_normal((4, 16, 16)).astype(np.float32)
+    mask = np.triu(np.ones((16, 16), bool), 1)
+    s[:, mask] = -np.inf
+    e = np.exp(s - s.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    soft = lambda t: gc.nn.functional.softmax(t, dim=-1)  # noqa: E731
+    for got in (np.asarray(gc.compile(soft)(s)), soft(gc.tensor(s)).numpy()):
+        assert (got[:, mask] == 0).all()
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
