@@ -224,21 +224,29 @@ class VMath:
     def exp(self, x: ir.Value) -> ir.Value:
         b, t = self.b, x.type
         w = _bits(t)
-        lo, hi = _EXP_RANGE[w]
-        # clamp above; at or below ``lo`` (where the result rounds to +0) and for NaN (fptosi
-        # of NaN would be poison) evaluate exp(0) instead and select the answer at the end.
-        # Clamping those to ``lo`` gave the same bits, but through products that underflow:
-        # each such vector instruction takes a microcode assist on Intel cores (~150 cycles),
-        # which made a causally masked softmax's exp 9x slower than an unmasked one.
-        under = b.fcmp_unordered("<=", x, _c(t, lo))
-        xs = b.select(b.fcmp_ordered(">", x, _c(t, hi)), _c(t, hi), x)
-        xs = b.select(under, _c(t, 0.0), xs)
+        xs, under = self._exp_range(x, *_EXP_RANGE[w])
         nf = self._call("llvm.rint", b.fmul(xs, _c(t, 1.4426950408889634)))
         c1, c2 = _LN2[w]
         r = self.fma(nf, _c(t, -c1), xs)
         r = self.fma(nf, _c(t, -c2), r)
-        y = b.select(under, _c(t, 0.0), self._exp_scaled(nf, r))
-        return b.select(self._is_nan(x), x, y)
+        return self._exp_result(x, under, self._exp_scaled(nf, r))
+
+    def _exp_range(self, x: ir.Value, lo: float, hi: float) -> tuple[ir.Value, ir.Value]:
+        """exp/exp2's argument: clamped to ``hi`` above; 0 at or below ``lo`` (where the
+        result rounds to +0) and for NaN (fptosi of NaN would be poison), with the mask of
+        those lanes for ``_exp_result``. Clamping them to ``lo`` gave the same bits, but
+        through scaling products that underflow, and each such vector instruction takes a
+        microcode assist on Intel cores (~150 cycles): a causally masked softmax's exp ran
+        9x slower than an unmasked one."""
+        b, t = self.b, x.type
+        under = b.fcmp_unordered("<=", x, _c(t, lo))
+        xs = b.select(b.fcmp_ordered(">", x, _c(t, hi)), _c(t, hi), x)
+        return b.select(under, _c(t, 0.0), xs), under
+
+    def _exp_result(self, x: ir.Value, under: ir.Value, y: ir.Value) -> ir.Value:
+        """``y`` with +0 in the lanes ``_exp_range`` zeroed and NaN inputs passed through."""
+        t = x.type
+        return self.b.select(self._is_nan(x), x, self.b.select(under, _c(t, 0.0), y))
 
     def _exp_scaled(self, nf: ir.Value, r: ir.Value) -> ir.Value:
         """exp(r) 2^n for |r| <= ln2/2 and an integral ``nf`` in exp's clamped range."""
@@ -257,11 +265,10 @@ class VMath:
         if x.type == F32:
             return self._via_f64(self.exp2, x)
         b, t = self.b, x.type
-        xs = b.select(b.fcmp_ordered(">", x, _c(t, 1025.0)), _c(t, 1025.0), x)
-        xs = b.select(b.fcmp_unordered("<", xs, _c(t, -1076.0)), _c(t, -1076.0), xs)
+        xs, under = self._exp_range(x, -1076.0, 1025.0)
         nf = self._call("llvm.rint", xs)
         r = b.fmul(b.fsub(xs, nf), _c(t, _LN2_F64))
-        return b.select(self._is_nan(x), x, self._exp_scaled(nf, r))
+        return self._exp_result(x, under, self._exp_scaled(nf, r))
 
     def expm1(self, x: ir.Value) -> ir.Value:
         """exp(x) - 1 without cancellation: ``x = k ln2 + r``, ``p = expm1(r)`` by its Taylor
