@@ -87,12 +87,14 @@ from llvmlite import ir
 from graphc.ir import Node
 from graphc.ir import shapes as sh
 
-from . import options
+from . import conv_bf16, options
 from .abi import ALIGN, align
 from .conv_direct import DIRECT
+from .gemm_bf16 import bf16_features
 from .kernels import Kernel, register
 from .llvm_util import F32, I1, I8, I8P, I32, I64, VOID, declare, for_range, i64, mem_type
-from .parallel import CONV_PAR_MIN_MACS, TASK, context_type, pack_context, unpack_context
+from .parallel import CONV_PAR_MIN_MACS
+from .parallel import KernelTask as _Task
 from .views import strided_view
 
 OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
@@ -237,6 +239,9 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
     the repacked weight and two grids (one per thread, each working through half of the
     images), or, for the weight gradient, every image's grid (the tiles accumulate over the
     whole batch in registers)."""
+    kern = conv_bf16.gemm_kernel(n, "f32", bf16_features())
+    if kern is not None:  # bf16 operands on the matrix units
+        return conv_bf16.workspace_bytes(n, kern.isa)
     p = problem(n, wide)
     it = n.dtype.itemsize
     if p is None:
@@ -476,89 +481,6 @@ def _operand(k: Any, n: Node) -> tuple[ir.Value, list[ir.Value]] | None:
         return None
     base, strides = sv
     return k.ptr[base.id], [k.sym(x) for x in strides]
-
-
-# ---------------------------------------------------------------------------------------
-# two-thread split
-# ---------------------------------------------------------------------------------------
-class _Task:
-    """A ``void(i8* ctx, i64 part)`` function for the thread pool (``parallel.run2``), with
-    its own builder, and the kernel side that fills the ctx and dispatches it.
-
-    ``values`` are what the body needs from the kernel: constants and globals are used as
-    they are (the task is compiled with them folded in), anything else travels through a
-    stack struct. The task's body is emitted with ``self.b``; ``self[v]`` maps a kernel
-    value to the task's copy."""
-
-    def __init__(self, k: Any, suffix: str, values: list[ir.Value]) -> None:
-        self.k = k
-        live: list[ir.Value] = []
-        for v in values:
-            if not isinstance(v, (ir.Constant, ir.GlobalValue)) and all(v is not x
-                                                                         for x in live):
-                live.append(v)
-        self.live = live
-        self.ct = context_type([v.type for v in live])
-        mod = k.L.module
-        name = f"{k.fn.name}.{suffix}"
-        # the task unpacks the ctx and calls the body, whose pointer arguments are noalias
-        # like the kernel's own (inlined, they become alias scopes): without that LLVM
-        # cannot vectorise the grid copies (grid stores might overwrite the source)
-        body = ir.Function(mod, ir.FunctionType(ir.VoidType(), [v.type for v in live] + [I64]),
-                           name=f"{name}.body")
-        body.linkage = "internal"
-        body.attributes.add("alwaysinline")
-        for a in body.args[:-1]:
-            if isinstance(a.type, ir.PointerType):
-                a.add_attribute("noalias")
-        self.fn = ir.Function(mod, TASK, name=name)
-        self.fn.linkage = "internal"
-        w = ir.IRBuilder(self.fn.append_basic_block("entry"))
-        w.call(body, unpack_context(w, self.fn.args[0], self.ct, len(live)) + [self.fn.args[1]])
-        w.ret_void()
-        entry = body.append_basic_block("entry")
-        start = body.append_basic_block("start")
-        self._allocas = ir.IRBuilder(entry)
-        self._br = self._allocas.branch(start)
-        self.b = b = ir.IRBuilder(start)
-        self._map = list(zip(live, body.args))
-        self.part = body.args[-1]
-        self.first = b.icmp_signed("==", self.part, i64(0))
-
-    def __getitem__(self, v: ir.Value) -> ir.Value:
-        if isinstance(v, (ir.Constant, ir.GlobalValue)):
-            return v
-        return next(t for x, t in self._map if x is v)
-
-    def alloca(self, t: ir.Type) -> ir.Value:
-        self._allocas.position_before(self._br)
-        return self._allocas.alloca(t)
-
-    def split(self, total: ir.Value) -> tuple[ir.Value, ir.Value]:
-        """This part's ``[lo, hi)`` of ``range(total)``: part 0 the first ``ceil(total/2)``."""
-        b = self.b
-        half = b.udiv(b.add(total, i64(1)), i64(2))
-        return b.select(self.first, i64(0), half), b.select(self.first, half, total)
-
-    def finish(self) -> None:
-        self.b.ret_void()
-
-    def dispatch(self, par: ir.Value) -> None:
-        """In the kernel: run both parts on the pool when ``par`` holds and the pool is
-        there (``graphc_parallel_run2`` is null in one-thread processes and ahead-of-time
-        builds), else part 0 then part 1 on this thread: the same code computes each output
-        element either way, so the results are bit-identical."""
-        k = self.k
-        b = k.b
-        cp = pack_context(b, k.alloca(self.ct), self.live)
-        disp = b.load(k.L.run2_global())
-        go = b.and_(b.icmp_unsigned("!=", b.ptrtoint(disp, I64), i64(0)), par)
-        with b.if_else(go) as (then, otherwise):
-            with then:
-                b.call(disp, [self.fn, cp])
-            with otherwise:
-                b.call(self.fn, [cp, i64(0)])
-                b.call(self.fn, [cp, i64(1)])
 
 
 # ---------------------------------------------------------------------------------------
@@ -1794,6 +1716,8 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
     ``fallback`` (the direct loops), which debug builds always use for their bounds checks."""
 
     def emit(k: Any) -> None:
+        if conv_bf16.emit(k, bf16_features()):  # bf16 operands: im2col + the bf16 GEMM
+            return
         debug = getattr(k, "debug", False)
         p = None if debug else problem(k.node, k.L.wide)
         sp = None if debug or p is not None else strided_igrad(k.node, k.L.wide)

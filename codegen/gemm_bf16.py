@@ -74,6 +74,9 @@ Design (BLIS-style, one packed layout for every variant):
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +108,27 @@ class _BFloat(ir.Type):
 
     def __hash__(self) -> int:
         return hash("bfloat")
+
+
+# the LLVM feature string bf16 kernels are generated for: None for this host (a JIT step);
+# an AOT build or a step for a named CPU sets its target's (``bf16_target``)
+_BF16_TARGET: ContextVar[str | None] = ContextVar("bf16_target", default=None)
+
+
+@contextlib.contextmanager
+def bf16_target(features: str | None) -> Iterator[None]:
+    """Choose bf16 GEMM variants for ``features`` (an LLVM feature string; ``""``: nothing
+    beyond the vector width, the portable variant) instead of the host within the block."""
+    token = _BF16_TARGET.set(features)
+    try:
+        yield
+    finally:
+        _BF16_TARGET.reset(token)
+
+
+def bf16_features() -> str | None:
+    """The feature string ``bf16_target`` set (None: this host)."""
+    return _BF16_TARGET.get()
 
 
 @dataclass(frozen=True)
@@ -900,4 +924,4 @@ def gemm_bf16_module(kerns: list[Bf16Gemm], name: str = "graphc_gemm_bf16") -> i
 
 __all__ = ["ISAS", "Bf16Gemm", "bf16_isa", "workspace_bytes_bf16", "gemm_bf16_function",
            "gemm_bf16_task", "emit_gemm_bf16_call", "library_parts", "gemm_bf16_module",
-           "PAR_MIN_MACS", "MC", "NC"]
+           "PAR_MIN_MACS", "MC", "NC", "bf16_target", "bf16_features"]

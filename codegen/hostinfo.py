@@ -169,6 +169,9 @@ def describe_host() -> str:
 
 # bf16 GEMM variants (``codegen.gemm_bf16``), ascending: GRAPHC_BF16_ISA may pick a lower one
 ISAS = ("generic", "avx512bf16", "amx")
+# the convolutions whose bf16 form runs on the bf16 GEMM (``codegen.conv_bf16``): here, so the
+# runtime can ask for AMX tile permission for a cached step without importing the code generator
+BF16_CONV_OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 
 
 def feature_set(features: str | None = None) -> set[str]:
@@ -204,4 +207,4 @@ def bf16_isa(features: str | None = None) -> str:
 
 __all__ = ["Caches", "DEFAULT_CACHES", "host_caches", "current_caches", "tuned_for",
            "read_sysfs", "parse_size", "cpu_model", "isa_flags", "describe_host",
-           "ISAS", "bf16_isa", "feature_set"]
+           "ISAS", "BF16_CONV_OPS", "bf16_isa", "feature_set"]

@@ -170,7 +170,7 @@ class Lowering:
         self.chunks: list[str] = []
         self._pending: list[str] = []  # kernels kept since the last chunk
         self._pending_chars = 0
-        g = legalize_bf16(g, native=matmul_bf16_native)
+        g = legalize_bf16(g, native=lambda n: matmul_bf16_native(n, debug))
         self.graph = g
         self.profile = profile  # count time-stamp ticks per kernel (``PROFILE_SYMBOL``)
         self.unit_names: list[str] = []

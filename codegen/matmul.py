@@ -10,37 +10,26 @@ and cache those on their own.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from contextvars import ContextVar
 from typing import Any
 
 from graphc.ir import Node
 from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 
+from . import conv_bf16
 from .abi import align
 from .emitter import KernelEmitter
 from .gemm import choose_tile, degenerate_product, emit_gemm_call, workspace_bytes
-from .gemm_bf16 import Bf16Gemm, emit_gemm_bf16_call, workspace_bytes_bf16
+from .gemm_bf16 import (
+    Bf16Gemm,
+    bf16_features,
+    bf16_target,
+    emit_gemm_bf16_call,
+    workspace_bytes_bf16,
+)
 from .kernels import Kernel, register
 from .llvm_util import FAST_ADD, REDUCE_FLAGS, fconst, for_range, i64, reg_type
 from .views import contiguous_strides, strided_view
-
-# the LLVM feature string bf16 products are generated for: None for this host (a JIT step);
-# an AOT build or a step for a named CPU sets its target's (``bf16_target``)
-_BF16_TARGET: ContextVar[str | None] = ContextVar("bf16_target", default=None)
-
-
-@contextlib.contextmanager
-def bf16_target(features: str | None) -> Iterator[None]:
-    """Choose bf16 GEMM variants for ``features`` (an LLVM feature string; ``""``: nothing
-    beyond the vector width, the portable variant) instead of the host within the block."""
-    token = _BF16_TARGET.set(features)
-    try:
-        yield
-    finally:
-        _BF16_TARGET.reset(token)
 
 
 def bf16_kernel(n: Node, wide: bool) -> Bf16Gemm | None:
@@ -50,20 +39,27 @@ def bf16_kernel(n: Node, wide: bool) -> Bf16Gemm | None:
     if n.inputs[0].dtype is not dt.bfloat16:
         return None
     out = "bf16" if n.dtype is dt.bfloat16 else "f32"
-    kern = Bf16Gemm.for_host(out, _BF16_TARGET.get())
+    kern = Bf16Gemm.for_host(out, bf16_features())
     return kern if wide and kern.wide else Bf16Gemm("generic", out, False)
 
 
 def describe(n: Node, wide: bool) -> str | None:
-    """The GEMM variant a bf16 product runs on, for ``ir("fused")`` and ``graphc dump``."""
+    """The GEMM variant a bf16 product or convolution runs on, for ``ir("fused")`` and
+    ``graphc dump``."""
+    if n.op in conv_bf16.OPS:
+        return conv_bf16.describe(n, bf16_features())
     kern = bf16_kernel(n, wide) if n.op == "matmul" else None
     if kern is None:
         return None
     return f"gemm: bf16 operands on {kern.isa}, {kern.out} result"
 
 
-def bf16_native(n: Node) -> bool:
-    """For ``codegen.legalize``: the CPU backend multiplies bf16 operands as they are."""
+def bf16_native(n: Node, debug: bool = False) -> bool:
+    """For ``codegen.legalize``: the CPU backend multiplies bf16 operands as they are, and
+    convolves them where the target has matrix units (``codegen.conv_bf16``; not in debug
+    builds, whose bounds-checked direct loops take float32)."""
+    if n.op in conv_bf16.OPS:
+        return not debug and conv_bf16.native(n, bf16_features())
     return n.op == "matmul"
 
 

@@ -34,7 +34,7 @@ from graphc.codegen.abi import (
     TABLE_FIXED,
 )
 from graphc.codegen.cpu import has_avx512, host_target_machine, init_llvm
-from graphc.codegen.hostinfo import DEFAULT_CACHES, bf16_isa, host_caches, tuned_for
+from graphc.codegen.hostinfo import BF16_CONV_OPS, DEFAULT_CACHES, bf16_isa, host_caches, tuned_for
 from graphc.ir import Graph
 from graphc.ir import shapes as sh
 from graphc.tensor import Tensor
@@ -105,9 +105,13 @@ def _level_of(spec: str) -> str:
 
 
 def _uses_amx(graph: Graph) -> bool:
-    """Whether the step's bf16 products run on AMX tiles here (``codegen.gemm_bf16``)."""
+    """Whether the step's bf16 products or convolutions (``codegen.gemm_bf16``,
+    ``codegen.conv_bf16``) may run on AMX tiles here. A superset is harmless (asking for tile
+    permission twice costs a system call); a miss kills the process with SIGILL."""
     return bf16_isa() == "amx" and any(
-        n.op == "matmul" and n.inputs[0].dtype.name == "bfloat16" for n in graph.nodes())
+        n.op in ("matmul", *BF16_CONV_OPS) and n.inputs[0].dtype.name == "bfloat16"
+        for n in graph.nodes())
+
 
 
 def _ptr(a: np.ndarray) -> int:
