@@ -243,6 +243,13 @@ class _Operand:
         self.static = list(st)
         self.ir = [k.sym(s) for s in st]
 
+    def in_task(self, task: KernelTask) -> _Operand:
+        """The same operand as seen inside ``task``'s function (its pointer and strides
+        passed in as task arguments)."""
+        t = _Operand.__new__(_Operand)
+        t.ptr, t.static, t.ir = task[self.ptr], self.static, [task[s] for s in self.ir]
+        return t
+
     def mergeable(self, dims: tuple[int, int, int]) -> bool:
         """Whether dims 1..3 (sizes ``dims``) form one contiguous run."""
         s = self.static
@@ -324,20 +331,26 @@ def _part_regions(task: KernelTask, layout: dict[str, int], base: ir.Value
 # ---------------------------------------------------------------------------------------
 # the three ops
 # ---------------------------------------------------------------------------------------
-def _forward(k: Any, g: Geometry, kern: Bf16Gemm, base: ir.Value, prefix: ir.Value) -> None:
+def _weighted_task(k: Any, g: Geometry, kern: Bf16Gemm, base: ir.Value, prefix: ir.Value,
+                   name: str) -> tuple[KernelTask, dict[str, ir.Value], _Operand, ir.Value,
+                                       ir.Value, ir.Value]:
+    """The forward's and input gradient's common start: the weight as an ``[O, K]`` matrix
+    (in place or repacked into the prefix), a thread task over the images, its part's
+    regions and the 4-d operand (input 0) as the task sees it."""
     n = k.node
-    b = k.b
     x, w = _Operand(k, n.inputs[0]), _Operand(k, n.inputs[1])
-    wptr, wrow = _weight_matrix(k, g, w, b.bitcast(prefix, I16.as_pointer()))
+    wptr, wrow = _weight_matrix(k, g, w, k.b.bitcast(prefix, I16.as_pointer()))
     nimg = k.sym(n.shape[0])
-    layout = _part_layout(n, g, kern.isa)
-    task = KernelTask(k, "bf16conv", [base, x.ptr, *x.ir, wptr, wrow, k.out, nimg])
+    task = KernelTask(k, name, [base, x.ptr, *x.ir, wptr, wrow, k.out, nimg])
+    regions = _part_regions(task, _part_layout(n, g, kern.isa), task[base])
+    return task, regions, x.in_task(task), wptr, wrow, nimg
+
+
+def _forward(k: Any, g: Geometry, kern: Bf16Gemm, base: ir.Value, prefix: ir.Value) -> None:
+    task, r, xt, wptr, wrow, nimg = _weighted_task(k, g, kern, base, prefix, "bf16conv")
     tb = task.b
-    r = _part_regions(task, layout, task[base])
     grid = tb.bitcast(r["grid"], I16.as_pointer())
     col = tb.bitcast(r["col"], I16.as_pointer())
-    xt = _Operand.__new__(_Operand)
-    xt.ptr, xt.ir = task[x.ptr], [task[s] for s in x.ir]
     lo, hi = task.split(task[nimg])
     _memset0(tb, grid, 2 * g.grid)
     with for_range(tb, lo, hi, name="img") as img:
@@ -354,17 +367,11 @@ def _forward(k: Any, g: Geometry, kern: Bf16Gemm, base: ir.Value, prefix: ir.Val
 def _input_grad(k: Any, g: Geometry, kern: Bf16Gemm, base: ir.Value, prefix: ir.Value
                 ) -> None:
     n = k.node
-    b = k.b
-    dy, w = _Operand(k, n.inputs[0]), _Operand(k, n.inputs[1])
-    wptr, wrow = _weight_matrix(k, g, w, b.bitcast(prefix, I16.as_pointer()))
-    nimg = k.sym(n.shape[0])
-    layout = _part_layout(n, g, kern.isa)
-    task = KernelTask(k, "bf16igrad", [base, dy.ptr, *dy.ir, wptr, wrow, k.out, nimg])
+    task, r, dy, wptr, wrow, nimg = _weighted_task(k, g, kern, base, prefix, "bf16igrad")
     tb = task.b
-    r = _part_regions(task, layout, task[base])
     dcol = tb.bitcast(r["dcol"], F32.as_pointer())
     acc = tb.bitcast(r["acc"], F32.as_pointer())
-    dyp, dys = task[dy.ptr], [task[s] for s in dy.ir]
+    dyp, dys = dy.ptr, dy.ir
     in_place = dy.inner_mergeable(g.OW)
     rc = g.rows_per_chunk
     pc = rc * g.OW
@@ -445,8 +452,7 @@ def _weight_grad(k: Any, g: Geometry, kern: Bf16Gemm, base: ir.Value) -> None:
     dyc = tb.bitcast(r["dy"], I16.as_pointer())
     tmp = tb.bitcast(r["tmp"], F32.as_pointer())
     acc = tb.bitcast(r["acc"], F32.as_pointer())
-    xt = _Operand.__new__(_Operand)
-    xt.ptr, xt.ir = task[x.ptr], [task[s] for s in x.ir]
+    xt = x.in_task(task)
     dyp, dys = task[dy.ptr], [task[s] for s in dy.ir]
     lo, hi = task.split(task[nimg])
     _memset0(tb, grid, 2 * g.grid)
