@@ -15,17 +15,24 @@ the grid itself: no im2col matrix, no packing, the padding costs nothing in the 
   compute garbage and are not stored (a masked store for a row's last partial vector only).
 - ``conv2d_input_grad`` (stride 1): the same kernel on the output gradient, padded by
   ``(KH-1)*dh - ph``, with the weight flipped and transposed (``k = (o, kh', kw')``).
-- ``conv2d_weight_grad``: ``dW[m, k] = sum_n sum_pos dY[n, m, pos] * grid_n[offset[k] + pos]``,
-  both operands contiguous along positions: an ``RO x RK`` tile of vector accumulators runs
-  over the positions of a pass of images (masked loads zero the lanes past ``OW``, so data
-  from the next row never meets a zero and ``Inf * 0`` cannot appear), reduces across lanes
-  and adds that to ``dW`` once per pass.
+- ``conv2d_weight_grad``: ``dW[m, k] = sum_n sum_pos dY[n, m, pos] * grid_n[offset[k] + pos]``.
+  When the output channels fill a vector (``wgrad_by_channels``), vectors over output
+  channels: each image's ``dY`` transposed to ``[position][channel]`` (in registers, a
+  ``lanes x lanes`` block at a time), and an ``RK x NV`` tile (taps x channel vectors) takes
+  one channel vector per ``NV`` and ``RK`` broadcast grid elements per position, in blocks
+  of rows that stay in L1 (``_emit_wgrad_channels``). Otherwise both operands contiguous
+  along positions: an ``RO x RK`` tile of vector accumulators runs over the positions of a
+  pass of images (masked loads zero the lanes past ``OW``, so data from the next row never
+  meets a zero and ``Inf * 0`` cannot appear), reduces across lanes and adds that to ``dW``
+  once per pass.
 
 Two threads (``parallel.run2``, when the pool is there and a convolution has at least
 ``parallel.CONV_PAR_MIN_MACS`` multiply-adds): the forward and input-gradient kernels repack
 the weight, then split the images in halves, each thread with its own grid (the workspace holds
-two); the weight gradient builds the grids split by images, then splits its ``RO x RK`` tile
-list in halves (the tile shape is chosen for the busiest half). Each output element is computed
+two); the position-vector weight gradient builds the grids split by images, then splits its
+``RO x RK`` tile list in halves (the tile shape is chosen for the busiest half); the
+channel-vector one gives each thread half of the images with all tiles and its own sums,
+added part 0 first. Each output element is computed
 by the same code on either thread, and a one-thread step runs part 0 then part 1 of the same
 task, so the results are bit-identical. Each part is a ``task(ctx, part)`` that unpacks a stack
 struct and calls a body whose pointer arguments are ``noalias`` (without that LLVM did not
@@ -61,11 +68,12 @@ step): 1.71G -> 0.92G, mostly from the strided input gradient (0.50G -> 0.04G), 
 Small images with many channels (``by_channels``: a row's position vectors at most half
 used, as ResNet-18's 8x8 last stage in 16 lanes, and at least a vector of channels) turn the
 tiles around, as oneDNN's channel-blocked layouts do: vectors over output channels (the
-packed weight's rows, padded to whole vectors; for the weight gradient each image's ``dY``
-transposed to ``[position][channel]``) times broadcast grid elements of real positions, so
-no lane is wasted past ``OW`` and the weight gradient needs no masked loads. Measured on
-Zen 5 (one thread, batch 32): 128->128 8x8 weight gradient 83 -> 160 GFLOP/s, 64->128 16x16
-stride 2 forward 95 -> 149, input gradient 88 -> 119, weight gradient 66 -> 114.
+packed weight's rows, padded to whole vectors) times broadcast grid elements of real
+positions, so no lane is wasted past ``OW``. Measured on Zen 5 (one thread, batch 32):
+64->128 16x16 stride 2 forward 95 -> 149, input gradient 88 -> 119. The weight gradient
+takes channel vectors at every map size (``wgrad_by_channels``): on a Xeon with AVX-512,
+one thread, ResNet-18's weight gradients went 23-71 -> 32-114 GFLOP/s, the step
+1.35x -> 1.46x PyTorch's speed.
 
 These kernels are compiled at the GEMM tiles' ``tile`` level (no module pipeline: their
 vectors, zero fills and grid copies are written out here), which took ResNet-18's
@@ -91,6 +99,7 @@ from . import conv_bf16, options
 from .abi import ALIGN, align
 from .conv_direct import DIRECT
 from .gemm_bf16 import bf16_features
+from .hostinfo import current_caches
 from .kernels import Kernel, register
 from .llvm_util import F32, I1, I8, I8P, I32, I64, VOID, declare, for_range, i64, mem_type
 from .parallel import CONV_PAR_MIN_MACS
@@ -249,9 +258,10 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
         return 0 if sp is None else _strided_igrad_workspace(sp, it, wide)
     if n.op == "conv2d_weight_grad":
         per_image = align(p.grid_elems * it)
-        if by_channels(p):  # and the image's transposed dY
-            per_image += align(p.OH * p.OW * _mpad(p) * it)
-        return align(sh.dim(n.inputs[0].shape[0] * per_image)) + ALIGN
+        if not wgrad_by_channels(p):
+            return align(sh.dim(n.inputs[0].shape[0] * per_image)) + ALIGN
+        # per thread part: one image's grid and transposed dY, and its tiles' accumulators
+        return 2 * sum(_wgrad_channel_part(p, wide, it)) * it + ALIGN
     wg = winograd(n, wide)
     _, mp = igemm_layout(p, wide)
     igemm = align(p.G * p.K * mp * it) + 2 * align(p.grid_elems * it) + ALIGN
@@ -755,7 +765,7 @@ def _emit_wgrad(k: Any, p: Problem) -> bool:
     if ops[0] is None or ops[1] is None:
         return False
     (xp, xst), (gp, gst) = ops
-    channels = by_channels(p)
+    channels = wgrad_by_channels(p)
     if not channels and not (isinstance(gst[3], ir.Constant) and gst[3].constant == 1):
         return False  # dY rows are read as vectors
     K = p.K
@@ -766,38 +776,26 @@ def _emit_wgrad(k: Any, p: Problem) -> bool:
     nimg = k.sym(x_node.shape[0])
     macs = b.mul(nimg, i64(p.G * p.M * K * p.OH * p.OW))
     big = b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS))
+    if channels:
+        _emit_wgrad_channels(k, p, elt, xp, xst, gp, gst, grids, offs, nimg, big)
+        return True
     # the tile loop split in two halves of the (o, k) tile list, with the tile that
     # balances the halves best (on one thread it measured as fast as the one-thread best:
     # the shape does not change any dW element's summation order either way)
-    if channels:  # taps broadcast, vectors of output channels
-        t = pick_tile(K, -(-p.M // p.lanes), k.L.wide, max_rm=BY_CHANNELS_RM, parts=2)
-        ntiles = -(-K // t.rm) * -(-p.M // (t.nv * p.lanes))
-        tsz = align(p.OH * p.OW * _mpad(p) * it) // it
-        dyt = _gep(b, grids, _mul(b, nimg, gsz))  # after every image's grid
-    else:
-        t = pick_tile(p.M, K, k.L.wide, max_nv=12, parts=2)
-        ntiles = -(-p.M // t.rm) * -(-K // t.nv)
+    t = pick_tile(p.M, K, k.L.wide, max_nv=12, parts=2)
+    ntiles = -(-p.M // t.rm) * -(-K // t.nv)
     with for_range(b, i64(0), i64(p.G), name="grp") as g:
-        extra = [gp, *gst, dyt] if channels else []
-        gt = _Task(k, "wgrid", [xp, *xst, grids, nimg, g, *extra])
+        gt = _Task(k, "wgrid", [xp, *xst, grids, nimg, g])
         lo, hi = gt.split(gt[nimg])
         with for_range(gt.b, lo, hi, name="gimg") as nb:
             gb = _gep(gt.b, gt[grids], _mul(gt.b, nb, gsz))
             _zero_grid(gt.b, p, gb, elt)
             _build_grid(gt.b, p, gb, gt[xp], [gt[x] for x in xst], nb, gt[g])
-            if channels:
-                _transpose_dy(gt.b, p, _gep(gt.b, gt[dyt], _mul(gt.b, nb, tsz)), gt[gp],
-                              [gt[x] for x in gst], nb, gt[g], elt)
         gt.finish()
         gt.dispatch(b.and_(big, b.icmp_signed(">=", nimg, i64(2))))
-        if channels:
-            tt = _Task(k, "wtiles", [dyt, grids, k.out, nimg, g])
-            _wgrad_channel_tiles(tt, p, t, elt, offs, gsz, tsz, tt[dyt], tt[grids],
-                                 tt[k.out], tt[nimg], tt[g])
-        else:
-            tt = _Task(k, "wtiles", [gp, *gst, grids, k.out, nimg, g])
-            _wgrad_tiles(tt, p, t, elt, offs, gsz, tt[gp], [tt[x] for x in gst], tt[grids],
-                         tt[k.out], tt[nimg], tt[g])
+        tt = _Task(k, "wtiles", [gp, *gst, grids, k.out, nimg, g])
+        _wgrad_tiles(tt, p, t, elt, offs, gsz, tt[gp], [tt[x] for x in gst], tt[grids],
+                     tt[k.out], tt[nimg], tt[g])
         tt.dispatch(big if ntiles > 1 else ir.Constant(I1, 0))
     return True
 
@@ -819,6 +817,42 @@ def by_channels(p: Problem) -> bool:
     return p.qv * p.lanes >= 2 * p.OW and p.M >= p.lanes
 
 
+def wgrad_by_channels(p: Problem) -> bool:
+    """The weight gradient's layout: channel vectors (``_emit_wgrad_channels``) whenever the
+    output channels fill a vector, at every map size and kernel. Each position is then one
+    vector load of the transposed ``dY`` per ``NV`` and ``RK`` broadcast grid elements
+    folded into the multiply-adds, where the position-vector tiles load ``RO + RK`` vectors,
+    the grid's unaligned (its rows are ``OW + KW - 1`` long); and each image's operands are
+    built just before its tiles use them. Measured against the position-vector tiles (Xeon
+    with AVX-512, one thread, batch 32, GFLOP/s): 16->16 64x64 3x3 34 -> 84, 32->32 32x32
+    34 -> 107, 64->64 16x16 63 -> 114, 16->32 64x64 1x1 stride 2 23-28 -> 32-34, 32->64 32x32
+    1x1 stride 2 33-38 -> 47-56; the one-channel stem (9 taps) about even."""
+    return p.M >= p.lanes
+
+
+def wgrad_channel_tile(p: Problem, wide: bool) -> Tile:
+    """The ``RK x NV`` tile of the channel-vector weight gradient (taps x channel vectors)."""
+    return pick_tile(p.K, -(-p.M // p.lanes), wide, max_rm=BY_CHANNELS_RM, parts=2)
+
+
+def _wgrad_tiles_of(p: Problem, t: Tile) -> int:
+    return -(-p.K // t.rm) * -(-p.M // (t.nv * p.lanes))
+
+
+def wgrad_block_rows(p: Problem, itemsize: int) -> int:
+    """Output rows of one image that the channel-vector weight gradient's tiles take in
+    turn: every tile of a block reads the block's transposed ``dY`` (``OW * mpad`` elements
+    a row), so it is sized to stay in half of L1d while the tiles go through it; each tile
+    keeps its accumulators in the workspace between blocks (a load and a store per
+    accumulator per block, against ``rows * OW`` multiply-adds each). Blocks are of equal
+    size (the last may be shorter) and at least 64 positions."""
+    row = p.OW * _mpad(p) * itemsize
+    rows = max(1, (current_caches().l1d // 2) // row, -(-64 // p.OW))
+    rows = min(rows, p.OH)
+    nblk = -(-p.OH // rows)
+    return -(-p.OH // nblk)
+
+
 def _mpad(p: Problem) -> int:
     """Output channels rounded up to whole vectors (the transposed ``dY``'s row length)."""
     return -(-p.M // p.lanes) * p.lanes
@@ -828,12 +862,18 @@ def _transpose_dy(b: ir.IRBuilder, p: Problem, dst: ir.Value, gp: ir.Value,
                   gst: list[ir.Value], nb: ir.Value, g: ir.Value, elt: ir.Type) -> None:
     """Image ``nb``'s ``dY`` of group ``g`` as ``[position][channel]`` (rows of ``_mpad``
     channels, the padding zero): the channel-vector weight gradient reads a whole vector of
-    channels per position."""
+    channels per position. Where ``dY``'s rows are contiguous, in ``lanes x lanes`` blocks
+    (``lanes`` channels of ``lanes`` positions of a row) transposed in registers
+    (``_transpose_block``): element by element, each store went to a new cache line, which
+    took 30-40 % of a 16- or 32-channel weight gradient at 32x32-64x64 (Xeon, one thread)."""
     mp = _mpad(p)
+    base = _mul(b, nb, gst[0])
+    if isinstance(gst[3], ir.Constant) and gst[3].constant == 1:
+        _transpose_dy_blocks(b, p, dst, gp, gst, base, g, elt)
+        return
     if mp > p.M:
         with for_range(b, i64(0), i64(p.OH * p.OW), name="tz") as q:
             _zero_fill(b, _gep(b, dst, _add(b, _mul(b, q, mp), i64(p.M))), mp - p.M, elt)
-    base = _mul(b, nb, gst[0])
     with for_range(b, i64(0), i64(p.M), name="tm") as m:
         src = _gep(b, gp, _add(b, base, _mul(b, _add(b, _mul(b, g, p.M), m), gst[1])))
         with for_range(b, i64(0), i64(p.OH), name="toh") as oh:
@@ -842,6 +882,63 @@ def _transpose_dy(b: ir.IRBuilder, p: Problem, dst: ir.Value, gp: ir.Value,
             for ow in range(p.OW):
                 v = b.load(_gep(b, row, _mul(b, i64(ow), gst[3])))
                 b.store(v, _gep(b, dst, _add(b, drow, i64(ow * mp))))
+
+
+def _transpose_dy_blocks(b: ir.IRBuilder, p: Problem, dst: ir.Value, gp: ir.Value,
+                         gst: list[ir.Value], base: ir.Value, g: ir.Value,
+                         elt: ir.Type) -> None:
+    """``_transpose_dy`` for unit column stride: per output row, per block of ``lanes``
+    channels (those past ``M`` read as zero: the padding), per block of ``lanes`` columns
+    (the last one loaded under a mask, never past the row), ``lanes`` vector loads, a
+    register transpose, and one vector store per real position."""
+    L = p.lanes
+    vec = _V(b, b.module, elt, L)
+    nmb = _mpad(p) // L
+    with for_range(b, i64(0), i64(nmb), name="tmb") as mb:
+        m0 = _mul(b, mb, L)
+        chans = []
+        for i in range(L):  # channel rows of the block; past M: the last one, zeroed below
+            m = _add(b, m0, i64(i))
+            real = b.icmp_signed("<", m, i64(p.M))
+            m = b.select(real, m, i64(p.M - 1))
+            row = _gep(b, gp, _add(b, base, _mul(b, _add(b, _mul(b, g, p.M), m), gst[1])))
+            chans.append((row, real))
+        with for_range(b, i64(0), i64(p.OH), name="toh") as oh:
+            roff = _mul(b, oh, gst[2])
+            for ow0 in range(0, p.OW, L):
+                n = min(L, p.OW - ow0)
+                vs = []
+                for row, real in chans:
+                    ptr = _gep(b, row, _add(b, roff, i64(ow0)))
+                    v = (vec.load(ptr) if n == L else
+                         b.call(vec.mload, [ptr, vec.const_mask(n), vec.zero]))
+                    vs.append(b.select(real, v, vec.zero))
+                ts = _transpose_block(b, vs)
+                q0 = _add(b, _mul(b, oh, p.OW), i64(ow0))
+                for j in range(n):
+                    out = _gep(b, dst, _add(b, _mul(b, _add(b, q0, i64(j)), _mpad(p)), m0))
+                    b.store(ts[j], b.bitcast(out, vec.vt.as_pointer()), align=4)
+
+
+def _transpose_block(b: ir.IRBuilder, vs: list[ir.Value]) -> list[ir.Value]:
+    """The transpose of ``n`` vectors of ``n`` lanes (``n`` a power of two): one stage per
+    bit of the index swaps that bit between row and column, ``n`` two-input shuffles a
+    stage (``n log n`` in all, which x86 lowers to unpack/permute instructions)."""
+    n = len(vs)
+    vs = list(vs)
+    bit = 1
+    while bit < n:
+        lo = [c if not c & bit else n + (c ^ bit) for c in range(n)]
+        hi = [c | bit if not c & bit else n + c for c in range(n)]
+        lo_m = ir.Constant(ir.VectorType(I32, n), lo)
+        hi_m = ir.Constant(ir.VectorType(I32, n), hi)
+        for r in range(n):
+            if r & bit:
+                continue
+            a, c = vs[r], vs[r | bit]
+            vs[r], vs[r | bit] = b.shuffle_vector(a, c, lo_m), b.shuffle_vector(a, c, hi_m)
+        bit <<= 1
+    return vs
 
 
 def _wgrad_passes(b: ir.IRBuilder, p: Problem, nimg: ir.Value, lo: ir.Value,
@@ -871,51 +968,99 @@ def _tap_offsets(b: ir.IRBuilder, offs: ir.Value, k0: ir.Value, n: int,
     return out
 
 
-def _wgrad_channel_tiles(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
-                         gsz: int, tsz: int, dyt: ir.Value, grids: ir.Value, out: ir.Value,
-                         nimg: ir.Value, g: ir.Value) -> None:
-    """The weight gradient's task body when ``by_channels``: this part's half of group ``g``'s
-    ``RK x NV`` tiles (``RK`` taps, ``NV`` vectors of output channels), in the same passes
-    over images as ``_wgrad_tiles``. For each position of each image of a pass, a tile
-    takes ``NV`` vectors of the transposed ``dY`` and ``RK`` broadcast grid elements (only
-    real positions: no lanes past ``OW``); after the pass it adds each lane to its ``dW``
-    element (the first pass stores). Each element's summation order depends on the shapes
-    only, never on the thread split."""
-    b = task.b
+def _wgrad_channel_part(p: Problem, wide: bool, itemsize: int) -> tuple[int, int, int]:
+    """Elements of one thread part's grid, transposed ``dY`` and tile accumulators in the
+    channel-vector weight gradient's workspace (two parts, one after the other)."""
+    t = wgrad_channel_tile(p, wide)
+    return (align(p.grid_elems * itemsize) // itemsize,
+            align(p.OH * p.OW * _mpad(p) * itemsize) // itemsize,
+            align(_wgrad_tiles_of(p, t) * t.rm * t.nv * p.lanes * itemsize) // itemsize)
+
+
+def _emit_wgrad_channels(k: Any, p: Problem, elt: ir.Type, xp: ir.Value,
+                         xst: list[ir.Value], gp: ir.Value, gst: list[ir.Value],
+                         work: ir.Value, offs: ir.Value, nimg: ir.Value,
+                         big: ir.Value) -> None:
+    """The weight gradient when ``wgrad_by_channels``: two thread parts, each with half of
+    the images and all of group ``g``'s ``RK x NV`` tiles (``RK`` taps, ``NV`` vectors of
+    output channels) over them, then ``dW`` = part 0's sums + part 1's, in that order.
+
+    A part takes its images one at a time: the image's grid and its ``dY`` transposed to
+    ``[position][channel]``, then blocks of output rows (``wgrad_block_rows``), every tile
+    through a block before the next: for each position ``NV`` vector loads of the
+    transposed ``dY`` and ``RK`` broadcast grid elements (only real positions: no lanes
+    past ``OW``). A tile keeps its accumulators in the part's ``acc`` between blocks. So an
+    image's operands are built just before they are used, while they are in L2 (building
+    every image's first, as the position-vector path does, streamed 17 MB from memory for
+    16 channels at 64x64, batch 32), and the workspace does not grow with the batch. Each
+    ``dW`` element is a running sum over each part's images, rows and columns in order,
+    then the two parts added: it depends on the shapes only, never on the thread count."""
+    b = k.b
     K, mp = p.K, _mpad(p)
-    vec = _V(b, task.k.L.module, elt, p.lanes)
-    accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
-    buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
+    t = wgrad_channel_tile(p, k.L.wide)
+    gsz, tsz, asz = _wgrad_channel_part(p, k.L.wide, k.node.dtype.itemsize)
     nmt = -(-p.M // (t.nv * p.lanes))
-    lo, hi = task.split(i64(-(-K // t.rm) * nmt))
-    for first, i0, i1, ti in _wgrad_passes(b, p, nimg, lo, hi):
-        k0 = _mul(b, b.udiv(ti, i64(nmt)), t.rm)
-        m0 = _mul(b, b.urem(ti, i64(nmt)), t.nv * p.lanes)
-        koff = _tap_offsets(b, offs, k0, t.rm, K)
-        mcol = _channel_columns(b, m0, t.nv, p.lanes, mp)
-        _zero_accs(b, vec, accs)
-        with for_range(b, i0, i1, name="wimg") as nb:
-            gb = _gep(b, grids, _mul(b, nb, gsz))
-            xb = [_gep(b, gb, o) for o in koff]
-            yb = [_gep(b, dyt, _add(b, _mul(b, nb, tsz), c)) for c in mcol]
-            with for_range(b, i64(0), i64(p.OH), name="woh") as oh:
-                with for_range(b, i64(0), i64(p.OW), name="wow") as ow:
-                    q = _add(b, _mul(b, oh, p.OW), ow)
-                    gq = _add(b, _mul(b, oh, p.wg), ow)
-                    dys = [vec.load(_gep(b, y, _mul(b, q, mp))) for y in yb]
-                    xs = [vec.splat(b.load(_gep(b, x, gq))) for x in xb]
+    per_tile = t.rm * t.nv * p.lanes
+    ntiles = _wgrad_tiles_of(p, t)
+    rows = wgrad_block_rows(p, k.node.dtype.itemsize)
+    nblk = -(-p.OH // rows)
+
+    def tile_origin(bb: ir.IRBuilder, ti: ir.Value) -> tuple[ir.Value, ir.Value]:
+        return (_mul(bb, bb.udiv(ti, i64(nmt)), t.rm),
+                _mul(bb, bb.urem(ti, i64(nmt)), t.nv * p.lanes))
+
+    with for_range(b, i64(0), i64(p.G), name="grp") as g:
+        task = _Task(k, "wchan", [xp, *xst, gp, *gst, work, nimg, g])
+        tb = task.b
+        vec = _V(tb, k.L.module, elt, p.lanes)
+        accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
+        part = _gep(tb, task[work], _mul(tb, task.part, gsz + tsz + asz))
+        grid, dyt, acc = part, _gep(tb, part, i64(gsz)), _gep(tb, part, i64(gsz + tsz))
+        _zero_fill(tb, acc, ntiles * per_tile, elt)
+        lo, hi = task.split(task[nimg])
+        with for_range(tb, lo, hi, name="wimg") as nb:
+            _zero_grid(tb, p, grid, elt)
+            _build_grid(tb, p, grid, task[xp], [task[x] for x in xst], nb, task[g])
+            _transpose_dy(tb, p, dyt, task[gp], [task[x] for x in gst], nb, task[g], elt)
+            with for_range(tb, i64(0), i64(nblk), name="wblk") as blk:
+                r0 = _mul(tb, blk, rows)
+                r1 = _add(tb, r0, i64(rows))
+                r1 = tb.select(tb.icmp_signed("<", r1, i64(p.OH)), r1, i64(p.OH))
+                with for_range(tb, i64(0), i64(ntiles), name="tile") as ti:
+                    k0, m0 = tile_origin(tb, ti)
+                    tacc = _gep(tb, acc, _mul(tb, ti, per_tile))
+                    xb = [_gep(tb, grid, o) for o in _tap_offsets(tb, offs, k0, t.rm, K)]
+                    yb = [_gep(tb, dyt, c) for c in _channel_columns(tb, m0, t.nv, p.lanes, mp)]
                     for i in range(t.rm):
                         for j in range(t.nv):
-                            b.store(b.call(vec.fma, [xs[i], dys[j], b.load(accs[i][j])]),
-                                    accs[i][j])
-        tile = _spill(b, vec, accs, buf)
-        with _tile_lanes(b, t, p.lanes, m0, p.M, k0, K) as (i, c, val):
-            m = _add(b, m0, c)
-            dst = _gep(b, out, _add(b, _mul(b, _add(b, _mul(b, g, p.M), m), K),
-                                    _add(b, k0, i)))
-            prev = b.select(first, ir.Constant(elt, 0.0), b.load(dst))
-            b.store(b.fadd(prev, val(tile)), dst)
-    task.finish()
+                            tb.store(vec.load(_gep(tb, tacc, i64((i * t.nv + j) * p.lanes))),
+                                     accs[i][j])
+                    with for_range(tb, r0, r1, name="woh") as oh:
+                        with for_range(tb, i64(0), i64(p.OW), name="wow") as ow:
+                            q = _add(tb, _mul(tb, oh, p.OW), ow)
+                            gq = _add(tb, _mul(tb, oh, p.wg), ow)
+                            dys = [vec.load(_gep(tb, y, _mul(tb, q, mp))) for y in yb]
+                            xs = [vec.splat(tb.load(_gep(tb, x, gq))) for x in xb]
+                            for i in range(t.rm):
+                                for j in range(t.nv):
+                                    tb.store(tb.call(vec.fma, [xs[i], dys[j],
+                                                               tb.load(accs[i][j])]),
+                                             accs[i][j])
+                    _spill(tb, vec, accs, tacc)
+        task.finish()
+        task.dispatch(b.and_(big, b.icmp_signed(">=", nimg, i64(2))))
+        # dW[m, k] from both parts' tiles, part 0 first
+        acc0 = _gep(b, work, i64(gsz + tsz))
+        acc1 = _gep(b, acc0, i64(gsz + tsz + asz))
+        with for_range(b, i64(0), i64(ntiles), name="wout") as ti:
+            k0, m0 = tile_origin(b, ti)
+            off = _mul(b, ti, per_tile)
+            t0, t1 = _gep(b, acc0, off), _gep(b, acc1, off)
+            with _tile_lanes(b, t, p.lanes, m0, p.M, k0, K) as (i, c, val):
+                m = _add(b, m0, c)
+                dst = _gep(b, k.out, _add(b, _mul(b, _add(b, _mul(b, g, p.M), m), K),
+                                          _add(b, k0, i)))
+                b.store(b.fadd(val(t0), val(t1)), dst)
 
 
 # images whose grids one pass of the weight gradient's tiles shares: every tile of the

@@ -40,6 +40,10 @@ GEOMS = [
     (24, 13, 12, 47, (3, 3), 1, 1, 1, 1),  # more source channels than a block's share
     (8, 9, 7, 7, (3, 3), 1, 1, 1, 1),  # flat Winograd: lanes over the image's tiles, odd
     (10, 8, 9, 6, (3, 3), 1, 0, 1, 1),  # flat, no padding, partial last vector of tiles
+    # channel-vector weight gradients (``conv.wgrad_by_channels``): per group with a partial
+    # channel vector and a partial column block; several blocks of rows per image
+    (32, 48, 9, 21, (3, 3), 1, 1, 1, 2),
+    (5, 20, 40, 36, (3, 3), 1, 1, 1, 1),
 ]
 
 
@@ -213,3 +217,23 @@ def test_winograd_non_finite_inputs_stay_in_their_windows() -> None:
     np.testing.assert_array_equal(np.isfinite(got), np.isfinite(ref))
     fin = np.isfinite(ref)
     np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bshape", [(20, 11, 1), (20, 1, 13)], ids=["cols", "rows"])
+def test_weight_grad_of_a_broadcast_output_gradient(bshape: tuple, dtype: Any) -> None:
+    """The channel-vector weight gradient transposes ``dY`` in register blocks when its rows
+    are contiguous and element by element otherwise: a ``dY`` broadcast along its columns
+    (column stride 0) takes the second way, one broadcast along its rows the first; both
+    agree with PyTorch."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 6, 11, 13)).astype(dtype)
+    g0 = rng.standard_normal((3,) + bshape).astype(dtype)
+    attrs = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
+    fn = gc.compile(lambda a, g: P("conv2d_weight_grad", a, g.expand(g.shape[0], 20, 11, 13),
+                                   weight_shape=(20, 6, 3, 3), **attrs), example_args=(x, g0))
+    ref = torch.nn.grad.conv2d_weight(torch.tensor(x, dtype=torch.float64), (20, 6, 3, 3),
+                                      torch.tensor(g0, dtype=torch.float64).expand(3, 20, 11, 13),
+                                      stride=1, padding=1)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(np.asarray(fn(x, g0)), ref.numpy(), rtol=tol, atol=tol)
