@@ -198,6 +198,41 @@ def test_workers_build_the_same_objects_and_report_errors(monkeypatch: pytest.Mo
 
 
 @pytest.mark.skipif(not compile_worker.enabled(), reason="no compile workers here")
+def test_a_free_worker_takes_the_next_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One queue for all workers: while one is busy with a long module, the other compiles
+    everything else (with a queue per worker, filled by text length at submit time, half
+    of the modules waited for the busy one)."""
+    import threading
+    import time
+
+    ws = compile_worker._pool()
+    for w in ws:
+        w.ensure_ready()
+    if len(ws) < 2:
+        pytest.skip("needs two compile workers")
+    slow, done = ws[0], {}
+    gate = threading.Event()
+    real = compile_worker.Worker.compile
+
+    def compile(self: Any, text: str, *a: Any) -> Any:
+        if self is slow:
+            gate.wait(10)  # busy until the other worker has taken the rest
+        done[self] = done.get(self, 0) + 1
+        out = real(self, text, *a)
+        if self is not slow and done[self] == 5:
+            gate.set()
+        return out
+
+    monkeypatch.setattr(compile_worker.Worker, "compile", compile)
+    jobs = [(_TINY.replace("@f", f"@f{i}"), "O3") for i in range(6)]
+    t0 = time.perf_counter()
+    got = compile_worker.compile_all(jobs, None, None)
+    assert got == [compile_object(t, None, None, lv) for t, lv in jobs]
+    assert done.get(slow, 0) <= 1 and sum(done.values()) == 6
+    assert time.perf_counter() - t0 < 10  # the gate opened: nothing waited for its timeout
+
+
+@pytest.mark.skipif(not compile_worker.enabled(), reason="no compile workers here")
 def test_workers_are_retired_past_their_memory_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     for w in compile_worker._pool():
         w.ensure_ready()

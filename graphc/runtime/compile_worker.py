@@ -54,9 +54,6 @@ _BOOT = ("import os\n"
          "spec.loader.exec_module(mod)\n"
          "mod.serve()\n")
 
-# how much cheaper a "fast"-level module compiles than an O3 one of the same text length
-# (GPT entry functions: ~0.3)
-_FAST_WEIGHT = 0.3
 _N_WORKERS = 2
 
 
@@ -192,10 +189,15 @@ atexit.register(_close)
 class Batch:
     """The LLVM modules of one step, compiled while the step is still being lowered.
 
-    ``submit`` hands a module to the least loaded worker at once (the lowering streams its
-    kernels, ``Lowering.on_kernels``); ``finish`` waits for all of them. Jobs still queued
-    for a worker that has not started yet (the first steps of a process: a worker takes
-    ~0.25 s to start) are compiled here instead, so a small step never waits for one."""
+    ``submit`` puts a module on one queue that every worker takes from as soon as it is
+    free (the lowering streams its kernels, ``Lowering.on_kernels``); ``finish`` waits for
+    all of them. One shared queue, not one per worker chosen at submit time: the cost of a
+    module is not known before it is compiled (a GEMM tile's text is 10x an elementwise
+    module's, its compile 2-6x), and with per-worker queues filled by text length one
+    worker sat idle for 0.46 s of a 2-layer GPT step's 2.8 s cold compile while the other
+    still had a queue, the entry function last in it. While no worker has started yet
+    (the first steps of a process: a worker takes ~0.25 s to start), ``finish`` compiles
+    queued modules here, so a small step never waits for one."""
 
     def __init__(self, cpu: str | None, features: str | None) -> None:
         self.cpu, self.features = cpu, features
@@ -204,12 +206,9 @@ class Batch:
         self.times: list[tuple[float, float, float]] = []
         self.remote = 0  # modules the workers delivered
         self.ws = _pool()
-        self.queues: list[queue.SimpleQueue[int | None]] = [queue.SimpleQueue()
-                                                            for _ in self.ws]
-        self.load = [0.0] * len(self.ws)
-        self.threads = [threading.Thread(target=self._serve, args=(w, q), daemon=True,
-                                         name="graphc-compile-worker")
-                        for w, q in zip(self.ws, self.queues)]
+        self.todo: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self.threads = [threading.Thread(target=self._serve, args=(w,), daemon=True,
+                                         name="graphc-compile-worker") for w in self.ws]
         for th in self.threads:
             th.start()
 
@@ -219,25 +218,24 @@ class Batch:
         self.jobs.append((text, level))
         self.results.append(None)
         if self.ws:
-            lane = min(range(len(self.ws)), key=self.load.__getitem__)
-            self.load[lane] += len(text) * (_FAST_WEIGHT if level == "fast" else 1.0)
-            self.queues[lane].put(i)
+            self.todo.put(i)
         return i
 
-    def _serve(self, w: Worker, q: queue.SimpleQueue[int | None]) -> None:
+    def _serve(self, w: Worker) -> None:
         try:
             w.ensure_ready()
         except OSError:
-            return  # its jobs are compiled here
+            return  # what it would have taken, the others (or this process) compile
         while True:
-            i = q.get()
+            i = self.todo.get()
             if i is None:
+                self.todo.put(None)  # the stop mark stays for the other threads
                 return
             text, lv = self.jobs[i]
             try:
                 status, payload, seconds = w.compile(text, self.cpu, self.features, lv)
             except OSError:
-                return
+                return  # compiled here by finish (its result is still None)
             if status == "ok":
                 self.results[i] = payload
                 self.times.append(seconds)
@@ -246,13 +244,12 @@ class Batch:
     def cancel(self) -> None:
         """Stop the batch's threads (the step failed to lower): each finishes the module
         it is compiling, if any, and returns; the results are dropped."""
-        for q in self.queues:
-            while True:
-                try:
-                    q.get_nowait()
-                except queue.Empty:
-                    break
-            q.put(None)
+        while True:
+            try:
+                self.todo.get_nowait()
+            except queue.Empty:
+                break
+        self.todo.put(None)
         for th in self.threads:
             th.join()
 
@@ -263,17 +260,15 @@ class Batch:
 
     def finish(self) -> list[bytes]:
         """Every submitted module's object code, in order (see the class docstring)."""
-        for w, q in zip(self.ws, self.queues):
-            if not w.ready:  # not started: take back what it has not begun
-                while True:
-                    try:
-                        i = q.get_nowait()
-                    except queue.Empty:
-                        break
-                    if i is not None:
-                        self._here(i)
-        for q in self.queues:
-            q.put(None)
+        while self.ws and not any(w.ready for w in self.ws) and not self.todo.empty():
+            try:
+                i = self.todo.get_nowait()
+            except queue.Empty:
+                break
+            if i is None:
+                break
+            self._here(i)
+        self.todo.put(None)
         for th in self.threads:
             th.join()
         _retire(self.ws)
