@@ -808,12 +808,13 @@ BY_CHANNELS_RM = 8
 
 
 def by_channels(p: Problem) -> bool:
-    """Vectors over output channels instead of over output positions, in the forward /
-    input-gradient implicit GEMM (``_igemm_images_by_channels``) and the weight gradient
-    (``_wgrad_channel_tiles``): when a row's position vectors would be at most half used
-    (``OW`` of 8 in 16 lanes: ResNet's last stage) and the channels fill a vector. Measured
-    (Zen 5, one thread, batch 32, ``benchmarks.conv_shapes``), weight gradients: 128->128
-    8x8 3x3 87 -> 145 GFLOP/s, 64->128 16x16 3x3 stride 2 71 -> 160, its 1x1 63 -> 89."""
+    """Vectors over output channels instead of over output positions in the forward /
+    input-gradient implicit GEMM (``_igemm_images_by_channels``): when a row's position
+    vectors would be at most half used (``OW`` of 8 in 16 lanes: ResNet's last stage) and
+    the channels fill a vector. At larger maps the results would go out element by element
+    (measured slower than the position vectors and Winograd there: 16->16 64x64 forward
+    41-43 against 60-65 GFLOP/s, Xeon, one thread). The weight gradient has its own rule,
+    ``wgrad_by_channels``."""
     return p.qv * p.lanes >= 2 * p.OW and p.M >= p.lanes
 
 
