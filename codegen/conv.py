@@ -672,6 +672,15 @@ def _spill(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value) -> ir.Value:
     return p
 
 
+def _unspill(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value) -> None:
+    """The accumulators loaded back from ``buf`` in ``_spill``'s layout."""
+    p = b.bitcast(buf, vec.elt.as_pointer())
+    nv = len(accs[0])
+    for i, row in enumerate(accs):
+        for j, acc in enumerate(row):
+            b.store(vec.load(_gep(b, p, i64((i * nv + j) * vec.lanes))), acc)
+
+
 @contextmanager
 def _tile_lanes(b: ir.IRBuilder, t: Tile, lanes: int, m0: ir.Value, M: int, r0: ir.Value,
                 R: int) -> Iterator[tuple[ir.Value, ir.Value, Callable]]:
@@ -1019,8 +1028,10 @@ def _emit_wgrad_channels(k: Any, p: Problem, elt: ir.Type, xp: ir.Value,
         grid, dyt, acc = part, _gep(tb, part, i64(gsz)), _gep(tb, part, i64(gsz + tsz))
         _zero_fill(tb, acc, ntiles * per_tile, elt)
         lo, hi = task.split(task[nimg])
+        # once: every image rewrites the same interior, the zero border stays (as the
+        # forward's grids, ``_igemm_groups``)
+        _zero_grid(tb, p, grid, elt)
         with for_range(tb, lo, hi, name="wimg") as nb:
-            _zero_grid(tb, p, grid, elt)
             _build_grid(tb, p, grid, task[xp], [task[x] for x in xst], nb, task[g])
             _transpose_dy(tb, p, dyt, task[gp], [task[x] for x in gst], nb, task[g], elt)
             with for_range(tb, i64(0), i64(nblk), name="wblk") as blk:
@@ -1032,10 +1043,7 @@ def _emit_wgrad_channels(k: Any, p: Problem, elt: ir.Type, xp: ir.Value,
                     tacc = _gep(tb, acc, _mul(tb, ti, per_tile))
                     xb = [_gep(tb, grid, o) for o in _tap_offsets(tb, offs, k0, t.rm, K)]
                     yb = [_gep(tb, dyt, c) for c in _channel_columns(tb, m0, t.nv, p.lanes, mp)]
-                    for i in range(t.rm):
-                        for j in range(t.nv):
-                            tb.store(vec.load(_gep(tb, tacc, i64((i * t.nv + j) * p.lanes))),
-                                     accs[i][j])
+                    _unspill(tb, vec, accs, tacc)
                     with for_range(tb, r0, r1, name="woh") as oh:
                         with for_range(tb, i64(0), i64(p.OW), name="wow") as ow:
                             q = _add(tb, _mul(tb, oh, p.OW), ow)

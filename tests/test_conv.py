@@ -237,3 +237,7 @@ def test_weight_grad_of_a_broadcast_output_gradient(bshape: tuple, dtype: Any) -
                                       stride=1, padding=1)
     tol = 1e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(np.asarray(fn(x, g0)), ref.numpy(), rtol=tol, atol=tol)
+    # the register transpose's first shuffle (lanes 0 and 1 of rows 0 and 1 swapped)
+    lanes = 16 if dtype == np.float32 else 8
+    first = f"<{lanes} x i32> <i32 0, i32 {lanes}, i32 2, i32 {lanes + 2},"
+    assert (first in fn.ir("llvm")) == (bshape[2] != 1)

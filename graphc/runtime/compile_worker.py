@@ -260,14 +260,12 @@ class Batch:
 
     def finish(self) -> list[bytes]:
         """Every submitted module's object code, in order (see the class docstring)."""
-        while self.ws and not any(w.ready for w in self.ws) and not self.todo.empty():
+        while self.ws and not any(w.ready for w in self.ws):
             try:
                 i = self.todo.get_nowait()
             except queue.Empty:
                 break
-            if i is None:
-                break
-            self._here(i)
+            self._here(i)  # (None is queued only below and by cancel)
         self.todo.put(None)
         for th in self.threads:
             th.join()
