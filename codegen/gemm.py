@@ -191,6 +191,8 @@ def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     return fn
 
 
+# an A read in place by columns is packed instead from this k stride (bytes) on: a page
+COLS_PACK_BYTES = 4096
 PACK_COST = 11  # MACs of microkernel time that packing one element costs (measured)
 
 
@@ -625,8 +627,13 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
     direct = bld.icmp_signed("==", sak, i64(1))
     # A with contiguous columns (x^T in a weight gradient x^T @ g) is read in place too:
     # the MR rows of one k are MR consecutive elements, the next k ``sak`` further on
-    # (packing it cost ~30% of a 256x512x64 product)
+    # (packing it cost ~30% of a 256x512x64 product) -- unless ``sak`` spans a page or
+    # more: then every k of a panel is a new page (a TLB miss per few FMAs, and no
+    # prefetch across pages), and the panel is packed by ``_pack_a_cols`` (an LSTM's
+    # 1024x256 gate weight gradient over 2048 rows: 40 -> 65 GFLOP/s packed)
     cols = bld.and_(bld.icmp_signed("==", sam, i64(1)), bld.not_(direct))
+    far = bld.and_(cols, bld.icmp_signed(">=", sak, i64(COLS_PACK_BYTES // itemsize)))
+    cols = bld.and_(cols, bld.not_(far))
     direct = bld.or_(direct, cols)
     astride = bld.select(cols, sak, i64(1))  # elements per k of A read in place
     mlast = bld.sub(Mv, i64(1))  # rows past M read the last row; never stored
@@ -637,7 +644,11 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
         # rows k of NR columns. The loop order follows the operand's contiguous dimension
         # (chosen at run time from the strides), so packing streams through memory.
         with bld.if_then(bld.not_(direct)):
-            _pack_a(bld, load_a, packa, pc, kc, Mv, mp, mr, zero)
+            with bld.if_else(far) as (by_rows, other):
+                with by_rows:
+                    _pack_a_cols(bld, abase, sak, packa, pc, kc, Mv, mp, mr, zero)
+                with other:
+                    _pack_a(bld, load_a, packa, pc, kc, Mv, mp, mr, zero)
         first = bld.icmp_signed("==", pcb, i64(0))
         with for_range(bld, i64(0), ncblk, name="jc") as jc:
             nj0 = bld.mul(jc, nc)
@@ -938,6 +949,25 @@ def _pack_a(bld: ir.IRBuilder, load_a: Any, packa: ir.Value, pc: ir.Value, kc: i
                 v = load_a(bld.select(inside, r, i64(0)), bld.add(pc, kk))
                 dst = bld.add(bld.add(pbase, bld.mul(kk, i64(mr))), i64(i))
                 bld.store(bld.select(inside, v, zero), bld.gep(packa, [dst], inbounds=True))
+
+
+def _pack_a_cols(bld: ir.IRBuilder, abase: ir.Value, sak: ir.Value, packa: ir.Value,
+                 pc: ir.Value, kc: ir.Value, Mv: ir.Value, mp: ir.Value, mr: int,
+                 zero: ir.Constant) -> None:
+    """``_pack_a`` for an A with contiguous columns (``A[m, k]`` at ``m + k * sak``): row k
+    of the K block is read once, front to back, and dealt out MR elements to each panel,
+    so the source is streamed a page at a time instead of one page per k of each panel."""
+    with for_range(bld, i64(0), kc, name="pck") as kk:
+        row = bld.gep(abase, [bld.mul(bld.add(pc, kk), sak)], inbounds=True)
+        with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="pci") as ip:
+            m0 = bld.mul(ip, i64(mr))
+            dst = bld.add(bld.mul(bld.mul(ip, kc), i64(mr)), bld.mul(kk, i64(mr)))
+            for i in range(mr):
+                r = bld.add(m0, i64(i))
+                inside = bld.icmp_signed("<", r, Mv)
+                v = bld.load(bld.gep(row, [bld.select(inside, r, i64(0))], inbounds=True))
+                bld.store(bld.select(inside, v, zero),
+                          bld.gep(packa, [bld.add(dst, i64(i))], inbounds=True))
 
 
 def _ceildiv(b: ir.IRBuilder, x: ir.Value, d: int) -> ir.Value:

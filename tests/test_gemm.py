@@ -49,9 +49,12 @@ for dt in (np.float32, np.float64):
         for m in (1, 7, 64, 65):
             x = rng.standard_normal((m, k)).astype(dt)
             check(f(x), x.astype(np.float64) @ Wn.astype(np.float64), k, ("NN", m, n, k))
-    # A.T @ B (weight gradient layout), both operands inputs
+    # A.T @ B (weight gradient layout), both operands inputs; A^T is read in place while
+    # its k stride (M elements) is under a page, packed by rows of A from a page on
+    # (M >= 1024 in float32, 512 in float64): M past the last full panel, several K blocks
     g = gc.compile(lambda a, b: a.T @ b)
-    for k, m, n in ((64, 256, 10), (7, 65, 64), (200, 63, 17)):
+    far = (300, 1030, 70) if dt == np.float32 else (150, 515, 33)
+    for k, m, n in ((64, 256, 10), (7, 65, 64), (200, 63, 17), far):
         a = rng.standard_normal((k, m)).astype(dt)
         b = rng.standard_normal((k, n)).astype(dt)
         check(g(a, b), a.T.astype(np.float64) @ b.astype(np.float64), k, ("TN", m, n, k))
