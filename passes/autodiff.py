@@ -177,7 +177,7 @@ def _slice(b, n, g):
         return [_strided_slice_vjp(b, n, g)]
     pads = []
     for d, lo, hi in zip(x.shape, a["starts"], a["stops"]):
-        pads.append((lo, sh.dim(d - hi)))
+        pads.append((lo, sh.sub(d, hi)))
     return [b.op("pad", (g,), pads=tuple(pads))]
 
 

@@ -126,3 +126,85 @@ def test_dynamic_false_specialises_every_shape():
 def test_symbols_are_positive_integers():
     assert B.is_integer and B.is_positive
     assert sympy.floor(B * 784 / 784) == B
+
+
+C = sh.symbol("C")
+
+
+@pytest.mark.parametrize("a, b, equal", [
+    (32 * B, 1, False), (32 * B, B, False), (2 * (B + 1), 2 * B + 2, True),
+    (B * C, C * B, True), ((B + 1) ** 2, B ** 2 + 2 * B + 1, True), (B + C, B + 2 * C, False),
+    (sympy.floor(B / 2) * 2 + 2, 2 * (sympy.floor(B / 2) + 1), True),
+    (sympy.Max(B, 1), B, True),  # decided by sympy: not a polynomial form
+    (B / 2 + B / 2, B, True),
+])
+def test_same_decides_symbolic_dims(a, b, equal):
+    """Expanded polynomials are compared by form; anything else through sympy's a - b."""
+    assert sh.same(a, b) is equal
+    assert sh.same(b, a) is equal
+
+
+def test_integer_fast_paths_agree_with_the_symbolic_rules():
+    """conv_out, slice_len, resolve_slice and sub on ints give what their sympy forms give."""
+    for size in range(1, 12):
+        for k, s, p, d, ceil in [(1, 1, 0, 1, False), (3, 2, 1, 1, True), (5, 3, 2, 2, True),
+                                 (2, 2, 0, 1, True), (3, 1, 1, 2, False)]:
+            if d * (k - 1) + 1 > size + 2 * p:
+                continue
+            sym = sh.conv_out(sympy.Integer(size), k, s, p, d, ceil)
+            assert sh.conv_out(size, k, s, p, d, ceil) == sym, (size, k, s, p, d, ceil)
+    for start in range(-3, 8):
+        for stop in range(-3, 8):
+            for step in (1, 2, 3):
+                ref = int(sympy.Max(0, sympy.floor((sympy.Integer(stop) - start + step - 1)
+                                                   / step)))
+                assert sh.slice_len(start, stop, step) == ref
+    for size in range(6):
+        for start in (None, *range(-8, 8)):
+            for stop in (None, *range(-8, 8)):
+                lo, hi = sh.resolve_slice(size, start, stop, 1)
+                want = range(size)[start:stop]
+                assert 0 <= lo <= hi <= size and hi - lo == len(want)
+                assert not want or lo == want[0]
+    assert sh.sub(B, B) == 0 and sh.sub(B, 0) is B and sh.sub(7, 3) == 4
+    assert sh.sub(4 * B, B) == 3 * B
+    assert sh.slice_len(0, B, 1) is B and sh.slice_len(1, B, 1) == B - 1
+
+
+def test_require_gt_decides_monomials_without_sympy():
+    sh.require_gt(4096 * B, 1, "never")  # 4096 * B >= 4096 for every positive B
+    sh.require_gt(B * C, 0, "never")
+    with pytest.raises(ValueError, match="too few"):
+        sh.require_gt(1, 1, "too few")
+    assert sh._monomial_min(3 * B ** 2 * C) == 3
+    assert sh._monomial_min(B + 1) is None and sh._monomial_min(sympy.floor(B / 2)) is None
+
+
+def test_tracing_a_sliced_symbolic_step_builds_no_symbolic_sum():
+    """Shape rules that meet ``x[:, a:b]`` on a symbolic batch, ``B - B`` in the slice's
+    gradient and elementwise checks of ``32*B`` against 1 stay off sympy's ``Add``: its first
+    construction in a process imports sympy.tensor and sympy.combinatorics (~0.1 s of every
+    compile, even a disk-cached one). Checked in a fresh process."""
+    import subprocess
+    import sys
+    code = (
+        "import sys, numpy as np, graphc as gc\n"
+        "import sympy.core.add as A\n"
+        "orig = A.Add.flatten.__func__\n"
+        "seen = []\n"
+        "def fl(cls, seq):\n"
+        "    if len(seq) > 1: seen.append(tuple(map(str, seq)))\n"
+        "    return orig(cls, seq)\n"
+        "A.Add.flatten = classmethod(fl)\n"
+        "from graphc.trace import trace\n"
+        "w = gc.randn(8, 12, requires_grad=True)\n"
+        "def f(x):\n"
+        "    h = (x.reshape(-1, 4, 3) * 2.0).reshape(x.shape[0], 12) @ w.T\n"
+        "    y = h[..., 2:8] + h[:, :6]\n"
+        "    loss = (y * y).mean()\n"
+        "    loss.backward()\n"
+        "    return loss\n"
+        "trace(f, (np.ones((5, 12), np.float32),), 'f', True)\n"
+        "assert not seen, seen\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]

@@ -10,6 +10,7 @@ serves eager execution with concrete ints and tracing with symbols.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 
 import sympy
 
@@ -72,7 +73,38 @@ def same(a: Dim, b: Dim) -> bool:
         e = a if isinstance(b, int) else b
         if e.is_Symbol:  # a bare symbol is never provably a constant
             return False
-    return sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0
+    ea, eb = sympy.expand(sympy.sympify(a)), sympy.expand(sympy.sympify(b))
+    if ea == eb:
+        return True
+    if _polynomial(ea) and _polynomial(eb):
+        # expanded polynomials are canonical sums of monomials: different forms, different
+        # polynomials. Deciding it without ``a - b`` keeps the first symbolic sum of a
+        # process (sympy's ``Add.flatten`` imports sympy.tensor and sympy.combinatorics on
+        # it, 0.08-0.13 s) out of every trace that compares ``32*B`` with ``1``
+        return False
+    return sympy.expand(ea - eb) == 0  # floor, Max, ...: let sympy cancel
+
+
+@lru_cache(maxsize=4096)
+def _polynomial(e: sympy.Expr) -> bool:
+    """Whether ``e`` is built from integers and symbols by +, * and positive integer powers."""
+    if e.is_Integer or e.is_Symbol:
+        return True
+    if e.is_Pow:
+        return _polynomial(e.base) and e.exp.is_Integer and e.exp > 0
+    return (e.is_Add or e.is_Mul) and all(_polynomial(x) for x in e.args)
+
+
+def sub(a: Dim, b: Dim) -> Dim:
+    """``a - b`` of two dims, with the cases shape rules mostly meet (ints, ``B - B``,
+    ``B - 0``) decided without building a symbolic sum."""
+    if type(a) is int and type(b) is int:
+        return a - b
+    if b == 0:
+        return a
+    if a is b or a == b:
+        return 0
+    return dim(a - b)
 
 
 def same_shape(a: Sequence[Dim], b: Sequence[Dim]) -> bool:
@@ -182,7 +214,25 @@ def nonneg(d: Dim) -> Dim:
 
 def require_gt(a: Dim, b: Dim, what: str) -> None:
     """``require(a > b, what)``."""
+    if type(b) is int:
+        low = a if type(a) is int else _monomial_min(a)
+        if low is not None and low > b:
+            return  # decided without sympy's relational algebra (it builds ``a - b``)
     require(sympy.Gt(sympy.sympify(a), sympy.sympify(b)), what)
+
+
+def _monomial_min(e: sympy.Expr) -> int | None:
+    """The least value of ``c * s1 * s2 ...`` (``c`` a positive integer, the ``s`` positive
+    integer symbols, any positive powers) over the symbols' values, i.e. ``c``; None for any
+    other expression."""
+    c, rest = e.as_coeff_Mul()
+    if not c.is_Integer or c <= 0:
+        return None
+    for f in sympy.Mul.make_args(rest):
+        base = f.base if f.is_Pow and f.exp.is_Integer and f.exp > 0 else f
+        if not (base.is_Symbol and base.is_positive and base.is_integer):
+            return None
+    return int(c)
 
 
 def push_guard_sink(fn: object) -> None:
@@ -215,6 +265,12 @@ def conv_out(size: Dim, kernel: int, stride: int, padding: int, dilation: int = 
              ceil_mode: bool = False) -> Dim:
     """Output size of a convolution or pooling window, as PyTorch computes it."""
     eff = dilation * (kernel - 1) + 1
+    if type(size) is int:  # integer arithmetic: no sympy objects for concrete sizes
+        num_i = size + 2 * padding - eff
+        if not ceil_mode:
+            return num_i // stride + 1
+        out_i = -(-num_i // stride) + 1
+        return out_i - 1 if (out_i - 1) * stride >= size + padding else out_i
     num = sympy.sympify(size) + 2 * padding - eff
     if ceil_mode:
         out = sympy.ceiling(num / stride) + 1
@@ -228,6 +284,10 @@ def conv_out(size: Dim, kernel: int, stride: int, padding: int, dilation: int = 
 
 def slice_len(start: Dim, stop: Dim, step: int) -> Dim:
     """Number of elements of ``range(start, stop, step)`` (bounds already resolved)."""
+    if type(start) is int and type(stop) is int:
+        return max(0, (stop - start + step - 1) // step)
+    if start == 0 and step == 1:  # x[:, a:b] keeps all of B: no symbolic sum to build
+        return dim(stop)  # resolved bounds: 0 <= start <= stop
     n = sympy.floor((sympy.sympify(stop) - sympy.sympify(start) + step - 1) / step)
     return dim(sympy.Max(0, n))
 
@@ -238,6 +298,11 @@ def resolve_slice(size: Dim, start: int | None, stop: int | None, step: int
 
     For a symbolic ``size`` the result stays symbolic (``Min``/``Max`` of the size).
     """
+    if type(size) is int:
+        lo = 0 if start is None else min(max(size + start if start < 0 else start, 0), size)
+        hi = size if stop is None else min(max(size + stop if stop < 0 else stop, 0), size)
+        return lo, max(lo, hi)
+
     def res(v: int | None, default: Dim) -> Dim:
         if v is None:
             return default
