@@ -879,14 +879,102 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None,
     return _tri_indices(row, col, offset, False, dtype, device, "triu_indices")
 
 
+# -- t, narrow, new_* ------------------------------------------------------------------------------
+def t(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.t``: dims 0 and 1 of a 2-D tensor exchanged; 0-D and 1-D returned as they are."""
+    x = T_.as_tensor(input)
+    if x.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    return swapaxes(x, 0, 1) if x.ndim == 2 else x
+
+
+def narrow(input: Tensor, dim: int, start: Any, length: Any) -> Tensor:  # noqa: A002
+    """``torch.narrow``: ``length`` elements of ``dim`` from ``start`` (negative: from the
+    end), as a slice. Bounds are checked now on a concrete dim, by a guard on the symbolic
+    batch dim of a compiled step."""
+    x = T_.as_tensor(input)
+    ax = sh.norm_axis(int(dim), x.ndim, "narrow")
+    if isinstance(start, Tensor):
+        raise NotImplementedError("narrow: a tensor start is not supported (pass an int)")
+    start, length = int(start), int(length)
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    size = x.shape[ax]
+    if isinstance(size, int):
+        if not -size <= start <= size:
+            raise IndexError(f"start out of range (expected to be in range of [{-size}, "
+                             f"{size}], but got {start})")
+        start = start + size if start < 0 else start
+        if start + length > size:
+            raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
+                               f"({size}).")
+    else:
+        start = sh.dim(size + start) if start < 0 else start
+        sh.require_gt(sh.dim(size + 1), sh.dim(start + length),
+                      f"narrow: start + length ({start} + {length}) exceeds dimension "
+                      f"{ax}'s size ({size})")
+    return _narrow(x, ax, start, length)
+
+
+def _new(self: Tensor, fill: Any, size: tuple, dtype: Any, device: Any,
+         requires_grad: bool, what: str) -> Tensor:
+    """``Tensor.new_zeros`` and its kin: a new tensor of ``self``'s dtype unless ``dtype``
+    says otherwise (``size`` as varargs or one sequence, as torch takes it)."""
+    from . import _core
+
+    if device is not None:
+        device_of(device, what)
+    shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+    d = self.dtype if dtype is None else dtype
+    if fill is None:
+        return empty(*shape, dtype=d, requires_grad=requires_grad)
+    return _core.full(shape, fill, dtype=d, requires_grad=requires_grad)
+
+
+def _new_method(fill: Any, what: str) -> Any:
+    def method(self: Tensor, *size: Any, dtype: Any = None, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
+        return _new(self, fill, size, dtype, device, requires_grad, what)
+
+    method.__name__ = what
+    return method
+
+
+def _new_tensor(self: Tensor, data: Any, dtype: Any = None, device: Any = None,
+                requires_grad: bool = False) -> Tensor:
+    """``Tensor.new_tensor``: a copy of ``data`` (a tensor's values detached) with ``self``'s
+    dtype unless ``dtype`` is given."""
+    from . import _core
+
+    if device is not None:
+        device_of(device, "new_tensor")
+    d = self.dtype if dtype is None else dtype
+    if isinstance(data, Tensor):
+        out = data.detach().clone().to(d)
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+    return _core.tensor(data, dtype=d, requires_grad=requires_grad)
+
+
 # -- Tensor methods -------------------------------------------------------------------------------
 def install(T: type[Tensor]) -> None:
     """Attach this module's methods to the Tensor class (called once by graphc/tensor.py)."""
     for name in ("tril", "triu", "fliplr", "flipud", "roll", "tile", "repeat_interleave",
                  "split", "chunk", "unbind", "unflatten", "movedim", "diagonal", "diag",
                  "diag_embed", "bmm", "baddbmm", "mm", "addmm", "mv", "addmv", "outer", "dot",
-                 "kron", "masked_fill", "masked_fill_", "swapaxes"):
+                 "kron", "masked_fill", "masked_fill_", "swapaxes", "t", "narrow"):
         setattr(T, name, globals()[name])
+    T.t_ = lambda self: self._assign(t(self))
+    for name, fill in (("new_zeros", 0), ("new_ones", 1), ("new_empty", None)):
+        setattr(T, name, _new_method(fill, name))
+    T.new_full = lambda self, size, fill_value, *, dtype=None, device=None, \
+        requires_grad=False: _new(self, fill_value, tuple(size), dtype, device, requires_grad,
+                                  "new_full")
+    T.new_tensor = _new_tensor
+    T.element_size = lambda self: self.dtype.itemsize
+    T.nelement = lambda self: self.numel()
+    T.ndimension = lambda self: self.ndim
     T.flip = flip
     T.repeat = repeat
     T.moveaxis = movedim
@@ -910,7 +998,7 @@ FUNCTIONS = [
     "chunk", "unbind", "unflatten", "movedim", "moveaxis", "swapaxes", "swapdims", "diagonal",
     "diag", "diag_embed", "einsum", "bmm", "baddbmm", "mm", "addmm", "mv", "addmv", "outer",
     "ger", "dot", "kron", "masked_fill", "eye", "full_like", "empty", "empty_like", "linspace",
-    "logspace", "meshgrid", "tril_indices", "triu_indices",
+    "logspace", "meshgrid", "tril_indices", "triu_indices", "t", "narrow",
 ]
 
 __all__ = [*FUNCTIONS, "one_hot", "install", "FUNCTIONS"]

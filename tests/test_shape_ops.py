@@ -74,6 +74,29 @@ CASES = [
     ("kron", (3, 4), lambda m, x: m.kron(x, x[0, :2, :2])),
     ("masked_fill", (3, 4), lambda m, x: x.masked_fill(x > 0.5, -2.0)),
     ("masked_fill_tensor", (3, 4), lambda m, x: m.masked_fill(x, x[0] > 0, x[0, 0, 0])),
+    ("t", (3, 4), lambda m, x: x.sum(0).t() + m.t(x[:, 0, :])[:, :1]),
+    ("t_1d", (4,), lambda m, x: x[0].t() * 2),
+    ("narrow", (3, 4), lambda m, x: x.narrow(2, 1, 2)),
+    ("narrow_negative", (3, 4), lambda m, x: m.narrow(x, -1, -3, 2)),
+    ("narrow_batch", (3, 4), lambda m, x: x.narrow(0, 1, 1)),
+    ("new_full", (3, 4), lambda m, x: x * x.new_full((3, 4), 2.5) + x.new_ones(4)
+     - x.new_zeros((1, 4)) + x.new_empty(3, 1).zero_()),
+    ("new_tensor", (3, 4), lambda m, x: x + x.new_tensor([1.0, 2.0, 3.0, 4.0])),
+    ("pixel_shuffle", (8, 2, 3), lambda m, x: m.nn.functional.pixel_shuffle(x, 2)),
+    ("pixel_shuffle_5d", (2, 4, 2, 2), lambda m, x: m.nn.PixelShuffle(2)(x)),
+    ("pixel_unshuffle", (2, 4, 6), lambda m, x: m.nn.functional.pixel_unshuffle(x, 2)),
+    ("pixel_unshuffle_module", (1, 3, 6), lambda m, x: m.nn.PixelUnshuffle(3)(x)),
+    ("cosine_similarity", (3, 4), lambda m, x: m.nn.functional.cosine_similarity(
+        x, x.flip(-1) + 0.5, dim=-1)),
+    ("cosine_similarity_broadcast", (3, 4), lambda m, x: m.nn.CosineSimilarity(1)(x, x[0])),
+    ("prelu_channels", (3, 4), lambda m, x: m.nn.functional.prelu(x, x[0, :, 1])),
+    ("prelu_single", (3, 4), lambda m, x: m.nn.functional.prelu(x, x[0, 0, :1])),
+    ("reflection_pad2d", (3, 4, 5), lambda m, x: m.nn.ReflectionPad2d((1, 2, 2, 1))(x)),
+    ("replication_pad1d", (3, 4), lambda m, x: m.nn.ReplicationPad1d((2, 1))(x)),
+    ("reflection_pad1d", (3, 4), lambda m, x: m.nn.ReflectionPad1d(2)(x)),
+    ("zero_pad2d", (3, 4), lambda m, x: m.nn.ZeroPad2d(1)(x)),
+    ("constant_pad2d", (3, 4), lambda m, x: m.nn.ConstantPad2d((0, 1, 2, 0), 0.5)(x)),
+    ("zero_pad1d", (3, 4), lambda m, x: m.nn.ZeroPad1d((1, 0))(x)),
 ]
 
 
@@ -340,3 +363,50 @@ def test_device_other_than_cpu_is_refused() -> None:
         gc.eye(2, device="cuda")
     with pytest.raises(NotImplementedError, match="CPU"):
         gc.zeros(2, device="cuda")
+
+
+def test_prelu_module_matches_torch() -> None:
+    """nn.PReLU's weight (one slope, and one per channel): values and both gradients."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    for n in (1, 3):
+        tm, gm = torch.nn.PReLU(n, init=0.1), gc.nn.PReLU(n, init=0.1)
+        assert repr(tm) == repr(gm)
+        tx, gx = torch.tensor(x, requires_grad=True), gc.tensor(x, requires_grad=True)
+        ty, gy = tm(tx), gm(gx)
+        (ty * ty).sum().backward()
+        (gy * gy).sum().backward()
+        np.testing.assert_allclose(_np(gy), _np(ty), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(_np(gx.grad), _np(tx.grad), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(_np(gm.weight.grad), _np(tm.weight.grad), rtol=1e-4,
+                                   atol=1e-4)
+    with pytest.raises(RuntimeError, match="parameter numbers = 3 and channel size = 4"):
+        gc.nn.PReLU(3)(gc.tensor(np.ones((2, 4), np.float32)))
+
+
+def test_t_narrow_and_new_errors_and_sizes() -> None:
+    x = gc.tensor(np.ones((2, 3, 4), np.float32))
+    with pytest.raises(RuntimeError, match="t\\(\\) expects a tensor with <= 2 dimensions, but "
+                       "self is 3D"):
+        x.t()
+    with pytest.raises(IndexError, match="start out of range"):
+        x.narrow(1, 4, 0)
+    with pytest.raises(RuntimeError, match="start \\(2\\) \\+ length \\(2\\) exceeds"):
+        x.narrow(1, 2, 2)
+    with pytest.raises(RuntimeError, match="length must be non-negative"):
+        x.narrow(1, 0, -1)
+    assert x.new_zeros(2, dtype=gc.int64).dtype == gc.int64
+    assert x.new_tensor([1, 2]).dtype == gc.float32  # self's dtype, not the data's
+    assert (x.element_size(), x.nelement(), x.ndimension()) == (4, 24, 3)
+    t = torch.ones(2, 3, 4)
+    assert (t.element_size(), t.nelement(), t.ndimension()) == (4, 24, 3)
+
+
+def test_narrow_guard_on_the_batch_dim() -> None:
+    """On the symbolic batch dim, narrow's bound is a run-time guard: a batch too small for
+    it raises before the step changes anything."""
+    f = gc.compile(lambda x: x.narrow(0, 1, 2) * 2)
+    np.testing.assert_allclose(_np(f(np.ones((3, 2), np.float32))), np.full((2, 2), 2.0))
+    with pytest.raises(Exception, match="narrow"):
+        f(np.ones((2, 2), np.float32))
+    assert f.compile_count == 1

@@ -48,6 +48,20 @@ from .loss import (
 )
 from .module import Module, Parameter
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .simple import (
+    ConstantPad1d,
+    ConstantPad2d,
+    CosineSimilarity,
+    PixelShuffle,
+    PixelUnshuffle,
+    PReLU,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ZeroPad1d,
+    ZeroPad2d,
+)
 from .transformer import (
     Bilinear,
     GroupNorm,
@@ -75,6 +89,9 @@ __all__ = [
     "HingeEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss",
     "SoftMarginLoss", "MultiLabelSoftMarginLoss", "CTCLoss",
     "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+    "PixelShuffle", "PixelUnshuffle", "ConstantPad1d", "ConstantPad2d", "ZeroPad1d",
+    "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
+    "PReLU", "CosineSimilarity",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

@@ -131,3 +131,46 @@ def fold(input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1,  
 
 
 __all__ = ["fold", "unfold"]
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:  # noqa: A002
+    """``F.pixel_shuffle``: ``[*, C r^2, H, W] -> [*, C, H r, W r]``, a reshape and a permute
+    (as ATen's own ``pixel_shuffle``)."""
+    x = T.as_tensor(input)
+    r = int(upscale_factor)
+    if x.ndim < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but "
+                           f"got input with {x.ndim} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    *lead, c, h, w = x.shape
+    if not isinstance(c, int) or c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c}"
+                           f" is not divisible by {r * r}")
+    n = len(lead)
+    y = x.reshape(*lead, c // (r * r), r, r, h, w)
+    perm = list(range(n)) + [n, n + 3, n + 1, n + 4, n + 2]
+    return y.permute(*perm).reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:  # noqa: A002
+    """``F.pixel_unshuffle``: ``pixel_shuffle``'s inverse, ``[*, C, H r, W r] -> [*, C r^2, H,
+    W]``."""
+    x = T.as_tensor(input)
+    r = int(downscale_factor)
+    if x.ndim < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but "
+                           f"got input with {x.ndim} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    *lead, c, h, w = x.shape
+    for name, v in (("height", h), ("width", w)):
+        if not isinstance(v, int) or v % r:
+            raise RuntimeError(f"pixel_unshuffle expects {name} to be divisible by "
+                               f"downscale_factor, but input.size(-{2 if name == 'height' else 1})"
+                               f"={v} is not divisible by {r}")
+    n = len(lead)
+    y = x.reshape(*lead, c, h // r, r, w // r, r)
+    perm = list(range(n)) + [n, n + 2, n + 4, n + 1, n + 3]
+    return y.permute(*perm).reshape(*lead, c * r * r, h // r, w // r)

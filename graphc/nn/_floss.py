@@ -340,6 +340,28 @@ def _norm_last(v: Tensor, p: float) -> Tensor:
     return (v.abs() ** float(p)).sum(-1) ** (1.0 / p)
 
 
+def cosine_similarity(x1: Any, x2: Any, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """``F.cosine_similarity`` as ATen computes it: each input divided by its 2-norm along
+    ``dim`` clamped below at ``eps``, then the products summed. The clamp is applied to the
+    norm's value only (ATen clamps in place under ``no_grad``), so gradients flow through
+    the unclamped norm, as there."""
+    from ..reduce_ops import vector_norm
+
+    a, b = T.as_tensor(x1), T.as_tensor(x2)
+    shape = sh.broadcast(a.shape, b.shape, "cosine_similarity")
+    a, b = a.expand(*shape), b.expand(*shape)
+    d = sh.norm_axis(int(dim), len(shape), "cosine_similarity")
+    if not a.dtype.is_float:
+        a = a.to(dt.float32)
+    b = b.to(a.dtype)
+
+    def clamped(v: Tensor) -> Tensor:
+        n = vector_norm(v, 2, d, True)
+        return n + (T.clamp(n, eps) - n).detach()
+
+    return ((a / clamped(a)) * (b / clamped(b))).sum(d)
+
+
 def pairwise_distance(x1: Any, x2: Any, p: float = 2.0, eps: float = 1e-6,
                       keepdim: bool = False) -> Tensor:
     """``‖x1 - x2 + eps‖_p`` over the last dim (``torch.nn.functional.pairwise_distance``)."""

@@ -109,13 +109,14 @@ from ._fconv import (  # noqa: E402
     max_pool2d,
     upsample,
 )
-from ._ffold import fold, unfold  # noqa: E402
+from ._ffold import fold, pixel_shuffle, pixel_unshuffle, unfold  # noqa: E402
 from ._floss import (  # noqa: E402
     _reduce,
     _reduction,
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
     cosine_embedding_loss,
+    cosine_similarity,
     cross_entropy,
     ctc_loss,
     gaussian_nll_loss,
@@ -215,7 +216,7 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
 
 
 __all__ = [
-    "fold", "unfold",
+    "fold", "unfold", "pixel_shuffle", "pixel_unshuffle", "cosine_similarity",
     *_FROM_TABLE, "linear", "l1_loss", "mse_loss",
     "conv2d", "max_pool2d", "avg_pool2d", "conv1d", "conv_transpose1d", "conv_transpose2d",
     "avg_pool1d", "max_pool1d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
@@ -230,3 +231,28 @@ __all__ = [
     "scaled_dot_product_attention", "bilinear", "group_norm", "instance_norm", "rms_norm",
     "one_hot",
 ]
+
+
+def prelu(input: Any, weight: Any) -> Tensor:  # noqa: A002
+    """``F.prelu``: ``x`` where positive, ``weight * x`` elsewhere, ``weight`` one slope or
+    one per channel (dim 1; dim 0 of a 1-D input), as ATen's ``prelu``."""
+    x, w = T.as_tensor(input), T.as_tensor(weight)
+    if w.ndim > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                           f"ndim = {w.ndim}")
+    n = int(w.numel())
+    if n != 1:
+        if x.ndim == 0:
+            raise RuntimeError("prelu: a zero-dim input takes a single weight")
+        c = x.shape[1] if x.ndim >= 2 else x.shape[0]
+        if c != n:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
+                               f"parameter numbers = {n} and channel size = {c}.")
+        if x.ndim >= 2:
+            w = w.reshape(1, n, *([1] * (x.ndim - 2)))
+    elif w.ndim == 1 and x.ndim == 0:
+        w = w.reshape(())
+    return T.where(x > 0, x, w.to(x.dtype) * x)
+
+
+__all__.append("prelu")
