@@ -196,6 +196,9 @@ def rand(*size: Any, dtype: Any = None, device: Any = None,
     if device is not None:
         device_of(device, "rand")
     d = _dtype(dtype)
+    traced = _traced_random("uniform", _shape(size), d, requires_grad, "rand")
+    if traced is not None:
+        return traced
     return Tensor._from_array(_random.uniform(_shape(size), 0.0, 1.0, d.np), requires_grad)
 
 
@@ -204,7 +207,45 @@ def randn(*size: Any, dtype: Any = None, device: Any = None,
     if device is not None:
         device_of(device, "randn")
     d = _dtype(dtype)
+    traced = _traced_random("normal", _shape(size), d, requires_grad, "randn")
+    if traced is not None:
+        return traced
     return Tensor._from_array(_random.normal(_shape(size), 0.0, 1.0, d.np), requires_grad)
+
+
+def rand_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa: A002
+              requires_grad: bool = False) -> Tensor:
+    """``torch.rand_like``: ``rand`` of ``input``'s shape, in its dtype unless told."""
+    return rand(tuple(input.shape), dtype=dtype or input.dtype, device=device,
+                requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa: A002
+               requires_grad: bool = False) -> Tensor:
+    """``torch.randn_like``: ``randn`` of ``input``'s shape, in its dtype unless told."""
+    return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device,
+                 requires_grad=requires_grad)
+
+
+def _traced_random(dist: str, shape: tuple, d: _dt.DType, requires_grad: bool,
+                   what: str) -> Tensor | None:
+    """While a step is traced: ``rand``/``randn`` as an input the step fills on every call
+    (``trace.random_input``). Drawn at trace time they would be a constant of the compiled
+    code: every call would repeat the first call's numbers."""
+    from . import _context
+
+    ctx = _context.current()
+    if ctx is None:
+        return None
+    if not d.is_float:
+        raise TypeError(f"{what}: expected a floating point dtype, got {d.name}")
+    if requires_grad:
+        raise NotImplementedError(
+            f"{what}(requires_grad=True) inside a compiled function: a new leaf each call has "
+            "no gradient the step could return; create it outside and pass it in")
+    from .ir import shapes as sh
+
+    return Tensor._wrap(ctx.random_input(dist, sh.shape(shape), d))
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
@@ -341,7 +382,8 @@ __all__ = [
     "Tensor", "to_array", "as_tensor", "where", "float32", "float64", "bfloat16", "int64",
     "int32", "bool",
     "float", "double", "long", "manual_seed", "initial_seed", "tensor", "from_numpy", "zeros",
-    "ones", "full", "zeros_like", "ones_like", "rand", "randn", "arange", "matmul", "exp", "log",
+    "ones", "full", "zeros_like", "ones_like", "rand", "randn", "rand_like", "randn_like",
+    "arange", "matmul", "exp", "log",
     "tanh", "sigmoid", "relu", "sqrt", "abs", "sum", "mean", "maximum", "minimum", "clamp",
     "argmax", "softmax", "log_softmax", "gather", "cat", "concat", "stack", "device",
     "addmm", "addmv", "baddbmm", "bmm", "chunk", "diag", "diag_embed", "diagonal", "dot",

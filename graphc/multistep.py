@@ -102,6 +102,12 @@ class StepsVariant:
             raise NotImplementedError(
                 f"{fn.name}.run: a data-parallel step (gradients reduced between processes) "
                 "runs one step per call")
+        if any(s.kind == "random" for s in sig.sources.values()):
+            raise NotImplementedError(
+                f"{fn.name}.run: the step calls gc.rand/gc.randn/rand_like/randn_like, whose "
+                "values are drawn per call from the generator's stream; many steps in one "
+                "call would need them drawn per step (call the step once per batch, or pass "
+                "the random values in as an argument)")
         cleared = {id(p) for p in sig.grads_to_clear}
         written = {id(s.ref) for s in sig.sinks.values() if s.kind == "grad"}
         for p, present in sig.grad_reads:

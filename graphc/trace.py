@@ -41,7 +41,7 @@ from .tensor import Tensor
 class Source:
     """Where an input node's value comes from at call time."""
 
-    kind: str  # arg | tensor | grad | ostate | oflag | onum | cell | hyper | seed
+    kind: str  # arg | tensor | grad | ostate | oflag | onum | cell | hyper | seed | random
     ref: Any = None  # arg index, Tensor, (opt, param, key), (group, key)
     fill: float = 0.0  # ostate: value of a freshly created buffer
 
@@ -361,6 +361,13 @@ class TraceContext:
         call, from the same stream (and in the same order) as eager execution would.
         """
         return self._input("seed", "seed", (), dt.int64, Source("seed"))
+
+    def random_input(self, dist: str, shape: tuple, dtype: dt.DType) -> Node:
+        """An input filled on every call from the global generator, as the eager
+        ``gc.rand``/``gc.randn`` at this point of the function would fill it (``dist``:
+        ``uniform`` or ``normal``): a compiled step draws new values each call, the same
+        values and in the same stream order as eager execution, instead of the trace's."""
+        return self._input(f"rand_{dist}", "random", shape, dtype, Source("random", dist))
 
     def guard(self, read: Callable[[], Any], expected: Any, what: str,
               spec: tuple[Any, Any, Callable[[Any], Any]] | None = None,

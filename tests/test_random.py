@@ -40,3 +40,62 @@ def test_model_init_matches_pytorch_under_the_same_seed():
     gsd = gm.state_dict()
     for k, v in tm.state_dict().items():
         np.testing.assert_allclose(gsd[k], v.numpy(), rtol=0, atol=5e-7, err_msg=k)
+
+
+def _noisy(x):
+    """A step drawing from the generator four ways between other work (dropout's seed too):
+    the draws themselves, and a result computed from them."""
+    r = (gc.rand(3), gc.randn(x.shape[0], 1))
+    h = gc.nn.functional.dropout(x + r[0] * r[1], 0.5, training=True)
+    r += (gc.rand_like(h), gc.randn_like(h, dtype=gc.float64))
+    return (*r, h * r[2] + r[3].to(gc.float32))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interp"])
+def test_compiled_rand_draws_new_values_each_call_as_eager_does(backend):
+    """gc.rand/randn/rand_like/randn_like in a compiled step are filled on every call from
+    the generator, in eager's order (dropout's seed in between): the compiled calls give the
+    eager calls' values bit for bit, one compile for every batch size; drawn at trace time
+    they would repeat the first call's numbers forever."""
+    xs = [np.zeros((n, 3), np.float32) for n in (2, 2, 5)]
+    gc.manual_seed(0)
+    eager = [[t.numpy() for t in _noisy(gc.tensor(x))] for x in xs]
+    gc.manual_seed(0)
+    f = gc.compile(_noisy, backend=backend)
+    got = [[t.numpy() for t in f(x)] for x in xs]
+    for e, g in zip(eager, got):
+        for a, b in zip(g[:4], e[:4]):  # the draws: bit for bit
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+        # the arithmetic on them: the compiled code may contract a * b + c into one FMA
+        np.testing.assert_allclose(g[4], e[4], rtol=1e-6, atol=1e-7)
+    assert not np.array_equal(got[0][0], got[1][0])
+    assert f.compile_count == 1
+
+
+def test_compiled_rand_is_pytorchs_stream():
+    torch.manual_seed(5)
+    t1, t2 = torch.rand(4, 3).numpy(), torch.rand(4, 3).numpy()
+    gc.manual_seed(5)
+    f = gc.compile(lambda x: x + gc.rand(4, 3), dynamic=False)
+    z = np.zeros((4, 3), np.float32)
+    np.testing.assert_array_equal(f(z).numpy(), t1)
+    np.testing.assert_array_equal(f(z).numpy(), t2)
+
+
+def test_random_values_where_they_cannot_be_drawn_per_call():
+    f = gc.compile(lambda x: x + gc.rand(3))
+    with pytest.raises(NotImplementedError, match="gc.rand"):
+        f.run(np.zeros((2, 4, 3), np.float32))
+    with pytest.raises(NotImplementedError, match=r"requires_grad=True\) inside a compiled"):
+        gc.compile(lambda x: x + gc.rand(3, requires_grad=True))(np.zeros((2, 3), np.float32))
+    with pytest.raises(TypeError, match="floating point"):
+        gc.compile(lambda x: x + gc.rand(3, dtype=gc.int64))(np.zeros((2, 3), np.float32))
+
+
+def test_aot_step_refuses_per_call_random_values(tmp_path):
+    from graphc.aot import AOTError
+
+    f = gc.compile(lambda x: x + gc.rand(3), dynamic=False)
+    with pytest.raises(AOTError, match="gc.rand"):
+        gc.aot.build(f, (np.zeros((2, 3), np.float32),), str(tmp_path), "noisy")

@@ -186,6 +186,16 @@ class Runtime:
             from graphc import random as grandom
 
             return np.array(grandom.next_seed(), np.int64)
+        if k == "random":  # gc.rand / gc.randn in the step: fresh values, eager's stream
+            from graphc import random as grandom
+
+            shape = tuple(node.shape)
+            if not sh.is_concrete(shape):  # the call's batch sizes, from its arguments
+                from .runner import _as_array
+
+                shape = sh.evaluate_shape(shape, self.check_args([_as_array(a) for a in args]))
+            draw = grandom.uniform if src.ref == "uniform" else grandom.normal
+            return draw(shape, 0.0, 1.0, node.dtype.np)
         if k == "hyper":
             group, key = src.ref
             v = dict.__getitem__(group, key) if isinstance(group, dict) else group[key]
