@@ -99,3 +99,21 @@ def test_aot_step_refuses_per_call_random_values(tmp_path):
     f = gc.compile(lambda x: x + gc.rand(3), dynamic=False)
     with pytest.raises(AOTError, match="gc.rand"):
         gc.aot.build(f, (np.zeros((2, 3), np.float32),), str(tmp_path), "noisy")
+
+
+def test_init_inside_a_compiled_step_raises_before_drawing():
+    """nn.init writes a tensor once, when called: inside a compiled step only the trace would
+    do it. It raises there, naming itself, and the random stream has not moved."""
+    w = gc.zeros(4, 3)
+
+    def step(x):
+        nn.init.kaiming_uniform_(w)
+        return x @ w.T
+
+    gc.manual_seed(1)
+    with pytest.raises(NotImplementedError, match="nn.init.kaiming_uniform_ inside a compiled"):
+        gc.compile(step)(np.ones((2, 3), np.float32))
+    after = gc.rand(5).numpy()
+    gc.manual_seed(1)
+    np.testing.assert_array_equal(after, gc.rand(5).numpy())
+    assert not w.numpy().any()

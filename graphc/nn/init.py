@@ -10,6 +10,19 @@ from .. import random as grandom
 from ..tensor import Tensor
 
 
+def _eager(t: Tensor, name: str) -> None:
+    """Initialisers write a tensor's storage now, from the random stream, once: inside a
+    compiled step that would happen at trace time only (the compiled calls would skip it), so
+    they raise there, before drawing anything."""
+    from .. import _context
+
+    if _context.current() is not None or getattr(t, "_trace", None) is not None:
+        raise NotImplementedError(
+            f"nn.init.{name} inside a compiled function: initialisers write the tensor in "
+            "place once, when called, not on every call of a compiled step; initialise the "
+            "parameters before compiling or between calls")
+
+
 def _fill(t: Tensor, arr: np.ndarray) -> Tensor:
     np.copyto(t._node._value, arr.astype(t.dtype.np))
     return t
@@ -40,27 +53,33 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
 
 
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+    _eager(t, "uniform_")
     return _fill(t, grandom.uniform(t.shape, a, b, t.dtype.np))
 
 
 def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    _eager(t, "normal_")
     return _fill(t, grandom.normal(t.shape, mean, std, t.dtype.np))
 
 
 def zeros_(t: Tensor) -> Tensor:
+    _eager(t, "zeros_")
     return _fill(t, np.zeros(t.shape))
 
 
 def ones_(t: Tensor) -> Tensor:
+    _eager(t, "ones_")
     return _fill(t, np.ones(t.shape))
 
 
 def constant_(t: Tensor, val: float) -> Tensor:
+    _eager(t, "constant_")
     return _fill(t, np.full(t.shape, val))
 
 
 def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
                      nonlinearity: str = "leaky_relu") -> Tensor:
+    _eager(t, "kaiming_uniform_")
     fan_in, fan_out = _fans(t)
     fan = fan_in if mode == "fan_in" else fan_out
     gain = calculate_gain(nonlinearity, a)
@@ -70,6 +89,7 @@ def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
 
 def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu") -> Tensor:
+    _eager(t, "kaiming_normal_")
     fan_in, fan_out = _fans(t)
     fan = fan_in if mode == "fan_in" else fan_out
     std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
@@ -77,12 +97,14 @@ def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
 
 
 def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
+    _eager(t, "xavier_uniform_")
     fan_in, fan_out = _fans(t)
     a = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -a, a)
 
 
 def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
+    _eager(t, "xavier_normal_")
     fan_in, fan_out = _fans(t)
     return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
