@@ -920,15 +920,14 @@ def _new(self: Tensor, fill: Any, size: tuple, dtype: Any, device: Any,
          requires_grad: bool, what: str) -> Tensor:
     """``Tensor.new_zeros`` and its kin: a new tensor of ``self``'s dtype unless ``dtype``
     says otherwise (``size`` as varargs or one sequence, as torch takes it)."""
-    from . import _core
-
     if device is not None:
         device_of(device, what)
     shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
-    d = self.dtype if dtype is None else dtype
-    if fill is None:
-        return empty(*shape, dtype=d, requires_grad=requires_grad)
-    return _core.full(shape, fill, dtype=d, requires_grad=requires_grad)
+    d = self.dtype if dtype is None else dt.as_dtype(dtype)
+    fill = 0 if fill is None else fill  # new_empty: any contents are valid, as for empty
+    if _traced():
+        return _finish(_const(fill, shape, d), requires_grad)
+    return Tensor._from_array(np.full(tuple(_dims(shape)), fill, d.np), requires_grad)
 
 
 def _new_method(fill: Any, what: str) -> Any:
@@ -944,17 +943,18 @@ def _new_tensor(self: Tensor, data: Any, dtype: Any = None, device: Any = None,
                 requires_grad: bool = False) -> Tensor:
     """``Tensor.new_tensor``: a copy of ``data`` (a tensor's values detached) with ``self``'s
     dtype unless ``dtype`` is given."""
-    from . import _core
-
     if device is not None:
         device_of(device, "new_tensor")
-    d = self.dtype if dtype is None else dtype
+    d = self.dtype if dtype is None else dt.as_dtype(dtype)
     if isinstance(data, Tensor):
         out = data.detach().clone().to(d)
         if requires_grad:
             out.requires_grad_(True)
         return out
-    return _core.tensor(data, dtype=d, requires_grad=requires_grad)
+    arr = np.array(data, dtype=d.np)  # a copy, as torch's new_tensor
+    if _traced():
+        return _finish(as_tensor(arr), requires_grad)
+    return Tensor._from_array(arr, requires_grad)
 
 
 # -- Tensor methods -------------------------------------------------------------------------------

@@ -191,9 +191,8 @@ class Runtime:
 
             shape = tuple(node.shape)
             if not sh.is_concrete(shape):  # the call's batch sizes, from its arguments
-                from .runner import _as_array
-
-                shape = sh.evaluate_shape(shape, self.check_args([_as_array(a) for a in args]))
+                arrays = [a.numpy() if isinstance(a, Tensor) else np.asarray(a) for a in args]
+                shape = sh.evaluate_shape(shape, self.check_args(arrays))
             draw = grandom.uniform if src.ref == "uniform" else grandom.normal
             return draw(shape, 0.0, 1.0, node.dtype.np)
         if k == "hyper":
