@@ -128,3 +128,37 @@ def test_describe_host_names_the_flags() -> None:
     for flag in hostinfo.ISA_FLAGS:
         assert flag in line
     assert "L1d" in line and "L2" in line
+
+
+def test_tuned_features_lift_llvms_256_bit_preference(monkeypatch):
+    """AVX-512 hosts vectorise elementwise kernels 16 floats wide (LLVM's tuning for many of
+    them prefers 8), unless GRAPHC_VECTOR_WIDTH=256 asks for LLVM's choice."""
+    from graphc.codegen.llvm_objects import tuned_features
+
+    monkeypatch.delenv("GRAPHC_VECTOR_WIDTH", raising=False)
+    assert tuned_features("+avx2,+avx512f,+fma") == "+avx2,+avx512f,+fma,-prefer-256-bit"
+    assert tuned_features("+avx2,-avx512f") == "+avx2,-avx512f"
+    assert tuned_features("+avx512f,+prefer-256-bit") == "+avx512f,+prefer-256-bit"
+    monkeypatch.setenv("GRAPHC_VECTOR_WIDTH", "256")
+    assert tuned_features("+avx2,+avx512f") == "+avx2,+avx512f"
+    monkeypatch.setenv("GRAPHC_VECTOR_WIDTH", "128")
+    with pytest.raises(ValueError, match="GRAPHC_VECTOR_WIDTH"):
+        tuned_features("+avx512f")
+
+
+def test_elementwise_kernels_use_512_bit_vectors_where_they_exist(monkeypatch):
+    import llvmlite.binding as llvm
+    import numpy as np
+    from graphc.codegen.cpu import init_llvm
+
+    import graphc as gc
+
+    init_llvm()
+    if "+avx512f" not in llvm.get_host_cpu_features().flatten().split(","):
+        pytest.skip("no AVX-512 on this host")
+    monkeypatch.delenv("GRAPHC_VECTOR_WIDTH", raising=False)
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    f = gc.compile(lambda x: x.exp() * 2.0, dynamic=False)
+    f(np.ones((64, 64), np.float32))
+    asm = f.ir("asm")
+    assert "zmm" in asm and "ymm" not in asm  # the exp loop: 16 lanes, no 8-lane remnants

@@ -141,14 +141,15 @@ def target_machine(target: str | None) -> tuple[Any, str, str, bool]:
     (``reloc='pic'``) with the default code model, so they link into shared libraries and PIE
     executables alike.
     """
-    import llvmlite.binding as llvm
 
     from graphc.codegen.cpu import has_avx512, host_target_machine, init_llvm
 
     init_llvm()
     check_target(target)
     if target in (None, "native"):
-        cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+        from graphc.codegen.llvm_objects import host_cpu
+
+        cpu, features = host_cpu()
     else:
         cpu, features = target, ""
     tm = host_target_machine(cpu, features, reloc="pic", codemodel="default")

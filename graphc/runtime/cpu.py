@@ -35,6 +35,7 @@ from graphc.codegen.abi import (
 )
 from graphc.codegen.cpu import has_avx512, host_target_machine, init_llvm
 from graphc.codegen.hostinfo import BF16_CONV_OPS, DEFAULT_CACHES, bf16_isa, host_caches, tuned_for
+from graphc.codegen.llvm_objects import host_cpu
 from graphc.ir import Graph
 from graphc.ir import shapes as sh
 from graphc.tensor import Tensor
@@ -148,8 +149,7 @@ class CPUExecutable(GuardMixin, Runtime):
         self.wide = has_avx512(self.tm, cpu)
         self.name = "graphc_step"
         native = cpu in (None, "native")
-        cpu_name = llvm.get_host_cpu_name() if native else cpu
-        feats = llvm.get_host_cpu_features().flatten() if native else ""
+        cpu_name, feats = host_cpu() if native else (cpu, "")
         target = f"{self.tm.triple}|{cpu_name}|{feats}|{self.wide}" + ("|debug" if debug else "")
         # the GEMM's cache blocking follows this host's caches, unless code is generated for a
         # named CPU: that stands for other machines (an AOT target checked here), tuned as

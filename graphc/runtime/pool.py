@@ -26,7 +26,9 @@ def _pool_object(tm: Any) -> bytes:
     """The pool's object code for this host, from the compile cache when an earlier process
     compiled it (as every step's objects are): generating and compiling the module cost
     ~20 ms of the first call of every process, a step found in the disk cache included."""
-    cpu, feats = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    from graphc.codegen.llvm_objects import host_cpu
+
+    cpu, feats = host_cpu()
     k = cache.key("thread-pool", f"{tm.triple}|{cpu}|{feats}")
     obj = cache.load(k)
     if obj is None:
