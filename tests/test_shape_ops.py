@@ -410,3 +410,18 @@ def test_narrow_guard_on_the_batch_dim() -> None:
     with pytest.raises(Exception, match="narrow"):
         f(np.ones((2, 2), np.float32))
     assert f.compile_count == 1
+
+
+@pytest.mark.parametrize("f", [
+    lambda m, x: m.nn.functional.pixel_shuffle(x, 2),  # 3 channels: not a multiple of 4
+    lambda m, x: m.nn.functional.pixel_shuffle(x[0, 0], 2),  # 2-D
+    lambda m, x: m.nn.functional.pixel_unshuffle(x, 2),  # height 5
+    lambda m, x: m.nn.functional.pixel_unshuffle(x, 0),
+])
+def test_pixel_shuffle_errors_as_torch(f: Any) -> None:
+    x = np.ones((2, 3, 5, 4), np.float32)
+    with pytest.raises(RuntimeError) as want:
+        f(torch, torch.tensor(x))
+    with pytest.raises(RuntimeError) as got:
+        f(gc, gc.tensor(x))
+    assert type(got.value) is type(want.value)

@@ -130,20 +130,26 @@ def fold(input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1,  
     return out if batched else out.squeeze(0)
 
 
-__all__ = ["fold", "unfold"]
+__all__ = ["fold", "unfold", "pixel_shuffle", "pixel_unshuffle"]
+
+
+def _shuffle_input(input: Any, factor: int, what: str, kind: str) -> tuple[Tensor, int, list]:
+    """``(x, r, [*lead, C, H, W])`` after the checks ATen's pixel (un)shuffle make."""
+    x = T.as_tensor(input)
+    r = int(factor)
+    if x.ndim < 3:
+        raise RuntimeError(f"{what} expects input to have at least 3 dimensions, but got input "
+                           f"with {x.ndim} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"{what} expects a positive {kind}, but got {r}")
+    return x, r, list(x.shape)
 
 
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:  # noqa: A002
     """``F.pixel_shuffle``: ``[*, C r^2, H, W] -> [*, C, H r, W r]``, a reshape and a permute
     (as ATen's own ``pixel_shuffle``)."""
-    x = T.as_tensor(input)
-    r = int(upscale_factor)
-    if x.ndim < 3:
-        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but "
-                           f"got input with {x.ndim} dimension(s)")
-    if r <= 0:
-        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
-    *lead, c, h, w = x.shape
+    x, r, (*lead, c, h, w) = _shuffle_input(input, upscale_factor, "pixel_shuffle",
+                                            "upscale_factor")
     if not isinstance(c, int) or c % (r * r):
         raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
                            f"divisible by the square of upscale_factor, but input.size(-3)={c}"
@@ -157,19 +163,13 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:  # noqa: A002
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:  # noqa: A002
     """``F.pixel_unshuffle``: ``pixel_shuffle``'s inverse, ``[*, C, H r, W r] -> [*, C r^2, H,
     W]``."""
-    x = T.as_tensor(input)
-    r = int(downscale_factor)
-    if x.ndim < 3:
-        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but "
-                           f"got input with {x.ndim} dimension(s)")
-    if r <= 0:
-        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
-    *lead, c, h, w = x.shape
-    for name, v in (("height", h), ("width", w)):
+    x, r, (*lead, c, h, w) = _shuffle_input(input, downscale_factor, "pixel_unshuffle",
+                                            "downscale_factor")
+    for name, axis, v in (("height", -2, h), ("width", -1, w)):
         if not isinstance(v, int) or v % r:
             raise RuntimeError(f"pixel_unshuffle expects {name} to be divisible by "
-                               f"downscale_factor, but input.size(-{2 if name == 'height' else 1})"
-                               f"={v} is not divisible by {r}")
+                               f"downscale_factor, but input.size({axis})={v} is not divisible "
+                               f"by {r}")
     n = len(lead)
     y = x.reshape(*lead, c, h // r, r, w // r, r)
     perm = list(range(n)) + [n, n + 2, n + 4, n + 1, n + 3]
