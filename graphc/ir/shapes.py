@@ -287,7 +287,9 @@ def slice_len(start: Dim, stop: Dim, step: int) -> Dim:
     if type(start) is int and type(stop) is int:
         return max(0, (stop - start + step - 1) // step)
     if start == 0 and step == 1:  # x[:, a:b] keeps all of B: no symbolic sum to build
-        return dim(stop)  # resolved bounds: 0 <= start <= stop
+        if getattr(stop, "is_nonnegative", False):
+            return dim(stop)
+        return dim(sympy.Max(0, sympy.sympify(stop)))
     n = sympy.floor((sympy.sympify(stop) - sympy.sympify(start) + step - 1) / step)
     return dim(sympy.Max(0, n))
 
