@@ -206,6 +206,8 @@ class Tensor:
         self._grad: Tensor | None = None
         self._trace = trace
         self._inference = is_inference_mode_enabled()
+        if trace is not None and node.op in VIEW_OPS and node.inputs:
+            trace.note_view(self)  # in-place ops on it, or on its base, are checked
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -600,7 +602,9 @@ class Tensor:
         if self._trace is not None and _context.current() is self._trace:
             if is_grad_enabled() and result.node.rg:
                 _check_not_view(self._node)
-            self._node = result.node  # a traced intermediate: rebind (the IR is functional)
+            # a traced intermediate: rebound (the IR is functional), through the trace so
+            # that a ``.data``/``.grad`` alias updates its tensor and storage sharing raises
+            self._trace.assign(self, result.node)
             return self
         if self.is_leaf and self.requires_grad and is_grad_enabled():
             raise RuntimeError(LEAF_INPLACE)

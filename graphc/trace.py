@@ -126,6 +126,8 @@ class TraceContext:
         self._guarded: set[tuple[int, Any]] = set()  # (id(obj), key) with a structural guard
         # called as hook(ctx) after each backward() (graphc.distributed reduces gradients)
         self.backward_hooks: list[Callable[[TraceContext], None]] = []
+        # node id -> weak refs to the traced tensors created as views of it (``note_view``)
+        self.views_of: dict[int, list[Any]] = {}
 
     # -- naming ----------------------------------------------------------------------------
     def _unique(self, base: str) -> str:
@@ -181,8 +183,46 @@ class TraceContext:
             self.versions[key] = [node]
         return node
 
+    def note_view(self, t: Tensor) -> None:
+        """``t`` was created by view ops (``_tensor.VIEW_OPS``) of another tensor's node: kept
+        (weakly) under the node at the bottom of its chain of views."""
+        import weakref
+
+        self.views_of.setdefault(_view_root(t._node).id, []).append(weakref.ref(t))
+
+    def _check_aliasing(self, t: Tensor) -> None:
+        """An in-place op on a tensor created in the trace must not need storage sharing.
+
+        Eager tensors share memory with their views: an in-place op on a view writes its
+        base, one on a base changes its live views, one on an argument changes the caller's
+        tensor. The trace is functional (the op rebinds ``t`` to a new node), so each of those
+        would silently differ from eager; they raise instead, naming what to write."""
+        from ._tensor import VIEW_OPS
+
+        n = t._node
+        if n.op == "input" and n.attrs.get("kind") == "arg":
+            raise NotImplementedError(
+                f"an in-place op on argument {n.attrs['name']!r} inside a compiled function: "
+                "eagerly it changes the caller's tensor, which the compiled step does not; "
+                "work on a copy (x = x.clone()) or return the new value")
+        if n.op in VIEW_OPS and t._node.inputs:
+            raise NotImplementedError(
+                f"an in-place op on a view ({n.op} of another tensor) inside a compiled "
+                "function: eagerly it writes the tensor it views, which the compiled step "
+                "does not; write the base instead (y[0] = y[0] + v, index_put_, "
+                "masked_fill_ on y) or make the view a copy first (.clone())")
+        live = [r() for r in self.views_of.get(n.id, ())]
+        if any(v is not None and v is not t and _view_root(v._node) is n for v in live):
+            raise NotImplementedError(
+                "an in-place op on a tensor that has a live view (reshape, slice, transpose, "
+                "...) inside a compiled function: eagerly the view sees the new values, in "
+                "the compiled step it would keep the old ones; take the view after the "
+                "update, or update out of place (y = y + v)")
+
     def assign(self, t: Tensor, node: Node) -> None:
         if t._trace is self:
+            if id(t) not in self.data_aliases and id(t) not in self.grad_alias:
+                self._check_aliasing(t)
             ga = self.grad_alias.get(id(t))
             if ga is not None:
                 self.grad[id(ga[1])] = node
@@ -568,6 +608,15 @@ def collect_names(fn: Callable[..., Any]) -> dict[int, str]:
                 for pi, p in enumerate(group["params"]):
                     names.setdefault(id(p), f"{var}.g{gi}.p{pi}")
     return names
+
+
+def _view_root(node: Node) -> Node:
+    """The node a chain of view ops (``x[1]`` is a slice and a reshape) starts from."""
+    from ._tensor import VIEW_OPS
+
+    while node.op in VIEW_OPS and node.inputs:
+        node = node.inputs[0]
+    return node
 
 
 def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
