@@ -749,15 +749,19 @@ def _note_write(node: Node, rebased: bool, exempt: frozenset[int] = frozenset())
         w.count += 1
 
 
+def view_root(node: Node) -> Node:
+    """The node a chain of view ops starts from (``x[1]`` is a slice and a reshape of x)."""
+    while node.op in VIEW_OPS and node.inputs:
+        node = node.inputs[0]
+    return node
+
+
 def _check_not_view(node: Node) -> None:
     """An in-place op on a view of a tensor on a gradient path would have to rebase the
     base's history too (PyTorch's CopySlices); graphc does not, so it refuses."""
     if node.op not in VIEW_OPS or not node.rg:
         return
-    base = node
-    while base.op in VIEW_OPS:
-        base = base.inputs[0]
-    if base.op == "input":
+    if view_root(node).op == "input":
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
     raise NotImplementedError(

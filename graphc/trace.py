@@ -188,7 +188,9 @@ class TraceContext:
         (weakly) under the node at the bottom of its chain of views."""
         import weakref
 
-        self.views_of.setdefault(_view_root(t._node).id, []).append(weakref.ref(t))
+        from ._tensor import view_root
+
+        self.views_of.setdefault(view_root(t._node).id, []).append(weakref.ref(t))
 
     def _check_aliasing(self, t: Tensor) -> None:
         """An in-place op on a tensor created in the trace must not need storage sharing.
@@ -197,7 +199,7 @@ class TraceContext:
         base, one on a base changes its live views, one on an argument changes the caller's
         tensor. The trace is functional (the op rebinds ``t`` to a new node), so each of those
         would silently differ from eager; they raise instead, naming what to write."""
-        from ._tensor import VIEW_OPS
+        from ._tensor import VIEW_OPS, view_root
 
         n = t._node
         if n.op == "input" and n.attrs.get("kind") == "arg":
@@ -205,14 +207,14 @@ class TraceContext:
                 f"an in-place op on argument {n.attrs['name']!r} inside a compiled function: "
                 "eagerly it changes the caller's tensor, which the compiled step does not; "
                 "work on a copy (x = x.clone()) or return the new value")
-        if n.op in VIEW_OPS and t._node.inputs:
+        if n.op in VIEW_OPS and n.inputs:
             raise NotImplementedError(
                 f"an in-place op on a view ({n.op} of another tensor) inside a compiled "
                 "function: eagerly it writes the tensor it views, which the compiled step "
                 "does not; write the base instead (y[0] = y[0] + v, index_put_, "
                 "masked_fill_ on y) or make the view a copy first (.clone())")
         live = [r() for r in self.views_of.get(n.id, ())]
-        if any(v is not None and v is not t and _view_root(v._node) is n for v in live):
+        if any(v is not None and v is not t and view_root(v._node) is n for v in live):
             raise NotImplementedError(
                 "an in-place op on a tensor that has a live view (reshape, slice, transpose, "
                 "...) inside a compiled function: eagerly the view sees the new values, in "
@@ -608,15 +610,6 @@ def collect_names(fn: Callable[..., Any]) -> dict[int, str]:
                 for pi, p in enumerate(group["params"]):
                     names.setdefault(id(p), f"{var}.g{gi}.p{pi}")
     return names
-
-
-def _view_root(node: Node) -> Node:
-    """The node a chain of view ops (``x[1]`` is a slice and a reshape) starts from."""
-    from ._tensor import VIEW_OPS
-
-    while node.op in VIEW_OPS and node.inputs:
-        node = node.inputs[0]
-    return node
 
 
 def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,

@@ -141,7 +141,6 @@ def target_machine(target: str | None) -> tuple[Any, str, str, bool]:
     (``reloc='pic'``) with the default code model, so they link into shared libraries and PIE
     executables alike.
     """
-
     from graphc.codegen.cpu import has_avx512, host_target_machine, init_llvm
 
     init_llvm()

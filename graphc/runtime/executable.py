@@ -186,7 +186,7 @@ class Runtime:
             from graphc import random as grandom
 
             return np.array(grandom.next_seed(), np.int64)
-        if k == "random":  # gc.rand / gc.randn in the step: fresh values, eager's stream
+        if k == "random":  # gc.rand/randn in the step (the CPU runner draws them itself)
             from graphc import random as grandom
 
             shape = tuple(node.shape)
