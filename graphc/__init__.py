@@ -43,6 +43,7 @@ _CORE_NAMES = frozenset({
     "kron", "linspace", "logspace", "masked_fill", "meshgrid", "mm", "moveaxis", "movedim",
     "mv", "outer", "repeat_interleave", "roll", "split", "swapaxes", "swapdims", "tile",
     "tril", "tril_indices", "triu", "triu_indices", "unbind", "unflatten", "t", "narrow",
+    "select",
     "argsort", "argwhere", "index_add", "index_copy", "index_fill", "index_put",
     "index_select", "kthvalue", "masked_select", "msort", "nonzero", "scatter",
     "scatter_add", "scatter_reduce", "sort", "take_along_dim", "topk",

@@ -40,7 +40,10 @@ class EagerBuilder(Builder):
         if node.rg:
             node._value = value
             return node
-        return leaf_node(value)
+        leaf = leaf_node(value)
+        if op in VIEW_OPS:
+            _inherit_marks(inputs[0], leaf)
+        return leaf
 
     eager = True  # VJP rules may read values (``ir.elementwise._const_value``)
 
@@ -83,7 +86,9 @@ class EagerBuilder(Builder):
     def _direct(op: str, x: Node, shape: tuple[int, ...], value: np.ndarray) -> Node:
         """A one-operand movement node of known shape and value (``broadcast_to``)."""
         if not (x.rg and is_grad_enabled()):
-            return leaf_node(value)
+            leaf = leaf_node(value)
+            _inherit_marks(x, leaf)
+            return leaf
         node = Node(op, (x,), shape, x.dtype, {"shape": shape})
         node.rg = True
         node._value = value
@@ -91,6 +96,82 @@ class EagerBuilder(Builder):
 
 
 _EAGER = EagerBuilder()
+
+
+_TORCH_TYPE = {dt.float32: "Float", dt.float64: "Double", dt.bfloat16: "BFloat16",
+               dt.int64: "Long", dt.int32: "Int", dt.bool_: "Bool"}
+
+
+def result_castable(out: Tensor, dst: Tensor, op: str) -> Tensor:
+    """``out``, the value an in-place arithmetic op ``op`` computed for ``dst``, when torch
+    may cast it to ``dst``'s dtype (its ``canCast``: no float into an integer or bool
+    tensor, nothing but bool into a bool one); else torch's error, before anything changes
+    (``int_t += 1.5`` used to store the truncated sum)."""
+    a, b = out.dtype, dst.dtype
+    if (a.is_float and not b.is_float) or (b is dt.bool_ and a is not dt.bool_):
+        raise RuntimeError(f"{op}: result type {_TORCH_TYPE.get(a, a.name)} can't be cast to "
+                           f"the desired output type {_TORCH_TYPE.get(b, b.name)}")
+    return out
+
+
+def _inherit_marks(src: Node, view: Node) -> None:
+    """An eager view keeps its base's marks: ``untracked`` (a view of ``.data``, whose writes
+    torch keeps off the version counter) and ``copy_of`` (see ``mark_copied_view``)."""
+    a = src.attrs
+    if "untracked" in a or "copy_of" in a:
+        for k in ("untracked", "copy_of"):
+            if k in a:
+                view.attrs[k] = a[k]
+
+
+class _WeakIdMap:
+    """object -> value, held weakly and compared by identity (a ``WeakKeyDictionary`` would
+    compare two tensors with ``==``, which is elementwise)."""
+
+    def __init__(self) -> None:
+        self._d: dict[int, tuple[weakref.ref, Any]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._d)
+
+    def __setitem__(self, obj: Any, value: Any) -> None:
+        key, d = id(obj), self._d
+
+        def forget(r: weakref.ref, key: int = key) -> None:
+            if key in d and d[key][0] is r:
+                del d[key]
+
+        d[key] = (weakref.ref(obj, forget), value)
+
+    def get(self, obj: Any) -> Any:
+        entry = self._d.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else None
+
+
+# traced tensors that PyTorch returns as views but graphc computes as copies -> the op's name
+_COPIED_TRACED = _WeakIdMap()
+
+
+def mark_copied_view(t: Tensor, op: str) -> Tensor:
+    """``t`` is the result of ``op``, a view in PyTorch (``diagonal``, ``Tensor.unfold``) that
+    graphc computes as a copy (a gather): an in-place op on it, or on an eager view of it,
+    would leave the base unchanged where PyTorch writes it, so it raises instead."""
+    if t._trace is None and _context.current() is None:
+        t._node.attrs["copy_of"] = op  # an eager node is never shared (no interning)
+    else:
+        _COPIED_TRACED[t] = op
+    return t
+
+
+def check_not_copied_view(t: Tensor) -> None:
+    op = _COPIED_TRACED.get(t) if _COPIED_TRACED else None
+    op = op or t._node.attrs.get("copy_of")
+    if op is not None:
+        raise NotImplementedError(
+            f"an in-place operation on the result of {op}() (or a view of it): in PyTorch "
+            f"{op}() returns a view and the write reaches its base; graphc's {op}() is a copy, "
+            "so the write would be lost. Write the base instead (for a diagonal: "
+            "`x = x + gc.diag_embed(values - x.diagonal())`)")
 
 
 def repeated(one: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -349,7 +430,9 @@ class Tensor:
         update of this tensor)."""
         ctx = _context.current()
         if ctx is None:  # no shared version counter: edits of ``.data`` are not tracked (torch)
-            return Tensor._from_array(self.numpy())
+            out = Tensor._from_array(self.numpy())
+            out._node.attrs["untracked"] = True  # nor those through its views
+            return out
         return ctx.data_alias(self)
 
     @data.setter
@@ -463,6 +546,9 @@ class Tensor:
         grad_mode = is_grad_enabled()
         if grad_mode and self.is_leaf and self._node.rg:
             raise RuntimeError(LEAF_INPLACE)
+        check_not_copied_view(self)
+        if ctx is None:
+            _check_no_overlap(self._node._value)
         node = value.node
         if tuple(node.shape) != tuple(self.shape) and not sh.same_shape(node.shape, self.shape):
             node = builder().broadcast_to(node, self.shape)
@@ -482,6 +568,7 @@ class Tensor:
             old._value = dst = np.array(dst)
         np.copyto(dst, node._value)
         _note_write(old, rebased=False)
+        _note_memory_write(old, dst)
         return self
 
     def copy_(self, src: Any) -> Tensor:
@@ -504,6 +591,9 @@ class Tensor:
         return self.fill_(0)
 
     def fill_(self, value: Any) -> Tensor:
+        if isinstance(value, Tensor) and value.ndim:
+            raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor "
+                               f"with {value.ndim} dims")
         if is_grad_enabled() and self.requires_grad:
             if self.is_leaf:
                 raise RuntimeError(LEAF_INPLACE)
@@ -525,19 +615,19 @@ class Tensor:
         return self - (other if _is_one(alpha) else other * alpha)
 
     def add_(self, other: Any, alpha: Any = 1) -> Tensor:
-        return self._assign(self.add(other, alpha))
+        return self._assign(result_castable(self.add(other, alpha), self, "add_"))
 
     def sub_(self, other: Any, alpha: Any = 1) -> Tensor:
-        return self._assign(self.sub(other, alpha))
+        return self._assign(result_castable(self.sub(other, alpha), self, "sub_"))
 
     def mul_(self, other: Any) -> Tensor:
-        return self._assign(self * other)
+        return self._assign(result_castable(self * other, self, "mul_"))
 
     def div_(self, other: Any) -> Tensor:
-        return self._assign(self / other)
+        return self._assign(result_castable(self / other, self, "div_"))
 
     def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
-        return self._assign(self.clamp(min, max))
+        return self._assign(result_castable(self.clamp(min, max), self, "clamp_"))
 
     # the pointwise combinations optimizers are written with, in ATen's evaluation order
     # (``self + (value * t1) * t2``), so user-written update rules round as PyTorch's do
@@ -550,10 +640,12 @@ class Tensor:
         return self + t1 / tensor2
 
     def addcmul_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
-        return self._assign(self.addcmul(tensor1, tensor2, value=value))
+        out = self.addcmul(tensor1, tensor2, value=value)
+        return self._assign(result_castable(out, self, "addcmul_"))
 
     def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
-        return self._assign(self.addcdiv(tensor1, tensor2, value=value))
+        out = self.addcdiv(tensor1, tensor2, value=value)
+        return self._assign(result_castable(out, self, "addcdiv_"))
 
     def lerp(self, end: Any, weight: Any) -> Tensor:
         """ATen's two rounding branches: ``self + w*(end-self)`` for ``|w| < 0.5``, else
@@ -569,36 +661,63 @@ class Tensor:
         return end - diff * (1 - weight)
 
     def lerp_(self, end: Any, weight: Any) -> Tensor:
-        return self._assign(self.lerp(end, weight))
+        return self._assign(result_castable(self.lerp(end, weight), self, "lerp_"))
 
     def pow_(self, exponent: Any) -> Tensor:
-        return self._assign(self ** exponent)
+        return self._assign(result_castable(self ** exponent, self, "pow_"))
 
     def reciprocal(self) -> Tensor:
         return 1 / self
 
     def reciprocal_(self) -> Tensor:
-        return self._assign(1 / self)
+        return self._assign(result_castable(1 / self, self, "reciprocal_"))
 
     def rsqrt(self) -> Tensor:
         return 1 / self.sqrt()
 
     def maximum_(self, other: Any) -> Tensor:
-        return self._assign(self.maximum(other))
+        return self._assign(result_castable(self.maximum(other), self, "maximum_"))
 
     def __iadd__(self, other: Any) -> Tensor:
-        return self._inplace_or_rebind(self + other)
+        return self._inplace_or_rebind(result_castable(self + other, self, "__iadd__"))
 
     def __isub__(self, other: Any) -> Tensor:
-        return self._inplace_or_rebind(self - other)
+        return self._inplace_or_rebind(result_castable(self - other, self, "__isub__"))
 
     def __imul__(self, other: Any) -> Tensor:
-        return self._inplace_or_rebind(self * other)
+        return self._inplace_or_rebind(result_castable(self * other, self, "__imul__"))
 
     def __itruediv__(self, other: Any) -> Tensor:
-        return self._inplace_or_rebind(self / other)
+        return self._inplace_or_rebind(result_castable(self / other, self, "__itruediv__"))
+
+    # ``a |= b`` and kin write ``a`` (torch); without these Python would rebind ``a`` to a new
+    # tensor, leaving its other holders (views, the optimizer's reference) unchanged
+    def __ior__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(result_castable(self | other, self, "__ior__"))
+
+    def __iand__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(result_castable(self & other, self, "__iand__"))
+
+    def __ixor__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(result_castable(self ^ other, self, "__ixor__"))
+
+    def __ifloordiv__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(result_castable(self // other, self, "__ifloordiv__"))
+
+    def __imod__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(result_castable(self % other, self, "__imod__"))
+
+    def __ipow__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(result_castable(self ** other, self, "__ipow__"))
+
+    def __ilshift__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(result_castable(self << other, self, "__ilshift__"))
+
+    def __irshift__(self, other: Any) -> Tensor:
+        return self._inplace_or_rebind(result_castable(self >> other, self, "__irshift__"))
 
     def _inplace_or_rebind(self, result: Tensor) -> Tensor:
+        check_not_copied_view(self)
         if self._trace is not None and _context.current() is self._trace:
             if is_grad_enabled() and result.node.rg:
                 _check_not_view(self._node)
@@ -677,12 +796,49 @@ class Tensor:
     def clone(self) -> Tensor:
         return self + 0 if self.dtype is not dt.bool_ else self.to(dt.bool_)
 
-    def contiguous(self) -> Tensor:
-        return self
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        """``self`` when its memory is in row-major order (always, for a traced tensor: the
+        IR has no strides), else a row-major copy (differentiable, as ``clone``), so that an
+        in-place op on it leaves the base alone, as in PyTorch."""
+        _check_memory_format(memory_format, "contiguous")
+        if self.is_contiguous():
+            return self
+        out = self.clone()
+        out._node._value = np.ascontiguousarray(out._node._value)
+        return out
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        """Whether the eager value is laid out in row-major order (views of a transpose or of
+        a column slice are not); a traced tensor is always contiguous."""
+        _check_memory_format(memory_format, "is_contiguous")
+        if self._trace is not None or _context.current() is not None:
+            return True
+        return bool(self._node._value.flags.c_contiguous)
 
     def cpu(self) -> Tensor:
         return self
 
+
+
+OVERLAPPING_WRITE = (
+    "unsupported operation: more than one element of the written-to tensor refers to a single "
+    "memory location. Please clone() the tensor before performing the operation.")
+
+
+def _check_no_overlap(a: np.ndarray | None) -> None:
+    """An in-place write into an expanded tensor (a zero stride over more than one element)
+    would write one memory location several times: torch refuses it, and so does graphc
+    (it used to write a private copy, leaving the expanded tensor's base unchanged)."""
+    if a is not None and not a.flags.writeable and any(
+            s == 0 and n > 1 for s, n in zip(a.strides, a.shape)):
+        raise RuntimeError(OVERLAPPING_WRITE)
+
+
+def _check_memory_format(memory_format: Any, what: str) -> None:
+    name = str(memory_format).rsplit(".", 1)[-1] if memory_format is not None else None
+    if name not in (None, "contiguous_format", "preserve_format"):
+        raise NotImplementedError(f"{what}(memory_format={memory_format}): only "
+                                  "contiguous_format is supported (tensors are row-major)")
 
 
 # -- eager in-place ops: rebased histories and version checks -------------------------------
@@ -749,6 +905,42 @@ def _note_write(node: Node, rebased: bool, exempt: frozenset[int] = frozenset())
         w.count += 1
 
 
+class _MemoryWrites:
+    """The id-clock time of the last in-place write into each piece of memory, whichever
+    view of it was written: PyTorch's version counter, which a base shares with its views.
+    Keyed by the array that owns the memory (numpy keeps every view's ``base`` pointing at
+    it); entries go with that array. Writes through ``.data`` (and its views) are not noted:
+    torch gives ``.data`` a version counter of its own."""
+
+    def __init__(self) -> None:
+        self.last = _WeakIdMap()
+
+    @staticmethod
+    def owner(a: np.ndarray) -> np.ndarray:
+        b = a.base
+        while isinstance(b, np.ndarray):
+            a, b = b, b.base
+        return a
+
+    def note(self, a: np.ndarray) -> None:
+        self.last[self.owner(a)] = next(_graph._ids)
+
+    def since(self, a: np.ndarray | None, t: int) -> bool:
+        """Whether the memory of ``a`` was written after id-clock time ``t``."""
+        if a is None or not self.last:
+            return False
+        when = self.last.get(self.owner(a))
+        return when is not None and when > t
+
+
+MEMORY_WRITES = _MemoryWrites()
+
+
+def _note_memory_write(node: Node, dst: np.ndarray) -> None:
+    if "untracked" not in node.attrs:
+        MEMORY_WRITES.note(dst)
+
+
 def view_root(node: Node) -> Node:
     """The node a chain of view ops starts from (``x[1]`` is a slice and a reshape of x)."""
     while node.op in VIEW_OPS and node.inputs:
@@ -785,6 +977,7 @@ def _rebase(t: Tensor, old: Node, new: Node) -> None:
             and dst.dtype == val.dtype and not np.may_share_memory(dst, val)):
         old._value = dst.copy()
         np.copyto(dst, val)
+        _note_memory_write(old, dst)
         new._value = dst
         group = _STORAGE.pop(old, None)
         if group is not None:
@@ -813,6 +1006,8 @@ def _reads_input(n: Node, i: int, exact: bool) -> bool:
         return False
     if op in ("mul", "matmul"):
         return len(n.inputs) == 2 and n.inputs[1 - i].rg
+    if op == "affine_norm":  # differentiated from x and the statistics, not its value
+        return i != 0
     if op == "div":
         return i == 1 or n.inputs[1].rg
     if op in SAVES_RESULT:
@@ -823,11 +1018,17 @@ def _reads_input(n: Node, i: int, exact: bool) -> bool:
 def check_saved_versions(nodes: Sequence[Node]) -> None:
     """Raise PyTorch's error when a backward through ``nodes`` needs a value that an
     in-place op changed after it was used (eager ``backward()`` calls this)."""
-    if not WRITES:
+    memory = MEMORY_WRITES.last
+    if not WRITES and not memory:
         return
     for n in nodes:
         if not n.rg or n.op == "input":
             continue
+        if memory:
+            for i, x in enumerate(n.inputs):
+                if MEMORY_WRITES.since(x._value, n.id) and _reads_input(n, i, True):
+                    w = WRITES.get(x) or _Writes()
+                    _raise_modified(x, n, w if w.times else _one_write())
         w = WRITES.get(n)
         if w is not None and n.op not in NO_SAVED_VALUES and (
                 not w.rebased or n.op in SAVES_RESULT):
@@ -837,6 +1038,13 @@ def check_saved_versions(nodes: Sequence[Node]) -> None:
             if (w is not None and w.times[-1] > n.id and n.id not in w.exempt
                     and _reads_input(n, i, w.rebased)):
                 _raise_modified(x, n, w)
+
+
+def _one_write() -> _Writes:
+    """A write seen only through the memory (another view of it was written)."""
+    w = _Writes()
+    w.times, w.count = [1 << 62], 1
+    return w
 
 
 def _raise_modified(x: Node, user: Node, w: _Writes) -> None:
@@ -1022,4 +1230,5 @@ def parse_to(args: tuple, kwargs: dict[str, Any], what: str
 _EAGER_BACKWARD: list[Any] = [None]
 
 __all__ = ["Tensor", "builder", "to_array", "leaf_node", "device", "parse_to",
-           "dtype_of", "device_of", "check_saved_versions"]
+           "dtype_of", "device_of", "check_saved_versions", "mark_copied_view",
+           "check_not_copied_view", "result_castable"]

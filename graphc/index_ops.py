@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _context
 from . import tensor_ops as ops
-from ._tensor import Tensor, builder
+from ._tensor import Tensor, builder, check_not_copied_view, mark_copied_view
 from .autograd import is_grad_enabled
 from .ir import dtypes as dt
 from .ir import shapes as sh
@@ -309,6 +309,7 @@ def _inplace(self: Tensor, result: Tensor) -> Tensor:
     if self.is_leaf and self.requires_grad and is_grad_enabled():
         raise RuntimeError(
             "a leaf Variable that requires grad is being used in an in-place operation.")
+    check_not_copied_view(self)
     if self._trace is None and not _traced() and result.node.rg:
         self._node = result._node
         return self
@@ -365,7 +366,7 @@ def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
     if x.ndim == 0:
         return x.reshape(1)[:size]
     win = getitem(x, (slice(None),) * ax + (as_tensor(pos),))  # [..., n, size, ...]
-    return win.movedim(ax + 1, -1)
+    return mark_copied_view(win.movedim(ax + 1, -1), "unfold")
 
 
 # -- index_select / gather / take_along_dim ------------------------------------------------

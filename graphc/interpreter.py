@@ -117,7 +117,7 @@ def _reshape(node, x, env=None):
 
 @_impl("permute")
 def _permute(node, x):
-    return np.ascontiguousarray(np.transpose(x, node.attrs["perm"]))
+    return np.transpose(x, node.attrs["perm"])  # a view, as torch's permute
 
 
 @_impl("detach")
@@ -179,7 +179,7 @@ def _slice(node, x, env=None):
     a = node.attrs
     key = tuple(slice(sh.evaluate(b, env or {}), sh.evaluate(e, env or {}), st)
                 for b, e, st in zip(a["starts"], a["stops"], a["steps"]))
-    return np.ascontiguousarray(x[key])
+    return x[key]  # a view, as torch's slices are (in-place ops on it write the base)
 
 
 @_impl("pad")

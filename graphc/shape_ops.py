@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _context, amp
 from . import tensor_ops as T_
-from ._tensor import Tensor, builder, device_of, dtype_of
+from ._tensor import Tensor, builder, device_of, dtype_of, mark_copied_view
 from .ir import dtypes as dt
 from .ir import shapes as sh
 
@@ -371,7 +371,8 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
     rows = _narrow(x, x.ndim - 2, r0, length)  # (..., L, m)
     idx = _iota((length, 1), 0) + c0
     idx = idx.reshape([1] * len(lead) + [length, 1]).expand(lead + [length, 1])
-    return T_.gather(rows, x.ndim - 1, idx).reshape(lead + [length])
+    return mark_copied_view(T_.gather(rows, x.ndim - 1, idx).reshape(lead + [length]),
+                            "diagonal")
 
 
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:  # noqa: A002
@@ -916,6 +917,22 @@ def narrow(input: Tensor, dim: int, start: Any, length: Any) -> Tensor:  # noqa:
     return _narrow(x, ax, start, length)
 
 
+def select(input: Tensor, dim: int, index: Any) -> Tensor:  # noqa: A002
+    """``torch.select``: the slice ``index`` of ``dim``, that dim removed (``x[:, i]`` for
+    ``dim=1``); eagerly a view of ``input``, as in PyTorch."""
+    x = T_.as_tensor(input)
+    if x.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    ax = sh.norm_axis(int(dim), x.ndim, "select")
+    if isinstance(index, Tensor):
+        raise NotImplementedError("select: a tensor index is not supported (pass an int)")
+    i, size = int(index), x.shape[ax]
+    if isinstance(size, int) and not -size <= i < size:
+        raise IndexError(f"select(): index {i} out of range for tensor of size "
+                         f"{list(x.shape)} at dimension {ax}")
+    return x[(slice(None),) * ax + (i,)]
+
+
 def _new(self: Tensor, fill: Any, size: tuple, dtype: Any, device: Any,
          requires_grad: bool, what: str) -> Tensor:
     """``Tensor.new_zeros`` and its kin: a new tensor of ``self``'s dtype unless ``dtype``
@@ -963,7 +980,7 @@ def install(T: type[Tensor]) -> None:
     for name in ("tril", "triu", "fliplr", "flipud", "roll", "tile", "repeat_interleave",
                  "split", "chunk", "unbind", "unflatten", "movedim", "diagonal", "diag",
                  "diag_embed", "bmm", "baddbmm", "mm", "addmm", "mv", "addmv", "outer", "dot",
-                 "kron", "masked_fill", "masked_fill_", "swapaxes", "t", "narrow"):
+                 "kron", "masked_fill", "masked_fill_", "swapaxes", "t", "narrow", "select"):
         setattr(T, name, globals()[name])
     T.t_ = lambda self: self._assign(t(self))
     for name, fill in (("new_zeros", 0), ("new_ones", 1), ("new_empty", None)):
@@ -998,7 +1015,7 @@ FUNCTIONS = [
     "chunk", "unbind", "unflatten", "movedim", "moveaxis", "swapaxes", "swapdims", "diagonal",
     "diag", "diag_embed", "einsum", "bmm", "baddbmm", "mm", "addmm", "mv", "addmv", "outer",
     "ger", "dot", "kron", "masked_fill", "eye", "full_like", "empty", "empty_like", "linspace",
-    "logspace", "meshgrid", "tril_indices", "triu_indices", "t", "narrow",
+    "logspace", "meshgrid", "tril_indices", "triu_indices", "t", "narrow", "select",
 ]
 
 __all__ = [*FUNCTIONS, "one_hot", "install", "FUNCTIONS"]

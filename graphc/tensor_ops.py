@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import _context, amp
-from ._tensor import _EAGER, Tensor, builder, leaf_node, repeated, to_array
+from ._tensor import _EAGER, Tensor, builder, leaf_node, repeated, result_castable, to_array
 from .ir import Node
 from .ir import dtypes as dt
 from .ir import shapes as sh
@@ -347,6 +347,24 @@ def _shape_args(args: Sequence[Any]) -> list[Any]:
 
 def reshape(x: Tensor, *shape: Any) -> Tensor:
     return _wrap(builder().reshape(x.node, _shape_args(shape)))
+
+
+VIEW_INCOMPATIBLE = (
+    "view size is not compatible with input tensor's size and stride (at least one dimension "
+    "spans across two contiguous subspaces). Use .reshape(...) instead.")
+
+
+def view(x: Tensor, *shape: Any) -> Tensor:
+    """``reshape`` that never copies. Eagerly a layout the new shape cannot view (a
+    transpose or a column slice, flattened) raises torch's error where ``reshape`` would
+    silently copy, so an in-place op on a ``view`` always writes its base, as in PyTorch. A
+    traced tensor has no strides (the IR is functional), so there it is ``reshape``."""
+    out = reshape(x, *shape)
+    if x._trace is None and _context.current() is None:
+        a, r = x._node._value, out._node._value
+        if a is not None and r is not None and a.size > 1 and not np.may_share_memory(a, r):
+            raise RuntimeError(VIEW_INCOMPATIBLE)
+    return out
 
 
 def permute(x: Tensor, *dims: Any) -> Tensor:
@@ -722,10 +740,7 @@ def _inplace_method(d: OpDef) -> Any:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         operands, rest = args[:n_more], args[n_more:]
         out = apply_op(d, self, *operands, **bind_params(d, rest, kwargs, op + "_"))
-        if out.dtype.is_float and not self.dtype.is_float:
-            raise RuntimeError(f"{op}_(): result type {out.dtype.name} can't be cast to the "
-                               f"desired output type {self.dtype.name}")
-        return self._assign(out)
+        return self._assign(result_castable(out, self, op + "_()"))
 
     method.__name__ = method.__qualname__ = op + "_"
     method.__doc__ = f"``torch.Tensor.{op}_``: ``{op}`` written into this tensor."
@@ -830,7 +845,7 @@ def _install() -> None:
     T.var = lambda self, dim=None, unbiased=True, keepdim=False: var(
         self, dim, 1 if unbiased else 0, keepdim)
     T.reshape = reshape
-    T.view = reshape
+    T.view = view
     T.permute = permute
     T.transpose = transpose
     T.flatten = flatten
@@ -838,7 +853,7 @@ def _install() -> None:
     T.squeeze = squeeze
     T.expand = expand
     T.expand_as = lambda self, o: expand(self, *o.shape)
-    T.view_as = lambda self, o: reshape(self, *o.shape)
+    T.view_as = lambda self, o: view(self, *o.shape)
     T.reshape_as = lambda self, o: reshape(self, *o.shape)
     T.matmul = matmul
     T.clamp = clamp
