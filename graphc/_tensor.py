@@ -914,6 +914,7 @@ class _MemoryWrites:
 
     def __init__(self) -> None:
         self.last = _WeakIdMap()
+        self.latest = -1  # the clock time of the newest write into any memory
 
     @staticmethod
     def owner(a: np.ndarray) -> np.ndarray:
@@ -923,7 +924,7 @@ class _MemoryWrites:
         return a
 
     def note(self, a: np.ndarray) -> None:
-        self.last[self.owner(a)] = next(_graph._ids)
+        self.last[self.owner(a)] = self.latest = next(_graph._ids)
 
     def since(self, a: np.ndarray | None, t: int) -> bool:
         """Whether the memory of ``a`` was written after id-clock time ``t``."""
@@ -1018,7 +1019,10 @@ def _reads_input(n: Node, i: int, exact: bool) -> bool:
 def check_saved_versions(nodes: Sequence[Node]) -> None:
     """Raise PyTorch's error when a backward through ``nodes`` needs a value that an
     in-place op changed after it was used (eager ``backward()`` calls this)."""
-    memory = MEMORY_WRITES.last
+    # a graph built after the newest write (a training loop's next forward after the
+    # optimizer's update) cannot have been written under: no per-input memory look-ups
+    latest = MEMORY_WRITES.latest
+    memory = MEMORY_WRITES.last and any(n.id < latest and n.op != "input" for n in nodes)
     if not WRITES and not memory:
         return
     for n in nodes:
