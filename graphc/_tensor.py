@@ -794,7 +794,9 @@ class Tensor:
         return self._cast( other.dtype)
 
     def clone(self) -> Tensor:
-        return self + 0 if self.dtype is not dt.bool_ else self.to(dt.bool_)
+        # always a new tensor (``to(bool)`` of a bool tensor is the tensor itself, and an
+        # in-place op on a "clone" then wrote the original)
+        return self + 0 if self.dtype is not dt.bool_ else self & True
 
     def contiguous(self, memory_format: Any = None) -> Tensor:
         """``self`` when its memory is in row-major order (always, for a traced tensor: the

@@ -83,6 +83,32 @@ def test_views_share_memory_like_torch(name: str) -> None:
         np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+def test_clone_and_contiguous_copy_every_dtype(dtype: str) -> None:
+    """``clone()`` is always a new tensor and ``contiguous()`` of a non-contiguous one too,
+    for bool as well (a bool clone used to be the tensor itself), eagerly; compiled, the
+    clone is written alone, and a write into ``contiguous()`` of a view (a copy or the view
+    itself in torch, depending on its strides, which a trace does not have) raises."""
+    x = (np.arange(6).reshape(2, 3) % 3 == 0) if dtype == "bool" else \
+        np.arange(6).reshape(2, 3).astype(dtype)
+
+    def f(m: Any, y: Any, contiguous: bool = True) -> Any:
+        c, t = y.clone(), y.t().contiguous()
+        c[0, 1] = 7
+        if contiguous:
+            t[1, 0] = 7
+        return y * 1, c, t
+
+    want = [a.numpy() for a in f(torch, torch.tensor(x))]
+    for g, w in zip(f(gc, gc.tensor(x)), want):
+        np.testing.assert_array_equal(g.numpy(), w)
+    got = gc.compile(lambda y: f(gc, y, False), dynamic=False)(x)
+    for g, w in zip(got[:2], want[:2]):
+        np.testing.assert_array_equal(g.numpy(), w)
+    with pytest.raises(NotImplementedError, match="on a view|live view"):
+        gc.compile(lambda y: f(gc, y), dynamic=False)(x)
+
+
 def test_contiguity_like_torch() -> None:
     for lib in (torch, gc):
         y = _base(lib)
