@@ -19,11 +19,13 @@ import numpy as np
 
 from . import _context
 from .autograd import NO_SAVED_VALUES, is_grad_enabled, is_inference_mode_enabled, no_grad
-from .interpreter import _PLAIN, run_node
+from .interpreter import _PLAIN, IMPLS, run_node
 from .ir import Builder, Node
 from .ir import dtypes as dt
 from .ir import graph as _graph
 from .ir import shapes as sh
+from .ir.elementwise import COMPARE, ELEMENTWISE, LOGICAL
+from .ir.ops import FLOAT_ONLY
 
 
 class EagerBuilder(Builder):
@@ -33,6 +35,11 @@ class EagerBuilder(Builder):
         super().__init__(intern=False, track_loc=False)
 
     def op(self, op: str, inputs: Sequence[Node] = (), **attrs: Any) -> Node:
+        fast = _FAST.get(op)
+        if fast is not None and not attrs:
+            value = _unrecorded(fast, inputs, False)
+            if value is not None:
+                return leaf_node(value)
         node = self._make(op, inputs, attrs, None)  # Builder.op, one call fewer
         if op == "input":
             return node
@@ -46,6 +53,17 @@ class EagerBuilder(Builder):
         return leaf
 
     eager = True  # VJP rules may read values (``ir.elementwise._const_value``)
+
+    def binary(self, op: str, a: Node, b: Node) -> Node:
+        """``Builder.binary``; when nothing records the result (no operand on a gradient
+        path, or grad mode off: every node of an eager backward), numpy broadcasts the
+        operands instead of reshape and expand nodes, and no op node is built."""
+        fast = _FAST.get(op)
+        if fast is not None:
+            value = _unrecorded(fast, (a, b), True)
+            if value is not None:
+                return leaf_node(value)
+        return super().binary(op, a, b)
 
     def reshape(self, x: Node, shape: Sequence[Any]) -> Node:
         """``Builder.reshape`` for concrete shapes, built directly (see ``broadcast_to``):
@@ -93,6 +111,53 @@ class EagerBuilder(Builder):
         node.rg = True
         node._value = value
         return node
+
+
+# elementwise op -> (its reference without floating-point warnings, result is bool,
+# float operands only, bool operands only, the op's name): what ``_unrecorded`` needs of
+# the op table
+_FAST = {d.name: (IMPLS[d.name].quiet, d.name in COMPARE or d.name in LOGICAL,
+                  d.name in FLOAT_ONLY, d.name in LOGICAL, d.name) for d in ELEMENTWISE}
+_BOOL_NP = dt.bool_.np
+
+
+def _unrecorded(fast: tuple, inputs: Sequence[Node], broadcast: bool) -> np.ndarray | None:
+    """The value of an elementwise op on eager operands that no autograd graph records, as
+    the interpreter computes it (the same reference, dtype and warnings), or None where the
+    general path must run: an operand on a gradient path under grad mode, bfloat16 (the
+    interpreter's float32 rule), operands of different dtypes, an operand dtype the op's
+    shape rule rejects, or (``broadcast`` False) different shapes; a broadcast numpy
+    refuses goes there too, for the shape rule's error."""
+    x0 = inputs[0]
+    grad = is_grad_enabled()
+    if grad and x0.rg:
+        return None
+    d = x0.dtype
+    if x0._value is None or not fast_accepts(fast, d):
+        return None
+    shape = x0.shape
+    for x in inputs[1:]:
+        if x.dtype is not d or x._value is None or (grad and x.rg) or (
+                not broadcast and x.shape != shape):
+            return None
+    return fast_compute(fast, d, [x._value for x in inputs])
+
+
+def fast_accepts(fast: tuple, d: dt.DType) -> bool:
+    """Whether operands of dtype ``d`` can take the fast path of the op ``fast`` describes."""
+    return not (d is dt.bfloat16 or (fast[2] and not d.is_float) or (
+        fast[3] and d is not dt.bool_))
+
+
+def fast_compute(fast: tuple, d: dt.DType, values: Sequence[np.ndarray]) -> np.ndarray | None:
+    """The op's reference on ``values`` (operands of dtype ``d``, broadcast by numpy) in the
+    result dtype the shape rule gives; None where numpy cannot broadcast them."""
+    try:
+        out = fast[0](*values)
+    except ValueError:  # shapes that do not broadcast: the general path raises its error
+        return None
+    want = _BOOL_NP if fast[1] else d.np
+    return out if type(out) is np.ndarray and out.dtype == want else np.asarray(out, dtype=want)
 
 
 _EAGER = EagerBuilder()

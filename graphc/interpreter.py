@@ -69,6 +69,7 @@ def _elementwise(f: Callable[..., np.ndarray]) -> Impl:
         return out if type(out) is np.ndarray and out.dtype == want else np.asarray(
             out, dtype=want)
 
+    run.quiet = quiet  # the eager fast path calls it without a node (graphc/_tensor.py)
     return run
 
 

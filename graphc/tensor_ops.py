@@ -16,7 +16,19 @@ from typing import Any
 import numpy as np
 
 from . import _context, amp
-from ._tensor import _EAGER, Tensor, builder, leaf_node, repeated, result_castable, to_array
+from ._tensor import (
+    _EAGER,
+    _FAST,
+    Tensor,
+    builder,
+    fast_accepts,
+    fast_compute,
+    leaf_node,
+    repeated,
+    result_castable,
+    to_array,
+)
+from .autograd import is_grad_enabled
 from .ir import Node
 from .ir import dtypes as dt
 from .ir import shapes as sh
@@ -148,6 +160,11 @@ def _py(v: Any) -> Any:
 
 
 def binary(op: str, a: Any, b: Any) -> Tensor:
+    if _context.current() is None:
+        out = (_eager_unrecorded(op, a, b, False) if isinstance(a, Tensor) else
+               _eager_unrecorded(op, b, a, True) if isinstance(b, Tensor) else None)
+        if out is not None:
+            return Tensor(leaf_node(out))
     x, y = _operands(a, b, op)
     bld = builder()
     if (op == "div" or OP_INFO[op].float_only) and not x.dtype.is_float:
@@ -156,6 +173,42 @@ def binary(op: str, a: Any, b: Any) -> Tensor:
                 f'"{op}" not implemented for {_TORCH_NAME[x.dtype.name]!r}')
         x, y = bld.cast(x, dt.float32), bld.cast(y, dt.float32)  # as PyTorch: -> float32
     return _wrap(bld.binary(op, x, y))
+
+
+def _eager_unrecorded(op: str, t: Tensor, other: Any, reverse: bool) -> np.ndarray | None:
+    """An eager binary op that no autograd graph records (``x * y`` of plain tensors, an
+    optimizer's ``lr * p.grad`` under ``no_grad``), computed straight from the values: the
+    result ``_operands`` and ``Builder.binary`` would give (same dtype rule, the op table's
+    reference, numpy broadcasting) without their cast, constant and broadcast nodes. ``t``
+    is the tensor operand, ``other`` the other one (the left one when ``reverse``).
+    Anything else (an operand on a gradient path, dtypes that promote, a traced or bf16
+    operand, a tensor of another class, int / int) returns None for the general path."""
+    tn = t._node
+    grad = is_grad_enabled()
+    if (grad and tn.rg) or t._trace is not None:
+        return None
+    fast = _FAST.get(op)
+    d = tn.dtype
+    if fast is None or (op == "div" and not d.is_float):  # int / int is float32
+        return None
+    to = type(other)
+    if isinstance(other, Tensor):
+        on = other._node
+        if other._trace is not None or on.dtype is not d or (grad and on.rg):
+            return None
+        ov = on._value
+    elif to is float:
+        if not d.is_float:
+            return None
+        ov = np.array(other, dtype=d.np)
+    elif to is int and d is not dt.bool_:
+        ov = np.array(other, dtype=d.np)
+    else:
+        return None
+    tv = tn._value
+    if tv is None or ov is None or not fast_accepts(fast, d):
+        return None
+    return fast_compute(fast, d, (ov, tv) if reverse else (tv, ov))
 
 
 _TORCH_NAME = {"int64": "Long", "int32": "Int", "bool": "Bool", "float32": "Float",

@@ -387,20 +387,26 @@ def test_vjp_builds_only_the_gradients_that_are_needed(op: str, needs: tuple) ->
 
     ta, tb = (torch.tensor(v, requires_grad=r) for v, r in zip((a0, b0), needs))
     f(torch, ta, tb).backward()
+    from graphc import _tensor as T
+
     built: list[str] = []
-    orig = G.Builder._make
+    orig, orig_fast = G.Builder._make, T.fast_compute
 
     def spy(self: Any, o: str, *args: Any, **kw: Any) -> Any:
         built.append(o)
         return orig(self, o, *args, **kw)
 
+    def spy_fast(fast: tuple, *args: Any) -> Any:  # ops computed without a node
+        built.append(fast[4])
+        return orig_fast(fast, *args)
+
     ga, gb = (gc.tensor(v, requires_grad=r) for v, r in zip((a0, b0), needs))
     loss = f(gc, ga, gb)
-    G.Builder._make = spy  # type: ignore[method-assign]
+    G.Builder._make, T.fast_compute = spy, spy_fast  # type: ignore[method-assign]
     try:
         loss.backward()
     finally:
-        G.Builder._make = orig  # type: ignore[method-assign]
+        G.Builder._make, T.fast_compute = orig, orig_fast  # type: ignore[method-assign]
     for g, t in ((ga, ta), (gb, tb)):
         if t.grad is None:
             assert g.grad is None

@@ -113,6 +113,9 @@ def _pow_vjp(b: Any, n: Any, g: Any) -> list:
         dx = None
     elif yv == 0.0:
         dx = _c(b, 0.0, n)
+    elif yv is not None:  # ``x ** 2``: the exponent less one as a scalar constant, so the
+        # eager reference takes PyTorch's spelled-out form (``_POW_SCALAR``), not np.power
+        dx = b.mul(g, b.mul(y, b.binary("pow", x, b.const(yv - 1.0, (), x.dtype))))
     else:
         dx = b.mul(g, b.mul(y, b.op("pow", (x, b.sub(y, _c(b, 1.0, n))))))
         if yv is None:
