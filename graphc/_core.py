@@ -398,7 +398,7 @@ __all__ = [
     "scatter_add", "scatter_reduce", "sort", "take_along_dim", "topk",
     "all", "aminmax", "any", "count_nonzero", "cummax", "cummin", "cumprod", "cumsum",
     "logcumsumexp", "norm", "prod", "std", "std_mean", "var", "var_mean", "argmin", "max",
-    "min", "amax", "amin", "lerp",
+    "min", "amax", "amin", "lerp", "broadcast_shapes", "broadcast_tensors",
 ]
 
 
@@ -427,5 +427,106 @@ def _install_table() -> list[str]:
     return names
 
 
-# ``gc.<op>`` for the op table's entries (graphc/__init__.py falls back to this module for them)
-_FROM_TABLE = _install_table()
+def _method_form(name: str, number_input: bool) -> Any:
+    """``gc.<name>(input, *args, **kwargs)``: ``input.<name>(*args, **kwargs)``, as
+    ``torch.<name>`` is the method's functional form. ``number_input``: a Python number is
+    accepted as ``input`` (PyTorch's Scalar overloads), the left operand of the same op;
+    otherwise ``input`` must be a tensor, as PyTorch says when it is not. ``out=`` is not
+    supported (a tensor written in place whose shape the call may change)."""
+
+    def fn(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002
+        if kwargs.pop("out", None) is not None:
+            raise NotImplementedError(f"graphc.{name}(out=...): assign the result instead "
+                                      f"(out = graphc.{name}(...)), or use out.copy_(...)")
+        if isinstance(input, Tensor):
+            return getattr(input, name)(*args, **kwargs)
+        if number_input and isinstance(input, (builtins.bool, int, builtins.float)) \
+                and args and isinstance(args[0], Tensor):
+            return _number_left(name, input, args[0], *args[1:], **kwargs)
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"``torch.{name}``: ``input.{name}(...)`` "
+                  f"(:meth:`graphc.Tensor.{name}`).")
+    return fn
+
+
+def _number_left(name: str, x: Any, other: Tensor, alpha: Any = 1, *,
+                 rounding_mode: str | None = None) -> Tensor:
+    """``torch.add(2, t)`` & co.: the number as the left operand, with PyTorch's promotion
+    for a Python number (``binary``); ``alpha`` scales ``other`` (``add``, ``sub``) and
+    ``rounding_mode`` rounds the quotient (``div``) as the tensor forms do."""
+    binary = _op("binary")
+    if name in ("add", "sub"):
+        return binary(name, x, other if alpha == 1 else other * alpha)
+    if alpha != 1:
+        raise TypeError(f"{name}() got an unexpected argument alpha")
+    if name in ("div", "true_divide") and rounding_mode is not None:
+        return full_like(other, x, dtype=_promoted(x, other)).div(
+            other, rounding_mode=rounding_mode)
+    if rounding_mode is not None:
+        raise TypeError(f"{name}() got an unexpected keyword argument 'rounding_mode'")
+    return binary("div" if name == "true_divide" else name, x, other)
+
+
+def _promoted(x: Any, other: Tensor) -> DType:
+    """The dtype PyTorch gives a Python number combined with ``other``: ``other``'s, except
+    a float number with an integer or bool tensor (float32) and an int with a bool one."""
+    d = other.dtype
+    if isinstance(x, builtins.float) and not d.is_float:
+        return _dt.float32
+    if isinstance(x, int) and not isinstance(x, builtins.bool) and d is _dt.bool_:
+        return _dt.int64
+    return d
+
+
+def broadcast_shapes(*shapes: Any) -> tuple:
+    """``torch.broadcast_shapes``: the shape every one of ``shapes`` broadcasts to (an int
+    is a 1-d shape), or PyTorch's error naming the mismatch."""
+    out: tuple = ()
+    for s in shapes:
+        s = (s,) if isinstance(s, int) else tuple(s)
+        try:
+            out = tuple(_shapes().broadcast(out, s))
+        except ValueError as e:
+            raise RuntimeError(f"Shape mismatch: objects cannot be broadcast to a single "
+                               f"shape: {e}") from None
+    return out
+
+
+def broadcast_tensors(*tensors: Any) -> tuple:
+    """``torch.broadcast_tensors``: each tensor expanded to the common shape (views of the
+    inputs, gradients summed back as for ``expand``)."""
+    ts = [as_tensor(t) for t in tensors]
+    shape = broadcast_shapes(*(t.shape for t in ts))
+    return tuple(t.expand(*shape) for t in ts)
+
+
+def _shapes() -> Any:
+    from .ir import shapes
+
+    return shapes
+
+
+def _install_forms() -> list[str]:
+    """``gc.<name>`` for the methods of ``aliases.METHOD_FORMS`` and the second names of
+    ``aliases.ALIASES`` (the same function as the name they stand for) that this module does
+    not define itself."""
+    from .aliases import ALIASES, METHOD_FORMS
+
+    names = []
+    for name, number_input in METHOD_FORMS.items():
+        if name not in globals():
+            globals()[name] = _method_form(name, number_input)
+            names.append(name)
+    for alias, name in ALIASES.items():
+        if alias not in globals():
+            globals()[alias] = globals()[name]
+            names.append(alias)
+    return names
+
+
+# ``gc.<op>`` for the op table's entries, the methods' functional forms and the aliases
+# (graphc/__init__.py falls back to this module for them)
+_FROM_TABLE = _install_table() + _install_forms()

@@ -860,8 +860,9 @@ class Tensor:
 
     def clone(self) -> Tensor:
         # always a new tensor (``to(bool)`` of a bool tensor is the tensor itself, and an
-        # in-place op on a "clone" then wrote the original)
-        return self + 0 if self.dtype is not dt.bool_ else self & True
+        # in-place op on a "clone" then wrote the original); ``* 1``, not ``+ 0``, which
+        # turns -0.0 into +0.0
+        return self * 1 if self.dtype is not dt.bool_ else self & True
 
     def contiguous(self, memory_format: Any = None) -> Tensor:
         """``self`` when its memory is in row-major order (always, for a traced tensor: the

@@ -356,9 +356,12 @@ def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
 
 def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     x = as_tensor(x)
-    m = amax(x, dim, keepdim=True).detach()
-    m = where(m.abs() == float("inf"), 0.0, m)
-    out = (x - m).exp().sum(dim, keepdim=True).log() + m
+    if any(x.shape[a] == 0 for a in _reduce_axes(x, dim)):  # log(0): -inf, as PyTorch
+        out = x.exp().sum(dim, keepdim=True).log()  # (amax has no empty reduction)
+    else:
+        m = amax(x, dim, keepdim=True).detach()
+        m = where(m.abs() == float("inf"), 0.0, m)
+        out = (x - m).exp().sum(dim, keepdim=True).log() + m
     return out if keepdim else out.squeeze(dim) if isinstance(dim, int) else \
         _wrap(_drop(out.node, _reduce_axes(x, dim), False))
 
@@ -914,6 +917,28 @@ def _install() -> None:
     T.gather = gather
     T.T = property(lambda self: permute(self, *reversed(range(self.ndim))))
     T.mT = property(lambda self: transpose(self, -2, -1))
+    T.ravel = lambda self: reshape(self, -1)
+    T.broadcast_to = lambda self, size: expand(self, *_shape_args((size,)))
+    T.is_floating_point = lambda self: self.dtype.is_float
+    T.is_complex = lambda self: False  # no complex dtypes
+    T.is_signed = lambda self: self.dtype is not dt.bool_
+    T.is_nonzero = _is_nonzero
+    from .aliases import ALIASES
+
+    for alias, name in ALIASES.items():  # ``x.arccos()`` is ``x.acos()``, in place too
+        setattr(T, alias, getattr(T, name))
+        if hasattr(T, name + "_"):
+            setattr(T, alias + "_", getattr(T, name + "_"))
+
+
+def _is_nonzero(self: Tensor) -> bool:
+    """``torch.Tensor.is_nonzero``: the truth of a one-element tensor (PyTorch's errors for
+    none or several elements; traced, the value is data, as for ``bool(x)``)."""
+    n = self.numel()
+    if isinstance(n, int) and n != 1:
+        what = "no values" if n == 0 else "more than one value"
+        raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
+    return bool(self)
 
 
 _install()
