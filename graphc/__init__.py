@@ -49,7 +49,9 @@ _CORE_NAMES = frozenset({
     "scatter_add", "scatter_reduce", "sort", "take_along_dim", "topk",
     "all", "aminmax", "any", "count_nonzero", "cummax", "cummin", "cumprod", "cumsum",
     "logcumsumexp", "norm", "prod", "std", "std_mean", "var", "var_mean", "argmin", "max",
-    "min", "amax", "amin", "lerp", "broadcast_shapes", "broadcast_tensors",
+    "min", "amax", "amin", "lerp", "broadcast_shapes", "broadcast_tensors", "randint",
+    "randint_like", "randperm", "memory_format", "contiguous_format", "preserve_format",
+    "channels_last",
 })
 _ELSEWHERE = {
     "compile": "api", "CompiledFunction": "api",

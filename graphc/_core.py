@@ -113,6 +113,23 @@ double = float64
 long = int64
 
 manual_seed = _random.manual_seed
+
+
+class memory_format:  # noqa: N801 - torch.memory_format
+    """``torch.memory_format``: the layouts ``clone``/``contiguous`` accept. Tensors here are
+    row-major, so ``contiguous_format`` and ``preserve_format`` are accepted and
+    ``channels_last`` raises NotImplementedError where it is passed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"graphc.{self.name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last")
 initial_seed = _random.initial_seed
 
 
@@ -226,6 +243,82 @@ def randn_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa:
     """``torch.randn_like``: ``randn`` of ``input``'s shape, in its dtype unless told."""
     return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device,
                  requires_grad=requires_grad)
+
+
+def _untraced(what: str) -> None:
+    """Random ops a compiled step cannot draw on every call yet: inside a trace they would
+    be constants of the compiled code, every call repeating the first call's numbers."""
+    from . import _context
+
+    if _context.current() is not None:
+        raise NotImplementedError(
+            f"{what} inside a compiled step: draw the values outside the step and pass them "
+            f"in (gc.rand/gc.randn and dropout are drawn anew on every call)")
+
+
+def _stream(generator: Any) -> Any:
+    """The numpy stream behind ``generator`` (a ``gc.Generator``), or None for the global one."""
+    if generator is None:
+        return None
+    if not isinstance(generator, _random.Generator):
+        raise TypeError(f"generator: expected a graphc.Generator, got "
+                        f"{type(generator).__name__}")
+    return generator._rs
+
+
+def _int_result(values: np.ndarray, dtype: Any, requires_grad: bool, what: str) -> Tensor:
+    d = _dtype(dtype, _dt.int64)
+    if requires_grad and not d.is_float:
+        raise RuntimeError("Only Tensors of floating point dtype can require gradients")
+    return Tensor._from_array(values.astype(d.np), requires_grad)
+
+
+def randint(*args: Any, size: Any = None, generator: Any = None, dtype: Any = None,
+            device: Any = None, requires_grad: bool = False) -> Tensor:
+    """``torch.randint(low=0, high, size)``: integers in ``[low, high)``, int64 unless
+    ``dtype`` says otherwise, drawn from PyTorch's CPU stream (after the same
+    ``manual_seed``, the same values as PyTorch)."""
+    if device is not None:
+        device_of(device, "randint")
+    _untraced("randint")
+    if size is None:
+        if len(args) < 2:
+            raise TypeError("randint() missing required argument 'size'")
+        *args, size = args
+    if len(args) == 1:
+        low, high = 0, args[0]
+    elif len(args) == 2:
+        low, high = args
+    else:
+        raise TypeError(f"randint() takes (low=0, high, size), got {len(args) + 1} arguments")
+    low, high = int(low), int(high)
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
+                           f"from={low} >= to={high}")
+    shape = _shape(size if isinstance(size, (tuple, list)) else (size,))
+    values = _random.integers(shape, low, high, _stream(generator))
+    return _int_result(values, dtype, requires_grad, "randint")
+
+
+def randint_like(input: Tensor, *args: Any, dtype: Any = None,  # noqa: A002
+                 device: Any = None, requires_grad: bool = False) -> Tensor:
+    """``torch.randint_like(input, low=0, high)``: ``randint`` of ``input``'s shape, in its
+    dtype unless told."""
+    return randint(*args, size=tuple(input.shape), dtype=dtype or input.dtype, device=device,
+                   requires_grad=requires_grad)
+
+
+def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """``torch.randperm``: a random permutation of ``0 .. n-1`` (int64 unless told), with
+    PyTorch's CPU algorithm and stream."""
+    if device is not None:
+        device_of(device, "randperm")
+    _untraced("randperm")
+    if int(n) < 0:
+        raise RuntimeError(f"n must be non-negative, got{int(n)}")
+    return _int_result(_random.permutation(int(n), _stream(generator)), dtype, requires_grad,
+                       "randperm")
 
 
 def _traced_random(dist: str, shape: tuple, d: _dt.DType, requires_grad: bool,
@@ -398,7 +491,9 @@ __all__ = [
     "scatter_add", "scatter_reduce", "sort", "take_along_dim", "topk",
     "all", "aminmax", "any", "count_nonzero", "cummax", "cummin", "cumprod", "cumsum",
     "logcumsumexp", "norm", "prod", "std", "std_mean", "var", "var_mean", "argmin", "max",
-    "min", "amax", "amin", "lerp", "broadcast_shapes", "broadcast_tensors",
+    "min", "amax", "amin", "lerp", "broadcast_shapes", "broadcast_tensors", "randint",
+    "randint_like", "randperm", "memory_format", "contiguous_format", "preserve_format",
+    "channels_last",
 ]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -189,6 +189,44 @@ def _inherit_marks(src: Node, view: Node) -> None:
                 view.attrs[k] = a[k]
 
 
+class RemovableHandle:
+    """What ``register_hook`` returns: ``remove()`` takes the hook off (also as a context
+    manager, as ``torch.utils.hooks.RemovableHandle``)."""
+
+    _next = 0
+
+    def __init__(self, hooks: dict, leaf: bool) -> None:
+        RemovableHandle._next += 1
+        self.id = RemovableHandle._next
+        self._hooks = hooks
+        self._leaf = leaf
+
+    def remove(self) -> None:
+        if self._hooks.pop(self.id, None) is not None and self._leaf:
+            _leaf_hooks_changed()
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+
+def _check_hooks_outside_trace(what: str) -> None:
+    if _context.current() is not None:
+        raise NotImplementedError(
+            f"{what}() inside a compiled step: the trace would run it once and the compiled "
+            f"step never again. Call it before compiling (hooks on parameters are traced "
+            f"into the step), or run this code eagerly")
+
+
+def _leaf_hooks_changed() -> None:
+    """A leaf's hooks were registered or removed: compiled steps that traced the old set
+    recompile (``LEAF_HOOKS_VERSION`` is in their guards; ``bump`` makes them look)."""
+    LEAF_HOOKS_VERSION[0] += 1
+    _context.bump()
+
+
 class _WeakIdMap:
     """object -> value, held weakly and compared by identity (a ``WeakKeyDictionary`` would
     compare two tensors with ``==``, which is elementwise)."""
@@ -215,6 +253,12 @@ class _WeakIdMap:
 
 # traced tensors that PyTorch returns as views but graphc computes as copies -> the op's name
 _COPIED_TRACED = _WeakIdMap()
+# tensor hooks: a leaf Tensor or an interior tensor's Node -> {handle id: hook}, in order
+GRAD_HOOKS = _WeakIdMap()
+# interior Node -> weak reference to the tensor whose ``retain_grad()`` asked for its grad
+RETAINED = _WeakIdMap()
+# moved by every registration or removal of a leaf's hook (a compiled step's guard)
+LEAF_HOOKS_VERSION = [0]
 
 
 def mark_copied_view(t: Tensor, op: str) -> Tensor:
@@ -487,6 +531,50 @@ class Tensor:
         else:
             self._grad = value
             _context.bump()  # a new .grad may have another shape or dtype: guards re-check
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """``torch.Tensor.register_hook``: ``hook(grad)`` runs when this tensor's gradient
+        has been computed (all of it, in this backward), and a tensor it returns replaces
+        the gradient: for a leaf, before it is accumulated into ``.grad``; for an interior
+        tensor, before it flows on to the tensor's inputs. Hooks run in the order they were
+        registered; ``handle.remove()`` takes one off.
+
+        A compiled step applies the hooks of the leaves it differentiates (traced into the
+        step, so they must be written with tensor ops) and recompiles when a leaf's hooks
+        are registered or removed. Registering a hook inside a compiled step raises: the
+        trace would run it once, a compiled step never again."""
+        _check_hooks_outside_trace("register_hook")
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient")
+        leaf = self.is_leaf
+        key = self if leaf else self._node
+        hooks = GRAD_HOOKS.get(key)
+        if hooks is None:
+            hooks = GRAD_HOOKS[key] = {}
+        handle = RemovableHandle(hooks, leaf)
+        hooks[handle.id] = hook
+        if leaf:
+            _leaf_hooks_changed()
+        return handle
+
+    def retain_grad(self) -> None:
+        """``torch.Tensor.retain_grad``: an interior tensor's ``.grad`` is filled by
+        ``backward()`` (summed over backward calls, as PyTorch's retained gradients are);
+        a leaf's always is. Eager only: inside a compiled step it raises."""
+        _check_hooks_outside_trace("retain_grad")
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if not self.is_leaf:
+            RETAINED[self._node] = weakref.ref(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether ``backward()`` fills this interior tensor's ``.grad`` (``retain_grad``)."""
+        if self.is_leaf:
+            return False
+        ref = RETAINED.get(self._node)
+        return ref is not None and ref() is self
 
     @property
     def data(self) -> Tensor:
@@ -858,10 +946,11 @@ class Tensor:
     def type_as(self, other: Tensor) -> Tensor:
         return self._cast( other.dtype)
 
-    def clone(self) -> Tensor:
+    def clone(self, *, memory_format: Any = None) -> Tensor:
         # always a new tensor (``to(bool)`` of a bool tensor is the tensor itself, and an
         # in-place op on a "clone" then wrote the original); ``* 1``, not ``+ 0``, which
         # turns -0.0 into +0.0
+        _check_memory_format(memory_format, "clone")
         return self * 1 if self.dtype is not dt.bool_ else self & True
 
     def contiguous(self, memory_format: Any = None) -> Tensor:

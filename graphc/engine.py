@@ -15,9 +15,17 @@ import numpy as np
 from graphc.passes.autodiff import vjp
 
 from . import _tensor
-from ._tensor import _EAGER, Tensor, check_saved_versions, to_array
+from ._tensor import (
+    _EAGER,
+    GRAD_HOOKS,
+    RETAINED,
+    Tensor,
+    check_saved_versions,
+    to_array,
+)
 from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES, no_grad
-from .ir import toposort
+from .ir import Node, toposort
+from .ir import shapes as sh
 
 # interior nodes an earlier backward() without retain_graph went through (their saved
 # values are "freed", as in PyTorch); weak, so the tape is still collected normally
@@ -47,19 +55,60 @@ def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) ->
                 f"a shape of {root._value.shape}"
             )
     leaves = [n for n in order if n.op == "input" and n.rg]
+    hooked = (GRAD_HOOKS or RETAINED) and any(
+        GRAD_HOOKS.get(n) is not None or RETAINED.get(n) is not None for n in order)
     with no_grad():
         seed = Tensor._from_array(seed_val)._node
-        grads = vjp(_EAGER, [root], [seed], leaves)
-    if not retain_graph:
-        _FREED.update(saved)
-    for leaf, g in zip(leaves, grads):
-        if g is None:
+        grads = vjp(_EAGER, [root], [seed], leaves, _interior_hooks if hooked else None)
+        if not retain_graph:
+            _FREED.update(saved)
+        for leaf, g in zip(leaves, grads):
+            if g is None:
+                continue
+            ref = leaf.attrs.get("tensor")
+            tensor = ref() if ref is not None else None
+            if tensor is None:
+                continue
+            hooks = GRAD_HOOKS.get(tensor)
+            if hooks:
+                g = run_hooks(hooks, g)
+            accumulate_grad(tensor, g._value)
+
+
+def run_hooks(hooks: dict, g: Node, trace: Any = None) -> Node:
+    """``g`` through the tensor hooks ``hooks`` (registration order): a hook's tensor
+    result replaces the gradient, None keeps it; PyTorch's errors for another shape or
+    a result that is not a tensor. ``trace``: the tracing context when the gradient is a
+    traced node (a compiled step's backward)."""
+    for hook in list(hooks.values()):
+        name = getattr(hook, "__name__", repr(hook))
+        out = hook(Tensor(g, trace))
+        if out is None:
             continue
-        ref = leaf.attrs.get("tensor")
-        tensor = ref() if ref is not None else None
-        if tensor is None:
-            continue
-        accumulate_grad(tensor, g._value)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"hook '{name}' returned {type(out).__name__}: a tensor hook "
+                            f"returns a Tensor or None")
+        if tuple(out.shape) != tuple(g.shape) and not sh.same_shape(out.shape, g.shape):
+            raise RuntimeError(f"hook '{name}' has changed the size of value")
+        if out.dtype is not g.dtype:
+            raise RuntimeError(f"hook '{name}' has changed the type of value (was "
+                               f"{g.dtype.name} got {out.dtype.name})")
+        g = out.node
+    return g
+
+
+def _interior_hooks(n: Node, g: Node) -> Node:
+    """``vjp``'s ``on_grad`` for an eager backward: an interior tensor's hooks, then its
+    retained ``.grad`` (summed with an earlier one, out of place, as PyTorch does)."""
+    hooks = GRAD_HOOKS.get(n)
+    if hooks:
+        g = run_hooks(hooks, g)
+    ref = RETAINED.get(n)
+    t = ref() if ref is not None else None
+    if t is not None:
+        gt = Tensor._from_array(np.array(g._value, copy=True))
+        t._grad = gt if t._grad is None else t._grad + gt
+    return g
 
 
 def accumulate_grad(tensor: Tensor, g: np.ndarray) -> None:

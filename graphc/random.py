@@ -40,8 +40,37 @@ def next_seeds(k: int) -> np.ndarray:
     return ((w[:, 0] << 31) ^ w[:, 1]) & ((1 << 63) - 1)
 
 
-def _words(n: int) -> np.ndarray:
-    return _state["rs"].randint(0, 2**32, size=n, dtype=np.uint32)
+def _words(n: int, rs: np.random.RandomState | None = None) -> np.ndarray:
+    return (rs or _state["rs"]).randint(0, 2**32, size=n, dtype=np.uint32)
+
+
+def integers(shape: tuple[int, ...], low: int, high: int,
+             rs: np.random.RandomState | None = None) -> np.ndarray:
+    """``torch.randint``'s values (int64) with ATen's stream: ``low + word % (high - low)``,
+    the word 32 bits from one draw, or 64 from two (the first the high half) when the range
+    is 2**32 or more (``uniform_int_from_to_distribution``). ``rs``: a ``Generator``'s
+    stream instead of the global one."""
+    n = int(np.prod(shape, dtype=np.int64))
+    span = high - low
+    if span >= 1 << 32:
+        w = _words(2 * n, rs).reshape(n, 2).astype(np.uint64)
+        v = ((w[:, 0] << np.uint64(32)) | w[:, 1]) % np.uint64(span)
+    else:
+        v = _words(n, rs).astype(np.int64) % span
+    return (v.astype(np.int64) + low).reshape(shape)
+
+
+def permutation(n: int, rs: np.random.RandomState | None = None) -> np.ndarray:
+    """``torch.randperm(n)`` with ATen's stream (``randperm_cpu``): for ``i`` from 0 to
+    ``n - 2``, swap ``r[i]`` with ``r[i + word % (n - i)]``, one 32-bit word each."""
+    r = np.arange(n, dtype=np.int64)
+    if n < 2:
+        return r
+    w = _words(n - 1, rs).astype(np.int64)
+    for i in range(n - 1):  # sequential: each swap reads the previous ones' result
+        z = i + int(w[i]) % (n - i)
+        r[i], r[z] = r[z], r[i]
+    return r
 
 
 def uniform(shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype = np.float32
@@ -52,9 +81,13 @@ def uniform(shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype = np.f
         w = rs.randint(0, 2**32, size=(n, 2), dtype=np.uint32).astype(np.uint64)
         r64 = (w[:, 0] << np.uint64(32)) | w[:, 1] if n else np.zeros(0, np.uint64)
         u = (r64 & np.uint64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
-    else:
-        u = (_words(n) & 0xFFFFFF).astype(np.float64) * 2.0 ** -24
-    return (u * (hi - lo) + lo).astype(dtype).reshape(shape)
+        return (u * (hi - lo) + lo).astype(dtype).reshape(shape)
+    # float32: ATen keeps the bounds as floats (``uniform_real_distribution<float>``), so
+    # ``to - from`` is a float subtraction; the rest is in double
+    u = (_words(n) & 0xFFFFFF).astype(np.float64) * 2.0 ** -24
+    lo32 = np.float32(lo)
+    span = np.float64(np.float32(hi) - lo32)
+    return (u * span + np.float64(lo32)).astype(dtype).reshape(shape)
 
 
 def _u24(n: int) -> np.ndarray:

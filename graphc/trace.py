@@ -30,7 +30,9 @@ import sympy
 from graphc.passes.autodiff import vjp
 
 from . import _context
+from ._tensor import GRAD_HOOKS, LEAF_HOOKS_VERSION
 from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES
+from .engine import run_hooks
 from .ir import Builder, Graph, Node, toposort
 from .ir import dtypes as dt
 from .ir import shapes as sh
@@ -367,6 +369,9 @@ class TraceContext:
                                          else b.const(float(gradient)), root.dtype), root.shape)
         keys = [k for k, t in self.ext_tensor.items() if t._node.rg]
         wrt = [v for k in keys for v in self.versions[k]]
+        version = LEAF_HOOKS_VERSION[0]  # the leaves' hooks as traced: recompile on a change
+        self.guard(lambda: LEAF_HOOKS_VERSION[0], version, "tensor hooks registered or removed",
+                   once="leaf hooks")
         from .autograd import no_grad
 
         with no_grad():
@@ -382,6 +387,9 @@ class TraceContext:
                 if total is None:
                     continue
                 p = self.ext_tensor[k]
+                hooks = GRAD_HOOKS.get(p)
+                if hooks:  # the leaf's tensor hooks, traced into the step
+                    total = run_hooks(hooks, total, self)
                 st = self._grad_state(p)
                 self.grad[k] = total if st is _ABSENT else b.add(st, total)
             for hook in list(self.backward_hooks):

@@ -299,12 +299,14 @@ def _loop(b, n, g):
     raise AssertionError(f"{n.op} is differentiated by vjp() itself, not by its table rule")
 
 
-def vjp(b: Builder, roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node]
-        ) -> list[Node | None]:
+def vjp(b: Builder, roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
+        on_grad: Callable[[Node, Node], Node] | None = None) -> list[Node | None]:
     """Gradients of ``sum(seed * root)`` with respect to each node of ``wrt``.
 
     Only nodes on a path from ``wrt`` to ``roots`` are visited; a ``wrt`` node that no root
-    depends on gets ``None`` (PyTorch leaves such a ``.grad`` untouched).
+    depends on gets ``None`` (PyTorch leaves such a ``.grad`` untouched). ``on_grad(n, g)``,
+    when given, sees each interior node's complete gradient before it flows to the node's
+    inputs and returns the gradient to use (eager tensor hooks and ``retain_grad``).
     """
     wrt_ids = {w.id for w in wrt}
     order = toposort(roots)
@@ -322,6 +324,8 @@ def vjp(b: Builder, roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[
         g = grads.get(n.id)
         if g is None or not n.inputs or n.id in wrt_ids and n.op == "input":
             continue
+        if on_grad is not None:
+            g = grads[n.id] = on_grad(n, g)
         if n.op == "scan_out":  # one result of a tuple: kept for the scan's rule
             s, i = n.inputs[0], n.attrs["index"]
             if s.id in live and n.dtype.is_float:

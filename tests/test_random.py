@@ -117,3 +117,41 @@ def test_init_inside_a_compiled_step_raises_before_drawing():
     gc.manual_seed(1)
     np.testing.assert_array_equal(after, gc.rand(5).numpy())
     assert not w.numpy().any()
+
+
+@pytest.mark.parametrize("seed", [0, 9])
+def test_randint_randperm_and_fills_are_pytorchs_stream(seed):
+    """``randint`` (32- and 64-bit ranges, ``low`` given or not, a dtype), ``randperm``,
+    ``randint_like`` and the in-place ``uniform_``/``normal_`` fills give PyTorch's values
+    bit for bit after the same seed, interleaved as a data pipeline interleaves them; a
+    ``Generator`` of each keeps its own stream."""
+    def draws(m):
+        m.manual_seed(seed)
+        out = [m.randint(10, (6,)), m.randint(-5, 2**40, (3, 2)), m.randperm(1),
+               m.randperm(257), m.randint(3, 9, size=(4,), dtype=m.float32),
+               m.randint_like(m.zeros(2, 3, dtype=m.int32), 7),
+               m.empty(5, 3).uniform_(-0.1, 0.1), m.empty(40, dtype=m.float64).normal_(1, 2),
+               m.empty(7).normal_(), m.empty(30).uniform_(-1 / 3, 0.7), m.rand(3)]
+        g = m.Generator().manual_seed(seed + 1)
+        out += [m.randint(100, (5,), generator=g), m.randperm(9, generator=g), m.randint(4, (2,))]
+        return out
+    for a, b in zip(draws(gc), draws(torch)):
+        assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1]
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_random_draw_errors():
+    for m in (gc, torch):
+        with pytest.raises(RuntimeError, match="expects 'from' to be less than 'to'"):
+            m.randint(5, 5, (2,))
+        with pytest.raises(RuntimeError, match="floating point .*dtype can require gradients"):
+            m.randint(5, (2,), requires_grad=True)
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            m.ones(2, requires_grad=True).uniform_()
+        with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
+            m.ones(2, dtype=m.int64).normal_()
+    for draw, what in ((lambda x: gc.randint(3, x.shape), "randint"),
+                       (lambda x: gc.randperm(3), "randperm"),
+                       (lambda x: x.clone().uniform_(), "uniform_")):
+        with pytest.raises(NotImplementedError, match=rf"{what}\(?\)? inside a compiled step"):
+            gc.compile(draw)(np.ones(3, np.float32))

@@ -6,8 +6,10 @@ gradients and one that accumulates) run the same random sequence, one eagerly an
 learning rate and other hyperparameters, structural options (momentum on/off, nesterov,
 amsgrad), ``requires_grad`` (freezing), ``add_param_group``, ``load_state_dict`` of an earlier
 snapshot, train/eval, ``zero_grad(set_to_none=False)``, ``.grad = None``, ``.data`` swaps and
-in-place ``.data`` edits. After every operation the worlds must be equal within float rounding,
-or the compiled one must have raised a clear exception and changed nothing.
+in-place ``.data`` edits, gradient hooks on parameters registered and removed. After every
+operation the worlds must be equal within float rounding (a third world, eager in float64,
+referees where float32 rounding is amplified), or the compiled one must have raised a clear
+exception and changed nothing.
 
 Profiles: ``ci`` (default, well under a minute) and ``long``
 (``HYPOTHESIS_PROFILE=long pytest tests/test_stale_state_fuzz.py -m slow``, 1,000 sequences).
@@ -54,18 +56,24 @@ OPS = st.one_of(
     st.tuples(st.just("grad_none"), st.integers(0, 5)),
     st.tuples(st.just("data_swap"), st.integers(0, 5), st.integers(0, 99)),
     st.tuples(st.just("data_edit"), st.integers(0, 5)),
+    st.tuples(st.just("hook"), st.integers(0, 5), st.sampled_from(["clamp", "scale", "remove"])),
 )
 
 
 class World:
-    def __init__(self, opt_name: str, compiled: bool) -> None:
+    def __init__(self, opt_name: str, compiled: bool, dtype: Any = np.float32) -> None:
         gc.manual_seed(1)
+        self.dtype = dtype
         self.body = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.BatchNorm1d(8), nn.Linear(8, 3))
         self.head = nn.Linear(3, 2)  # trained only after add_param_group
+        if dtype == np.float64:
+            self.body.double()
+            self.head.double()
         self.opt = OPTIMIZERS[opt_name](self.body.parameters())
         self.opt_name = opt_name
         self.snap: Any = None
         self.group_added = False
+        self.handles: list[Any] = []  # tensor hooks on parameters, oldest first
 
         def step(x: Any, y: Any) -> Any:
             self.opt.zero_grad()
@@ -91,8 +99,8 @@ class World:
         if kind in ("call", "accumulate"):
             rng = np.random.default_rng(op[1])
             b = op[2]
-            x = rng.standard_normal((b, 4)).astype(np.float32)
-            y = rng.standard_normal((b, 2)).astype(np.float32)
+            x = rng.standard_normal((b, 4)).astype(self.dtype)
+            y = rng.standard_normal((b, 2)).astype(self.dtype)
             fn = self.step if kind == "call" else self.accumulate
             return fn(x, y).item()
         g0 = self.opt.param_groups[0]
@@ -125,9 +133,17 @@ class World:
         elif kind == "data_swap":
             p = self.params()[op[1]]
             rng = np.random.default_rng(op[2])
-            p.data = (0.3 * rng.standard_normal(p.shape)).astype(np.float32)
+            p.data = (0.3 * rng.standard_normal(p.shape)).astype(self.dtype)
         elif kind == "data_edit":
             self.params()[op[1]].data.mul_(0.5)
+        elif kind == "hook":  # a gradient hook on a parameter, or the oldest one removed
+            p = self.params()[op[1]]
+            if op[2] == "remove":
+                if self.handles:
+                    self.handles.pop(0).remove()
+            elif p.requires_grad:
+                self.handles.append(p.register_hook(
+                    (lambda g: g.clamp(-0.01, 0.01)) if op[2] == "clamp" else (lambda g: g * 0.5)))
         return None
 
     def snapshot_all(self) -> dict[str, Any]:
@@ -143,14 +159,28 @@ class World:
         return out
 
 
-def assert_equal_worlds(a: dict[str, Any], b: dict[str, Any], where: str) -> None:
+def assert_equal_worlds(a: dict[str, Any], b: dict[str, Any], where: str,
+                        exact: dict[str, Any] | None = None) -> None:
+    """``b`` equals ``a`` within float32 rounding. ``exact``: the same world run in float64,
+    the referee where they differ by more: a value ``b`` holds is accepted when it is as
+    close to the float64 one as ``a``'s (BatchNorm over 3 samples, say, amplifies float32
+    rounding in the gradients: both float32 worlds then differ from float64 by ~5e-5)."""
     assert a.keys() == b.keys(), (where, sorted(a.keys() ^ b.keys()))
     for k in a:
         if a[k] is None or b[k] is None or isinstance(a[k], bool):
             assert a[k] is None and b[k] is None or a[k] == b[k] if isinstance(a[k], bool) \
                 else (a[k] is None) == (b[k] is None), (where, k)
             continue
-        np.testing.assert_allclose(a[k], b[k], rtol=2e-4, atol=2e-5, err_msg=f"{where}: {k}")
+        try:
+            np.testing.assert_allclose(a[k], b[k], rtol=2e-4, atol=2e-5,
+                                       err_msg=f"{where}: {k}")
+        except AssertionError:
+            if exact is None or exact.get(k) is None:
+                raise
+            ref = np.asarray(exact[k], dtype=np.float64)
+            err_a, err_b = np.abs(a[k] - ref), np.abs(b[k] - ref)
+            if not np.all(err_b <= 4 * err_a + 2e-5):
+                raise
 
 
 @pytest.mark.slow if PROFILE == "long" else (lambda f: f)
@@ -160,11 +190,13 @@ def assert_equal_worlds(a: dict[str, Any], b: dict[str, Any], where: str) -> Non
 def test_random_state_mutations_compiled_equals_eager(opt_name: str, ops: list[tuple]) -> None:
     ops = [("call", 0, 3)] + ops + [("call", 1, 3)]
     eager, comp = World(opt_name, False), World(opt_name, True)
+    exact = World(opt_name, False, np.float64)
     RAN["sequences"] += 1
     for i, op in enumerate(ops):
         where = f"op {i} {op} of {ops}"
         try:
             le = eager.apply(op)
+            exact.apply(op)
         except Exception as e:  # noqa: BLE001 - the compiled world must raise the same way
             before = comp.snapshot_all()
             with pytest.raises(type(e)):
@@ -182,7 +214,8 @@ def test_random_state_mutations_compiled_equals_eager(opt_name: str, ops: list[t
         RAN["ops"] += 1
         if le is not None:
             np.testing.assert_allclose(le, lc, rtol=2e-4, atol=2e-5, err_msg=where)
-        assert_equal_worlds(eager.snapshot_all(), comp.snapshot_all(), where)
+        assert_equal_worlds(eager.snapshot_all(), comp.snapshot_all(), where,
+                            exact.snapshot_all())
 
 
 def test_report_how_many_sequences_ran() -> None:

@@ -52,7 +52,7 @@ CASES = [
     ("unsqueeze", (3, 4), lambda m, x: m.unsqueeze(x, -2)),
     ("flatten", (3, 4), lambda m, x: m.flatten(x, 1)),
     ("ravel", (3, 4), lambda m, x: m.ravel(x) * 2 + x.ravel()),
-    ("clone", (3, 4), lambda m, x: m.clone(x) * x),
+    ("clone", (3, 4), lambda m, x: m.clone(x) * x.clone(memory_format=m.contiguous_format)),
     ("detach", (3, 4), lambda m, x: x * m.detach(x)),
     ("broadcast_to", (1, 4), lambda m, x: m.broadcast_to(x, (3, -1, 2, 4)) * x),
     ("broadcast_tensors", (3, 1), lambda m, x: sum(m.broadcast_tensors(x, x[0, 0], x.mT))),
@@ -134,6 +134,8 @@ def test_errors_are_pytorchs() -> None:
         gc.add(1.0, 2.0)  # no tensor at all
     with pytest.raises(NotImplementedError, match=r"graphc.add\(out=...\)"):
         gc.add(x, x, out=x)
+    with pytest.raises(NotImplementedError, match="channels_last"):
+        gc.clone(x, memory_format=gc.channels_last)
     with pytest.raises(RuntimeError, match="cannot be broadcast to a single shape"):
         gc.broadcast_tensors(x, gc.ones(4))
     assert gc.broadcast_shapes((2, 1), (3, 1, 4), 4) == torch.broadcast_shapes((2, 1),
