@@ -557,23 +557,11 @@ def _number_left(name: str, x: Any, other: Tensor, alpha: Any = 1, *,
         return binary(name, x, other if alpha == 1 else other * alpha)
     if alpha != 1:
         raise TypeError(f"{name}() got an unexpected argument alpha")
-    if name in ("div", "true_divide") and rounding_mode is not None:
-        return full_like(other, x, dtype=_promoted(x, other)).div(
-            other, rounding_mode=rounding_mode)
+    if name == "div":
+        return _op("div")(x, other, rounding_mode=rounding_mode)
     if rounding_mode is not None:
         raise TypeError(f"{name}() got an unexpected keyword argument 'rounding_mode'")
-    return binary("div" if name == "true_divide" else name, x, other)
-
-
-def _promoted(x: Any, other: Tensor) -> DType:
-    """The dtype PyTorch gives a Python number combined with ``other``: ``other``'s, except
-    a float number with an integer or bool tensor (float32) and an int with a bool one."""
-    d = other.dtype
-    if isinstance(x, builtins.float) and not d.is_float:
-        return _dt.float32
-    if isinstance(x, int) and not isinstance(x, builtins.bool) and d is _dt.bool_:
-        return _dt.int64
-    return d
+    return binary(name, x, other)
 
 
 def broadcast_shapes(*shapes: Any) -> tuple:

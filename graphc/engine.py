@@ -55,8 +55,8 @@ def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) ->
                 f"a shape of {root._value.shape}"
             )
     leaves = [n for n in order if n.op == "input" and n.rg]
-    hooked = (GRAD_HOOKS or RETAINED) and any(
-        GRAD_HOOKS.get(n) is not None or RETAINED.get(n) is not None for n in order)
+    hooked = (GRAD_HOOKS or RETAINED) and any(GRAD_HOOKS.get(n) or RETAINED.get(n)
+                                              for n in order)
     with no_grad():
         seed = Tensor._from_array(seed_val)._node
         grads = vjp(_EAGER, [root], [seed], leaves, _interior_hooks if hooked else None)

@@ -768,6 +768,21 @@ def apply_op(d: OpDef, *xs: Any, **params: Any) -> Tensor:
     return binary(d.name, *xs)
 
 
+def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """``torch.div`` / ``Tensor.div``: true division, or rounded toward zero (``"trunc"``)
+    or minus infinity (``"floor"``) in the operands' promoted dtype (integers stay
+    integers), with a zero gradient; either operand may be a Python number."""
+    if rounding_mode is None:
+        return binary("div", a, b)
+    if rounding_mode not in ("trunc", "floor"):
+        raise ValueError("div expected rounding_mode to be one of None, 'trunc', or "
+                         f"'floor' but found '{rounding_mode}'")
+    from .ir.elementwise import COMPOSITES
+
+    name = "floor_divide" if rounding_mode == "floor" else "div_trunc"
+    return apply_op(next(d for d in SURFACE + COMPOSITES if d.name == name), a, b)
+
+
 def _float_operand(d: OpDef, t: Tensor) -> Tensor:
     if t.dtype.is_float:
         return t
@@ -858,18 +873,6 @@ def _install() -> None:
             setattr(T, d.name + "_", _inplace_method(d))
     T.rsqrt = lambda self: 1.0 / unary("sqrt", self)
     T.mul = fb("mul")
-
-    def div(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
-        """``torch.Tensor.div``: true division, or rounded toward zero (``"trunc"``) or
-        minus infinity (``"floor"``) in the operands' promoted dtype (integers stay
-        integers), with a zero gradient."""
-        if rounding_mode is None:
-            return binary("div", self, other)
-        if rounding_mode not in ("trunc", "floor"):
-            raise ValueError("div expected rounding_mode to be one of None, 'trunc', or "
-                             f"'floor' but found '{rounding_mode}'")
-        name = "floor_divide" if rounding_mode == "floor" else "div_trunc"
-        return apply_op(table[name], self, other)
 
     def div_(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
         out = div(self, other, rounding_mode=rounding_mode)
