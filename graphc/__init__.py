@@ -57,7 +57,7 @@ _ELSEWHERE = {
     "compile": "api", "CompiledFunction": "api",
     "DebugBoundsError": "checks", "NonFiniteError": "checks",
     "load": "serialization", "save": "serialization",
-    "Generator": "random",
+    "Generator": "random", "bernoulli": "random_ops", "multinomial": "random_ops",
     "autocast": "amp", "is_autocast_enabled": "amp", "get_autocast_dtype": "amp",
 }
 

@@ -214,7 +214,8 @@ def rand(*size: Any, dtype: Any = None, device: Any = None,
     if device is not None:
         device_of(device, "rand")
     d = _dtype(dtype)
-    traced = _traced_random("uniform", _shape(size), d, requires_grad, "rand")
+    traced = _traced_random(_random.Draw("uniform", _random.uniform, (0.0, 1.0), d.np),
+                            _shape(size), d, requires_grad, "rand")
     if traced is not None:
         return traced
     return Tensor._from_array(_random.uniform(_shape(size), 0.0, 1.0, d.np), requires_grad)
@@ -225,7 +226,8 @@ def randn(*size: Any, dtype: Any = None, device: Any = None,
     if device is not None:
         device_of(device, "randn")
     d = _dtype(dtype)
-    traced = _traced_random("normal", _shape(size), d, requires_grad, "randn")
+    traced = _traced_random(_random.Draw("normal", _random.normal, (0.0, 1.0), d.np),
+                            _shape(size), d, requires_grad, "randn")
     if traced is not None:
         return traced
     return Tensor._from_array(_random.normal(_shape(size), 0.0, 1.0, d.np), requires_grad)
@@ -243,17 +245,6 @@ def randn_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa:
     """``torch.randn_like``: ``randn`` of ``input``'s shape, in its dtype unless told."""
     return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device,
                  requires_grad=requires_grad)
-
-
-def _untraced(what: str) -> None:
-    """Random ops a compiled step cannot draw on every call yet: inside a trace they would
-    be constants of the compiled code, every call repeating the first call's numbers."""
-    from . import _context
-
-    if _context.current() is not None:
-        raise NotImplementedError(
-            f"{what} inside a compiled step: draw the values outside the step and pass them "
-            f"in (gc.rand/gc.randn and dropout are drawn anew on every call)")
 
 
 def _stream(generator: Any) -> Any:
@@ -280,7 +271,6 @@ def randint(*args: Any, size: Any = None, generator: Any = None, dtype: Any = No
     ``manual_seed``, the same values as PyTorch)."""
     if device is not None:
         device_of(device, "randint")
-    _untraced("randint")
     if size is None:
         if len(args) < 2:
             raise TypeError("randint() missing required argument 'size'")
@@ -296,6 +286,13 @@ def randint(*args: Any, size: Any = None, generator: Any = None, dtype: Any = No
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
                            f"from={low} >= to={high}")
     shape = _shape(size if isinstance(size, (tuple, list)) else (size,))
+    d = _dtype(dtype, _dt.int64)
+    _stream(generator)  # checked before anything is drawn or traced
+    traced = _traced_random(_random.Draw("integers", _integers, (low, high), d.np,
+                                         generator), shape, d, requires_grad, "randint",
+                            integers=True)
+    if traced is not None:
+        return traced
     values = _random.integers(shape, low, high, _stream(generator))
     return _int_result(values, dtype, requires_grad, "randint")
 
@@ -314,32 +311,48 @@ def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = 
     PyTorch's CPU algorithm and stream."""
     if device is not None:
         device_of(device, "randperm")
-    _untraced("randperm")
     if int(n) < 0:
         raise RuntimeError(f"n must be non-negative, got{int(n)}")
+    d = _dtype(dtype, _dt.int64)
+    _stream(generator)
+    traced = _traced_random(_random.Draw("permutation", _permutation, (), d.np, generator),
+                            (int(n),), d, requires_grad, "randperm", integers=True)
+    if traced is not None:
+        return traced
     return _int_result(_random.permutation(int(n), _stream(generator)), dtype, requires_grad,
                        "randperm")
 
 
-def _traced_random(dist: str, shape: tuple, d: _dt.DType, requires_grad: bool,
-                   what: str) -> Tensor | None:
-    """While a step is traced: ``rand``/``randn`` as an input the step fills on every call
-    (``trace.random_input``). Drawn at trace time they would be a constant of the compiled
-    code: every call would repeat the first call's numbers."""
+def _integers(shape: tuple, low: int, high: int, dtype: Any, rs: Any = None) -> np.ndarray:
+    return _random.integers(shape, low, high, rs)  # the dtype does not change the stream
+
+
+def _permutation(shape: tuple, dtype: Any, rs: Any = None) -> np.ndarray:
+    return _random.permutation(shape[0], rs)
+
+
+def _traced_random(draw: _random.Draw, shape: tuple, d: _dt.DType, requires_grad: bool,
+                   what: str, integers: bool = False) -> Tensor | None:
+    """While a step is traced: a random fill as an input the step draws on every call
+    (``trace.random_input``; ``draw`` is the eager function and its arguments). Drawn at
+    trace time it would be a constant of the compiled code: every call would repeat the
+    first call's numbers."""
     from . import _context
 
     ctx = _context.current()
     if ctx is None:
         return None
-    if not d.is_float:
+    if not integers and not d.is_float:
         raise TypeError(f"{what}: expected a floating point dtype, got {d.name}")
     if requires_grad:
+        if not d.is_float:
+            raise RuntimeError("Only Tensors of floating point dtype can require gradients")
         raise NotImplementedError(
             f"{what}(requires_grad=True) inside a compiled function: a new leaf each call has "
             "no gradient the step could return; create it outside and pass it in")
     from .ir import shapes as sh
 
-    return Tensor._wrap(ctx.random_input(dist, sh.shape(shape), d))
+    return Tensor._wrap(ctx.random_input(draw, sh.shape(shape), d))
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,

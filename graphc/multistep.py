@@ -104,8 +104,9 @@ class StepsVariant:
                 "runs one step per call")
         if any(s.kind == "random" for s in sig.sources.values()):
             raise NotImplementedError(
-                f"{fn.name}.run: the step calls gc.rand/gc.randn/rand_like/randn_like, whose "
-                "values are drawn per call from the generator's stream; many steps in one "
+                f"{fn.name}.run: the step draws random values (gc.rand/gc.randn/gc.randint/"
+                "gc.randperm, a Tensor fill such as bernoulli_), which are drawn per call from "
+                "the generator's stream; many steps in one "
                 "call would need them drawn per step (call the step once per batch, or pass "
                 "the random values in as an argument)")
         cleared = {id(p) for p in sig.grads_to_clear}

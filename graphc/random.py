@@ -73,18 +73,24 @@ def permutation(n: int, rs: np.random.RandomState | None = None) -> np.ndarray:
     return r
 
 
-def uniform(shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype = np.float32
-            ) -> np.ndarray:
+def _doubles(n: int, rs: np.random.RandomState | None = None) -> np.ndarray:
+    """``n`` draws of ``uniform_real_distribution<double>(0, 1)``: 53 bits of one 64-bit
+    word, itself two 32-bit draws (the first the high half)."""
+    w = _words(2 * n, rs).reshape(n, 2).astype(np.uint64)
+    r64 = (w[:, 0] << np.uint64(32)) | w[:, 1]
+    return (r64 & np.uint64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
+
+
+def uniform(shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype = np.float32,
+            rs: np.random.RandomState | None = None) -> np.ndarray:
+    """``uniform_`` (``rand``) values with ATen's stream: one 64-bit word per float64, one
+    32-bit word per float32. ``rs``: a ``Generator``'s stream instead of the global one."""
     n = int(np.prod(shape, dtype=np.int64))
     if np.dtype(dtype) == np.float64:
-        rs = _state["rs"]
-        w = rs.randint(0, 2**32, size=(n, 2), dtype=np.uint32).astype(np.uint64)
-        r64 = (w[:, 0] << np.uint64(32)) | w[:, 1] if n else np.zeros(0, np.uint64)
-        u = (r64 & np.uint64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
-        return (u * (hi - lo) + lo).astype(dtype).reshape(shape)
+        return (_doubles(n, rs) * (hi - lo) + lo).astype(dtype).reshape(shape)
     # float32: ATen keeps the bounds as floats (``uniform_real_distribution<float>``), so
     # ``to - from`` is a float subtraction; the rest is in double
-    u = (_words(n) & 0xFFFFFF).astype(np.float64) * 2.0 ** -24
+    u = (_words(n, rs) & 0xFFFFFF).astype(np.float64) * 2.0 ** -24
     lo32 = np.float32(lo)
     span = np.float64(np.float32(hi) - lo32)
     return (u * span + np.float64(lo32)).astype(dtype).reshape(shape)
@@ -128,6 +134,12 @@ def normal(shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0,
             _fill16(seg, mean, std)
             data[n - 16:] = seg
         return data.reshape(shape)
+    return _normal_doubles(n, mean, std).astype(dt).reshape(shape)
+
+
+def _normal_doubles(n: int, mean: float, std: float) -> np.ndarray:
+    """``n`` draws of ``at::normal_distribution<double>``: Box-Muller on two double
+    uniforms, the second sample cached in the generator for the next draw."""
     out = np.empty(n, np.float64)
     for i in range(n):
         cached = _state["next_normal"]
@@ -135,12 +147,79 @@ def normal(shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0,
             _state["next_normal"] = None
             out[i] = cached * std + mean
             continue
-        u1, u2 = uniform((2,), 0.0, 1.0, np.float64)
+        u1, u2 = _doubles(2)
         r = np.sqrt(-2.0 * np.log1p(-u2))
         theta = 2.0 * np.pi * u1
         _state["next_normal"] = r * np.sin(theta)
         out[i] = r * np.cos(theta) * std + mean
-    return out.astype(dt).reshape(shape)
+    return out
+
+
+# -- the other fills of ``Tensor`` (ATen's CPU kernels: one distribution draw per element,
+# in element order, computed in double and cast to the tensor's dtype) --------------------
+def exponential(shape: tuple[int, ...], lambd: float, dtype: np.dtype = np.float32,
+                rs: np.random.RandomState | None = None) -> np.ndarray:
+    """``exponential_(lambd)``: ``-1 / lambd * log1p(-u)``, ``u`` a double uniform."""
+    n = int(np.prod(shape, dtype=np.int64))
+    return ((-1.0 / lambd) * np.log1p(-_doubles(n, rs))).astype(dtype).reshape(shape)
+
+
+def geometric(shape: tuple[int, ...], p: float, dtype: np.dtype = np.float32,
+              rs: np.random.RandomState | None = None) -> np.ndarray:
+    """``geometric_(p)``: ``ceil(log(u) / log1p(-p))``, ``u`` a double uniform."""
+    n = int(np.prod(shape, dtype=np.int64))
+    with np.errstate(divide="ignore"):
+        v = np.ceil(np.log(_doubles(n, rs)) / np.log1p(-p))
+    return v.astype(dtype).reshape(shape)
+
+
+def cauchy(shape: tuple[int, ...], median: float, sigma: float, dtype: np.dtype = np.float32,
+           rs: np.random.RandomState | None = None) -> np.ndarray:
+    """``cauchy_(median, sigma)``: ``median + sigma * tan(pi (u - 0.5))``."""
+    n = int(np.prod(shape, dtype=np.int64))
+    v = median + sigma * np.tan(np.pi * (_doubles(n, rs) - 0.5))
+    return v.astype(dtype).reshape(shape)
+
+
+def log_normal(shape: tuple[int, ...], mean: float, std: float, dtype: np.dtype = np.float32
+               ) -> np.ndarray:
+    """``log_normal_(mean, std)``: ``exp`` of ``normal_distribution<double>`` draws (the
+    per-element Box-Muller, whatever the size; the global stream, which holds the cached
+    second sample)."""
+    n = int(np.prod(shape, dtype=np.int64))
+    return np.exp(_normal_doubles(n, mean, std)).astype(dtype).reshape(shape)
+
+
+def bernoulli(shape: tuple[int, ...], p: float, dtype: np.dtype = np.float32,
+              rs: np.random.RandomState | None = None) -> np.ndarray:
+    """``bernoulli_(p)`` with a number ``p``: ``u < p``, ``u`` a double uniform (ATen's
+    portable kernel; PyTorch's builds with MKL use MKL's own stream on Intel CPUs)."""
+    n = int(np.prod(shape, dtype=np.int64))
+    return (_doubles(n, rs) < p).astype(dtype).reshape(shape)
+
+
+class Draw:
+    """A random fill that a compiled step repeats on every call, for that call's sizes: the
+    function the eager op calls (``fn(shape, *args, dtype=, [rs=])``), with the arguments
+    the trace saw (numbers in the step's code are part of the trace, as everywhere), from the
+    stream the eager op would use (``generator``: a ``Generator``, read at each call; None:
+    the global one). It is the ``ref`` of a ``random`` input (``trace.random_input``); the
+    runtime calls it with the call's shape, in the order eager execution would draw."""
+
+    __slots__ = ("name", "fn", "args", "dtype", "generator")
+
+    def __init__(self, name: str, fn: object, args: tuple, dtype: np.dtype,
+                 generator: Generator | None = None) -> None:
+        self.name, self.fn, self.args = name, fn, args
+        self.dtype, self.generator = np.dtype(dtype), generator
+
+    def __call__(self, shape: tuple[int, ...]) -> np.ndarray:
+        kw = {} if self.generator is None else {"rs": self.generator._rs}
+        out = self.fn(tuple(shape), *self.args, dtype=self.dtype, **kw)  # type: ignore
+        return np.ascontiguousarray(out, dtype=self.dtype)
+
+    def __repr__(self) -> str:
+        return f"Draw({self.name}{self.args}, {self.dtype})"
 
 
 _TORCH_DEFAULT_SEED = 67280421310721  # what ``torch.Generator().initial_seed()`` returns

@@ -926,53 +926,16 @@ def _install() -> None:
     T.is_complex = lambda self: False  # no complex dtypes
     T.is_signed = lambda self: self.dtype is not dt.bool_
     T.is_nonzero = _is_nonzero
-    T.uniform_ = uniform_
-    T.normal_ = normal_
+    from .random_ops import METHODS as RANDOM_METHODS
+
+    for name, fn in RANDOM_METHODS.items():  # uniform_, bernoulli_, multinomial, ...
+        setattr(T, name, fn)
     from .aliases import ALIASES
 
     for alias, name in ALIASES.items():  # ``x.arccos()`` is ``x.acos()``, in place too
         setattr(T, alias, getattr(T, name))
         if hasattr(T, name + "_"):
             setattr(T, alias + "_", getattr(T, name + "_"))
-
-
-def _random_fill(self: Tensor, name: str, generator: Any) -> np.dtype:
-    """Checks of ``uniform_``/``normal_`` before they draw: eager and float only (inside a
-    compiled step the values would be drawn once, at trace time); the global stream."""
-    if generator is not None:
-        raise NotImplementedError(f"Tensor.{name}(generator=...): these fills draw from the "
-                                  f"global stream (gc.manual_seed)")
-    if _context.current() is not None or self._trace is not None:
-        raise NotImplementedError(
-            f"Tensor.{name}() inside a compiled step: it would draw its values once, when "
-            f"traced; fill the tensor between calls, or use gc.rand/gc.randn in the step")
-    if not self.dtype.is_float:
-        raise RuntimeError(f"\"{name}\" not implemented for '{_TORCH_NAME[self.dtype.name]}'")
-    return np.dtype(np.float64 if self.dtype is dt.float64 else np.float32)
-
-
-def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:
-    """``torch.Tensor.uniform_``: values in ``[a, b)`` from PyTorch's CPU stream (the same
-    as PyTorch's after the same ``manual_seed``), written in place as an in-place op."""
-    from . import random
-
-    d = _random_fill(self, "uniform_", generator)
-    if not a <= b:
-        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
-                           f"from={a} > to={b}")
-    return self._assign(Tensor._from_array(random.uniform(tuple(self.shape), a, b, d)))
-
-
-def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *,
-            generator: Any = None) -> Tensor:
-    """``torch.Tensor.normal_``: normal values with PyTorch's CPU algorithm and stream,
-    written in place as an in-place op."""
-    from . import random
-
-    d = _random_fill(self, "normal_", generator)
-    if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return self._assign(Tensor._from_array(random.normal(tuple(self.shape), mean, std, d)))
 
 
 def _is_nonzero(self: Tensor) -> bool:

@@ -412,12 +412,13 @@ class TraceContext:
         """
         return self._input("seed", "seed", (), dt.int64, Source("seed"))
 
-    def random_input(self, dist: str, shape: tuple, dtype: dt.DType) -> Node:
-        """An input filled on every call from the global generator, as the eager
-        ``gc.rand``/``gc.randn`` at this point of the function would fill it (``dist``:
-        ``uniform`` or ``normal``): a compiled step draws new values each call, the same
-        values and in the same stream order as eager execution, instead of the trace's."""
-        return self._input(f"rand_{dist}", "random", shape, dtype, Source("random", dist))
+    def random_input(self, draw: Any, shape: tuple, dtype: dt.DType) -> Node:
+        """An input filled on every call by ``draw`` (a ``graphc.random.Draw``), as the eager
+        op at this point of the function would fill it (``gc.rand``/``randn``/``randint``/
+        ``randperm``, ``Tensor.uniform_`` and the other fills): a compiled step draws new
+        values each call, the same values and in the same stream order as eager execution,
+        instead of the trace's."""
+        return self._input(f"rand_{draw.name}", "random", shape, dtype, Source("random", draw))
 
     def guard(self, read: Callable[[], Any], expected: Any, what: str,
               spec: tuple[Any, Any, Callable[[Any], Any]] | None = None,

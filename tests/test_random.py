@@ -150,8 +150,66 @@ def test_random_draw_errors():
             m.ones(2, requires_grad=True).uniform_()
         with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
             m.ones(2, dtype=m.int64).normal_()
-    for draw, what in ((lambda x: gc.randint(3, x.shape), "randint"),
-                       (lambda x: gc.randperm(3), "randperm"),
-                       (lambda x: x.clone().uniform_(), "uniform_")):
-        with pytest.raises(NotImplementedError, match=rf"{what}\(?\)? inside a compiled step"):
-            gc.compile(draw)(np.ones(3, np.float32))
+    with pytest.raises(RuntimeError, match="floating point .*dtype can require gradients"):
+        gc.compile(lambda x: x + gc.randint(3, x.shape, requires_grad=True))(np.ones(3))
+    with pytest.raises(TypeError, match="generator: expected a graphc.Generator"):
+        gc.compile(lambda x: x + gc.randint(3, x.shape, generator=7))(np.ones(3))
+
+
+def _pipeline(x):
+    """A step that draws the ways a data pipeline and a training step do: a permutation, a
+    random crop offset, in-place fills of new tensors and of a buffer, between arithmetic."""
+    perm = gc.randperm(x.shape[1])
+    off = gc.randint(0, 3, (1,))
+    noise = gc.empty_like(x).uniform_(-0.5, 0.5) + gc.zeros_like(x).normal_(0.0, 0.1)
+    y = x * 2 + noise
+    y.mul_(gc.empty_like(y).bernoulli_(0.8))
+    z = gc.randint_like(x, 5, 9, dtype=gc.int64)
+    return perm, off, noise, z, y
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interp"])
+def test_compiled_randint_randperm_and_fills_draw_each_call_as_eager_does(backend):
+    """randint, randint_like, randperm and Tensor fills inside a compiled step are drawn on
+    every call, for the call's batch size, in eager's order: the compiled calls give eager's
+    (and so PyTorch's) values bit for bit, with one compile; drawn at trace time they would
+    repeat the first call's numbers."""
+    xs = [np.arange(n * 4, dtype=np.float32).reshape(n, 4) for n in (3, 3, 6)]
+    gc.manual_seed(4)
+    eager = [[np.asarray(t.numpy()) for t in _pipeline(gc.tensor(x))] for x in xs]
+    gc.manual_seed(4)
+    f = gc.compile(_pipeline, backend=backend)
+    got = [[np.asarray(t.numpy()) for t in f(x)] for x in xs]
+    for e, g in zip(eager, got):
+        for a, b in zip(g[:4], e[:4]):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(g[4], e[4], rtol=1e-6, atol=1e-6)
+    assert not np.array_equal(got[0][2], got[1][2])
+    assert f.compile_count == 1
+    torch.manual_seed(4)
+    t = torch.from_numpy(xs[0])
+    np.testing.assert_array_equal(got[0][0], torch.randperm(4).numpy())
+    np.testing.assert_array_equal(got[0][1], torch.randint(0, 3, (1,)).numpy())
+    np.testing.assert_array_equal(got[0][2], (torch.empty_like(t).uniform_(-0.5, 0.5)
+                                              + torch.zeros_like(t).normal_(0.0, 0.1)).numpy())
+
+
+def test_compiled_draws_from_a_generator_read_at_each_call():
+    """A ``Generator`` passed to a random op in a compiled step is read when the step runs:
+    reseeding it between calls replays the values, as it does eagerly."""
+    g = gc.Generator()
+
+    def f(x):
+        return x + gc.randint(0, 100, x.shape, generator=g)
+
+    cf = gc.compile(f)
+    x = np.zeros(6, np.float32)
+    g.manual_seed(1)
+    a = cf(x).numpy()
+    g.manual_seed(1)
+    np.testing.assert_array_equal(cf(x).numpy(), a)
+    g.manual_seed(1)
+    np.testing.assert_array_equal(f(gc.tensor(x)).numpy(), a)
+    tg = torch.Generator().manual_seed(1)
+    np.testing.assert_array_equal(a, torch.randint(0, 100, (6,), generator=tg).numpy())

@@ -249,8 +249,9 @@ def describe(fn: Any, variant: Any, name: str) -> AotModel:
             inputs.append(("seed", n_seeds))
             n_seeds += 1
         elif src.kind == "random":
-            raise AOTError(f"{nm}: the step calls gc.rand/gc.randn (values drawn per call from "
-                           "the Python generator's stream), which an AOT step cannot draw; pass "
+            raise AOTError(f"{nm}: the step draws random values (gc.rand/gc.randn/gc.randint, "
+                           "a Tensor fill such as bernoulli_: drawn per call from the Python "
+                           "generator's stream), which an AOT step cannot draw; pass "
                            "the random values in as an argument")
         else:
             raise AOTError(f"{nm}: unsupported input source {src.kind!r}")

@@ -186,15 +186,12 @@ class Runtime:
             from graphc import random as grandom
 
             return np.array(grandom.next_seed(), np.int64)
-        if k == "random":  # gc.rand/randn in the step (the CPU runner draws them itself)
-            from graphc import random as grandom
-
+        if k == "random":  # a random fill in the step (the CPU runner draws them itself)
             shape = tuple(node.shape)
             if not sh.is_concrete(shape):  # the call's batch sizes, from its arguments
                 arrays = [a.numpy() if isinstance(a, Tensor) else np.asarray(a) for a in args]
                 shape = sh.evaluate_shape(shape, self.check_args(arrays))
-            draw = grandom.uniform if src.ref == "uniform" else grandom.normal
-            return draw(shape, 0.0, 1.0, node.dtype.np)
+            return src.ref(shape)  # a graphc.random.Draw
         if k == "hyper":
             group, key = src.ref
             v = dict.__getitem__(group, key) if isinstance(group, dict) else group[key]

@@ -289,12 +289,8 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             emit(f"    if v is None: v = EXE.source_value(EXE.input_nodes[{i}], args)")
             emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
         elif src.kind == "random":  # gc.rand/randn in the step: drawn for this call's sizes
-            from graphc import random as grandom
-
-            ns[f"RD{i}"] = grandom.uniform if src.ref == "uniform" else grandom.normal
-            ns[f"RT{i}"] = node.dtype.np
-            emit(f"    EXE.bind_input({slot}, RD{i}({_shape_src(node.shape, symvar)}, 0.0, 1.0, "
-                 f"RT{i}))")
+            ns[f"RD{i}"] = src.ref  # a graphc.random.Draw
+            emit(f"    EXE.bind_input({slot}, RD{i}({_shape_src(node.shape, symvar)}))")
         else:  # anything else: the generic path
             emit(f"    v = EXE.source_value(EXE.input_nodes[{i}], args)")
             emit(f"    if v is not C[{slot}]: EXE.bind_input({slot}, v)")
