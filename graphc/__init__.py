@@ -52,6 +52,11 @@ _CORE_NAMES = frozenset({
     "min", "amax", "amin", "lerp", "broadcast_shapes", "broadcast_tensors", "randint",
     "randint_like", "randperm", "memory_format", "contiguous_format", "preserve_format",
     "channels_last",
+    "diff", "rot90", "cross", "trapezoid", "trapz", "cumulative_trapezoid", "nansum",
+    "nanmean", "tensordot", "inner", "vdot", "addr", "addbmm", "renorm", "atleast_1d",
+    "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack",
+    "take", "diagflat", "vander", "block_diag", "cartesian_prod", "cdist", "cov", "corrcoef",
+    "narrow_copy",
 })
 _ELSEWHERE = {
     "compile": "api", "CompiledFunction": "api",

@@ -16,6 +16,39 @@ import numpy as np
 from . import random as _random
 from ._tensor import device, device_of
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .composite_ops import (  # PyTorch's composites: gc.diff, gc.cov, gc.cdist, ...
+    addbmm,
+    addr,
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
+    block_diag,
+    cartesian_prod,
+    cdist,
+    column_stack,
+    corrcoef,
+    cov,
+    cross,
+    cumulative_trapezoid,
+    diagflat,
+    diff,
+    dstack,
+    hstack,
+    inner,
+    nanmean,
+    nansum,
+    narrow_copy,
+    renorm,
+    rot90,
+    row_stack,
+    take,
+    tensordot,
+    trapezoid,
+    trapz,
+    vander,
+    vdot,
+    vstack,
+)
 from .index_ops import (  # indexing, scatter/gather and sorting: gc.sort, gc.topk, ...
     argsort,
     argwhere,
@@ -507,6 +540,11 @@ __all__ = [
     "min", "amax", "amin", "lerp", "broadcast_shapes", "broadcast_tensors", "randint",
     "randint_like", "randperm", "memory_format", "contiguous_format", "preserve_format",
     "channels_last",
+    "diff", "rot90", "cross", "trapezoid", "trapz", "cumulative_trapezoid", "nansum",
+    "nanmean", "tensordot", "inner", "vdot", "addr", "addbmm", "renorm", "atleast_1d",
+    "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack",
+    "take", "diagflat", "vander", "block_diag", "cartesian_prod", "cdist", "cov", "corrcoef",
+    "narrow_copy",
 ]
 
 

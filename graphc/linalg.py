@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .composite_ops import linalg_cross as cross
 from .reduce_ops import vector_norm
 
-__all__ = ["vector_norm"]
+__all__ = ["cross", "vector_norm"]
