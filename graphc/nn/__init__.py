@@ -9,6 +9,7 @@ from .layers2d import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
     AdaptiveMaxPool2d,
+    AlphaDropout,
     AvgPool1d,
     AvgPool2d,
     BatchNorm1d,
@@ -18,7 +19,11 @@ from .layers2d import (
     ConvTranspose1d,
     ConvTranspose2d,
     Dropout,
+    Dropout1d,
+    Dropout2d,
+    Dropout3d,
     Embedding,
+    FeatureAlphaDropout,
     LayerNorm,
     MaxPool1d,
     MaxPool2d,
@@ -91,7 +96,8 @@ __all__ = [
     "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
     "PixelShuffle", "PixelUnshuffle", "ConstantPad1d", "ConstantPad2d", "ZeroPad1d",
     "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
-    "PReLU", "CosineSimilarity",
+    "PReLU", "CosineSimilarity", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+    "FeatureAlphaDropout",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

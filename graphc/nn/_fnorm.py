@@ -120,9 +120,10 @@ def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = F
     if not training or p == 0.0:
         return x
     if p == 1.0:
-        return x * 0.0
+        return x._assign(x * 0.0) if inplace else x * 0.0
     keep = T.rand_like(x) < (1.0 - p)
-    return x * keep.to(x.dtype) * (1.0 / (1.0 - p))
+    out = x * keep.to(x.dtype) * (1.0 / (1.0 - p))
+    return x._assign(out) if inplace else out
 
 
 def embedding(input: Any, weight: Tensor, padding_idx: int | None = None,

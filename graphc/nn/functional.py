@@ -109,6 +109,14 @@ from ._fconv import (  # noqa: E402
     max_pool2d,
     upsample,
 )
+from ._fdropout import (  # noqa: E402
+    alpha_dropout,
+    dropout1d,
+    dropout2d,
+    dropout3d,
+    feature_alpha_dropout,
+    gumbel_softmax,
+)
 from ._ffold import fold, pixel_shuffle, pixel_unshuffle, unfold  # noqa: E402
 from ._floss import (  # noqa: E402
     _reduce,
@@ -221,7 +229,8 @@ __all__ = [
     "conv2d", "max_pool2d", "avg_pool2d", "conv1d", "conv_transpose1d", "conv_transpose2d",
     "avg_pool1d", "max_pool1d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
     "adaptive_max_pool2d", "interpolate", "upsample",
-    "batch_norm", "layer_norm", "dropout", "embedding",
+    "batch_norm", "layer_norm", "dropout", "embedding", "dropout1d", "dropout2d", "dropout3d",
+    "alpha_dropout", "feature_alpha_dropout", "gumbel_softmax",
     "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "smooth_l1_loss",
     "binary_cross_entropy", "kl_div", "huber_loss", "cosine_embedding_loss",
     "margin_ranking_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",

@@ -381,10 +381,55 @@ class Dropout(Module):
         self.inplace = inplace
 
     def forward(self, x: Any) -> Tensor:
-        return F.dropout(x, self.p, self.training)
+        return self._fn(x, self.p, self.training, self.inplace)
+
+    @staticmethod
+    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
+        return F.dropout(x, p, training, inplace)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(Dropout):
+    """Zeroes whole channels of ``(N, C, L)`` / ``(C, L)`` with probability ``p``."""
+
+    @staticmethod
+    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
+        return F.dropout1d(x, p, training, inplace)
+
+
+class Dropout2d(Dropout):
+    """Zeroes whole channels of ``(N, C, H, W)`` with probability ``p``."""
+
+    @staticmethod
+    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
+        return F.dropout2d(x, p, training, inplace)
+
+
+class Dropout3d(Dropout):
+    """Zeroes whole channels of ``(N, C, D, H, W)`` / ``(C, D, H, W)`` with probability
+    ``p``."""
+
+    @staticmethod
+    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
+        return F.dropout3d(x, p, training, inplace)
+
+
+class AlphaDropout(Dropout):
+    """Alpha dropout for SELU networks (keeps the mean and variance)."""
+
+    @staticmethod
+    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
+        return F.alpha_dropout(x, p, training, inplace)
+
+
+class FeatureAlphaDropout(Dropout):
+    """Alpha dropout of whole channels."""
+
+    @staticmethod
+    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
+        return F.feature_alpha_dropout(x, p, training, inplace)
 
 
 class LayerNorm(Module):
