@@ -241,6 +241,9 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,  
     with replacement a binary search of a double uniform in the normalised cumulative sum,
     one uniform per sample. Eager only: the result's values choose indices, so a compiled
     step would need a sort per call (raises there)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"multinomial(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
     if _traced(input):
         raise NotImplementedError(
             "multinomial inside a compiled step: sample outside the step and pass the "
