@@ -930,12 +930,26 @@ def _install() -> None:
 
     for name, fn in RANDOM_METHODS.items():  # uniform_, bernoulli_, multinomial, ...
         setattr(T, name, fn)
+    T.float_power_ = _float_power_inplace(T.float_power_)
     from .aliases import ALIASES
 
     for alias, name in ALIASES.items():  # ``x.arccos()`` is ``x.acos()``, in place too
         setattr(T, alias, getattr(T, name))
         if hasattr(T, name + "_"):
             setattr(T, alias + "_", getattr(T, name + "_"))
+
+
+def _float_power_inplace(table_form: Any) -> Any:
+    """``Tensor.float_power_``: its result is float64, which PyTorch writes only into a
+    float64 tensor (a float32 one raises rather than rounding the result back)."""
+    def float_power_(self: Tensor, exponent: Any) -> Tensor:
+        if self.dtype is not dt.float64:
+            raise RuntimeError(f"the base given to float_power_ has dtype "
+                               f"{_TORCH_NAME.get(self.dtype.name, self.dtype.name)} but the "
+                               f"operation's result requires dtype Double")
+        return table_form(self, exponent)
+
+    return float_power_
 
 
 def _is_nonzero(self: Tensor) -> bool:

@@ -161,6 +161,8 @@ for _op in ("neg", "exp", "abs", "sign", "tanh", "sigmoid", "relu", "erf", "silu
 for _op in ("log", "sqrt"):
     CASES[_op] = _unary(_op, "pos")
 CASES["not"] = _unary("not", "bool")
+# logit without eps is defined on (0, 1): inputs mapped there by a sigmoid
+CASES["logodds"] = Case(lambda x: P("logodds", x.sigmoid()), [Spec(("B", 3, 4))])
 # every other elementwise primitive of the op table: a case from its declared domain
 _KIND = {"real": "f", "pos": "pos", "unit": "unit", "ge1": "ge1", "bool": "bool"}
 for _d in ELEMENTWISE:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ._ewlib import _binary, _c, _unary
 from .opdef import OpDef
+from .special import SPECIAL
 
 _API = ("Tensor", "gc")
 
@@ -88,4 +89,7 @@ MATH: tuple[OpDef, ...] = (
     # float32); tested with its two operands in tests/test_mathops.py
     _binary("atan2", float_only=True, api=_API, ref=np.arctan2, vjp=_atan2_vjp,
             lower=lambda e, y, x: e.math("atan2", y, x), extra={"own_tests": True}),
+    # the special functions (erfc, erfinv, lgamma, digamma, i0, sinc, logit, ...):
+    # graphc/ir/special.py
+    *SPECIAL,
 )
