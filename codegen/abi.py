@@ -14,6 +14,8 @@ from typing import Any
 
 import sympy
 
+from graphc.ir import shapes as sh
+
 TABLE_FIXED = 4  # syms, scratch, scratch_info, err
 ERR_WORDS = 4
 ERR_OK, ERR_INDEX, ERR_SCRATCH = 0, 1, 2
@@ -45,4 +47,4 @@ def _align_sym(x: sympy.Expr) -> Any:
     if all(c.is_Integer and int(c) % ALIGN == 0 and (k == 1 or k.is_integer)
            for k, c in terms.items()):
         return x
-    return sympy.floor((x + ALIGN - 1) / ALIGN, evaluate=False) * ALIGN
+    return sh.round_up(x, ALIGN)  # built without sympy's Add (see shapes.plus)

@@ -259,7 +259,7 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
     if n.op == "conv2d_weight_grad":
         per_image = align(p.grid_elems * it)
         if not wgrad_by_channels(p):
-            return align(sh.dim(n.inputs[0].shape[0] * per_image)) + ALIGN
+            return sh.plus(align(sh.dim(n.inputs[0].shape[0] * per_image)), ALIGN)
         # per thread part: one image's grid and transposed dY, and its tiles' accumulators
         return 2 * sum(_wgrad_channel_part(p, wide, it)) * it + ALIGN
     wg = winograd(n, wide)

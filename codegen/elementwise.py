@@ -29,6 +29,7 @@ from .llvm_util import (
     fconst,
     i64,
     reg_type,
+    size_fraction,
 )
 from .views import contiguous_strides
 
@@ -58,7 +59,7 @@ def _const_value(k: Emitter, n: Node) -> ir.Value:
     v = n.attrs["value"]
     t = reg_type(n.dtype)
     if isinstance(v, sympy.Basic):
-        num, den = sympy.fraction(sympy.together(v))
+        num, den = size_fraction(v)
         if n.dtype.is_float:
             x = k.b.sitofp(k.sym(num), t)
             return x if den == 1 else k.b.fdiv(x, k.b.sitofp(k.sym(den), t))

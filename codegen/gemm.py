@@ -124,24 +124,27 @@ def workspace_bytes(m: Any, n: Any, k: Any, tile: Tile, itemsize: int) -> Any:
     ``l2_budget`` elements plus one panel, see ``_nc_block``), or the packed A^T (all of K,
     at most ``swap_max_bytes``) of the swapped order, whichever is larger; 128 bytes for
     aligning the panels."""
+    # symbolic parts are built unevaluated and summed by ``shapes.plus``: sympy's
+    # simplification of these costs more than the whole plan, and its first ``Add`` of a
+    # process imports sympy.tensor (see shapes.plus)
     kcm = tile.kc(itemsize)
-    kc = sympy.Min(kcm, k) if not isinstance(k, int) else min(kcm, k)
-    mp = sympy.ceiling(sympy.sympify(m) / tile.mr) * tile.mr
-    np_ = sympy.ceiling(sympy.sympify(n) / tile.nr) * tile.nr
+    kc = sympy.Min(kcm, k, evaluate=False) if not isinstance(k, int) else min(kcm, k)
+    mp = sh.ceil_mul(m, tile.mr)
+    np_ = sh.ceil_mul(n, tile.nr)
     if isinstance(n, int) and isinstance(k, int):
         bpart: Any = min(int(np_) * kc, tile.l2_budget(itemsize) + tile.nr * kc)
     else:
-        bpart = sympy.Min(np_ * kc, tile.l2_budget(itemsize) + tile.nr * kc, evaluate=False)
-    plain = (mp * kc + bpart) * itemsize
+        bpart = sympy.Min(np_ * kc, sh.plus(tile.l2_budget(itemsize), sh.scale(kc, tile.nr)),
+                          evaluate=False)
+    plain = sh.scale(sh.plus(mp * kc, bpart), itemsize)
     if tile.mr > tile.vw:  # no swapped order for this tile (see gemm_function)
-        return sh.dim(plain + 128)
+        return sh.plus(plain, 128)
     swap_max = tile.swap_max_bytes()
-    swapped = sympy.ceiling(sympy.sympify(m) / tile.nr) * tile.nr * k * itemsize
-    if swapped.is_number and sympy.sympify(plain).is_number:
-        return sh.dim(max(int(plain), min(int(swapped), swap_max)) + 128)
-    # unevaluated: sympy's simplification of these costs more than the whole plan
+    swapped = sh.ceil_mul(m, tile.nr) * k * itemsize
+    if isinstance(swapped, int) and isinstance(plain, int):
+        return max(plain, min(swapped, swap_max)) + 128
     swapped = sympy.Min(swapped, swap_max, evaluate=False)
-    return sh.dim(sympy.Max(plain, swapped, evaluate=False) + 128)
+    return sh.plus(sympy.Max(plain, swapped, evaluate=False), 128)
 
 
 def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:

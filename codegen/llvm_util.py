@@ -14,6 +14,7 @@ import sympy
 from llvmlite import ir
 
 from graphc.ir import dtypes as dt
+from graphc.ir import shapes as sh
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -118,6 +119,38 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
     b.position_at_end(done)
 
 
+def size_fraction(e: sympy.Expr) -> tuple[Any, Any]:
+    """``(numerator, denominator)`` of a floor's or ceiling's argument: a sum of monomials
+    with rational coefficients without sympy's symbolic arithmetic (``shapes.plus``), any
+    other expression through ``together``."""
+    if _rational_poly(e):
+        return sh.numerator_denominator(e)
+    return sympy.fraction(sympy.together(e))
+
+
+def _integer_valued(m: sympy.Expr) -> bool:
+    """A product of symbols (positive integer powers), floors, ceilings, Min/Max and Mod
+    terms: an integer for every value of the (integer) size symbols."""
+    if m.is_Symbol or isinstance(m, (sympy.floor, sympy.ceiling, sympy.Min, sympy.Max,
+                                     sympy.Mod)):
+        return True
+    if m.is_Pow:
+        return m.exp.is_Integer and int(m.exp) > 0 and _integer_valued(m.base)
+    return m.is_Mul and all(_integer_valued(a) for a in m.args)
+
+
+def _rational_poly(e: sympy.Expr) -> bool:
+    """Whether ``e`` is a sum of rational multiples of integer-valued terms (what sizes,
+    offsets and their floors are made of)."""
+    for t in (e.args if e.is_Add else (e,)):
+        if t.is_Rational:
+            continue
+        c, m = t.as_coeff_Mul()
+        if not (c.is_Rational and _integer_valued(m)):
+            return False
+    return True
+
+
 class SymEmitter:
     """Emits sympy integer expressions as i64 values, caching per function."""
 
@@ -165,10 +198,10 @@ class SymEmitter:
                 out = b.mul(out, base)
             return out
         if isinstance(e, sympy.floor):
-            num, den = sympy.fraction(sympy.together(e.args[0]))
+            num, den = size_fraction(e.args[0])
             return self.floordiv(self(num), self(den))
         if isinstance(e, sympy.ceiling):
-            num, den = sympy.fraction(sympy.together(e.args[0]))
+            num, den = size_fraction(e.args[0])
             n, d = self(num), self(den)
             return b.sub(i64(0), self.floordiv(b.sub(i64(0), n), d))
         if isinstance(e, sympy.Mod):

@@ -52,13 +52,13 @@ def scan_layout(n: Node, body_plan: Any) -> dict[str, Any]:
     carries_a, carries_b, spare = [], [], []
     for p in body.inputs[:k]:
         carries_a.append(off)
-        off = sh.dim(off + align(_slice_bytes(p.shape, p.dtype)))
+        off = sh.plus(off, align(_slice_bytes(p.shape, p.dtype)))
     for p in body.inputs[:k]:
         carries_b.append(off)
-        off = sh.dim(off + align(_slice_bytes(p.shape, p.dtype)))
+        off = sh.plus(off, align(_slice_bytes(p.shape, p.dtype)))
     for o in body.outputs[k:]:
         spare.append(off)
-        off = sh.dim(off + align(_slice_bytes(o.shape, o.dtype)))
+        off = sh.plus(off, align(_slice_bytes(o.shape, o.dtype)))
     return {"a": carries_a, "b": carries_b, "spare": spare, "size": off}
 
 

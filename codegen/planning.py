@@ -205,7 +205,7 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
             needs.append(need)
     work = _max_of(needs)
     p.work_offset = off
-    p.scratch_bytes = sh.dim(off + align(work))
+    p.scratch_bytes = sh.plus(off, align(work))
     p.input_index = {n.id: i for i, n in enumerate(g.inputs)}
     k = 0
     for n in order:
@@ -545,10 +545,10 @@ def _assign_offsets(p: Plan, mat: set[int], roots: set[int]) -> Any:
             o, sz = free[pick].popleft()[1], pick
         else:
             o, sz = top, need
-            top = sh.dim(top + need)
+            top = sh.plus(top, need)
         p.offsets[n.id] = o
         heapq.heappush(live, (last[n.id], seq, o, sz))
         seq += 1
-    p.no_reuse_bytes = sh.dim(sum((align(nbytes(n)) for n in p.materialized
-                                   if n.id not in p.virtual), 0))
+    p.no_reuse_bytes = sh.plus(*(align(nbytes(n)) for n in p.materialized
+                                 if n.id not in p.virtual))
     return top

@@ -9,10 +9,12 @@ serves eager execution with concrete ints and tracing with symbols.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 
 import sympy
+from sympy.core.add import _addsort
 
 Dim = int | sympy.Expr
 Shape = tuple[Dim, ...]
@@ -105,6 +107,108 @@ def sub(a: Dim, b: Dim) -> Dim:
     if a is b or a == b:
         return 0
     return dim(a - b)
+
+
+# -- sums without sympy's Add ---------------------------------------------------------------
+# The first evaluated ``Add`` of a process imports sympy.tensor and sympy.combinatorics
+# (``Add.flatten`` checks for tensor expressions): 0.07-0.13 s, a fifth of a small step's cold
+# compile, paid by every process that plans a step with symbolic sizes. The planner's sizes
+# (buffer offsets, the arena, GEMM workspaces) are sums of monomials with rational
+# coefficients, so they are built here directly in the form sympy's evaluation would give
+# (terms merged by monomial, sorted by sympy's own ``_addsort``, the number first): equal,
+# and hashed the same, as the evaluated sum (``tests/test_shapes.py``).
+def _terms(d: object) -> tuple[sympy.Number, dict[sympy.Expr, sympy.Number]]:
+    """``d`` as a number plus ``{monomial: coefficient}``."""
+    if type(d) is int:
+        return sympy.Integer(d), {}
+    e = sympy.sympify(d)
+    if e.is_Number:
+        return e, {}
+    const: sympy.Number = sympy.Integer(0)
+    terms: dict[sympy.Expr, sympy.Number] = {}
+    for t in (e.args if e.is_Add else (e,)):
+        if t.is_Number:
+            const += t
+            continue
+        c, m = t.as_coeff_Mul()
+        terms[m] = terms.get(m, sympy.Integer(0)) + c
+    return const, terms
+
+
+def _sum_of(const: sympy.Number, terms: dict[sympy.Expr, sympy.Number]) -> Dim:
+    args = []
+    for m, c in terms.items():
+        if c == 0:
+            continue
+        if c == 1:
+            args.append(m)
+        else:
+            args.append(sympy.Mul._from_args((c, *m.args) if m.is_Mul else (c, m)))
+    _addsort(args)
+    if const != 0:
+        args.insert(0, const)
+    if not args:
+        return 0
+    if len(args) == 1:
+        return dim(args[0]) if args[0].is_Number else args[0]
+    return sympy.Add._from_args(args)
+
+
+def plus(*ds: object) -> Dim:
+    """``sum(ds)`` of ints and symbolic sizes, in sympy's canonical form, without ``Add``."""
+    if all(type(d) is int for d in ds):
+        return sum(ds)  # type: ignore[arg-type]
+    const: sympy.Number = sympy.Integer(0)
+    terms: dict[sympy.Expr, sympy.Number] = {}
+    for d in ds:
+        c, ts = _terms(d)
+        const += c
+        for m, k in ts.items():
+            terms[m] = terms.get(m, sympy.Integer(0)) + k
+    return _sum_of(const, terms)
+
+
+def scale(d: object, c: int | sympy.Rational) -> Dim:
+    """``d * c`` for a number ``c``, distributed over ``d``'s terms, without ``Add``."""
+    if type(d) is int and type(c) is int:
+        return d * c
+    k = sympy.Rational(c)
+    const, terms = _terms(d)
+    return _sum_of(const * k, {m: v * k for m, v in terms.items()})
+
+
+def round_up(d: object, a: int) -> Dim:
+    """``d`` rounded up to a multiple of ``a``: ``a * floor((d + a - 1) / a)``, left
+    unevaluated (the code generator emits it as an integer division)."""
+    if type(d) is int:
+        return (d + a - 1) // a * a
+    inner = plus(scale(d, sympy.Rational(1, a)), sympy.Rational(a - 1, a))
+    if type(inner) is int or getattr(inner, "is_Number", False):
+        return int(sympy.floor(inner)) * a
+    return sympy.Mul._from_args((sympy.Integer(a), sympy.floor(inner, evaluate=False)))
+
+
+def ceil_mul(d: object, a: int) -> Dim:
+    """``ceil(d / a) * a``, left unevaluated for a symbolic ``d``."""
+    if type(d) is int:
+        return -(-d // a) * a
+    e = sympy.sympify(d)
+    if e.is_Integer:
+        return -(-int(e) // a) * a
+    return sympy.Mul._from_args((sympy.Integer(a),
+                                 sympy.ceiling(scale(e, sympy.Rational(1, a)),
+                                               evaluate=False)))
+
+
+def numerator_denominator(e: sympy.Expr) -> tuple[Dim, int]:
+    """``(n, q)`` with ``e == n / q``, ``n`` a sum with integer coefficients, for a sum of
+    monomials with rational coefficients (what ``floor``/``ceiling`` hold here), without
+    ``together``'s symbolic arithmetic."""
+    const, terms = _terms(e)
+    q = 1
+    for c in (const, *terms.values()):
+        q = q * int(c.q) // math.gcd(q, int(c.q))
+    return _sum_of(const * q, {m: v * q for m, v in terms.items()}), q
 
 
 def same_shape(a: Sequence[Dim], b: Sequence[Dim]) -> bool:

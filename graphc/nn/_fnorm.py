@@ -89,7 +89,7 @@ def batch_norm(input: Any, running_mean: Tensor | None, running_var: Tensor | No
             with no_grad():
                 m = momentum if isinstance(momentum, Tensor) else float(momentum)
                 rm, rv = running_mean, running_var
-                unbiased = ssq.detach().reshape(-1) / _scalar(sh.dim(n - 1), x)
+                unbiased = ssq.detach().reshape(-1) / _scalar(sh.plus(n, -1), x)
                 rm._assign(rm * (1.0 - m) + mean.detach().reshape(-1) * m)
                 rv._assign(rv * (1.0 - m) + unbiased * m)
     else:
