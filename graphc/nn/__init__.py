@@ -2,8 +2,23 @@
 
 from . import activation as _activation
 from . import functional, init, utils
+from ._frrelu import RReLU
 from .activation import GELU, Hardswish, ReLU, SiLU
 from .containers import ModuleDict, ParameterDict, ParameterList
+from .extra import (
+    AdaptiveMaxPool1d,
+    ChannelShuffle,
+    Fold,
+    LocalResponseNorm,
+    LPPool1d,
+    LPPool2d,
+    MultiLabelMarginLoss,
+    MultiMarginLoss,
+    PairwiseDistance,
+    Softmax2d,
+    TripletMarginWithDistanceLoss,
+    Unfold,
+)
 from .layers import Flatten, Identity, Linear, ModuleList, Sequential, Sigmoid, Tanh
 from .layers2d import (
     AdaptiveAvgPool1d,
@@ -98,6 +113,10 @@ __all__ = [
     "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
     "PReLU", "CosineSimilarity", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
     "FeatureAlphaDropout",
+    "Softmax2d", "ChannelShuffle", "LocalResponseNorm", "Fold", "Unfold", "AdaptiveMaxPool1d",
+    "LPPool1d", "LPPool2d", "PairwiseDistance", "MultiMarginLoss", "MultiLabelMarginLoss",
+    "TripletMarginWithDistanceLoss",
+    "RReLU",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

@@ -117,6 +117,17 @@ from ._fdropout import (  # noqa: E402
     feature_alpha_dropout,
     gumbel_softmax,
 )
+from ._fextra import (  # noqa: E402
+    adaptive_max_pool1d,
+    channel_shuffle,
+    local_response_norm,
+    lp_pool1d,
+    lp_pool2d,
+    multi_margin_loss,
+    multilabel_margin_loss,
+    pdist,
+    triplet_margin_with_distance_loss,
+)
 from ._ffold import fold, pixel_shuffle, pixel_unshuffle, unfold  # noqa: E402
 from ._floss import (  # noqa: E402
     _reduce,
@@ -150,6 +161,7 @@ from ._fnorm import (  # noqa: E402
     layer_norm,
     rms_norm,
 )
+from ._frrelu import rrelu, rrelu_  # noqa: E402
 
 
 def _pad_index(size: int, lo: int, hi: int, mode: str) -> np.ndarray:
@@ -239,6 +251,10 @@ __all__ = [
     "log_sigmoid", "pad",
     "scaled_dot_product_attention", "bilinear", "group_norm", "instance_norm", "rms_norm",
     "one_hot",
+    "rrelu", "rrelu_",
+    "channel_shuffle", "local_response_norm", "pdist", "multi_margin_loss",
+    "multilabel_margin_loss", "triplet_margin_with_distance_loss", "adaptive_max_pool1d",
+    "lp_pool1d", "lp_pool2d",
 ]
 
 
