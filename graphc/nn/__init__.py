@@ -2,6 +2,7 @@
 
 from . import activation as _activation
 from . import functional, init, utils
+from ._fembed import EmbeddingBag
 from ._frrelu import RReLU
 from .activation import GELU, Hardswish, ReLU, SiLU
 from .containers import ModuleDict, ParameterDict, ParameterList
@@ -93,6 +94,7 @@ from .transformer import (
     TransformerEncoderLayer,
     Unflatten,
 )
+from .transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
 
 __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Tanh", "Sigmoid", "Flatten", "Identity",
@@ -117,6 +119,7 @@ __all__ = [
     "LPPool1d", "LPPool2d", "PairwiseDistance", "MultiMarginLoss", "MultiLabelMarginLoss",
     "TripletMarginWithDistanceLoss",
     "RReLU",
+    "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "EmbeddingBag",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

@@ -117,6 +117,7 @@ from ._fdropout import (  # noqa: E402
     feature_alpha_dropout,
     gumbel_softmax,
 )
+from ._fembed import embedding_bag  # noqa: E402
 from ._fextra import (  # noqa: E402
     adaptive_max_pool1d,
     channel_shuffle,
@@ -129,6 +130,7 @@ from ._fextra import (  # noqa: E402
     triplet_margin_with_distance_loss,
 )
 from ._ffold import fold, pixel_shuffle, pixel_unshuffle, unfold  # noqa: E402
+from ._fgrid import affine_grid, grid_sample  # noqa: E402
 from ._floss import (  # noqa: E402
     _reduce,
     _reduction,
@@ -255,6 +257,7 @@ __all__ = [
     "channel_shuffle", "local_response_norm", "pdist", "multi_margin_loss",
     "multilabel_margin_loss", "triplet_margin_with_distance_loss", "adaptive_max_pool1d",
     "lp_pool1d", "lp_pool2d",
+    "affine_grid", "grid_sample", "embedding_bag",
 ]
 
 
