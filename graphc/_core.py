@@ -242,28 +242,36 @@ def ones_like(t: Tensor, dtype: Any = None, device: Any = None) -> Tensor:
     return ones(t.shape, dtype=dtype or t.dtype)
 
 
-def rand(*size: Any, dtype: Any = None, device: Any = None,
+def rand(*size: Any, generator: Any = None, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
+    """``torch.rand``: uniform values in ``[0, 1)``, PyTorch's stream (``generator``: a
+    ``gc.Generator``'s instead of the global one)."""
     if device is not None:
         device_of(device, "rand")
     d = _dtype(dtype)
-    traced = _traced_random(_random.Draw("uniform", _random.uniform, (0.0, 1.0), d.np),
-                            _shape(size), d, requires_grad, "rand")
+    _stream(generator)
+    traced = _traced_random(_random.Draw("uniform", _random.uniform, (0.0, 1.0), d.np,
+                                         generator), _shape(size), d, requires_grad, "rand")
     if traced is not None:
         return traced
-    return Tensor._from_array(_random.uniform(_shape(size), 0.0, 1.0, d.np), requires_grad)
+    return Tensor._from_array(_random.uniform(_shape(size), 0.0, 1.0, d.np, generator),
+                              requires_grad)
 
 
-def randn(*size: Any, dtype: Any = None, device: Any = None,
+def randn(*size: Any, generator: Any = None, dtype: Any = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
+    """``torch.randn``: standard normal values with PyTorch's CPU algorithm and stream
+    (``generator``: a ``gc.Generator``'s instead of the global one)."""
     if device is not None:
         device_of(device, "randn")
     d = _dtype(dtype)
-    traced = _traced_random(_random.Draw("normal", _random.normal, (0.0, 1.0), d.np),
-                            _shape(size), d, requires_grad, "randn")
+    _stream(generator)
+    traced = _traced_random(_random.Draw("normal", _random.normal, (0.0, 1.0), d.np,
+                                         generator), _shape(size), d, requires_grad, "randn")
     if traced is not None:
         return traced
-    return Tensor._from_array(_random.normal(_shape(size), 0.0, 1.0, d.np), requires_grad)
+    return Tensor._from_array(_random.normal(_shape(size), 0.0, 1.0, d.np, generator),
+                              requires_grad)
 
 
 def rand_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa: A002

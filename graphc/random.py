@@ -40,12 +40,24 @@ def next_seeds(k: int) -> np.ndarray:
     return ((w[:, 0] << 31) ^ w[:, 1]) & ((1 << 63) - 1)
 
 
-def _words(n: int, rs: np.random.RandomState | None = None) -> np.ndarray:
-    return (rs or _state["rs"]).randint(0, 2**32, size=n, dtype=np.uint32)
+def _words(n: int, rs: Stream = None) -> np.ndarray:
+    """``n`` 32-bit words of the stream ``rs``: None (the global generator), a
+    ``Generator``, or a numpy ``RandomState``."""
+    r = _state["rs"] if rs is None else rs._rs if isinstance(rs, Generator) else rs
+    return r.randint(0, 2**32, size=n, dtype=np.uint32)
+
+
+def _normal_cache(rs: Stream) -> dict:
+    """Where the stream keeps ``normal_distribution<double>``'s second Box-Muller sample
+    (as PyTorch's generators do): the global state, a ``Generator``'s own, or, for a bare
+    ``RandomState``, nowhere that outlives the call."""
+    if rs is None:
+        return _state
+    return rs._cache if isinstance(rs, Generator) else {"next_normal": None}
 
 
 def integers(shape: tuple[int, ...], low: int, high: int,
-             rs: np.random.RandomState | None = None) -> np.ndarray:
+             rs: Stream = None) -> np.ndarray:
     """``torch.randint``'s values (int64) with ATen's stream: ``low + word % (high - low)``,
     the word 32 bits from one draw, or 64 from two (the first the high half) when the range
     is 2**32 or more (``uniform_int_from_to_distribution``). ``rs``: a ``Generator``'s
@@ -60,7 +72,7 @@ def integers(shape: tuple[int, ...], low: int, high: int,
     return (v.astype(np.int64) + low).reshape(shape)
 
 
-def permutation(n: int, rs: np.random.RandomState | None = None) -> np.ndarray:
+def permutation(n: int, rs: Stream = None) -> np.ndarray:
     """``torch.randperm(n)`` with ATen's stream (``randperm_cpu``): for ``i`` from 0 to
     ``n - 2``, swap ``r[i]`` with ``r[i + word % (n - i)]``, one 32-bit word each."""
     r = np.arange(n, dtype=np.int64)
@@ -73,7 +85,7 @@ def permutation(n: int, rs: np.random.RandomState | None = None) -> np.ndarray:
     return r
 
 
-def _doubles(n: int, rs: np.random.RandomState | None = None) -> np.ndarray:
+def _doubles(n: int, rs: Stream = None) -> np.ndarray:
     """``n`` draws of ``uniform_real_distribution<double>(0, 1)``: 53 bits of one 64-bit
     word, itself two 32-bit draws (the first the high half)."""
     w = _words(2 * n, rs).reshape(n, 2).astype(np.uint64)
@@ -82,7 +94,7 @@ def _doubles(n: int, rs: np.random.RandomState | None = None) -> np.ndarray:
 
 
 def uniform(shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype = np.float32,
-            rs: np.random.RandomState | None = None) -> np.ndarray:
+            rs: Stream = None) -> np.ndarray:
     """``uniform_`` (``rand``) values with ATen's stream: one 64-bit word per float64, one
     32-bit word per float32. ``rs``: a ``Generator``'s stream instead of the global one."""
     n = int(np.prod(shape, dtype=np.int64))
@@ -96,8 +108,8 @@ def uniform(shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype = np.f
     return (u * span + np.float64(lo32)).astype(dtype).reshape(shape)
 
 
-def _u24(n: int) -> np.ndarray:
-    return ((_words(n) & 0xFFFFFF).astype(np.float64) * 2.0 ** -24).astype(np.float32)
+def _u24(n: int, rs: Stream = None) -> np.ndarray:
+    return ((_words(n, rs) & 0xFFFFFF).astype(np.float64) * 2.0 ** -24).astype(np.float32)
 
 
 def _fill16(d: np.ndarray, mean: float, std: float) -> None:
@@ -112,7 +124,7 @@ def _fill16(d: np.ndarray, mean: float, std: float) -> None:
 
 
 def normal(shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0,
-           dtype: np.dtype = np.float32) -> np.ndarray:
+           dtype: np.dtype = np.float32, rs: Stream = None) -> np.ndarray:
     """Normal samples with PyTorch's CPU algorithm and stream (``normal_``/``randn``).
 
     Tensors of 16 or more elements: all uniforms are drawn first, then transformed 16 at a
@@ -123,34 +135,36 @@ def normal(shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0,
     n = int(np.prod(shape, dtype=np.int64))
     dt = np.dtype(dtype)
     if n >= 16:
-        data = _u24(n).astype(dt) if dt == np.float32 else uniform((n,), 0.0, 1.0, np.float64)
+        data = (_u24(n, rs).astype(dt) if dt == np.float32
+                else uniform((n,), 0.0, 1.0, np.float64, rs))
         for i in range(0, n - 15, 16):
             _fill16(data[i:i + 16], mean, std)
         if n % 16:
-            tail = _u24(16).astype(dt) if dt == np.float32 else uniform((16,), 0.0, 1.0,
-                                                                         np.float64)
+            tail = (_u24(16, rs).astype(dt) if dt == np.float32
+                    else uniform((16,), 0.0, 1.0, np.float64, rs))
             data[n - 16:] = tail
             seg = data[n - 16:].copy()
             _fill16(seg, mean, std)
             data[n - 16:] = seg
         return data.reshape(shape)
-    return _normal_doubles(n, mean, std).astype(dt).reshape(shape)
+    return _normal_doubles(n, mean, std, rs).astype(dt).reshape(shape)
 
 
-def _normal_doubles(n: int, mean: float, std: float) -> np.ndarray:
+def _normal_doubles(n: int, mean: float, std: float, rs: Stream = None) -> np.ndarray:
     """``n`` draws of ``at::normal_distribution<double>``: Box-Muller on two double
     uniforms, the second sample cached in the generator for the next draw."""
     out = np.empty(n, np.float64)
+    cache = _normal_cache(rs)
     for i in range(n):
-        cached = _state["next_normal"]
+        cached = cache["next_normal"]
         if cached is not None:
-            _state["next_normal"] = None
+            cache["next_normal"] = None
             out[i] = cached * std + mean
             continue
-        u1, u2 = _doubles(2)
+        u1, u2 = _doubles(2, rs)
         r = np.sqrt(-2.0 * np.log1p(-u2))
         theta = 2.0 * np.pi * u1
-        _state["next_normal"] = r * np.sin(theta)
+        cache["next_normal"] = r * np.sin(theta)
         out[i] = r * np.cos(theta) * std + mean
     return out
 
@@ -158,14 +172,14 @@ def _normal_doubles(n: int, mean: float, std: float) -> np.ndarray:
 # -- the other fills of ``Tensor`` (ATen's CPU kernels: one distribution draw per element,
 # in element order, computed in double and cast to the tensor's dtype) --------------------
 def exponential(shape: tuple[int, ...], lambd: float, dtype: np.dtype = np.float32,
-                rs: np.random.RandomState | None = None) -> np.ndarray:
+                rs: Stream = None) -> np.ndarray:
     """``exponential_(lambd)``: ``-1 / lambd * log1p(-u)``, ``u`` a double uniform."""
     n = int(np.prod(shape, dtype=np.int64))
     return ((-1.0 / lambd) * np.log1p(-_doubles(n, rs))).astype(dtype).reshape(shape)
 
 
 def geometric(shape: tuple[int, ...], p: float, dtype: np.dtype = np.float32,
-              rs: np.random.RandomState | None = None) -> np.ndarray:
+              rs: Stream = None) -> np.ndarray:
     """``geometric_(p)``: ``ceil(log(u) / log1p(-p))``, ``u`` a double uniform."""
     n = int(np.prod(shape, dtype=np.int64))
     with np.errstate(divide="ignore"):
@@ -174,24 +188,24 @@ def geometric(shape: tuple[int, ...], p: float, dtype: np.dtype = np.float32,
 
 
 def cauchy(shape: tuple[int, ...], median: float, sigma: float, dtype: np.dtype = np.float32,
-           rs: np.random.RandomState | None = None) -> np.ndarray:
+           rs: Stream = None) -> np.ndarray:
     """``cauchy_(median, sigma)``: ``median + sigma * tan(pi (u - 0.5))``."""
     n = int(np.prod(shape, dtype=np.int64))
     v = median + sigma * np.tan(np.pi * (_doubles(n, rs) - 0.5))
     return v.astype(dtype).reshape(shape)
 
 
-def log_normal(shape: tuple[int, ...], mean: float, std: float, dtype: np.dtype = np.float32
-               ) -> np.ndarray:
+def log_normal(shape: tuple[int, ...], mean: float, std: float, dtype: np.dtype = np.float32,
+               rs: Stream = None) -> np.ndarray:
     """``log_normal_(mean, std)``: ``exp`` of ``normal_distribution<double>`` draws (the
     per-element Box-Muller, whatever the size; the global stream, which holds the cached
     second sample)."""
     n = int(np.prod(shape, dtype=np.int64))
-    return np.exp(_normal_doubles(n, mean, std)).astype(dtype).reshape(shape)
+    return np.exp(_normal_doubles(n, mean, std, rs)).astype(dtype).reshape(shape)
 
 
 def bernoulli(shape: tuple[int, ...], p: float, dtype: np.dtype = np.float32,
-              rs: np.random.RandomState | None = None) -> np.ndarray:
+              rs: Stream = None) -> np.ndarray:
     """``bernoulli_(p)`` with a number ``p``: ``u < p``, ``u`` a double uniform (ATen's
     portable kernel; PyTorch's builds with MKL use MKL's own stream on Intel CPUs)."""
     n = int(np.prod(shape, dtype=np.int64))
@@ -214,7 +228,7 @@ class Draw:
         self.dtype, self.generator = np.dtype(dtype), generator
 
     def __call__(self, shape: tuple[int, ...]) -> np.ndarray:
-        kw = {} if self.generator is None else {"rs": self.generator._rs}
+        kw = {} if self.generator is None else {"rs": self.generator}
         out = self.fn(tuple(shape), *self.args, dtype=self.dtype, **kw)  # type: ignore
         return np.ascontiguousarray(out, dtype=self.dtype)
 
@@ -246,6 +260,7 @@ class Generator:
         """Reset the stream to ``seed`` and return the generator (as PyTorch's does)."""
         self._seed = int(seed)
         self._rs = np.random.RandomState(self._seed & 0xFFFFFFFF)
+        self._cache: dict = {"next_normal": None}  # normal_distribution's second sample
         return self
 
     def initial_seed(self) -> int:
@@ -265,3 +280,7 @@ class Generator:
     def __repr__(self) -> str:
         return f"gc.Generator(initial_seed={self._seed})"
 
+
+# where draws come from (annotations only): the global generator (None), a ``Generator``,
+# or a bare numpy stream
+Stream = np.random.RandomState | Generator | None

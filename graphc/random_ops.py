@@ -28,13 +28,13 @@ _TORCH_NAME = {"int64": "Long", "int32": "Int", "bool": "Bool", "float32": "Floa
 
 
 def _rs(generator: Any) -> Any:
-    """The numpy stream behind ``generator`` (None: the global one)."""
+    """``generator`` checked: the stream the draws come from (None: the global one)."""
     if generator is None:
         return None
     if not isinstance(generator, _random.Generator):
         raise TypeError(f"generator: expected a graphc.Generator, got "
                         f"{type(generator).__name__}")
-    return generator._rs
+    return generator
 
 
 def _traced(self: Tensor) -> bool:
@@ -63,14 +63,6 @@ def _float_only(self: Tensor, kernel: str) -> None:
     raise NotImplementedError(f"\"{kernel}\" not implemented for '{name}'")
 
 
-def _global_only(name: str, generator: Any) -> None:
-    """Fills whose draws go through the normal distribution's cached second sample, which
-    this implementation keeps for the global stream only."""
-    if generator is not None:
-        raise NotImplementedError(f"Tensor.{name}(generator=...): this fill draws from the "
-                                  f"global stream (gc.manual_seed)")
-
-
 def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:
     """``torch.Tensor.uniform_``: values in ``[a, b)``."""
     _float_only(self, "check_uniform_bounds")
@@ -85,11 +77,10 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *,
             generator: Any = None) -> Tensor:
     """``torch.Tensor.normal_``: ATen's Box-Muller fill (16 at a time from 16 elements on,
     one double sample per element below)."""
-    _global_only("normal_", generator)
     _float_only(self, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return _fill(self, "normal", _random.normal, (float(mean), float(std)), None,
+    return _fill(self, "normal", _random.normal, (float(mean), float(std)), generator,
                  np.float64 if self.dtype is dt.float64 else np.float32)
 
 
@@ -113,11 +104,11 @@ def geometric_(self: Tensor, p: float, *, generator: Any = None) -> Tensor:
 def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *,
                 generator: Any = None) -> Tensor:
     """``torch.Tensor.log_normal_``: ``exp`` of normal draws."""
-    _global_only("log_normal_", generator)
     _float_only(self, "log_normal_cpu")
     if not std > 0.0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
-    return _fill(self, "log_normal", _random.log_normal, (float(mean), float(std)))
+    return _fill(self, "log_normal", _random.log_normal, (float(mean), float(std)),
+                 generator)
 
 
 def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *,
