@@ -57,6 +57,9 @@ _CORE_NAMES = frozenset({
     "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack",
     "take", "diagflat", "vander", "block_diag", "cartesian_prod", "cdist", "cov", "corrcoef",
     "narrow_copy",
+    "det", "logdet", "inverse", "slogdet",
+    "median", "nanmedian", "quantile", "nanquantile", "mode", "searchsorted", "bucketize",
+    "histc", "histogram", "bincount", "unique", "unique_consecutive",
 })
 _ELSEWHERE = {
     "compile": "api", "CompiledFunction": "api",
@@ -79,7 +82,7 @@ __all__ = [
     "CompiledFunction", "float32", "float64", "bfloat16", "int64", "int32", "bool", "nn",
     "optim", "where",
     "as_tensor", "matmul", "save", "load", "aot", "NonFiniteError", "DebugBoundsError",
-    "Generator", "autocast", "amp",
+    "Generator", "autocast", "amp", "special",
 ]
 
 

@@ -70,6 +70,8 @@ from .index_ops import (  # indexing, scatter/gather and sorting: gc.sort, gc.to
 )
 from .ir import dtypes as _dt
 from .ir.dtypes import DType
+from .linalg_ops import det, inverse, logdet  # gc.det, gc.logdet, gc.inverse (LU)
+from .linalg_ops import torch_slogdet as slogdet  # gc.slogdet: return_types.slogdet
 from .reduce_ops import (  # reductions and scans: gc.std, gc.prod, gc.cumsum, ...
     all,
     aminmax,
@@ -131,6 +133,20 @@ from .shape_ops import (  # shape and creation ops: gc.tril, gc.einsum, gc.eye, 
     triu_indices,
     unbind,
     unflatten,
+)
+from .stat_ops import (  # order statistics, searching, binning: gc.median, gc.quantile, ...
+    bincount,
+    bucketize,
+    histc,
+    histogram,
+    median,
+    mode,
+    nanmedian,
+    nanquantile,
+    quantile,
+    searchsorted,
+    unique,
+    unique_consecutive,
 )
 from .tensor import Tensor, to_array
 from .tensor_ops import as_tensor, where
@@ -553,6 +569,9 @@ __all__ = [
     "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack",
     "take", "diagflat", "vander", "block_diag", "cartesian_prod", "cdist", "cov", "corrcoef",
     "narrow_copy",
+    "det", "logdet", "inverse", "slogdet",
+    "median", "nanmedian", "quantile", "nanquantile", "mode", "searchsorted", "bucketize",
+    "histc", "histogram", "bincount", "unique", "unique_consecutive",
 ]
 
 

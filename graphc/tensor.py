@@ -9,12 +9,21 @@ the complete type, and none of the three has to import another one back.
 
 from __future__ import annotations
 
-from . import composite_ops, engine, index_ops, reduce_ops, shape_ops, tensor_ops
+from . import (
+    composite_ops,
+    engine,
+    index_ops,
+    linalg_ops,
+    reduce_ops,
+    shape_ops,
+    stat_ops,
+    tensor_ops,
+)
 from ._tensor import _EAGER, Tensor, _OutNode, _ScalarOutNode, builder, leaf_node, to_array
 from .tensor_ops import as_tensor
 
 # the op groups beyond the core set attach their methods after tensor_ops (which they use)
-for _group in (shape_ops, index_ops, reduce_ops, composite_ops):
+for _group in (shape_ops, index_ops, reduce_ops, composite_ops, stat_ops, linalg_ops):
     _group.install(Tensor)
 
 __all__ = ["Tensor", "builder", "to_array", "leaf_node", "as_tensor", "tensor_ops", "engine",

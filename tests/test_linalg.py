@@ -1,0 +1,327 @@
+"""``graphc.linalg`` (graphc/linalg_ops.py) against ``torch.linalg``: values and gradients
+eagerly (float32 and float64, batched, n = 1, 2, 3, 5, 8, well- and ill-conditioned matrices
+with tolerances scaled by the condition number) and compiled (one compile over two batch
+sizes, the batch dim symbolic), singular matrices, empty batches, and PyTorch's exception
+types and messages for bad arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from _op_parity import loss, np_of, outs
+from _torch import torch
+
+import graphc as gc
+from graphc import linalg, nn
+
+SIZES = (1, 2, 3, 5, 8)
+
+
+def _matrices(rng: np.random.Generator, batch: tuple, n: int, cond: float = 1.0) -> np.ndarray:
+    """Random matrices with singular values spread log-uniformly over [1/cond, 1] (cond 1:
+    plain Gaussian matrices)."""
+    a = rng.standard_normal((*batch, n, n))
+    if cond == 1.0:
+        return a
+    u, _, vt = np.linalg.svd(a)
+    s = np.geomspace(1.0, 1.0 / cond, n)
+    return (u * s[..., None, :]) @ vt
+
+
+def _m(a: Any) -> Any:
+    """The batch of matrices flattened to one batch dim."""
+    return a.reshape(-1, a.shape[-2], a.shape[-1])
+
+
+# (id, f(linalg module, top module, A)): A is (…, n, n), the same code runs in both frameworks
+SQUARE = [
+    ("det", lambda L, M, a: L.det(a)),
+    ("slogdet", lambda L, M, a: tuple(L.slogdet(a))),
+    ("inv", lambda L, M, a: L.inv(a)),
+    ("inv_ex", lambda L, M, a: L.inv_ex(a).inverse),
+    ("solve_vector", lambda L, M, a: L.solve(a, a[..., 0] + 1)),
+    ("solve_matrix", lambda L, M, a: L.solve(a, a.mT * 2 + 1)),
+    ("solve_left_false", lambda L, M, a: L.solve(a, a[..., :1, :] - 1, left=False)),
+    ("solve_broadcast_b", lambda L, M, a: L.solve(a, a[:1, ..., :1].abs())),
+    ("torch_det", lambda L, M, a: M.det(a) + a.det()),
+    ("torch_logdet", lambda L, M, a: (a @ a.mT).logdet() + M.logdet(a @ a.mT)),
+    ("torch_inverse", lambda L, M, a: M.inverse(a) - a.inverse()),
+    ("torch_slogdet", lambda L, M, a: tuple(M.slogdet(a)) + tuple(a.slogdet())),
+    ("matrix_power_0", lambda L, M, a: L.matrix_power(a, 0) * a),
+    ("matrix_power_1", lambda L, M, a: L.matrix_power(a, 1)),
+    ("matrix_power_5", lambda L, M, a: L.matrix_power(a, 5)),
+    ("matrix_power_6", lambda L, M, a: L.matrix_power(a, 6)),
+    ("matrix_power_neg2", lambda L, M, a: L.matrix_power(a, -2)),
+    ("matrix_norm_fro", lambda L, M, a: L.matrix_norm(a)),
+    ("matrix_norm_1", lambda L, M, a: L.matrix_norm(a, 1)),
+    ("matrix_norm_neg1_keepdim", lambda L, M, a: L.matrix_norm(a, -1, keepdim=True)),
+    ("matrix_norm_inf", lambda L, M, a: L.matrix_norm(a, float("inf"))),
+    ("matrix_norm_neginf_dims", lambda L, M, a: L.matrix_norm(a, -float("inf"), dim=(-1, 0))),
+    ("matrix_norm_inf_keepdim", lambda L, M, a: L.matrix_norm(a, float("inf"), (0, -1), True)),
+    ("norm_default", lambda L, M, a: L.norm(a)),
+    ("norm_dim1", lambda L, M, a: L.norm(a, 3, dim=-1)),
+    ("norm_matrix_dims", lambda L, M, a: L.norm(a, 1, dim=(-2, -1))),
+    ("norm_2d_ord", lambda L, M, a: L.norm(_m(a)[0], float("inf"))),
+    ("norm_1d_ord", lambda L, M, a: L.norm(_m(a)[0, 0], 1)),
+    ("norm_fro_str", lambda L, M, a: L.norm(_m(a)[0], "fro")),
+    ("vecdot", lambda L, M, a: L.vecdot(a, a.flip(-1))),
+    ("vecdot_dim", lambda L, M, a: L.vecdot(a, a[..., :1, :], dim=-2)),
+    ("matmul", lambda L, M, a: L.matmul(a, a)),
+    ("diagonal", lambda L, M, a: L.diagonal(a) + L.diagonal(a, offset=0, dim1=-1, dim2=-2)),
+    ("multi_dot_3", lambda L, M, a: L.multi_dot([_m(a)[0], _m(a)[1].mT, _m(a)[0, 0]])),
+    ("multi_dot_4", lambda L, M, a: L.multi_dot([_m(a)[0, 0], _m(a)[0], _m(a)[1],
+                                                         _m(a)[1] * 2])),
+]
+
+
+def _close(got: Any, want: Any, rtol: float, atol: float) -> None:
+    g, w = np_of(got), np_of(want)
+    assert g.shape == w.shape
+    assert str(g.dtype) == str(w.dtype)
+    np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+
+def _run(f: Any, a: np.ndarray, rtol: float, atol: float) -> None:
+    ta = torch.tensor(a, requires_grad=True)
+    ty = f(torch.linalg, torch, ta)
+    loss(ty).backward()
+    ga = gc.tensor(a, requires_grad=True)
+    gy = f(gc.linalg, gc, ga)
+    loss(gy).backward()
+    assert len(outs(gy)) == len(outs(ty))
+    for x, y in zip(outs(gy), outs(ty)):
+        _close(x, y, rtol, atol)
+    scale = float(np.abs(np_of(ta.grad)).max()) + 1.0
+    np.testing.assert_allclose(np_of(ga.grad), np_of(ta.grad), rtol=rtol, atol=atol * scale)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("case", SQUARE, ids=[c[0] for c in SQUARE])
+def test_eager_float64(case: Any, n: int) -> None:
+    """Batched float64 values and gradients, Gaussian matrices."""
+    f = case[1]
+    a = _matrices(np.random.default_rng(n), (2, 3), n)
+    cond = float(np.linalg.cond(a).max())
+    _run(f, a, 1e-9 * cond, 1e-9 * cond)
+
+
+@pytest.mark.parametrize("n", (2, 5))
+@pytest.mark.parametrize("case", SQUARE, ids=[c[0] for c in SQUARE])
+def test_eager_float32(case: Any, n: int) -> None:
+    """float32, well-conditioned (cond 10): float32 rounding differs from LAPACK's."""
+    f = case[1]
+    a = _matrices(np.random.default_rng(10 + n), (3,), n, cond=10.0).astype(np.float32)
+    _run(f, a, 2e-3, 2e-3)
+
+
+@pytest.mark.parametrize("cond", (1e3, 1e6))
+@pytest.mark.parametrize("name", ("det", "slogdet", "inv", "solve_matrix"))
+def test_ill_conditioned(name: str, cond: float) -> None:
+    """float64 with condition numbers 1e3 and 1e6: errors grow with the condition number, as
+    for any backward-stable elimination; tolerances scale with it."""
+    f = dict(SQUARE)[name]
+    a = _matrices(np.random.default_rng(3), (4,), 5, cond=cond)
+    _run(f, a, 1e-11 * cond * cond, 1e-11 * cond * cond)
+
+
+def test_pivoting_matters() -> None:
+    """A zero leading entry needs a row swap; the sign of det follows the permutation."""
+    a = np.array([[0.0, 2.0, 1.0], [1.0, 1.0, 0.0], [3.0, 0.0, 1.0]])
+    _run(dict(SQUARE)["det"], a, 1e-12, 1e-12)
+    _run(dict(SQUARE)["inv"], a, 1e-12, 1e-12)
+    _run(dict(SQUARE)["slogdet"], -a, 1e-12, 1e-12)
+
+
+# -- singular matrices and empty shapes -------------------------------------------------------
+SINGULAR = np.array([[[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]],
+                     [[0.0, 0.0, 0.0], [1.0, 2.0, 3.0], [4.0, 5.0, 6.0]],
+                     [[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]]])
+
+
+@pytest.mark.parametrize("dtype", (np.float32, np.float64))
+def test_singular_det_slogdet(dtype: Any) -> None:
+    a = SINGULAR.astype(dtype)
+    _close(linalg.det(gc.tensor(a)), torch.linalg.det(torch.tensor(a)), 1e-5, 1e-5)
+    for x, y in zip(linalg.slogdet(gc.tensor(a)), torch.linalg.slogdet(torch.tensor(a))):
+        _close(x, y, 1e-5, 1e-5)
+    _close(gc.logdet(gc.tensor(a[:2])), torch.logdet(torch.tensor(a[:2])), 0, 0)
+
+
+def test_singular_inv_and_solve_raise() -> None:
+    for fn, call in (("inv", lambda L, a: L.inv(a)),
+                     ("solve", lambda L, a: L.solve(a, a[..., 0])),
+                     ("inverse", lambda L, a: a.inverse())):
+        for a in (SINGULAR[0], SINGULAR):
+            with pytest.raises(RuntimeError) as want:
+                call(torch.linalg, torch.tensor(a))
+            with pytest.raises(linalg.LinAlgError) as got:
+                call(linalg, gc.tensor(a))
+            assert str(got.value) == str(want.value), fn
+    assert issubclass(linalg.LinAlgError, RuntimeError)
+
+
+def test_inv_ex_info() -> None:
+    a = SINGULAR[1:]
+    got, want = linalg.inv_ex(gc.tensor(a)), torch.linalg.inv_ex(torch.tensor(a))
+    assert got._fields == ("inverse", "info")
+    assert type(got).__name__ == type(want).__name__
+    _close(got.info, want.info, 0, 0)
+    _close(got.inverse[1], want.inverse[1], 1e-12, 1e-12)
+    with pytest.raises(linalg.LinAlgError, match="Batch element 0"):
+        linalg.inv_ex(gc.tensor(a), check_errors=True)
+
+
+def test_result_types() -> None:
+    a = np.eye(2)
+    assert type(gc.slogdet(gc.tensor(a))).__name__ == type(torch.slogdet(torch.tensor(a))).__name__
+    assert linalg.slogdet(gc.tensor(a))._fields == ("sign", "logabsdet")
+    assert type(linalg.slogdet(gc.tensor(a))).__name__ == "linalg_slogdet"
+
+
+@pytest.mark.parametrize("shape", ((0, 3, 3), (2, 0, 0), (0, 1, 1)))
+def test_empty(shape: tuple) -> None:
+    a = np.zeros(shape)
+    for f in (lambda L, M, a: L.det(a), lambda L, M, a: tuple(L.slogdet(a)),
+              lambda L, M, a: L.inv(a), lambda L, M, a: L.solve(a, a),
+              lambda L, M, a: L.matrix_norm(a, 1) if a.shape[-1] else L.matrix_norm(a)):
+        for x, y in zip(outs(f(linalg, gc, gc.tensor(a))), outs(f(torch.linalg, torch,
+                                                                  torch.tensor(a)))):
+            _close(x, y, 0, 0)
+
+
+def test_size_limit() -> None:
+    with pytest.raises(NotImplementedError, match="65.*unrolls"):
+        linalg.det(gc.zeros(65, 65))
+
+
+def test_unsupported_orders_name_themselves() -> None:
+    for o in ("nuc", 2, -2):
+        with pytest.raises(NotImplementedError, match=f"ord={o!r}"):
+            linalg.matrix_norm(gc.ones(3, 3), o)
+
+
+def test_integer_matrix_power() -> None:
+    a = np.arange(9).reshape(3, 3) - 4
+    _close(linalg.matrix_power(gc.tensor(a), 3), torch.linalg.matrix_power(torch.tensor(a), 3),
+           0, 0)
+    _close(linalg.multi_dot([gc.tensor(a), gc.tensor(a)]),
+           torch.linalg.multi_dot([torch.tensor(a), torch.tensor(a)]), 0, 0)
+
+
+# -- errors -----------------------------------------------------------------------------------
+z = np.zeros
+ERRORS = [
+    ("det_1d", lambda L, M, t: L.det(t(z(3)))),
+    ("det_nonsquare", lambda L, M, t: L.det(t(z((2, 3))))),
+    ("det_long", lambda L, M, t: L.det(t(z((2, 2), np.int64)))),
+    ("logdet_1d", lambda L, M, t: M.logdet(t(z(3)))),
+    ("logdet_long", lambda L, M, t: M.logdet(t(z((2, 2), np.int64)))),
+    ("slogdet_nonsquare", lambda L, M, t: L.slogdet(t(z((2, 3))))),
+    ("inv_nonsquare", lambda L, M, t: L.inv(t(z((2, 3))))),
+    ("inv_long", lambda L, M, t: L.inv(t(z((2, 2), np.int64)))),
+    ("inverse_1d", lambda L, M, t: M.inverse(t(z(2)))),
+    ("solve_b_vector_size", lambda L, M, t: L.solve(t(np.eye(2)), t(z(3)))),
+    ("solve_b_matrix_size", lambda L, M, t: L.solve(t(np.eye(2)), t(z((3, 2))))),
+    ("solve_dtypes", lambda L, M, t: L.solve(t(np.eye(2, dtype=np.float32)), t(z(2)))),
+    ("solve_long", lambda L, M, t: L.solve(t(np.eye(2, dtype=np.int64)),
+                                           t(z(2, np.int64)))),
+    ("solve_nonsquare", lambda L, M, t: L.solve(t(z((2, 3))), t(z(2)))),
+    ("solve_batch", lambda L, M, t: L.solve(t(z((4, 2, 2))), t(z((5, 2, 3))))),
+    ("matrix_norm_1d", lambda L, M, t: L.matrix_norm(t(z(3)))),
+    ("matrix_norm_long", lambda L, M, t: L.matrix_norm(t(z((3, 3), np.int64)))),
+    ("matrix_norm_ord", lambda L, M, t: L.matrix_norm(t(z((3, 3))), ord=3)),
+    ("matrix_norm_ord_str", lambda L, M, t: L.matrix_norm(t(z((3, 3))), ord="abc")),
+    ("matrix_norm_same_dims", lambda L, M, t: L.matrix_norm(t(z((3, 3))), dim=(0, -2))),
+    ("matrix_norm_one_dim", lambda L, M, t: L.matrix_norm(t(z((3, 3))), dim=(0,))),
+    ("norm_3d_ord", lambda L, M, t: L.norm(t(z((3, 3, 3))), ord=2)),
+    ("norm_str_dim1", lambda L, M, t: L.norm(t(z((3, 3))), ord="fro", dim=0)),
+    ("norm_three_dims", lambda L, M, t: L.norm(t(z((3, 3, 3))), dim=(0, 1, 2))),
+    ("vecdot_dtypes", lambda L, M, t: L.vecdot(t(z(3, np.float32)), t(z(3)))),
+    ("vecdot_long", lambda L, M, t: L.vecdot(t(z(3, np.int64)), t(z(3, np.int64)))),
+    ("multi_dot_one", lambda L, M, t: L.multi_dot([t(z(3))])),
+    ("multi_dot_first_3d", lambda L, M, t: L.multi_dot([t(z((3, 3, 3))), t(z((3, 3)))])),
+    ("multi_dot_middle_1d", lambda L, M, t: L.multi_dot([t(z((3, 3))), t(z(3)), t(z(3))])),
+    ("multi_dot_last_3d", lambda L, M, t: L.multi_dot([t(z((3, 3))), t(z((3, 3, 3)))])),
+    ("multi_dot_shapes", lambda L, M, t: L.multi_dot([t(z((3, 4))), t(z((3, 3)))])),
+    ("multi_dot_dtypes", lambda L, M, t: L.multi_dot([t(z((3, 3), np.float32)),
+                                                      t(z((3, 3)))])),
+    ("multi_dot_not_list", lambda L, M, t: L.multi_dot(t(z((3, 3))))),
+    ("matrix_power_float_n", lambda L, M, t: L.matrix_power(t(z((3, 3))), 1.5)),
+    ("matrix_power_nonsquare", lambda L, M, t: L.matrix_power(t(z((3, 4))), 2)),
+    ("matrix_power_1d", lambda L, M, t: L.matrix_power(t(z(3)), 2)),
+    ("matrix_power_long_neg", lambda L, M, t: L.matrix_power(t(z((3, 3), np.int64)), -1)),
+]
+
+
+@pytest.mark.parametrize("case", ERRORS, ids=[c[0] for c in ERRORS])
+def test_errors_match_torch(case: Any) -> None:
+    """The same exception type and message as PyTorch."""
+    f = case[1]
+    with pytest.raises(Exception) as want:
+        f(torch.linalg, torch, torch.tensor)
+    with pytest.raises(type(want.value)) as got:
+        f(linalg, gc, gc.tensor)
+    assert str(got.value) == str(want.value)
+
+
+# -- compiled ---------------------------------------------------------------------------------
+COMPILED = ["det", "slogdet", "inv", "solve_vector", "solve_matrix", "torch_logdet",
+            "matrix_power_5", "matrix_power_neg2", "matrix_norm_1", "matrix_norm_inf",
+            "norm_default", "vecdot", "diagonal", "multi_dot_3", "inv_ex"]
+
+
+def _compiled(f: Any, n: int, dtype: Any, rtol: float, atol: float) -> None:
+    """One compile for batch sizes 2 and 5: outputs and the parameter's gradient. The
+    matrices are ``x * p + n I`` (diagonally weighted, so float32 stays well-conditioned)."""
+    rng = np.random.default_rng(n)
+    p0 = rng.standard_normal((n, n)).astype(dtype)
+    shift = n * np.eye(n, dtype=dtype)
+    param = nn.Parameter(gc.tensor(p0))
+    gshift = gc.tensor(shift)
+    gdt = gc.float32 if dtype == np.float32 else gc.float64
+
+    @gc.compile
+    def step(x: Any) -> Any:
+        param.grad = None
+        y = f(gc.linalg, gc, x * param + gshift)
+        loss(y).backward()
+        return gc.cat([t.reshape(-1).to(gdt) for t in outs(y)])
+
+    for batch in (2, 5):
+        x = rng.standard_normal((batch, n, n)).astype(dtype)
+        tp = torch.tensor(p0, requires_grad=True)
+        ty = f(torch.linalg, torch, torch.tensor(x) * tp + torch.tensor(shift))
+        loss(ty).backward()
+        got = step(gc.tensor(x))
+        want = torch.cat([t.reshape(-1).to(tp.dtype) for t in outs(ty)])
+        np.testing.assert_allclose(np_of(got), np_of(want), rtol=rtol, atol=atol)
+        scale = float(np.abs(np_of(tp.grad)).max()) + 1.0
+        np.testing.assert_allclose(np_of(param.grad), np_of(tp.grad), rtol=rtol,
+                                   atol=atol * scale)
+    assert step.compile_count == 1
+
+
+@pytest.mark.parametrize("name", COMPILED)
+def test_compiled_float32(name: str) -> None:
+    _compiled(dict(SQUARE)[name], 3, np.float32, 1e-3, 1e-3)
+
+
+@pytest.mark.parametrize("n", (1, 5, 8))
+@pytest.mark.parametrize("name", ("det", "slogdet", "inv", "solve_matrix"))
+def test_compiled_float64(name: str, n: int) -> None:
+    _compiled(dict(SQUARE)[name], n, np.float64, 1e-9, 1e-9)
+
+
+def test_compiled_singular_gives_values() -> None:
+    """A step cannot raise on data: det is 0, inv of a singular matrix is inf/nan."""
+
+    @gc.compile
+    def step(a: Any) -> Any:
+        return linalg.det(a), linalg.inv(a), linalg.inv_ex(a).info
+
+    d, i, info = step(gc.tensor(SINGULAR))
+    np.testing.assert_allclose(np_of(d), [0.0, 0.0, 18.0], atol=1e-12)
+    assert not np.isfinite(np_of(i)[:2]).all()
+    assert np_of(info).tolist() == torch.linalg.inv_ex(torch.tensor(SINGULAR)).info.tolist()
