@@ -47,6 +47,16 @@ from .layers2d import (
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
 )
+from .layers3d import (
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool3d,
+    AvgPool3d,
+    BatchNorm3d,
+    Conv3d,
+    ConvTranspose3d,
+    InstanceNorm3d,
+    MaxPool3d,
+)
 from .loss import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -120,6 +130,8 @@ __all__ = [
     "TripletMarginWithDistanceLoss",
     "RReLU",
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "EmbeddingBag",
+    "Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool3d", "BatchNorm3d", "InstanceNorm3d",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

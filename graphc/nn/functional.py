@@ -109,6 +109,14 @@ from ._fconv import (  # noqa: E402
     max_pool2d,
     upsample,
 )
+from ._fconv3d import (  # noqa: E402
+    adaptive_avg_pool3d,
+    adaptive_max_pool3d,
+    avg_pool3d,
+    conv3d,
+    conv_transpose3d,
+    max_pool3d,
+)
 from ._fdropout import (  # noqa: E402
     alpha_dropout,
     dropout1d,
@@ -258,6 +266,8 @@ __all__ = [
     "multilabel_margin_loss", "triplet_margin_with_distance_loss", "adaptive_max_pool1d",
     "lp_pool1d", "lp_pool2d",
     "affine_grid", "grid_sample", "embedding_bag",
+    "conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d",
+    "adaptive_max_pool3d",
 ]
 
 
