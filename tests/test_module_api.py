@@ -559,3 +559,26 @@ def test_tensor_and_parameter_from_a_tensor_keep_its_dtype_like_torch(np_dtype):
         p, pt = nn.Parameter(t), torch.nn.Parameter(tt)
         assert str(p.dtype).split(".")[-1] == str(pt.dtype).split(".")[-1]
         np.testing.assert_array_equal(p.numpy(), a)
+
+
+def test_pool_and_norm_modules_look_like_pytorchs():
+    """Attributes and reprs as PyTorch's (a pool without a stride stores its kernel size as
+    the stride; AvgPool1d keeps 1-tuples; max pools show dilation and ceil_mode) and the
+    norms' keyword-only ``bias=False`` (PyTorch 2.x): a weight and no bias, in state dicts
+    and in the computation."""
+    gnn = nn
+    for make in (lambda m: m.MaxPool1d(2), lambda m: m.AvgPool1d(3, padding=1),
+                 lambda m: m.MaxPool2d(3, 2, 1, ceil_mode=True), lambda m: m.AvgPool2d(3),
+                 lambda m: m.BatchNorm1d(3, bias=False), lambda m: m.BatchNorm2d(3),
+                 lambda m: m.InstanceNorm2d(3), lambda m: m.InstanceNorm1d(3, affine=True,
+                                                                           bias=False)):
+        a, b = make(gnn), make(torch.nn)
+        assert repr(a) == repr(b)
+        for k in ("kernel_size", "stride", "padding"):
+            if hasattr(b, k):
+                assert getattr(a, k) == getattr(b, k), k
+    x = np.random.default_rng(0).standard_normal((4, 3, 5, 5)).astype(np.float32)
+    g, t = gnn.BatchNorm2d(3, bias=False), torch.nn.BatchNorm2d(3, bias=False)
+    assert list(g.state_dict()) == list(t.state_dict())
+    np.testing.assert_allclose(g(gc.tensor(x)).numpy(), t(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-5, atol=1e-6)

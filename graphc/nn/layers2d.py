@@ -111,7 +111,9 @@ class _MaxPoolNd(Module):
                  dilation: Any = 1, return_indices: bool = False,
                  ceil_mode: bool = False) -> None:
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        # PyTorch stores the kernel size as the stride when none is given (and shows it)
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = stride if stride is not None else kernel_size
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, x: Any) -> Any:
@@ -119,7 +121,8 @@ class _MaxPoolNd(Module):
                                 self.ceil_mode, self.return_indices)
 
     def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class MaxPool2d(_MaxPoolNd):
@@ -131,7 +134,8 @@ class AvgPool2d(Module):
                  ceil_mode: bool = False, count_include_pad: bool = True,
                  divisor_override: int | None = None) -> None:
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = stride if stride is not None else kernel_size
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
         self.divisor_override = divisor_override
 
@@ -300,7 +304,10 @@ class AvgPool1d(Module):
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True) -> None:
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        # PyTorch keeps these as 1-tuples (``_single``), the stride defaulting to the kernel
+        self.kernel_size = _single_or_pair(kernel_size, 1)
+        self.stride = _single_or_pair(stride if stride is not None else kernel_size, 1)
+        self.padding = _single_or_pair(padding, 1)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, x: Any) -> Tensor:
@@ -467,14 +474,17 @@ class _RunningStatsNorm(Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
-                 dtype: Any = None) -> None:
+                 dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         npd = _np_dtype(dtype)
-        if affine:
+        if affine:  # PyTorch 2.x's keyword-only ``bias=False`` keeps the weight only
             self.weight = Parameter(np.ones(num_features, npd))
-            self.bias = Parameter(np.zeros(num_features, npd))
+            if bias:
+                self.bias = Parameter(np.zeros(num_features, npd))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -526,7 +536,8 @@ class _BatchNorm(_RunningStatsNorm):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):

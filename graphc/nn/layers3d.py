@@ -202,27 +202,7 @@ class AdaptiveMaxPool3d(AdaptiveMaxPool2d):
         return F.adaptive_max_pool3d(x, self.output_size, self.return_indices)
 
 
-class _NormBias(Module):
-    """PyTorch 2.x's keyword-only ``bias`` of the batch and instance norms (``affine`` with
-    ``bias=False`` keeps the weight only) and the repr that shows it."""
-
-    num_features: int
-    eps: float
-    momentum: float | None
-    affine: bool
-    track_running_stats: bool
-
-    def _drop_bias(self, bias: bool) -> None:
-        if self.affine and not bias:
-            self.register_parameter("bias", None)
-
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, bias={self.bias is not None}, "
-                f"track_running_stats={self.track_running_stats}")
-
-
-class BatchNorm3d(_NormBias, _BatchNorm):
+class BatchNorm3d(_BatchNorm):
     """Batch normalisation over ``(N, C, D, H, W)`` with PyTorch's buffers."""
 
     _ranks = (5,)
@@ -231,11 +211,10 @@ class BatchNorm3d(_NormBias, _BatchNorm):
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
                  dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
-                         dtype)
-        self._drop_bias(bias)
+                         dtype, bias=bias)
 
 
-class InstanceNorm3d(_NormBias, _InstanceNorm):
+class InstanceNorm3d(_InstanceNorm):
     """Instance normalisation over ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""
 
     _rank = 4
@@ -244,8 +223,7 @@ class InstanceNorm3d(_NormBias, _InstanceNorm):
                  affine: bool = False, track_running_stats: bool = False, device: Any = None,
                  dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
-                         dtype)
-        self._drop_bias(bias)
+                         dtype, bias=bias)
 
 
 __all__ = ["Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d",
