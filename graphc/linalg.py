@@ -2,9 +2,13 @@
 
 Norms (``vector_norm``, ``matrix_norm``, ``norm``), products (``matmul``, ``vecdot``,
 ``multi_dot``, ``matrix_power``, ``cross``, ``diagonal``) and the LU family (``det``,
-``slogdet``, ``inv``, ``inv_ex``, ``solve``), all compositions of graphc's front-end ops
+``slogdet``, ``inv``, ``inv_ex``, ``solve``), ``cholesky``/``cholesky_ex`` and
+``solve_triangular``, all compositions of graphc's front-end ops
 (graphc/linalg_ops.py says how, and why the matrix size is capped). Singular matrices raise
-:class:`LinAlgError` eagerly, as PyTorch; in a compiled step they give inf/nan instead.
+:class:`LinAlgError` eagerly, as PyTorch (and matrices that are not positive-definite, for
+``cholesky``); in a compiled step they give inf/nan instead. The eigen/SVD/QR/LU-output
+family (``eigh``, ``svd``, ``qr``, ``lstsq``, ``pinv``, ``lu``, ...) raises
+``NotImplementedError`` naming itself: graphc has no iterative eigen/SVD solver yet.
 """
 
 from __future__ import annotations
@@ -12,20 +16,40 @@ from __future__ import annotations
 from .composite_ops import linalg_cross as cross
 from .linalg_ops import (
     LinAlgError,
+    cholesky,
+    cholesky_ex,
+    cond,
     det,
     diagonal,
+    eig,
+    eigh,
+    eigvals,
+    eigvalsh,
+    householder_product,
     inv,
     inv_ex,
+    lstsq,
+    lu,
+    lu_factor,
     matmul,
     matrix_norm,
     matrix_power,
+    matrix_rank,
     multi_dot,
     norm,
+    pinv,
+    qr,
     slogdet,
     solve,
+    solve_triangular,
+    svd,
+    svdvals,
     vecdot,
 )
 from .reduce_ops import vector_norm
 
-__all__ = ["LinAlgError", "cross", "det", "diagonal", "inv", "inv_ex", "matmul", "matrix_norm",
-           "matrix_power", "multi_dot", "norm", "slogdet", "solve", "vecdot", "vector_norm"]
+__all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eig",
+           "eigh", "eigvals", "eigvalsh", "householder_product", "inv", "inv_ex", "lstsq", "lu",
+           "lu_factor", "matmul", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot",
+           "norm", "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "svdvals",
+           "vecdot", "vector_norm"]

@@ -17,6 +17,10 @@ Errors follow PyTorch (types, messages, order). Singular inputs: ``det`` is 0 an
 ``(0, -inf)`` everywhere; ``inv`` and ``solve`` raise :class:`LinAlgError` when run eagerly, as
 PyTorch does, but a compiled step cannot raise on data it has not seen, so there a singular
 matrix gives inf/nan in the result (``inv_ex``'s ``info`` reports it as a tensor in both modes).
+``cholesky`` (right-looking, one rank-1 update per column) likewise raises for a matrix that is
+not positive-definite eagerly and gives nan from the failing column on when compiled
+(``cholesky_ex``'s ``info`` reports it); ``solve_triangular`` is substitution unrolled over n.
+The eigen/SVD/QR/LU-output functions raise ``NotImplementedError`` naming themselves.
 """
 
 from __future__ import annotations
@@ -339,6 +343,193 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:  # noqa: N803
     return x.squeeze(-1) if vector else x
 
 
+# -- Cholesky and triangular solves -----------------------------------------------------------
+CholeskyEx = namedtuple("linalg_cholesky_ex", ["L", "info"])
+
+
+def _bool_arg(v: Any, fn: str, arg: str) -> bool:
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{fn}(): argument '{arg}' must be bool, not {type(v).__name__}")
+    return bool(v)
+
+
+def _cholesky_lower(a: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    """The lower Cholesky factor of ``a`` (…, n, n), n >= 1, read from its lower triangle as
+    LAPACK's ``potrf``, and the pivots ``d_k`` (…, n) (the factor's squared diagonal; not > 0
+    where the leading minor of order k + 1 is not positive-definite). Right-looking: column k
+    is the trailing matrix's column k over ``sqrt(d_k)``, then one rank-1 update. The values
+    come from the lower triangle, the gradient flows through ``(A + A^T) / 2`` (PyTorch's
+    symmetric gradient): ``sym + detach(lower - sym)``, exactly the lower triangle's values
+    for a symmetric input. A pivot <= 0 gives nan from there on (no raise in a trace)."""
+    rows = _iota(n)
+    sym = (a + a.mT) * 0.5
+    low = T_.where(rows.unsqueeze(-1) >= rows, a, a.mT)
+    m = sym + (low - sym).detach()
+    cols: list[Tensor] = []
+    pivots: list[Tensor] = []
+    for k in range(n):
+        d = m[..., k, k]
+        pivots.append(d)
+        c = T_.where(rows >= k, m[..., :, k] / d.sqrt().unsqueeze(-1), 0.0)
+        cols.append(c)
+        if k < n - 1:
+            m = m - c.unsqueeze(-1) * c.unsqueeze(-2)
+    return T_.stack(cols, -1), T_.stack(pivots, -1)
+
+
+def _not_pd_info(pivots: Tensor) -> Tensor:
+    """``potrf``'s ``info``: the order of the first leading minor that is not
+    positive-definite (a pivot not > 0, nan included), else 0; int32."""
+    bad = T_.where(pivots > 0, 0, 1).to(dt.int32)
+    first = T_.argmax(bad, -1) + 1
+    return T_.where(T_.amax(bad, -1) > 0, first, 0).to(dt.int32)
+
+
+def _raise_not_pd(pivots: Tensor, batched: bool, fn: str) -> None:
+    p = np.asarray(pivots.detach().numpy())
+    if p.size == 0:
+        return
+    bad = ~(p > 0).reshape(-1, p.shape[-1])
+    hit = np.flatnonzero(bad.any(-1))
+    if hit.size:
+        b = int(hit[0])
+        prefix = f"(Batch element {b}): " if batched else ""
+        raise LinAlgError(f"{fn}: {prefix}The factorization could not be completed because the "
+                          "input is not positive-definite (the leading minor of order "
+                          f"{int(np.argmax(bad[b])) + 1} is not positive-definite).")
+
+
+def _cholesky(a: Tensor, upper: bool, fn: str) -> tuple[Tensor, Tensor]:
+    _check_square(a, fn)
+    _check_float(a, fn)
+    n = _static_n(a, fn)
+    if n == 0:
+        return a * 1, _batch_const(a, 0.0).to(dt.int32)
+    if upper:  # A = U^T U: U^T is the lower factor of A^T (the upper triangle of A)
+        low, pivots = _cholesky_lower(a.mT, n)
+        return low.mT, pivots
+    return _cholesky_lower(a, n)
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False,  # noqa: N803
+                check_errors: bool = False) -> CholeskyEx:
+    """``torch.linalg.cholesky_ex``: the Cholesky factor and ``potrf``'s ``info`` (int32: 0,
+    or the order of the first leading minor that is not positive-definite); it raises only
+    with ``check_errors`` (eagerly). Where ``info`` > 0 the factor holds nan from that column
+    on (LAPACK leaves a partial factor there; neither is meaningful)."""
+    a = _as(A, "linalg_cholesky_ex", "input")
+    upper = _bool_arg(upper, "linalg_cholesky_ex", "upper")
+    fn = "linalg.cholesky_ex"
+    f, pivots = _cholesky(a, upper, "linalg.cholesky")  # PyTorch's checks name cholesky
+    if f.shape[-1] == 0:
+        return CholeskyEx(f, pivots)
+    if check_errors and not _traced():
+        _raise_not_pd(pivots, a.ndim > 2, fn)
+    return CholeskyEx(f, _not_pd_info(pivots))
+
+
+def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:  # noqa: N803
+    """``torch.linalg.cholesky``: ``L`` with ``A = L L^T`` from ``A``'s lower triangle (``U``
+    with ``A = U^T U`` from the upper one for ``upper=True``), unrolled column by column over
+    the fixed size n. A matrix that is not positive-definite raises :class:`LinAlgError`
+    eagerly, with PyTorch's message; in a compiled step it gives nan in the factor (from the
+    failing column on). The gradient is PyTorch's symmetric one."""
+    a = _as(A, "linalg_cholesky", "input")
+    upper = _bool_arg(upper, "linalg_cholesky", "upper")
+    fn = "linalg.cholesky"
+    f, pivots = _cholesky(a, upper, fn)
+    if f.shape[-1] and not _traced():
+        _raise_not_pd(pivots, a.ndim > 2, fn)
+    return f
+
+
+_MISSING: Any = object()
+
+
+def solve_triangular(A: Tensor, B: Tensor, *, upper: bool = _MISSING,  # noqa: N803
+                     left: bool = True, unitriangular: bool = False) -> Tensor:
+    """``torch.linalg.solve_triangular``: ``X`` with ``A X = B`` (``X A = B`` for
+    ``left=False``), ``A`` triangular (only its ``upper`` or lower triangle is read; with
+    ``unitriangular`` its diagonal is taken as ones), ``B`` matrices (…, n, k), batch dims
+    broadcast; the result has ``A``'s dtype, as PyTorch. Forward/back substitution unrolled
+    over n, column-oriented: ``x_i = r_i / A_ii`` then ``r -= A[:, i] x_i`` for the rows still
+    to solve. A zero on the diagonal gives inf/nan, as PyTorch (no error)."""
+    a = _as(A, "linalg_solve_triangular")
+    b = _as(B, "linalg_solve_triangular", "B", 2)
+    if upper is _MISSING:  # keyword-only and required, worded as PyTorch's binding
+        raise TypeError('linalg_solve_triangular() missing 1 required positional arguments: '
+                        '"upper"')
+    upper = _bool_arg(upper, "linalg_solve_triangular", "upper")
+    left = _bool_arg(left, "linalg_solve_triangular", "left")
+    unitriangular = _bool_arg(unitriangular, "linalg_solve_triangular", "unitriangular")
+    fn = "linalg.solve_triangular"
+    _check_square(a, fn)
+    if b.ndim < 2:
+        raise RuntimeError(f"{fn}: The input tensor B must have at least 2 dimensions.")
+    if not sh.same(b.shape[-2] if left else b.shape[-1], a.shape[-1]):
+        raise RuntimeError(f"{fn}: Incompatible shapes of A and B for the equation "
+                           f"{'AX = B' if left else 'XA = B'} ({sh.fmt_dim(a.shape[-2])}x"
+                           f"{sh.fmt_dim(a.shape[-1])} and {sh.fmt_dim(b.shape[-2])}x"
+                           f"{sh.fmt_dim(b.shape[-1])})")
+    if not a.dtype.is_float:
+        raise NotImplementedError(f"\"triangular_solve_cpu\" not implemented for "
+                                  f"'{_torch_name(a.dtype)}'")
+    if b.dtype is not a.dtype:
+        b = b.to(a.dtype)
+    if not left:  # X A = B  <=>  A^T X^T = B^T, A^T triangular the other way
+        return solve_triangular(a.mT, b.mT, upper=not upper, unitriangular=unitriangular).mT
+    n = _static_n(a, fn)
+    from .composite_ops import _broadcast, _expand_to
+
+    batch = _broadcast(b.shape[:-2], a.shape[:-2])
+    a = _expand_to(a, [*batch, n, n])
+    r = _expand_to(b, [*batch, n, b.shape[-1]])
+    if n == 0:
+        return r * 1
+    rows = _iota(n)
+    xs: list[Tensor | None] = [None] * n
+    for i in (range(n - 1, -1, -1) if upper else range(n)):
+        x = r[..., i, :]
+        if not unitriangular:
+            x = x / a[..., i, i].unsqueeze(-1)
+        xs[i] = x
+        if (i > 0) if upper else (i < n - 1):
+            c = T_.where(rows < i if upper else rows > i, a[..., :, i], 0.0)
+            r = r - c.unsqueeze(-1) * x.unsqueeze(-2)
+    return T_.stack(xs, -2)
+
+
+# -- not implemented: spectral and orthogonal factorisations -----------------------------------
+def _no_solver(name: str) -> Any:
+    def f(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"linalg.{name} is not supported: graphc has no iterative "
+                                  "eigen/SVD solver yet (nor QR/LU factorisation outputs); "
+                                  "det, slogdet, inv, solve, cholesky and solve_triangular are "
+                                  "available")
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"``torch.linalg.{name}``: not supported, raises ``NotImplementedError``."
+    return f
+
+
+UNSUPPORTED = ("eigh", "eigvalsh", "svd", "svdvals", "qr", "eig", "eigvals", "lstsq", "pinv",
+               "matrix_rank", "cond", "lu", "lu_factor", "householder_product")
+eigh = _no_solver("eigh")
+eigvalsh = _no_solver("eigvalsh")
+svd = _no_solver("svd")
+svdvals = _no_solver("svdvals")
+qr = _no_solver("qr")
+eig = _no_solver("eig")
+eigvals = _no_solver("eigvals")
+lstsq = _no_solver("lstsq")
+pinv = _no_solver("pinv")
+matrix_rank = _no_solver("matrix_rank")
+cond = _no_solver("cond")
+lu = _no_solver("lu")
+lu_factor = _no_solver("lu_factor")
+householder_product = _no_solver("householder_product")
+
+
 # -- products ---------------------------------------------------------------------------------
 def _matmul_any(a: Tensor, b: Tensor) -> Tensor:
     """``a @ b`` for (batched) matrices of any dtype: the matmul primitive for floats, a
@@ -574,6 +765,8 @@ def install(T: type[Tensor]) -> None:
     T.slogdet = torch_slogdet
 
 
-__all__ = ["LinAlgError", "MAX_N", "det", "diagonal", "install", "inv", "inv_ex", "inverse",
-           "logdet", "matmul", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
-           "solve", "torch_slogdet", "vecdot"]
+__all__ = ["LinAlgError", "MAX_N", "UNSUPPORTED", "cholesky", "cholesky_ex", "cond", "det",
+           "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "householder_product", "install",
+           "inv", "inv_ex", "inverse", "logdet", "lstsq", "lu", "lu_factor", "matmul",
+           "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr",
+           "slogdet", "solve", "solve_triangular", "svd", "svdvals", "torch_slogdet", "vecdot"]

@@ -325,3 +325,169 @@ def test_compiled_singular_gives_values() -> None:
     np.testing.assert_allclose(np_of(d), [0.0, 0.0, 18.0], atol=1e-12)
     assert not np.isfinite(np_of(i)[:2]).all()
     assert np_of(info).tolist() == torch.linalg.inv_ex(torch.tensor(SINGULAR)).info.tolist()
+
+
+# -- Cholesky and triangular solves -----------------------------------------------------------
+def _spd(M: Any, a: Any) -> Any:
+    """A symmetric positive-definite matrix from any square ``a``: ``a a^T + n I``."""
+    n = a.shape[-1]
+    return a @ a.mT + n * M.eye(n, dtype=a.dtype)
+
+
+def _tri(M: Any, a: Any) -> Any:
+    """``a`` with a dominant diagonal (only one triangle is read by solve_triangular)."""
+    n = a.shape[-1]
+    return a + 2 * n * M.eye(n, dtype=a.dtype)
+
+
+CHOL = [
+    ("cholesky", lambda L, M, a: L.cholesky(_spd(M, a))),
+    ("cholesky_upper", lambda L, M, a: L.cholesky(_spd(M, a), upper=True)),
+    ("cholesky_ex", lambda L, M, a: tuple(L.cholesky_ex(_spd(M, a)))),
+    ("cholesky_ex_upper", lambda L, M, a: L.cholesky_ex(_spd(M, a), upper=True).L),
+    # the values come from one triangle only, the gradient is the symmetric one
+    ("cholesky_nonsym", lambda L, M, a: L.cholesky(_spd(M, a) + a.tril(-1))),
+    ("cholesky_nonsym_upper", lambda L, M, a: L.cholesky(_spd(M, a) + a.tril(-1), upper=True)),
+    ("tri_lower", lambda L, M, a: L.solve_triangular(_tri(M, a), a.mT * 2 + 1, upper=False)),
+    ("tri_upper", lambda L, M, a: L.solve_triangular(_tri(M, a), a * 2 - 1, upper=True)),
+    ("tri_lower_right", lambda L, M, a: L.solve_triangular(_tri(M, a), a[..., :2, :] + 1,
+                                                           upper=False, left=False)),
+    ("tri_upper_right", lambda L, M, a: L.solve_triangular(_tri(M, a), a.mT[..., :1, :],
+                                                           upper=True, left=False)),
+    ("tri_unit_lower", lambda L, M, a: L.solve_triangular(a / a.shape[-1], a + 1, upper=False,
+                                                          unitriangular=True)),
+    ("tri_unit_upper_right", lambda L, M, a: L.solve_triangular(
+        a / a.shape[-1], a - 1, upper=True, left=False, unitriangular=True)),
+    ("tri_broadcast", lambda L, M, a: L.solve_triangular(_tri(M, a), a[:1, ..., :2].abs(),
+                                                         upper=True)),
+    ("tri_chol_solve", lambda L, M, a: L.solve_triangular(
+        L.cholesky(_spd(M, a)), a[..., :1], upper=False)),
+]
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("case", CHOL, ids=[c[0] for c in CHOL])
+def test_chol_tri_eager_float64(case: Any, n: int) -> None:
+    _run(case[1], _matrices(np.random.default_rng(n), (2, 3), n), 1e-9, 1e-9)
+
+
+@pytest.mark.parametrize("n", (2, 5))
+@pytest.mark.parametrize("case", CHOL, ids=[c[0] for c in CHOL])
+def test_chol_tri_eager_float32(case: Any, n: int) -> None:
+    a = _matrices(np.random.default_rng(10 + n), (3,), n).astype(np.float32)
+    _run(case[1], a, 2e-4, 2e-4)
+
+
+COMPILED_CHOL = ["cholesky", "cholesky_upper", "cholesky_ex", "tri_lower", "tri_upper_right",
+                 "tri_unit_lower", "tri_chol_solve"]
+
+
+@pytest.mark.parametrize("name", COMPILED_CHOL)
+def test_chol_tri_compiled_float32(name: str) -> None:
+    _compiled(dict(CHOL)[name], 3, np.float32, 1e-3, 1e-3)
+
+
+@pytest.mark.parametrize("n", (1, 5, 8))
+@pytest.mark.parametrize("name", COMPILED_CHOL)
+def test_chol_tri_compiled_float64(name: str, n: int) -> None:
+    _compiled(dict(CHOL)[name], n, np.float64, 1e-9, 1e-9)
+
+
+NOT_PD = np.array([[[4.0, 1.0, 0.0], [1.0, 3.0, 0.0], [0.0, 0.0, 2.0]],
+                   [[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+                   [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, -1.0]],
+                   [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]])
+
+
+def test_cholesky_not_pd_raises() -> None:
+    """Eagerly: PyTorch's LinAlgError and message, with the batch element when batched."""
+    calls = (lambda L, a: L.cholesky(a), lambda L, a: L.cholesky(a, upper=True),
+             lambda L, a: L.cholesky_ex(a, check_errors=True))
+    for call in calls:
+        for a in (NOT_PD[1], NOT_PD[2], NOT_PD[3], NOT_PD, NOT_PD[2:],
+                  NOT_PD[:2].reshape(1, 2, 3, 3)):
+            with pytest.raises(RuntimeError) as want:
+                call(torch.linalg, torch.tensor(a))
+            with pytest.raises(linalg.LinAlgError) as got:
+                call(linalg, gc.tensor(a))
+            assert str(got.value) == str(want.value)
+    got = linalg.cholesky_ex(gc.tensor(NOT_PD))
+    want = torch.linalg.cholesky_ex(torch.tensor(NOT_PD))
+    assert type(got).__name__ == type(want).__name__ and got._fields == ("L", "info")
+    _close(got.info, want.info, 0, 0)
+    _close(got.L[0], want.L[0], 1e-12, 1e-12)
+
+
+def test_cholesky_compiled_not_pd_gives_nan() -> None:
+    """A step cannot raise on data: the factor is nan from the failing column on; info as
+    PyTorch's."""
+
+    @gc.compile
+    def step(a: Any) -> Any:
+        return linalg.cholesky(a), linalg.cholesky_ex(a).info
+
+    f, info = step(gc.tensor(NOT_PD))
+    f = np_of(f)
+    np.testing.assert_allclose(f[0], np_of(torch.linalg.cholesky(torch.tensor(NOT_PD[0]))),
+                               atol=1e-12)
+    assert np.isnan(f[1:, -1, -1]).all()  # the lower triangle from the failing column on
+    assert np_of(info).tolist() == torch.linalg.cholesky_ex(torch.tensor(NOT_PD)).info.tolist()
+
+
+def test_solve_triangular_zero_diagonal() -> None:
+    a, b = np.triu(np.ones((3, 3))) - np.diag([0.0, 1.0, 0.0]), np.ones((3, 2))
+    got = np_of(linalg.solve_triangular(gc.tensor(a), gc.tensor(b), upper=True))
+    want = np_of(torch.linalg.solve_triangular(torch.tensor(a), torch.tensor(b), upper=True))
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+
+
+def test_chol_tri_empty_and_dtype() -> None:
+    for shape in ((0, 3, 3), (2, 0, 0)):
+        a = np.zeros(shape)
+        _close(linalg.cholesky(gc.tensor(a)), torch.linalg.cholesky(torch.tensor(a)), 0, 0)
+        _close(linalg.cholesky_ex(gc.tensor(a)).info, torch.linalg.cholesky_ex(
+            torch.tensor(a)).info, 0, 0)
+        _close(linalg.solve_triangular(gc.tensor(a), gc.tensor(a), upper=True),
+               torch.linalg.solve_triangular(torch.tensor(a), torch.tensor(a), upper=True), 0, 0)
+    for da, db in ((np.float32, np.float64), (np.float64, np.float32)):
+        a, b = np.eye(2, dtype=da) * 2, np.ones((2, 3), db)
+        _close(linalg.solve_triangular(gc.tensor(a), gc.tensor(b), upper=False),
+               torch.linalg.solve_triangular(torch.tensor(a), torch.tensor(b), upper=False), 0, 0)
+
+
+@pytest.mark.parametrize("name", ["eigh", "eigvalsh", "svd", "svdvals", "qr", "eig", "lstsq",
+                                  "pinv", "matrix_rank", "cond", "lu", "lu_factor",
+                                  "householder_product"])
+def test_unsupported_name_themselves(name: str) -> None:
+    with pytest.raises(NotImplementedError, match=f"linalg.{name} .*eigen/SVD solver"):
+        getattr(linalg, name)(gc.eye(3), gc.eye(3)) if name in ("lstsq", "householder_product") \
+            else getattr(linalg, name)(gc.eye(3))
+
+
+CHOL_ERRORS = [
+    ("cholesky_1d", lambda L, M, t: L.cholesky(t(z(3)))),
+    ("cholesky_nonsquare", lambda L, M, t: L.cholesky(t(z((2, 3))))),
+    ("cholesky_long", lambda L, M, t: L.cholesky(t(z((2, 2), np.int64)))),
+    ("cholesky_upper_none", lambda L, M, t: L.cholesky(t(np.eye(2)), upper=None)),
+    ("cholesky_not_tensor", lambda L, M, t: L.cholesky(3)),
+    ("cholesky_ex_nonsquare", lambda L, M, t: L.cholesky_ex(t(z((2, 3))))),
+    ("cholesky_ex_long", lambda L, M, t: L.cholesky_ex(t(z((2, 2), np.int64)))),
+    ("tri_b_1d", lambda L, M, t: L.solve_triangular(t(np.eye(2)), t(z(2)), upper=True)),
+    ("tri_no_upper", lambda L, M, t: L.solve_triangular(t(np.eye(2)), t(z((2, 3))))),
+    ("tri_a_nonsquare", lambda L, M, t: L.solve_triangular(t(z((2, 3))), t(z((2, 3))),
+                                                           upper=True)),
+    ("tri_a_1d", lambda L, M, t: L.solve_triangular(t(z(3)), t(z((2, 3))), upper=True)),
+    ("tri_shapes", lambda L, M, t: L.solve_triangular(t(np.eye(2)), t(z((3, 3))), upper=True)),
+    ("tri_shapes_right", lambda L, M, t: L.solve_triangular(t(np.eye(2)), t(z((3, 3))),
+                                                            upper=True, left=False)),
+    ("tri_long", lambda L, M, t: L.solve_triangular(t(np.eye(2, dtype=np.int64)),
+                                                    t(z((2, 3), np.int64)), upper=True)),
+    ("tri_batch", lambda L, M, t: L.solve_triangular(t(z((4, 2, 2))), t(z((5, 2, 3))),
+                                                     upper=True)),
+    ("tri_b_not_tensor", lambda L, M, t: L.solve_triangular(t(np.eye(2)), 3, upper=True)),
+]
+
+
+@pytest.mark.parametrize("case", CHOL_ERRORS, ids=[c[0] for c in CHOL_ERRORS])
+def test_chol_tri_errors_match_torch(case: Any) -> None:
+    test_errors_match_torch(case)
