@@ -582,3 +582,20 @@ def test_pool_and_norm_modules_look_like_pytorchs():
     assert list(g.state_dict()) == list(t.state_dict())
     np.testing.assert_allclose(g(gc.tensor(x)).numpy(), t(torch.tensor(x)).detach().numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_conv_modules_look_like_pytorchs():
+    """Conv1d/2d/3d and ConvTranspose3d share one construction (``_ConvBase``): PyTorch's
+    attributes and repr (padding shown only when not zero, padding_mode when not zeros; the
+    2-D one always showed ``padding=(0, 0)`` and never the padding mode)."""
+    for make in (lambda m: m.Conv2d(1, 2, 3), lambda m: m.Conv2d(1, 2, 3, padding=1,
+                                                                  padding_mode="reflect"),
+                 lambda m: m.Conv2d(4, 8, (3, 5), stride=2, groups=2, bias=False, dilation=2),
+                 lambda m: m.Conv2d(3, 3, 1, padding="same"), lambda m: m.Conv1d(2, 2, 3),
+                 lambda m: m.Conv3d(1, 2, 3, padding_mode="circular", padding=1),
+                 lambda m: m.ConvTranspose3d(2, 3, 3, stride=2)):
+        a, b = make(nn), make(torch.nn)
+        assert repr(a) == repr(b)
+        for k in ("kernel_size", "stride", "padding", "dilation", "output_padding", "groups",
+                  "transposed", "padding_mode"):
+            assert getattr(a, k) == getattr(b, k), k

@@ -50,58 +50,6 @@ def _mode_padded(x: Any, padding: Any, kernel: tuple, dilation: tuple, mode: str
     return F.pad(x, pads, mode=mode)
 
 
-class Conv2d(Module):
-    """2-D convolution over NCHW input; weight (out, in/groups, kh, kw) and bias (out)."""
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__()
-        if in_channels % groups or out_channels % groups:
-            raise ValueError("in_channels and out_channels must be divisible by groups")
-        _check_padding_mode("Conv2d", padding_mode)
-        if isinstance(padding, str) and padding not in ("same", "valid"):
-            raise ValueError(f"Invalid padding string {padding!r}, should be one of "
-                             "{'valid', 'same'}")
-        self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = pair(kernel_size)
-        self.stride = pair(stride)
-        if isinstance(padding, str) and padding == "same" and self.stride != (1, 1):
-            raise ValueError("padding='same' is not supported for strided convolutions")
-        self.padding = padding if isinstance(padding, str) else pair(padding)
-        self.dilation = pair(dilation)
-        self.groups = groups
-        self.padding_mode = padding_mode
-        npd = _np_dtype(dtype)
-        self.weight = Parameter(np.empty((out_channels, in_channels // groups,
-                                          *self.kernel_size), npd))
-        if bias:
-            self.bias = Parameter(np.empty((out_channels,), npd))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        # PyTorch: kaiming_uniform_(a=sqrt(5)) then bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
-
-    def forward(self, x: Any) -> Tensor:
-        if self.padding_mode != "zeros":
-            x = _mode_padded(x, self.padding, self.kernel_size, self.dilation, self.padding_mode)
-            return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation,
-                            self.groups)
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
-
-    def extra_repr(self) -> str:
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-                f"stride={self.stride}, padding={self.padding}")
-
-
 class _MaxPoolNd(Module):
     """Max pooling's constructor, forward and repr, for the 1-D and 2-D functional forms."""
 
@@ -147,15 +95,23 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
+def _triple(v: Any) -> tuple:
+    """PyTorch's ``_triple``: a sequence stays as given (``F.conv3d`` rejects a wrong
+    length when the layer runs, as PyTorch's does), a number is repeated three times."""
+    if isinstance(v, (list, tuple)):
+        return tuple(v)
+    return (v, v, v)
+
+
 def _single_or_pair(v: Any, nd: int) -> tuple:
     if nd == 1:
         return (single(v),)
-    return pair(v)
+    return _triple(v) if nd == 3 else pair(v)
 
 
 class _ConvBase(Module):
-    """Shared construction of the 1-D/2-D (transposed) convolutions: PyTorch's parameter
-    shapes and its default initialisation."""
+    """Shared construction of the 1-D/2-D/3-D (transposed) convolutions: PyTorch's
+    parameter shapes and its default initialisation."""
 
     _nd = 2
     _transposed = False
@@ -220,6 +176,8 @@ class _ConvBase(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
@@ -240,6 +198,24 @@ class Conv1d(_ConvBase):
             return F.conv1d(x, self.weight, self.bias, self.stride, 0, self.dilation,
                             self.groups)
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+
+class Conv2d(_ConvBase):
+    """2-D convolution over NCHW input; weight (out, in/groups, kh, kw) and bias (out)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype)
+
+    def forward(self, x: Any) -> Tensor:
+        if self.padding_mode != "zeros":
+            x = _mode_padded(x, self.padding, self.kernel_size, self.dilation, self.padding_mode)
+            return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation,
+                            self.groups)
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
 
