@@ -304,14 +304,7 @@ def randn_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa:
                  requires_grad=requires_grad)
 
 
-def _stream(generator: Any) -> Any:
-    """The numpy stream behind ``generator`` (a ``gc.Generator``), or None for the global one."""
-    if generator is None:
-        return None
-    if not isinstance(generator, _random.Generator):
-        raise TypeError(f"generator: expected a graphc.Generator, got "
-                        f"{type(generator).__name__}")
-    return generator._rs
+_stream = _random.checked  # the generator argument, checked (None: the global stream)
 
 
 def _int_result(values: np.ndarray, dtype: Any, requires_grad: bool, what: str) -> Tensor:

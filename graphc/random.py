@@ -212,6 +212,15 @@ def bernoulli(shape: tuple[int, ...], p: float, dtype: np.dtype = np.float32,
     return (_doubles(n, rs) < p).astype(dtype).reshape(shape)
 
 
+def checked(generator: object) -> Generator | None:
+    """``generator`` (a ``Generator``, or None for the global stream), checked before
+    anything is drawn or traced: the stream argument every random op takes."""
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(f"generator: expected a graphc.Generator, got "
+                        f"{type(generator).__name__}")
+    return generator  # type: ignore[return-value]
+
+
 class Draw:
     """A random fill that a compiled step repeats on every call, for that call's sizes: the
     function the eager op calls (``fn(shape, *args, dtype=, [rs=])``), with the arguments

@@ -22,19 +22,8 @@ from . import random as _random
 from ._tensor import Tensor
 from .ir import dtypes as dt
 
-_TORCH_NAME = {"int64": "Long", "int32": "Int", "bool": "Bool", "float32": "Float",
-               "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "uint8": "Byte",
-               "int8": "Char", "int16": "Short"}
-
-
-def _rs(generator: Any) -> Any:
-    """``generator`` checked: the stream the draws come from (None: the global one)."""
-    if generator is None:
-        return None
-    if not isinstance(generator, _random.Generator):
-        raise TypeError(f"generator: expected a graphc.Generator, got "
-                        f"{type(generator).__name__}")
-    return generator
+_rs = _random.checked  # the generator argument, checked (None: the global stream)
+_TORCH_NAME = dt.TORCH_NAMES
 
 
 def _traced(self: Tensor) -> bool:

@@ -211,8 +211,7 @@ def _eager_unrecorded(op: str, t: Tensor, other: Any, reverse: bool) -> np.ndarr
     return fast_compute(fast, d, (ov, tv) if reverse else (tv, ov))
 
 
-_TORCH_NAME = {"int64": "Long", "int32": "Int", "bool": "Bool", "float32": "Float",
-               "float64": "Double"}
+_TORCH_NAME = dt.TORCH_NAMES
 
 
 def unary(op: str, x: Any) -> Tensor:

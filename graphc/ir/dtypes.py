@@ -74,6 +74,12 @@ _RANK = {bool_: 0, int32: 1, int64: 2, bfloat16: 3, float32: 4, float64: 5}
 default_float = float32
 
 
+# PyTorch's names of the dtypes in its error messages ("not implemented for 'Long'")
+TORCH_NAMES = {"int64": "Long", "int32": "Int", "bool": "Bool", "float32": "Float",
+               "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "uint8": "Byte",
+               "int8": "Char", "int16": "Short"}
+
+
 def from_numpy(dt: np.dtype) -> DType:
     """Map a numpy dtype to a graphc dtype (float16 and friends are refused explicitly)."""
     dt = np.dtype(dt)

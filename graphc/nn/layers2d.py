@@ -163,6 +163,17 @@ class _ConvBase(Module):
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
+    _conv: Any = None  # the forward convolutions' functional form (F.conv1d/2d/3d)
+
+    def forward(self, x: Any) -> Tensor:
+        """The convolution; a non-zero ``padding_mode`` pads with ``F.pad`` first."""
+        padding = self.padding
+        if self.padding_mode != "zeros":
+            x = _mode_padded(x, self.padding, self.kernel_size, self.dilation, self.padding_mode)
+            padding = 0
+        return type(self)._conv(x, self.weight, self.bias, self.stride, padding, self.dilation,
+                                self.groups)
+
     def extra_repr(self) -> str:
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
@@ -192,13 +203,7 @@ class Conv1d(_ConvBase):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, device, dtype)
 
-    def forward(self, x: Any) -> Tensor:
-        if self.padding_mode != "zeros":
-            x = _mode_padded(x, self.padding, self.kernel_size, self.dilation, self.padding_mode)
-            return F.conv1d(x, self.weight, self.bias, self.stride, 0, self.dilation,
-                            self.groups)
-        return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
+    _conv = staticmethod(F.conv1d)
 
 
 class Conv2d(_ConvBase):
@@ -210,13 +215,7 @@ class Conv2d(_ConvBase):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, device, dtype)
 
-    def forward(self, x: Any) -> Tensor:
-        if self.padding_mode != "zeros":
-            x = _mode_padded(x, self.padding, self.kernel_size, self.dilation, self.padding_mode)
-            return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation,
-                            self.groups)
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
+    _conv = staticmethod(F.conv2d)
 
 
 class _ConvTransposeBase(_ConvBase):
@@ -363,12 +362,10 @@ class Dropout(Module):
         self.p = p
         self.inplace = inplace
 
+    _fn = staticmethod(F.dropout)  # (input, p, training, inplace): each variant's own
+
     def forward(self, x: Any) -> Tensor:
         return self._fn(x, self.p, self.training, self.inplace)
-
-    @staticmethod
-    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
-        return F.dropout(x, p, training, inplace)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
@@ -377,42 +374,32 @@ class Dropout(Module):
 class Dropout1d(Dropout):
     """Zeroes whole channels of ``(N, C, L)`` / ``(C, L)`` with probability ``p``."""
 
-    @staticmethod
-    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
-        return F.dropout1d(x, p, training, inplace)
+    _fn = staticmethod(F.dropout1d)
 
 
 class Dropout2d(Dropout):
     """Zeroes whole channels of ``(N, C, H, W)`` with probability ``p``."""
 
-    @staticmethod
-    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
-        return F.dropout2d(x, p, training, inplace)
+    _fn = staticmethod(F.dropout2d)
 
 
 class Dropout3d(Dropout):
     """Zeroes whole channels of ``(N, C, D, H, W)`` / ``(C, D, H, W)`` with probability
     ``p``."""
 
-    @staticmethod
-    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
-        return F.dropout3d(x, p, training, inplace)
+    _fn = staticmethod(F.dropout3d)
 
 
 class AlphaDropout(Dropout):
     """Alpha dropout for SELU networks (keeps the mean and variance)."""
 
-    @staticmethod
-    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
-        return F.alpha_dropout(x, p, training, inplace)
+    _fn = staticmethod(F.alpha_dropout)
 
 
 class FeatureAlphaDropout(Dropout):
     """Alpha dropout of whole channels."""
 
-    @staticmethod
-    def _fn(x: Any, p: float, training: bool, inplace: bool) -> Tensor:
-        return F.feature_alpha_dropout(x, p, training, inplace)
+    _fn = staticmethod(F.feature_alpha_dropout)
 
 
 class LayerNorm(Module):

@@ -22,7 +22,6 @@ from .layers2d import (
     _ConvBase,
     _ConvTransposeBase,
     _MaxPoolNd,
-    _mode_padded,
 )
 from .transformer import _InstanceNorm
 
@@ -39,13 +38,7 @@ class Conv3d(_ConvBase):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, device, dtype)
 
-    def forward(self, x: Any) -> Tensor:
-        if self.padding_mode != "zeros":
-            x = _mode_padded(x, self.padding, self.kernel_size, self.dilation, self.padding_mode)
-            return F.conv3d(x, self.weight, self.bias, self.stride, 0, self.dilation,
-                            self.groups)
-        return F.conv3d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
+    _conv = staticmethod(F.conv3d)
 
 
 class ConvTranspose3d(_ConvTransposeBase):
