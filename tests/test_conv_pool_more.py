@@ -140,6 +140,15 @@ def test_adaptive_pool2d(size: Any) -> None:
     _eager(F.adaptive_max_pool2d, TF.adaptive_max_pool2d, [X2], {"output_size": size})
 
 
+@pytest.mark.parametrize("kw", [{"kernel_size": (5, 3)}, {"kernel_size": (5, 3), "stride": 1},
+                                {"kernel_size": (5, 3), "ceil_mode": True, "stride": 2},
+                                {"kernel_size": (5, 3), "divisor_override": 4}], ids=str)
+def test_avg_pool2d_whole_map(kw: dict) -> None:
+    x = _r(2, 3, 5, 3)
+    _eager(F.avg_pool2d, TF.avg_pool2d, [x], kw)
+    _eager(F.avg_pool2d, TF.avg_pool2d, [x[0]], kw)
+
+
 def test_adaptive_max_pool2d_indices() -> None:
     gv, gi = F.adaptive_max_pool2d(gc.tensor(X2), (5, 2), return_indices=True)
     tv, ti = TF.adaptive_max_pool2d(torch.tensor(X2), (5, 2), return_indices=True)
@@ -303,6 +312,10 @@ COMPILED = [
     ("adaptive_avg_pool2d", (2, 4, 5, 6), {"output_size": (3, 4)}, None),
     ("adaptive_avg_pool2d", (2, 4, 6, 6), {"output_size": (3, 2)}, None),
     ("adaptive_avg_pool1d", (3, 4, 9), {"output_size": 4}, None),
+    # one window over the whole map: a spatial sum, not a strided depthwise convolution
+    ("adaptive_avg_pool2d", (2, 4, 5, 6), {"output_size": 1}, None),
+    ("avg_pool2d", (2, 4, 5, 6), {"kernel_size": (5, 6), "stride": 3}, None),
+    ("avg_pool2d", (2, 4, 5, 6), {"kernel_size": (5, 6), "divisor_override": 7}, None),
     ("adaptive_max_pool2d", (2, 4, 5, 6), {"output_size": (3, 4)}, None),
     ("interpolate", (2, 4, 5, 6), {"scale_factor": 1.7, "mode": "nearest"}, None),
     ("interpolate", (2, 4, 5, 6), {"size": (7, 4), "mode": "bilinear"}, None),
