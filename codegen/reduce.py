@@ -222,12 +222,19 @@ def outer_sum(k: Any) -> None:
     red = [d for d in range(nd) if d in axes]
     kept_outer = [d for d in range(nd) if d not in axes and d != last]
     n_last = k.sym(x.shape[last])
-    cas = Cascade(k, t, STRIP)
+    # a last dim known to be narrower than a strip: strips of exactly its width, so the
+    # cascade's lane loops do not run (and LLVM does not vectorise) 256 lanes for a column
+    # or two (the seed's loss sums a [B, 1] column: five 256-lane loops were half of the
+    # LLVM time of its whole step); the same additions in the same order
+    last_size = x.shape[last]
+    width = max(1, int(last_size)) if sh.is_concrete((last_size,)) and int(last_size) < STRIP \
+        else STRIP
+    cas = Cascade(k, t, width)
     rows = k.alloca(I64)
 
     def strip(idx: list[Any]) -> None:
-        with for_range(b, i64(0), n_last, name="strip", step=i64(STRIP)) as c0:
-            w = _umin(b, i64(STRIP), b.sub(n_last, c0))
+        with for_range(b, i64(0), n_last, name="strip", step=i64(width)) as c0:
+            w = _umin(b, i64(width), b.sub(n_last, c0))
             cas.reset()
             b.store(i64(0), rows)
             full = list(idx)

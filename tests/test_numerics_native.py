@@ -64,6 +64,17 @@ def test_leading_dim_sum_strips_and_kept_dims() -> None:
     np.testing.assert_array_equal(got, x.sum(0, dtype=np.float64).astype(np.float32))
 
 
+@pytest.mark.parametrize("cols", [1, 3, 255])
+def test_leading_dim_sum_narrow_last_dim_matches_wide(cols: int) -> None:
+    """A last dim narrower than a strip gets strips of its own width: each column's sum is
+    the same pairwise tree as in a 300-column strip, bit for bit (rows past ROW_BLOCK, so the
+    cascade merges)."""
+    x = np.random.default_rng(2).standard_normal((1000, 300)).astype(np.float32)
+    wide = np.asarray(gc.compile(lambda a: a.sum(0))(x))
+    narrow = np.asarray(gc.compile(lambda a: a.sum(0))(np.ascontiguousarray(x[:, :cols])))
+    np.testing.assert_array_equal(narrow, wide[:cols])
+
+
 def _both(fn: Any, *args: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     eager = np.asarray(fn(*[gc.tensor(a) for a in args]).numpy())
     interp = np.asarray(gc.compile(fn, backend="interp")(*args))
