@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _context
 from .autograd import NO_SAVED_VALUES, is_grad_enabled, is_inference_mode_enabled, no_grad
-from .interpreter import _PLAIN, IMPLS, run_node
+from .interpreter import _PLAIN, IMPLS, QUIET, run_node
 from .ir import Builder, Node
 from .ir import dtypes as dt
 from .ir import graph as _graph
@@ -117,7 +117,8 @@ class EagerBuilder(Builder):
 # float operands only, bool operands only, the op's name): what ``_unrecorded`` needs of
 # the op table
 _FAST = {d.name: (IMPLS[d.name].quiet, d.name in COMPARE or d.name in LOGICAL,
-                  d.name in FLOAT_ONLY, d.name in LOGICAL, d.name) for d in ELEMENTWISE}
+                  d.name in FLOAT_ONLY, d.name in LOGICAL, d.name, IMPLS[d.name].raw)
+         for d in ELEMENTWISE}
 _BOOL_NP = dt.bool_.np
 
 
@@ -153,7 +154,7 @@ def fast_compute(fast: tuple, d: dt.DType, values: Sequence[np.ndarray]) -> np.n
     """The op's reference on ``values`` (operands of dtype ``d``, broadcast by numpy) in the
     result dtype the shape rule gives; None where numpy cannot broadcast them."""
     try:
-        out = fast[0](*values)
+        out = (fast[5] if QUIET[0] else fast[0])(*values)
     except ValueError:  # shapes that do not broadcast: the general path raises its error
         return None
     want = _BOOL_NP if fast[1] else d.np

@@ -24,6 +24,7 @@ from ._tensor import (
     to_array,
 )
 from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES, no_grad
+from .interpreter import QUIET, quiet_block
 from .ir import Node, toposort
 from .ir import shapes as sh
 
@@ -57,9 +58,11 @@ def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) ->
     leaves = [n for n in order if n.op == "input" and n.rg]
     hooked = (GRAD_HOOKS or RETAINED) and any(GRAD_HOOKS.get(n) or RETAINED.get(n)
                                               for n in order)
-    with no_grad():
+    with no_grad(), quiet_block() as quiet:
         seed = Tensor._from_array(seed_val)._node
-        grads = vjp(_EAGER, [root], [seed], leaves, _interior_hooks if hooked else None)
+        _USER_ERR[0] = quiet.saved
+        grads = vjp(_EAGER, [root], [seed], leaves, _interior_hooks if hooked else None,
+                    order)
         if not retain_graph:
             _FREED.update(saved)
         for leaf, g in zip(leaves, grads):
@@ -82,7 +85,11 @@ def run_hooks(hooks: dict, g: Node, trace: Any = None) -> Node:
     traced node (a compiled step's backward)."""
     for hook in list(hooks.values()):
         name = getattr(hook, "__name__", repr(hook))
-        out = hook(Tensor(g, trace))
+        if QUIET[0]:  # inside an eager backward's quiet block: the user's warning settings
+            with user_errstate():
+                out = hook(Tensor(g, trace))
+        else:
+            out = hook(Tensor(g, trace))
         if out is None:
             continue
         if not isinstance(out, Tensor):
@@ -95,6 +102,25 @@ def run_hooks(hooks: dict, g: Node, trace: Any = None) -> Node:
                                f"{g.dtype.name} got {out.dtype.name})")
         g = out.node
     return g
+
+
+# numpy's error settings when the running eager backward began (``quiet_block``)
+_USER_ERR: list[dict] = [{}]
+
+
+class user_errstate:  # noqa: N801 - a context manager
+    """The user's floating-point warning settings, back for a hook called from inside an
+    eager backward's quiet block (``QUIET`` off meanwhile, so graphc ops in the hook warn
+    no more and no less than outside)."""
+
+    def __enter__(self) -> None:
+        self._state = np.errstate(**_USER_ERR[0])
+        self._state.__enter__()
+        self._was, QUIET[0] = QUIET[0], False
+
+    def __exit__(self, *exc: Any) -> None:
+        QUIET[0] = self._was
+        self._state.__exit__(*exc)
 
 
 def _interior_hooks(n: Node, g: Node) -> Node:

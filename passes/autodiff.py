@@ -300,16 +300,19 @@ def _loop(b, n, g):
 
 
 def vjp(b: Builder, roots: Sequence[Node], seeds: Sequence[Node], wrt: Sequence[Node],
-        on_grad: Callable[[Node, Node], Node] | None = None) -> list[Node | None]:
+        on_grad: Callable[[Node, Node], Node] | None = None,
+        order: Sequence[Node] | None = None) -> list[Node | None]:
     """Gradients of ``sum(seed * root)`` with respect to each node of ``wrt``.
 
     Only nodes on a path from ``wrt`` to ``roots`` are visited; a ``wrt`` node that no root
     depends on gets ``None`` (PyTorch leaves such a ``.grad`` untouched). ``on_grad(n, g)``,
     when given, sees each interior node's complete gradient before it flows to the node's
     inputs and returns the gradient to use (eager tensor hooks and ``retain_grad``).
+    ``order``: ``toposort(roots)``, when the caller has it already (an eager backward).
     """
     wrt_ids = {w.id for w in wrt}
-    order = toposort(roots)
+    if order is None:
+        order = toposort(roots)
     # forward reachability from wrt
     live: set[int] = set()
     for n in order:

@@ -97,3 +97,34 @@ def test_thread_defaults() -> None:
         t.join()
         assert not is_grad_enabled()
     assert seen == {"grad": True, "ctx": None, "rg": True}
+
+
+def test_backward_is_quiet_and_leaves_numpy_error_settings_alone() -> None:
+    """One ``np.errstate`` covers an eager backward's ops (``interpreter.quiet_block``): a
+    gradient that overflows gives inf without a warning, as PyTorch's does; a tensor hook
+    called inside runs under the caller's own numpy settings; afterwards numpy's settings
+    and the interpreter's flag are what they were."""
+    import warnings
+
+    from graphc.interpreter import QUIET
+
+    x = gc.tensor(np.array([3e38, 1.0], np.float32), requires_grad=True)
+    seen: list[Any] = []
+
+    def hook(g: Any) -> None:
+        try:
+            np.array([3e38], np.float32) * np.float32(10)
+            seen.append("no error")
+        except FloatingPointError:
+            seen.append("raised")
+
+    y = x * 1.0
+    y.register_hook(hook)
+    before = np.geterr()
+    with warnings.catch_warnings(), np.errstate(over="raise"):
+        warnings.simplefilter("error")
+        (y * y).sum().backward()  # d/dx x^2 = 2x overflows to inf for 3e38
+        inner = np.geterr()
+    assert inner["over"] == "raise" and np.geterr() == before and QUIET[0] is False
+    assert seen == ["raised"]
+    assert np.isinf(x.grad.numpy()[0]) and x.grad.numpy()[1] == 2.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 import sympy
 from sympy.core.add import _addsort
@@ -217,8 +218,21 @@ def same_shape(a: Sequence[Dim], b: Sequence[Dim]) -> bool:
     return a == b or (len(a) == len(b) and all(same(x, y) for x, y in zip(a, b)))
 
 
+# symbolic size -> its text: sympy prints an expression anew each time (~30 us for
+# ``32*B``), and every node of a graph is printed for its compile-cache key, on each
+# process's first call of a step (a tenth of a disk-cached GPT step's first call)
+_DIM_TEXT: dict[Any, str] = {}
+
+
 def fmt_dim(d: Dim) -> str:
-    return str(d).replace(" ", "")
+    if type(d) is int:
+        return str(d)
+    text = _DIM_TEXT.get(d)
+    if text is None:
+        text = str(d).replace(" ", "")
+        if len(_DIM_TEXT) < 4096:  # bounded: a process that makes symbols without end
+            _DIM_TEXT[d] = text
+    return text
 
 
 def fmt_shape(s: Sequence[Dim]) -> str:
