@@ -85,6 +85,8 @@ class EagerBuilder(Builder):
         nodes through ``op`` (shape rules, the interpreter) were half of such an op's time.
         Anything else (symbolic or invalid shapes, a reshape or constant operand, which
         ``Builder.reshape``/``expand`` fold) takes the general path."""
+        if x.shape == shape and type(shape) is tuple:
+            return x  # the operand of the two already in the result's shape
         v = x._value
         if (type(shape) is not tuple or v is None or x.op in ("reshape", "expand", "const")
                 or not sh.is_concrete(shape) or not sh.is_concrete(x.shape)
