@@ -105,6 +105,13 @@ from .transformer import (
     Unflatten,
 )
 from .transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
+from .unpool import (
+    FractionalMaxPool2d,
+    FractionalMaxPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+    MaxUnpool3d,
+)
 
 __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Tanh", "Sigmoid", "Flatten", "Identity",
@@ -132,6 +139,8 @@ __all__ = [
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "EmbeddingBag",
     "Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d",
     "AdaptiveMaxPool3d", "BatchNorm3d", "InstanceNorm3d",
+    "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "FractionalMaxPool2d",
+    "FractionalMaxPool3d",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

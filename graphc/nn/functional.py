@@ -172,6 +172,13 @@ from ._fnorm import (  # noqa: E402
     rms_norm,
 )
 from ._frrelu import rrelu, rrelu_  # noqa: E402
+from ._funpool import (  # noqa: E402
+    fractional_max_pool2d,
+    fractional_max_pool3d,
+    max_unpool1d,
+    max_unpool2d,
+    max_unpool3d,
+)
 
 
 def _pad_index(size: int, lo: int, hi: int, mode: str) -> np.ndarray:
@@ -268,6 +275,8 @@ __all__ = [
     "affine_grid", "grid_sample", "embedding_bag",
     "conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d",
     "adaptive_max_pool3d",
+    "max_unpool1d", "max_unpool2d", "max_unpool3d", "fractional_max_pool2d",
+    "fractional_max_pool3d",
 ]
 
 
