@@ -11,6 +11,7 @@ pass in both cases.
 from __future__ import annotations
 
 import copy
+import math
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -71,7 +72,14 @@ class EagerBuilder(Builder):
         v = x._value
         if v is None or x.op in ("reshape", "const") or not sh.is_concrete(x.shape):
             return super().reshape(x, shape)
-        full = sh.reshape(x.shape, shape)
+        full = tuple(shape)
+        for d in full:  # plain sizes (no -1, no symbol) whose product is the element count
+            if type(d) is not int or d < 0:
+                full = sh.reshape(x.shape, shape)  # the general rules and their errors
+                break
+        else:
+            if math.prod(full) != v.size:
+                full = sh.reshape(x.shape, shape)  # raises the shape rule's error
         if full == x.shape:
             return x
         if not sh.is_concrete(full):  # a symbolic target: the general rules
