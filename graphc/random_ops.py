@@ -52,12 +52,17 @@ def _float_only(self: Tensor, kernel: str) -> None:
     raise NotImplementedError(f"\"{kernel}\" not implemented for '{name}'")
 
 
+def _num(v: Any) -> str:
+    """A double as ATen's messages print it (C++ stream defaults: ``3``, ``2.5``, ``1e-07``)."""
+    return f"{float(v):g}"
+
+
 def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:
     """``torch.Tensor.uniform_``: values in ``[a, b)``."""
     _float_only(self, "check_uniform_bounds")
     if not a <= b:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
-                           f"from={a} > to={b}")
+                           f"from={_num(a)} > to={_num(b)}")
     return _fill(self, "uniform", _random.uniform, (float(a), float(b)), generator,
                  np.float64 if self.dtype is dt.float64 else np.float32)
 
@@ -68,7 +73,7 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *,
     one double sample per element below)."""
     _float_only(self, "normal_kernel_cpu")
     if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {_num(std)}")
     return _fill(self, "normal", _random.normal, (float(mean), float(std)), generator,
                  np.float64 if self.dtype is dt.float64 else np.float32)
 
@@ -95,7 +100,7 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *,
     """``torch.Tensor.log_normal_``: ``exp`` of normal draws."""
     _float_only(self, "log_normal_cpu")
     if not std > 0.0:
-        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={_num(std)}")
     return _fill(self, "log_normal", _random.log_normal, (float(mean), float(std)),
                  generator)
 

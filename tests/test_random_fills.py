@@ -212,6 +212,20 @@ def test_errors_are_pytorchs():
         gc.empty(3).random_(0, 2**30)
 
 
+@pytest.mark.parametrize("call", [
+    lambda m: m.empty(3).uniform_(3, 1), lambda m: m.empty(3).uniform_(2.5, 1.0),
+    lambda m: m.empty(3).uniform_(1e-7, 1e-8), lambda m: m.empty(3).normal_(0, -1.5),
+    lambda m: m.empty(3).log_normal_(0, -2)])
+def test_bound_messages_print_numbers_as_aten_does(call):
+    """ATen prints a double with the C++ stream's defaults (``from=3``, not ``from=3.0``)."""
+    msgs = []
+    for m in (gc, torch):
+        with pytest.raises(RuntimeError) as e:
+            call(m)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+
+
 def _fills(x):
     """Every fill inside a step, on new tensors of the batch's shape and on a float64 one."""
     e = gc.empty_like(x)
