@@ -30,7 +30,10 @@ workload:
   the cache does not save).
 
 Each figure is the median of ``--repeat`` runs (default 3), each with its own fresh cache
-directory. Importing graphc (torch) is timed apart and not counted in any of them.
+directory. Python bytecode is cached as for an installed package (``--bytecode cached``, the
+default: a warm-up child writes it to a temporary ``PYTHONPYCACHEPREFIX``), since some
+machines set ``PYTHONDONTWRITEBYTECODE`` and every process there compiles the source of
+every module it imports; ``--bytecode env`` measures with the caller's environment. Importing graphc (torch) is timed apart and not counted in any of them.
 
 torch.compile (default mode) gets the same steps written against ``torch.nn``/``torch.optim``
 (for the GPT, ``define(torch.nn, torch.nn.functional)``), timed the same three ways, with
@@ -253,6 +256,9 @@ def run_child(system: str, workload: str, layers: int, cache: str, mode: str,
     ``{"error": reason}`` when it failed, timed out or printed no figures."""
     env = {**os.environ, SYSTEMS[system]: cache}
     env.pop("GRAPHC_CACHE", None)  # the disk cache on, whatever the caller's shell says
+    if BYTECODE["prefix"] is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = BYTECODE["prefix"]
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(ROOT), system, workload,
                              str(layers), mode], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -271,6 +277,23 @@ def run_child(system: str, workload: str, layers: int, cache: str, mode: str,
         err = [ln for ln in stderr.strip().splitlines() if ln.strip()]
         return {"error": f"exit status {proc.returncode}: " + (err[-1] if err else "no output")}
     return result
+
+
+# ``--bytecode cached`` (the default): the children read Python bytecode from a cache that a
+# warm-up child filled (``PYTHONPYCACHEPREFIX``, a temporary directory), as every process of
+# an installed package does (pip writes the ``.pyc`` files at install time). Some machines set
+# ``PYTHONDONTWRITEBYTECODE``; then every process compiles the source of every module it
+# imports, ~0.1 s of graphc's lazily imported code generator inside the first compile, which
+# no user of an installed graphc pays. ``--bytecode env`` keeps the caller's environment.
+BYTECODE: dict[str, str | None] = {"prefix": None}
+
+
+def warm_bytecode(systems: Sequence[str], timeout: float) -> None:
+    """Fill the bytecode cache: one untimed child per system compiles and runs the seed step
+    (importing everything a compile imports), on a cache directory of its own."""
+    for system in systems:
+        with tempfile.TemporaryDirectory(prefix=f"compile-time-warm-{system}-") as cache:
+            run_child(system, "seed", 0, cache, "disk", timeout)
 
 
 def measure(system: str, workload: str, layers: int, repeat: int, timeout: float
@@ -340,6 +363,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeat", type=int, default=3,
                     help="rounds per workload, medians reported (default 3)")
     ap.add_argument("--no-torch", action="store_true", help="skip torch.compile")
+    ap.add_argument("--bytecode", choices=("cached", "env"), default="cached",
+                    help="cached (default): children read Python bytecode a warm-up child "
+                         "wrote, as an installed package's processes do; env: the "
+                         "caller's environment as it is (PYTHONDONTWRITEBYTECODE included)")
     ap.add_argument("--timeout", type=float, default=900,
                     help="seconds per child process before it is killed (default 900)")
     a = ap.parse_args(argv)
@@ -389,7 +416,14 @@ def main(argv: list[str] | None = None) -> int:
           + (" (not timed: --no-torch)" if a.no_torch else "")
           + f"; median of {a.repeat} round(s), every measurement in a fresh process")
     print(_jax_line())
-    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    bytecode_dir = None
+    if a.bytecode == "cached":
+        bytecode_dir = tempfile.TemporaryDirectory(prefix="compile-time-pycache-")
+        BYTECODE["prefix"] = bytecode_dir.name
+        print("python bytecode: cached, as for an installed package (a warm-up child wrote "
+              "it; --bytecode env measures without)")
+        warm_bytecode(systems, a.timeout)
+    elif os.environ.get("PYTHONDONTWRITEBYTECODE"):
         print("note: PYTHONDONTWRITEBYTECODE is set, so every process compiles the Python "
               "source it imports:\nthe import times, and graphc's lazily imported code "
               "generator in the first compile, include it")

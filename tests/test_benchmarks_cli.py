@@ -92,6 +92,7 @@ def test_compile_time_seed_prints_the_cpu_the_times_and_the_phases():
         if model:
             assert model in host, host
     assert "jax:" in out
+    assert "python bytecode: cached" in out  # the default: as an installed package runs
     row = next(ln for ln in out.splitlines() if ln.startswith("seed "))
     cold, warm, disk, imported = map(float, row.split()[1:])
     assert cold > 0 and warm > 0 and disk > 0 and imported > 0, row
