@@ -57,7 +57,7 @@ _CORE_NAMES = frozenset({
     "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack",
     "take", "diagflat", "vander", "block_diag", "cartesian_prod", "cdist", "cov", "corrcoef",
     "narrow_copy",
-    "det", "logdet", "inverse", "slogdet",
+    "det", "logdet", "inverse", "slogdet", "qr", "svd", "pinverse",
     "median", "nanmedian", "quantile", "nanquantile", "mode", "searchsorted", "bucketize",
     "histc", "histogram", "bincount", "unique", "unique_consecutive",
 })

@@ -70,8 +70,15 @@ from .index_ops import (  # indexing, scatter/gather and sorting: gc.sort, gc.to
 )
 from .ir import dtypes as _dt
 from .ir.dtypes import DType
-from .linalg_ops import det, inverse, logdet  # gc.det, gc.logdet, gc.inverse (LU)
+from .linalg_ops import (  # gc.det, gc.logdet, gc.inverse (LU)
+    det,
+    inverse,
+    logdet,
+    pinverse,  # gc.pinverse (through the SVD)
+)
+from .linalg_ops import torch_qr as qr  # gc.qr: torch.qr's some= form
 from .linalg_ops import torch_slogdet as slogdet  # gc.slogdet: return_types.slogdet
+from .linalg_ops import torch_svd as svd  # gc.svd: torch.svd's (U, S, V), some=/compute_uv=
 from .reduce_ops import (  # reductions and scans: gc.std, gc.prod, gc.cumsum, ...
     all,
     aminmax,
@@ -562,7 +569,7 @@ __all__ = [
     "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack",
     "take", "diagflat", "vander", "block_diag", "cartesian_prod", "cdist", "cov", "corrcoef",
     "narrow_copy",
-    "det", "logdet", "inverse", "slogdet",
+    "det", "logdet", "inverse", "slogdet", "qr", "svd", "pinverse",
     "median", "nanmedian", "quantile", "nanquantile", "mode", "searchsorted", "bucketize",
     "histc", "histogram", "bincount", "unique", "unique_consecutive",
 ]

@@ -3,12 +3,14 @@
 Norms (``vector_norm``, ``matrix_norm``, ``norm``), products (``matmul``, ``vecdot``,
 ``multi_dot``, ``matrix_power``, ``cross``, ``diagonal``) and the LU family (``det``,
 ``slogdet``, ``inv``, ``inv_ex``, ``solve``), ``cholesky``/``cholesky_ex`` and
-``solve_triangular``, all compositions of graphc's front-end ops
-(graphc/linalg_ops.py says how, and why the matrix size is capped). Singular matrices raise
-:class:`LinAlgError` eagerly, as PyTorch (and matrices that are not positive-definite, for
-``cholesky``); in a compiled step they give inf/nan instead. The eigen/SVD/QR/LU-output
-family (``eigh``, ``svd``, ``qr``, ``lstsq``, ``pinv``, ``lu``, ...) raises
-``NotImplementedError`` naming itself: graphc has no iterative eigen/SVD solver yet.
+``solve_triangular``, the decompositions ``qr`` (Householder), ``eigh``/``eigvalsh``
+(Jacobi sweeps) and ``svd``/``svdvals`` (one-sided Jacobi) with what builds on them
+(``pinv``, ``lstsq``, ``matrix_rank``, ``cond``, ``householder_product``), all compositions
+of graphc's front-end ops (graphc/linalg_ops.py says how, and why the matrix size is capped).
+Singular matrices raise :class:`LinAlgError` eagerly, as PyTorch (and matrices that are not
+positive-definite, for ``cholesky``); in a compiled step they give inf/nan instead. ``eig``
+and ``eigvals`` (complex results: graphc has no complex dtype), ``lu`` and ``lu_factor``
+raise ``NotImplementedError`` naming themselves.
 """
 
 from __future__ import annotations

@@ -21,10 +21,14 @@ from collections.abc import Callable, Sequence
 
 from . import _context
 from . import tensor_ops as T
+
+# the class itself, not graphc.tensor: linalg_ops (eigh, svd) runs its sweeps through
+# scan and graphc.tensor installs linalg_ops' methods; every caller already holds
+# tensors, so graphc.tensor has attached the methods by the time scan runs
+from ._tensor import Tensor
 from .autograd import is_grad_enabled
 from .ir import Builder, Graph, Node
 from .ir import shapes as sh
-from .tensor import Tensor
 
 Carry = tuple[Tensor, ...]
 Step = Callable[[Carry, Carry], tuple[Sequence[Tensor], Sequence[Tensor]]]
