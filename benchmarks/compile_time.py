@@ -33,7 +33,8 @@ Each figure is the median of ``--repeat`` runs (default 3), each with its own fr
 directory. Python bytecode is cached as for an installed package (``--bytecode cached``, the
 default: a warm-up child writes it to a temporary ``PYTHONPYCACHEPREFIX``), since some
 machines set ``PYTHONDONTWRITEBYTECODE`` and every process there compiles the source of
-every module it imports; ``--bytecode env`` measures with the caller's environment. Importing graphc (torch) is timed apart and not counted in any of them.
+every module it imports; ``--bytecode env`` measures with the caller's environment.
+Importing graphc (torch) is timed apart and not counted in any of them.
 
 torch.compile (default mode) gets the same steps written against ``torch.nn``/``torch.optim``
 (for the GPT, ``define(torch.nn, torch.nn.functional)``), timed the same three ways, with

@@ -57,6 +57,21 @@ from .layers3d import (
     InstanceNorm3d,
     MaxPool3d,
 )
+from .lazy import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+    LazyLinear,
+)
 from .loss import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -78,6 +93,17 @@ from .loss import (
     TripletMarginLoss,
 )
 from .module import Module, Parameter
+from .padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad3d,
+    LPPool3d,
+    ReflectionPad3d,
+    ReplicationPad3d,
+    ZeroPad3d,
+)
+from .parameter import Buffer, UninitializedBuffer, UninitializedParameter
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .simple import (
     ConstantPad1d,
@@ -141,6 +167,12 @@ __all__ = [
     "AdaptiveMaxPool3d", "BatchNorm3d", "InstanceNorm3d",
     "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "FractionalMaxPool2d",
     "FractionalMaxPool3d",
+    "ConstantPad3d", "ZeroPad3d", "ReflectionPad3d", "ReplicationPad3d", "CircularPad1d",
+    "CircularPad2d", "CircularPad3d", "LPPool3d", "Buffer", "UninitializedParameter",
+    "UninitializedBuffer", "LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+    "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyBatchNorm1d",
+    "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)

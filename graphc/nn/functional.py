@@ -162,6 +162,24 @@ from ._floss import (  # noqa: E402
     soft_margin_loss,
     triplet_margin_loss,
 )
+from ._fmore import (  # noqa: E402
+    adaptive_max_pool1d_with_indices,
+    adaptive_max_pool2d_with_indices,
+    adaptive_max_pool3d_with_indices,
+    celu_,
+    elu_,
+    hardtanh_,
+    leaky_relu_,
+    lp_pool3d,
+    max_pool1d_with_indices,
+    max_pool2d_with_indices,
+    max_pool3d_with_indices,
+    relu_,
+    selu_,
+    threshold_,
+    upsample_bilinear,
+    upsample_nearest,
+)
 from ._fnorm import (  # noqa: E402
     batch_norm,
     dropout,
@@ -193,6 +211,13 @@ def _pad_index(size: int, lo: int, hi: int, mode: str) -> np.ndarray:
         return np.where(j > size - 1, 2 * (size - 1) - j, j)
     if mode == "replicate":
         return np.clip(j, 0, size - 1)
+    if min(lo, hi) < 0 and lo <= size and hi <= size:
+        # circular with a cropped side: PyTorch wraps around the kept range, not the dim
+        c0, c1 = max(-lo, 0), size - max(-hi, 0)
+        if c1 <= c0:
+            raise RuntimeError(f"Negative padding results in an empty dimension: padding "
+                               f"({lo}, {hi}) at dimension of size {size}")
+        return c0 + np.arange(-max(lo, 0), c1 - c0 + max(hi, 0)) % (c1 - c0)
     if lo > size or hi > size:
         raise RuntimeError("Padding value causes wrapping around more than once.")
     return j % size
@@ -303,3 +328,8 @@ def prelu(input: Any, weight: Any) -> Tensor:  # noqa: A002
 
 
 __all__.append("prelu")
+__all__ += ["lp_pool3d", "relu_", "elu_", "leaky_relu_", "hardtanh_", "threshold_", "selu_",
+            "celu_", "max_pool1d_with_indices", "max_pool2d_with_indices",
+            "max_pool3d_with_indices", "adaptive_max_pool1d_with_indices",
+            "adaptive_max_pool2d_with_indices", "adaptive_max_pool3d_with_indices",
+            "upsample_nearest", "upsample_bilinear"]

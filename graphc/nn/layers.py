@@ -26,8 +26,8 @@ class Linear(Module):
     """``y = x W^T + b``; W ~ U(-1/sqrt(in), 1/sqrt(in)) then b, drawn as PyTorch draws them."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 dtype: Any = None) -> None:
-        super().__init__()
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()  # ``device``: PyTorch's signature (the CPU is graphc's one device)
         self.in_features = in_features
         self.out_features = out_features
         npd = np.float32 if dtype is None else dtypes.as_dtype(dtype).np

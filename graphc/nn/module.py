@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import _context
-from .._tensor import dtype_of, parse_to
+from .._tensor import _WeakIdMap, dtype_of, parse_to
 from ..tensor import Tensor, to_array
 
 # Bumped by every train()/eval() that changes a flag: compiled steps re-check their
@@ -35,6 +35,19 @@ class Parameter(Tensor):
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
+
+
+# tensors made by ``nn.Buffer(t, persistent=...)`` -> their ``persistent`` flag: assigning one
+# to a module attribute registers it as a buffer (graphc's Tensor has slots, so the flag that
+# PyTorch keeps on the tensor object lives here; see graphc/nn/parameter.py)
+_BUFFER_MARKS = _WeakIdMap()
+
+
+class _Uninitialized:
+    """Base of ``UninitializedParameter``/``UninitializedBuffer`` (graphc/nn/parameter.py),
+    here so that ``state_dict`` can pass them through without importing that module."""
+
+    __slots__ = ()
 
 
 def _array_to_tensor(v: Any) -> Any:
@@ -72,6 +85,15 @@ class RemovableHandle:
 
     def __exit__(self, *exc: Any) -> None:
         self.remove()
+
+    # a deep copy of a module that keeps a handle (lazy modules do) must get a handle on the
+    # copy's hook table, not a weak reference to the original's (copy treats weakrefs as atoms)
+    def __getstate__(self) -> tuple:
+        return [r() for r in self._tables], self._extra, self.id
+
+    def __setstate__(self, state: tuple) -> None:
+        tables, self._extra, self.id = state
+        self._tables = [weakref.ref(t) for t in tables if t is not None]
 
 
 def _convert_tensor(t: Tensor, dtype: Any) -> None:
@@ -139,6 +161,10 @@ class Module:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as parameter "
                                 f"'{name}' (graphc.nn.Parameter or None expected)")
             params[name] = None
+        elif (_BUFFER_MARKS and name not in mods and isinstance(value, Tensor)
+              and _BUFFER_MARKS.get(value) is not None):
+            # ``self.x = nn.Buffer(t, persistent=...)`` registers a buffer (PyTorch 2.x)
+            self.register_buffer(name, value, persistent=_BUFFER_MARKS.get(value))
         elif name in bufs:
             bufs[name] = value
         elif name in mods:
@@ -269,6 +295,23 @@ class Module:
 
     register_backward_hook = register_full_backward_hook
     register_full_backward_pre_hook = register_full_backward_hook
+
+    def _register_load_state_dict_pre_hook(self, hook: Callable[..., Any],
+                                           with_module: bool = False) -> RemovableHandle:
+        """``hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs)`` (``hook(module, ...)`` with ``with_module``) runs before
+        ``load_state_dict`` reads this module's entries, on a copy of the dict it may edit, as
+        PyTorch's: old checkpoints' keys are renamed this way (``weight_norm``'s
+        ``weight_g``/``weight_v``), and lazy modules take their shapes from it."""
+        table = self.__dict__.setdefault("_load_state_dict_pre_hooks", OrderedDict())
+        handle = RemovableHandle(table)
+        table[handle.id] = (hook, with_module)
+        return handle
+
+    def register_load_state_dict_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before ``load_state_dict`` reads this module."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
 
     @staticmethod
     def _add_hook(table: OrderedDict[int, Any], hid: int, hook: Any, prepend: bool) -> None:
@@ -464,15 +507,33 @@ class Module:
         for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
             skip = m.__dict__.get("_non_persistent", set())
             for n, p in m._parameters.items():
-                if p is not None:
-                    out[f"{mp}.{n}" if mp else n] = np.array(p.numpy(), copy=True)
+                if p is not None:  # a lazy module's uninitialized ones as they are (PyTorch)
+                    out[f"{mp}.{n}" if mp else n] = p if isinstance(
+                        p, _Uninitialized) else np.array(p.numpy(), copy=True)
             for n, b in m._buffers.items():
                 if b is not None and n not in skip:
-                    out[f"{mp}.{n}" if mp else n] = np.array(b.numpy(), copy=True)
+                    out[f"{mp}.{n}" if mp else n] = b if isinstance(
+                        b, _Uninitialized) else np.array(b.numpy(), copy=True)
         return out
 
     def load_state_dict(self, state_dict: Any, strict: bool = True) -> Any:
         """Copy values in place (tensors keep their identity, compiled steps stay valid)."""
+        hook_missing: list[str] = []
+        hook_unexpected: list[str] = []
+        errors: list[str] = []
+        copied = False
+        for mp, m in self.named_modules():  # pre-hooks, parents first, on a copy (PyTorch)
+            hooks = m.__dict__.get("_load_state_dict_pre_hooks")
+            if hooks:
+                if not copied:
+                    state_dict, copied = OrderedDict(state_dict), True
+                for hook, with_module in list(hooks.values()):
+                    args = (state_dict, f"{mp}." if mp else "", {}, strict, hook_missing,
+                            hook_unexpected, errors)
+                    hook(m, *args) if with_module else hook(*args)
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:"
+                               "\n\t" + "\n\t".join(errors))
         own: dict[str, Tensor] = {}
         for mp, m in self.named_modules():
             skip = m.__dict__.get("_non_persistent", set())
@@ -482,8 +543,8 @@ class Module:
             for n, b in m._buffers.items():
                 if b is not None and n not in skip:
                     own[f"{mp}.{n}" if mp else n] = b
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
+        missing = hook_missing + [k for k in own if k not in state_dict]
+        unexpected = hook_unexpected + [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
             raise RuntimeError(
                 f"Error(s) in loading state_dict for {type(self).__name__}: "
@@ -569,11 +630,18 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        lines = [f"{type(self).__name__}({self.extra_repr()}"]
-        for n, m in self._modules.items():
-            body = repr(m).replace("\n", "\n  ")
-            lines.append(f"  ({n}): {body}")
-        return lines[0] + ("\n" + "\n".join(lines[1:]) + "\n)" if len(lines) > 1 else ")")
+        """PyTorch's layout: a one-line ``extra_repr`` stays on the first line when there
+        are no children; otherwise it and each ``(name): child`` take a line of their own."""
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({n}): " + repr(m).replace("\n", "\n  ")
+                       for n, m in self._modules.items()]
+        lines = extra_lines + child_lines
+        body = ""
+        if lines:
+            body = (extra_lines[0] if len(extra_lines) == 1 and not child_lines
+                    else "\n  " + "\n  ".join(lines) + "\n")
+        return f"{type(self).__name__}({body})"
 
 
 def _guard_hooks(ctx: Any, m: Module) -> None:

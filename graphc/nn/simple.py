@@ -59,6 +59,7 @@ def _padding(padding: Any, n: int, name: str) -> tuple[int, ...]:
 class _PadNd(Module):
     mode = "constant"
     dims = 2
+    _zero = False  # ZeroPad*d: PyTorch's repr shows the padding only
 
     def __init__(self, padding: Any, value: float | None = None) -> None:
         super().__init__()
@@ -71,27 +72,33 @@ class _PadNd(Module):
         return F.pad(input, self.padding, self.mode)
 
     def extra_repr(self) -> str:
-        return f"{self.padding}" + (f", value={self.value}" if self.mode == "constant" else "")
+        if self.mode == "constant" and not self._zero:
+            return f"padding={self.padding}, value={self.value}"
+        return f"{self.padding}"
 
 
 class ConstantPad1d(_PadNd):
     dims = 1
 
     def __init__(self, padding: Any, value: float) -> None:
-        super().__init__(padding, float(value))
+        super().__init__(padding, value)  # kept as given (its repr shows 3, not 3.0)
 
 
 class ConstantPad2d(_PadNd):
     def __init__(self, padding: Any, value: float) -> None:
-        super().__init__(padding, float(value))
+        super().__init__(padding, value)
 
 
 class ZeroPad1d(ConstantPad1d):
+    _zero = True
+
     def __init__(self, padding: Any) -> None:
         super().__init__(padding, 0.0)
 
 
 class ZeroPad2d(ConstantPad2d):
+    _zero = True
+
     def __init__(self, padding: Any) -> None:
         super().__init__(padding, 0.0)
 

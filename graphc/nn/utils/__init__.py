@@ -17,9 +17,25 @@ import numpy as np
 from ... import _context
 from ...autograd import no_grad
 from ...tensor import Tensor
-from . import rnn
+from . import parametrizations, parametrize, rnn, stateless
+from .clip_grad import clip_grads_with_norm_
+from .convert_parameters import parameters_to_vector, vector_to_parameters
+from .fusion import (
+    fuse_conv_bn_eval,
+    fuse_conv_bn_weights,
+    fuse_linear_bn_eval,
+    fuse_linear_bn_weights,
+)
+from .init import skip_init
+from .spectral_norm import remove_spectral_norm, spectral_norm
+from .weight_norm import remove_weight_norm, weight_norm
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "rnn"]
+__all__ += ["clip_grad_norm", "clip_grads_with_norm_", "parameters_to_vector",
+            "vector_to_parameters", "fuse_conv_bn_eval", "fuse_conv_bn_weights",
+            "fuse_linear_bn_eval", "fuse_linear_bn_weights", "skip_init", "weight_norm",
+            "remove_weight_norm", "spectral_norm", "remove_spectral_norm", "parametrize",
+            "parametrizations", "stateless"]
 
 
 def _as_list(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
@@ -64,7 +80,7 @@ def _norm_of_norms(norms: list[Tensor], p: float) -> Tensor:
 
 @no_grad()
 def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0,
-                   error_if_nonfinite: bool = False) -> Tensor:
+                   error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
     """The ``norm_type``-norm of all ``tensors`` together, as a 0-d tensor.
 
     ``error_if_nonfinite`` needs the norm's value, which only exists eagerly; inside a
@@ -111,6 +127,17 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
     for g in grads:
         g.mul_(clamped)
     return total
+
+
+def clip_grad_norm(parameters: Tensor | Iterable[Tensor], max_norm: float,
+                   norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                   foreach: bool | None = None) -> Tensor:
+    """Deprecated alias of ``clip_grad_norm_`` (warns as PyTorch does)."""
+    import warnings
+
+    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of "
+                  "`torch.nn.utils.clip_grad_norm_`.", FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 @no_grad()
