@@ -67,6 +67,42 @@ _ELSEWHERE = {
     "load": "serialization", "save": "serialization",
     "Generator": "random", "bernoulli": "random_ops", "multinomial": "random_ops",
     "autocast": "amp", "is_autocast_enabled": "amp", "get_autocast_dtype": "amp",
+    "pi": "misc_ops", "e": "misc_ops", "inf": "misc_ops", "nan": "misc_ops",
+    "newaxis": "misc_ops", "is_tensor": "misc_ops", "is_signed": "misc_ops",
+    "allclose": "misc_ops", "equal": "misc_ops", "result_type": "misc_ops",
+    "promote_types": "misc_ops", "can_cast": "misc_ops", "get_default_dtype": "misc_ops",
+    "set_default_dtype": "misc_ops", "get_num_threads": "misc_ops",
+    "set_num_threads": "misc_ops", "get_rng_state": "misc_ops", "set_rng_state": "misc_ops",
+    "seed": "misc_ops", "normal": "misc_ops", "tensor_split": "misc_ops",
+    "hsplit": "misc_ops", "vsplit": "misc_ops", "dsplit": "misc_ops",
+    "split_with_sizes": "misc_ops", "unravel_index": "misc_ops", "combinations": "misc_ops",
+    "isin": "misc_ops", "dist": "misc_ops", "gcd": "misc_ops", "lcm": "misc_ops",
+    "frexp": "misc_ops", "ldexp": "misc_ops", "nextafter": "misc_ops",
+    "gradient": "misc_ops", "trace": "misc_ops", "rsub": "misc_ops",
+    "bartlett_window": "misc_ops", "blackman_window": "misc_ops",
+    "hamming_window": "misc_ops", "hann_window": "misc_ops", "kaiser_window": "misc_ops",
+    "is_same_size": "misc_ops", "positive": "misc_ops", "sgn": "misc_ops",
+    "masked_scatter": "misc_ops", "index_reduce": "misc_ops", "prelu": "misc_ops",
+    "hardshrink": "misc_ops", "abs_": "misc_ops", "acos_": "misc_ops", "acosh_": "misc_ops",
+    "addmv_": "misc_ops", "arccos_": "misc_ops", "arccosh_": "misc_ops",
+    "arcsin_": "misc_ops", "arcsinh_": "misc_ops", "arctan_": "misc_ops",
+    "arctanh_": "misc_ops", "asin_": "misc_ops", "asinh_": "misc_ops", "atan_": "misc_ops",
+    "atanh_": "misc_ops", "ceil_": "misc_ops", "clamp_": "misc_ops",
+    "clamp_max_": "misc_ops", "clamp_min_": "misc_ops", "clip_": "misc_ops",
+    "cos_": "misc_ops", "cosh_": "misc_ops", "deg2rad_": "misc_ops", "erf_": "misc_ops",
+    "erfc_": "misc_ops", "exp2_": "misc_ops", "exp_": "misc_ops", "expm1_": "misc_ops",
+    "fill_": "misc_ops", "fix_": "misc_ops", "floor_": "misc_ops", "frac_": "misc_ops",
+    "gcd_": "misc_ops", "i0_": "misc_ops", "index_put_": "misc_ops", "lcm_": "misc_ops",
+    "ldexp_": "misc_ops", "log10_": "misc_ops", "log1p_": "misc_ops", "log2_": "misc_ops",
+    "log_": "misc_ops", "logit_": "misc_ops", "nan_to_num_": "misc_ops", "neg_": "misc_ops",
+    "negative_": "misc_ops", "rad2deg_": "misc_ops", "reciprocal_": "misc_ops",
+    "relu_": "misc_ops", "round_": "misc_ops", "rsqrt_": "misc_ops", "sigmoid_": "misc_ops",
+    "sin_": "misc_ops", "sinc_": "misc_ops", "sinh_": "misc_ops", "sqrt_": "misc_ops",
+    "square_": "misc_ops", "tan_": "misc_ops", "tanh_": "misc_ops", "trunc_": "misc_ops",
+    "xlogy_": "misc_ops", "zero_": "misc_ops",
+    # torch.pdist & co. are nn.functional's (misc_ops cannot import graphc.nn: a cycle)
+    "pdist": "nn.functional", "pairwise_distance": "nn.functional",
+    "cosine_similarity": "nn.functional",
 }
 
 # Submodules that moved into a layer package: ``gc.dtypes`` & co. keep resolving to them.
@@ -135,6 +171,18 @@ class _Package(types.ModuleType):
     @tensor.setter
     def tensor(self, value: Any) -> None:
         pass  # the import system recording the submodule ``graphc.tensor``: ignored, see above
+
+    @property
+    def trace(self) -> Any:
+        """``gc.trace`` is ``torch.trace`` (``misc_ops.trace``), although ``graphc/trace.py``
+        is a submodule too: kept the function as ``tensor`` is, for the same reason."""
+        ops = (sys.modules.get(f"{__name__}.misc_ops")
+               or importlib.import_module(f"{__name__}.misc_ops"))
+        return ops.trace
+
+    @trace.setter
+    def trace(self, value: Any) -> None:
+        pass  # the import system recording the submodule ``graphc.trace``: ignored
 
 
 sys.modules[__name__].__class__ = _Package

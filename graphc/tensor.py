@@ -14,6 +14,7 @@ from . import (
     engine,
     index_ops,
     linalg_ops,
+    misc_ops,
     reduce_ops,
     shape_ops,
     stat_ops,
@@ -23,7 +24,7 @@ from ._tensor import _EAGER, Tensor, _OutNode, _ScalarOutNode, builder, leaf_nod
 from .tensor_ops import as_tensor
 
 # the op groups beyond the core set attach their methods after tensor_ops (which they use)
-for _group in (shape_ops, index_ops, reduce_ops, composite_ops, stat_ops, linalg_ops):
+for _group in (shape_ops, index_ops, reduce_ops, composite_ops, stat_ops, linalg_ops, misc_ops):
     _group.install(Tensor)
 
 __all__ = ["Tensor", "builder", "to_array", "leaf_node", "as_tensor", "tensor_ops", "engine",
