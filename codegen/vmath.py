@@ -61,6 +61,10 @@ Algorithms:
   the operand's precision, so they match PyTorch's results, not only the function: a
   recurrence unrolled into masked steps, Chebyshev series by Clenshaw's recurrence with
   ATen's fused ``x b1 - b2``, both branches of every ``if`` evaluated and picked by select.
+- the rest of ``torch.special`` (zeta, ndtri, erfcx, the Bessel functions, airy_ai, the
+  orthogonal polynomials, the incomplete gamma functions): ``codegen/vmath_special.py`` and
+  ``codegen/vmath_igamma.py`` (mixins of ``VMath``), measured by
+  ``tests/test_special_more.py``.
 """
 
 from __future__ import annotations
@@ -85,11 +89,17 @@ from graphc.ir.special import (
 )
 
 from .llvm_util import F32, F64, I32, I64, declare, fconst, log_special_cases
+from .vmath_igamma import IncompleteGamma
+from .vmath_special import SpecialFunctions
 
 UNARY = ("exp", "log", "tanh", "sigmoid", "erf", "expm1", "log1p", "sin", "cos", "tan", "asin",
          "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2",
-         "erfc", "erfinv", "lgamma", "digamma", "trigamma", "i0", "i1")
-BINARY = ("pow", "atan2")
+         "erfc", "erfinv", "lgamma", "digamma", "trigamma", "i0", "i1",
+         # codegen/vmath_special.py
+         "ndtri", "erfcx", "i0e", "i1e", "modified_bessel_i1", "modified_bessel_k0",
+         "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+         "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "airy_ai")
+BINARY = ("pow", "atan2", "zeta", "igamma", "igammac")
 
 # -- coefficients (lowest degree first) ---------------------------------------------------
 # exp: clamp range (outside it the result is 0 or inf, reached through the normal path)
@@ -236,12 +246,18 @@ def _f32(v: float) -> float:
     return struct.unpack("f", struct.pack("f", v))[0]
 
 
-class VMath:
+class VMath(SpecialFunctions, IncompleteGamma):
     """Emits the routines on one builder; every operand of a call shares one float type.
+    The special functions of ``graphc/ir/special_more.py`` and ``graphc/ir/igamma.py`` come
+    from ``SpecialFunctions`` and ``IncompleteGamma`` (``codegen/vmath_special.py``,
+    ``codegen/vmath_igamma.py``).
 
     The code is scalar IR (one lane); the loop vectoriser widens it. Nothing here branches, so
     a routine can sit in the middle of any fused element expression.
     """
+
+    LN2_F64 = _LN2[64]
+    LOG_LG = _LOG_LG
 
     def __init__(self, b: ir.IRBuilder, mod: ir.Module) -> None:
         self.b = b

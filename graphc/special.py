@@ -10,10 +10,23 @@ the lower tail), ``entr``, ``xlog1py``, ``multigammaln``, and ``softmax``/``log_
 ``torch.special``'s ``dtype`` argument. Their IR, derivatives and both native lowerings come
 from those ops.
 
-Not here: the functions whose primitive graphc lacks (Bessel functions other than ``i0``,
-``i0e``/``i1``/``i1e``, ``erfcx``, ``ndtri``, ``polygamma``, ``zeta``, ``gammainc``/
-``gammaincc``, the orthogonal polynomials, ``airy_ai``): a composition would not be accurate
-over their whole domain.
+The rest of ``torch.special`` runs on primitives of their own (``graphc/ir/special_more.py``
+and ``codegen/vmath_special.py``, which follow ATen's kernels): ``zeta`` (Hurwitz) and
+``polygamma`` through it, ``ndtri``, ``erfcx``, ``i0e``, ``i1``, ``i1e``, the modified Bessel
+functions ``modified_bessel_i0/i1/k0/k1`` and ``scaled_modified_bessel_k0/k1``, the Bessel
+functions ``bessel_j0/j1/y0/y1`` and ``airy_ai``; ``spherical_bessel_j0`` is a composition.
+The functions PyTorch gives no derivative (the Bessel functions other than ``i0e``, ``i1``
+and ``i1e``, ``airy_ai``, ``spherical_bessel_j0``, the polynomials below) return results that
+do not require grad; the gradients of ``zeta`` and ``gammainc``/``gammaincc`` with respect to
+their first argument raise ``NotImplementedError`` in ``backward()``, as PyTorch's do.
+
+The orthogonal polynomials (``chebyshev_polynomial_t/u/v/w``, their shifted forms,
+``hermite_polynomial_h/he``, ``laguerre_polynomial_l``, ``legendre_polynomial_p``) take a
+tensor-valued degree: their primitives run ATen's recurrence for each element's degree.
+
+``gammainc``/``gammaincc`` are ATen's regularized incomplete gamma functions
+(``graphc/ir/igamma.py``: its series and continued fraction run for as many steps as each
+element needs).
 
 Gradients are PyTorch's everywhere except at points where PyTorch's own derivative is not
 finite: ``entr``'s at ``x <= 0`` (PyTorch: ``inf`` at 0, NaN below), ``xlog1py``'s with
@@ -33,6 +46,7 @@ from . import tensor_ops as T_
 from ._tensor import Tensor
 from .ir import dtypes as dt
 from .ir import shapes as sh
+from .ir.special import polygamma_factor
 
 # torch.special's second names of graphc's functions: the same objects as gc.<name>
 expit = _core.sigmoid
@@ -55,11 +69,11 @@ round = _core.round  # noqa: A001  (torch.special.round)
 _SQRT1_2 = math.sqrt(0.5)
 
 
-def _float_input(x: Any, fn: str) -> Tensor:
+def _float_input(x: Any, fn: str, arg: str = "input") -> Tensor:
     """``x`` as a floating tensor: integers and bools become float32, as PyTorch's unary
-    float ops promote them."""
+    float ops promote them. ``arg``: the parameter's name in PyTorch's error."""
     if not isinstance(x, Tensor):
-        raise TypeError(f"special_{fn}(): argument 'input' (position 1) must be Tensor, not "
+        raise TypeError(f"special_{fn}(): argument '{arg}' (position 1) must be Tensor, not "
                         f"{type(x).__name__}")
     return x if x.dtype.is_float else x.to(dt.float32)
 
@@ -181,8 +195,263 @@ def multigammaln(input: Tensor, p: int) -> Tensor:  # noqa: A002
     return total + (p * (p - 1)) * math.log(math.pi) * 0.25
 
 
+# -- the functions on graphc/ir/special_more.py's primitives ----------------------------------
+def _unary(op: str, input: Any, fn: str, arg: str = "input") -> Tensor:  # noqa: A002
+    return T_.unary(op, _float_input(input, fn, arg))
+
+
+def ndtri(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.ndtri``: the inverse of the normal CDF on [0, 1] (ATen's Cephes
+    rational approximations); -inf at 0, inf at 1, NaN outside. Its derivative is
+    ``sqrt(2 pi) exp(ndtri(p)^2 / 2)``."""
+    return _unary("ndtri", input, "ndtri")
+
+
+def erfcx(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.erfcx``: ``exp(x^2) erfc(x)`` without its overflow and underflow
+    (finite for large x, where ``erfc`` underflows; inf below about -26.6)."""
+    return _unary("erfcx", input, "erfcx")
+
+
+def i0e(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.i0e``: ``exp(-|x|) I0(x)``, finite where ``i0`` overflows."""
+    return _unary("i0e", input, "i0e")
+
+
+def i1(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.i1``: the modified Bessel function I1 (the primitive that is already
+    ``i0``'s derivative)."""
+    return _unary("i1", input, "i1")
+
+
+def i1e(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.i1e``: ``exp(-|x|) I1(x)``."""
+    return _unary("i1e", input, "i1e")
+
+
+def modified_bessel_i0(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.modified_bessel_i0``: ATen computes it as ``i0`` does (same series,
+    same order), so it is ``i0`` of the detached input: PyTorch gives it no gradient."""
+    return _core.i0(_float_input(input, "modified_bessel_i0").detach())
+
+
+def modified_bessel_i1(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.modified_bessel_i1`` (no gradient, as in PyTorch; ATen's version of
+    ``i1`` with the float64 tables in float32 too)."""
+    return _unary("modified_bessel_i1", input, "modified_bessel_i1")
+
+
+def modified_bessel_k0(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.modified_bessel_k0``: K0 (inf at 0, NaN below; no gradient)."""
+    return _unary("modified_bessel_k0", input, "modified_bessel_k0")
+
+
+def modified_bessel_k1(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.modified_bessel_k1``: K1 (inf at 0, NaN below; no gradient)."""
+    return _unary("modified_bessel_k1", input, "modified_bessel_k1")
+
+
+def scaled_modified_bessel_k0(x: Tensor) -> Tensor:
+    """``torch.special.scaled_modified_bessel_k0``: ``exp(x) K0(x)`` (no gradient)."""
+    return _unary("scaled_modified_bessel_k0", x, "scaled_modified_bessel_k0", "x")
+
+
+def scaled_modified_bessel_k1(x: Tensor) -> Tensor:
+    """``torch.special.scaled_modified_bessel_k1``: ``exp(x) K1(x)`` (no gradient)."""
+    return _unary("scaled_modified_bessel_k1", x, "scaled_modified_bessel_k1", "x")
+
+
+def bessel_j0(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.bessel_j0``: J0 as ATen computes it (its Cephes port, whose dropped
+    denominator terms put it up to ~1e-7 relative off the function; no gradient)."""
+    return _unary("bessel_j0", input, "bessel_j0")
+
+
+def bessel_j1(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.bessel_j1``: J1 as ATen computes it (no gradient)."""
+    return _unary("bessel_j1", input, "bessel_j1")
+
+
+def bessel_y0(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.bessel_y0``: Y0 as ATen computes it (-inf at 0, NaN below)."""
+    return _unary("bessel_y0", input, "bessel_y0")
+
+
+def bessel_y1(input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.bessel_y1``: Y1 as ATen computes it (-inf at 0, NaN below)."""
+    return _unary("bessel_y1", input, "bessel_y1")
+
+
+def airy_ai(x: Tensor) -> Tensor:
+    """``torch.special.airy_ai``: the Airy function Ai as ATen computes it (0 above 103.892,
+    NaN at +-inf; no gradient)."""
+    return _unary("airy_ai", x, "airy_ai", "x")
+
+
+# sin(x) / x = sum_k (-1)^k x^2k / (2k + 1)!: (sign, factorial) per term, ATen's seven
+_J0_SERIES = ((1.0, 1.0), (-1.0, 6.0), (1.0, 120.0), (-1.0, 5040.0), (1.0, 362880.0),
+              (-1.0, 39916800.0), (1.0, 6227020800.0))
+
+
+def spherical_bessel_j0(x: Tensor) -> Tensor:
+    """``torch.special.spherical_bessel_j0``: ``sin(x) / x``, by ATen's Taylor polynomial in
+    ``x^2`` below 1/2 (its coefficients rounded in the tensor's dtype, as ATen's ``T(-1.0) /
+    T(6.0)``), 0 at +-inf. A composition of the detached input: PyTorch gives it no
+    gradient."""
+    x = _float_input(x, "spherical_bessel_j0", "x").detach()
+    t = x.dtype.np.type
+    coeffs = [float(t(sign) / t(fact)) for sign, fact in _J0_SERIES]
+    near = x.abs() < 0.5
+    small = T_.where(near, x, 0.0)
+    z = small * small
+    poly = z * coeffs[-1] + coeffs[-2]
+    for c in reversed(coeffs[:-2]):
+        poly = poly * z + c
+    big = T_.where(near, 1.0, x)
+    out = T_.where(near, poly, big.sin() / big)
+    return T_.where(x.isinf(), 0.0, out)
+
+
+def _pair(input: Any, other: Any, fn: str, names: tuple[str, str]) -> tuple[Tensor, Tensor]:
+    """Two operands as PyTorch's binary special functions take them: a tensor and a tensor
+    or a Python number (either side), promoted together; integers and bools to float32."""
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        a, b = names
+        raise TypeError(f"special_{fn}() received an invalid combination of arguments - got "
+                        f"({type(input).__name__}, {type(other).__name__}), but expected one "
+                        f"of (Tensor {a}, Tensor {b}), (Number {a}, Tensor {b}), (Tensor {a}, "
+                        f"Number {b})")
+    xn, yn = T_._operands(input, other, fn)
+    x, y = Tensor._wrap(xn), Tensor._wrap(yn)
+    if not x.dtype.is_float:
+        x, y = x.to(dt.float32), y.to(dt.float32)
+    return x, y
+
+
+def zeta(input: Any, other: Any) -> Tensor:  # noqa: A002
+    """``torch.special.zeta``: the Hurwitz zeta function ``sum_k (other + k)^-input`` (ATen's
+    Cephes series; inf at ``input == 1`` and at the non-positive integers ``other``, NaN for
+    ``input < 1``). Either argument may be a Python number. Differentiable in ``other``
+    (``-input zeta(input + 1, other)``); the gradient in ``input`` raises in ``backward()``,
+    as PyTorch's."""
+    x, q = _pair(input, other, "zeta", ("self", "other"))
+    return T_.binary("zeta", x, q)
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.polygamma`` (``torch.polygamma``): the n-th derivative of digamma.
+    ``n = 0`` is ``digamma``, ``n = 1`` the trigamma primitive (ATen's own series for both);
+    above, ATen's ``(-1)^(n+1) exp(lgamma(n + 1)) zeta(n + 1, x)`` with the constant computed
+    as ATen's kernel computes it. The gradient is ``polygamma(n + 1, x)``: for ``n >= 1`` the
+    derivative of this composition, equal up to the rounding of that constant."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"special_polygamma(): argument 'n' (position 1) must be int, not "
+                        f"{type(n).__name__}")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"special_polygamma(): argument 'input' (position 2) must be Tensor, "
+                        f"not {type(input).__name__}")
+    n = int(n)
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    x = _float_input(input, "polygamma")
+    if n == 0:
+        return _core.digamma(x)
+    if n == 1:
+        return T_.unary("trigamma", x)
+    return zeta(float(n + 1), x) * polygamma_factor(n, x.dtype.np.type)
+
+
+def _gamma_pair(a: Any, x: Any, fn: str, kernel: str) -> tuple[Tensor, Tensor]:
+    """PyTorch's operands for ``gammainc``/``gammaincc``: two tensors (no Python numbers),
+    promoted together; integer results are refused as ATen's kernel refuses them."""
+    for pos, (name, v) in enumerate((("input", a), ("other", x)), 1):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"special_{fn}(): argument '{name}' (position {pos}) must be "
+                            f"Tensor, not {type(v).__name__}")
+    an, xn = T_._operands(a, x, fn)
+    a, x = Tensor._wrap(an), Tensor._wrap(xn)
+    if not a.dtype.is_float:
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{T_._TORCH_NAME.get(a.dtype.name, a.dtype.name)}'")
+    return a, x
+
+
+def gammainc(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.gammainc`` (``torch.igamma``): the regularized lower incomplete gamma
+    function ``P(a, x)`` of ``a = input``, ``x = other``, as ATen's ``calc_igamma`` computes
+    it (graphc/ir/igamma.py). Differentiable in ``other``; the gradient in ``input`` raises in
+    ``backward()``, as PyTorch's."""
+    a, x = _gamma_pair(input, other, "gammainc", "igamma_cpu")
+    return T_.binary("igamma", a, x)
+
+
+def gammaincc(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
+    """``torch.special.gammaincc`` (``torch.igammac``): the regularized upper incomplete gamma
+    function ``Q(a, x) = 1 - P(a, x)``, as ATen's ``calc_igammac`` computes it (accurate where
+    ``P`` is near 1)."""
+    a, x = _gamma_pair(input, other, "gammaincc", "igammac_cpu")
+    return T_.binary("igammac", a, x)
+
+
+_POLY_DOC = """``x`` and the degree ``n`` are tensors or one of them a Python number, promoted
+    together (integers to float32); the degree is truncated per element (ATen's
+    ``static_cast<int64_t>``: 0 for a negative, NaN or infinite degree). ATen's special
+    values and closed forms, then its recurrence for the element's degree (a loop in the
+    compiled kernel, so a tensor-valued degree needs no bound). No gradient, as in
+    PyTorch."""
+
+
+def _polynomial(name: str, what: str) -> Any:
+    """The public function of the polynomial primitive ``name``: the twelve share their
+    signature and promotion, so they are made here rather than written out."""
+
+    def fn(x: Any, n: Any) -> Tensor:
+        a, d = _pair(x, n, name, ("x", "n"))
+        return T_.binary(name, a, d)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``torch.special.{name}``: {what}.\n\n    {_POLY_DOC}"
+    return fn
+
+
+chebyshev_polynomial_t = _polynomial(
+    "chebyshev_polynomial_t", "the Chebyshev polynomial of the first kind T_n(x) (cos(n acos "
+    "x) inside (-1, 1) from n = 7)")
+chebyshev_polynomial_u = _polynomial(
+    "chebyshev_polynomial_u", "the Chebyshev polynomial of the second kind U_n(x)")
+chebyshev_polynomial_v = _polynomial(
+    "chebyshev_polynomial_v", "the Chebyshev polynomial of the third kind V_n(x)")
+chebyshev_polynomial_w = _polynomial(
+    "chebyshev_polynomial_w", "the Chebyshev polynomial of the fourth kind W_n(x)")
+shifted_chebyshev_polynomial_t = _polynomial(
+    "shifted_chebyshev_polynomial_t", "T_n(2x - 1)")
+shifted_chebyshev_polynomial_u = _polynomial(
+    "shifted_chebyshev_polynomial_u", "U_n(2x - 1)")
+shifted_chebyshev_polynomial_v = _polynomial(
+    "shifted_chebyshev_polynomial_v", "V_n(2x - 1)")
+shifted_chebyshev_polynomial_w = _polynomial(
+    "shifted_chebyshev_polynomial_w", "W_n(2x - 1)")
+hermite_polynomial_h = _polynomial(
+    "hermite_polynomial_h", "the physicists' Hermite polynomial H_n(x) (NaN above degree 128 "
+    "in float32, 512 in float64, as ATen)")
+hermite_polynomial_he = _polynomial(
+    "hermite_polynomial_he", "the probabilists' Hermite polynomial He_n(x) (NaN above degree "
+    "128 in float32, 512 in float64, as ATen)")
+laguerre_polynomial_l = _polynomial("laguerre_polynomial_l", "the Laguerre polynomial L_n(x)")
+legendre_polynomial_p = _polynomial("legendre_polynomial_p", "the Legendre polynomial P_n(x)")
+
+
 __all__ = [
     "expit", "logit", "erf", "erfc", "erfinv", "gammaln", "digamma", "psi", "i0", "sinc",
     "xlogy", "logsumexp", "log1p", "expm1", "exp2", "round", "softmax", "log_softmax",
     "ndtr", "log_ndtr", "entr", "xlog1py", "multigammaln",
+    "polygamma", "zeta", "ndtri", "erfcx", "i0e", "i1", "i1e", "modified_bessel_i0",
+    "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
+    "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "bessel_j0", "bessel_j1",
+    "bessel_y0", "bessel_y1", "spherical_bessel_j0", "airy_ai", "chebyshev_polynomial_t",
+    "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+    "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+    "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p", "gammainc",
+    "gammaincc",
 ]

@@ -30,6 +30,7 @@ from graphc import tensor_ops as T
 from graphc.ir import dtypes as dt
 from graphc.ir import ops
 from graphc.ir.elementwise import ELEMENTWISE
+from graphc.ir.special_more import POLYNOMIALS
 from graphc.nn import functional as F
 from graphc.tensor import Tensor, builder
 
@@ -163,6 +164,19 @@ for _op in ("log", "sqrt"):
 CASES["not"] = _unary("not", "bool")
 # logit without eps is defined on (0, 1): inputs mapped there by a sigmoid
 CASES["logodds"] = Case(lambda x: P("logodds", x.sigmoid()), [Spec(("B", 3, 4))])
+# ndtri is defined on [0, 1] (a sigmoid maps the inputs there); zeta(x, q) has no gradient in x
+# (PyTorch's backward raises): an integer x from 2 (no gradient asked), a positive q
+CASES["ndtri"] = Case(lambda x: P("ndtri", x.sigmoid()), [Spec(("B", 3, 4))])
+CASES["zeta"] = Case(lambda n, q: P("zeta", n.to(q.dtype) + 2.0, q.abs() + 0.5),
+                     [Spec(("B", 3, 4), "idx4"), Spec(("B", 3, 4))])
+# igamma(a, x) / igammac(a, x): no gradient in a (PyTorch's backward raises), a from 0.5
+for _name in ("igamma", "igammac"):
+    CASES[_name] = Case(lambda n, x, _op=_name: P(_op, n.to(x.dtype) + 0.5, x.abs() + 0.1),
+                        [Spec(("B", 3, 4), "idx6"), Spec(("B", 3, 4))])
+# the orthogonal polynomials (x, n): integer degrees up to 11 (recurrences and closed forms)
+for _name in POLYNOMIALS:
+    CASES[_name] = Case(lambda x, n, _op=_name: P(_op, x, n.to(x.dtype)),
+                        [Spec(("B", 3, 4)), Spec(("B", 3, 4), "idx12")])
 # every other elementwise primitive of the op table: a case from its declared domain
 _KIND = {"real": "f", "pos": "pos", "unit": "unit", "ge1": "ge1", "bool": "bool"}
 for _d in ELEMENTWISE:

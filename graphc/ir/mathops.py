@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 
 from ._ewlib import _binary, _c, _unary
+from .igamma import IGAMMA
 from .opdef import OpDef
 from .special import SPECIAL
+from .special_more import SPECIAL_MORE
 
 _API = ("Tensor", "gc")
 
@@ -92,4 +94,9 @@ MATH: tuple[OpDef, ...] = (
     # the special functions (erfc, erfinv, lgamma, digamma, i0, sinc, logit, ...):
     # graphc/ir/special.py
     *SPECIAL,
+    # zeta, ndtri, erfcx, i0e, i1e and the Bessel functions behind graphc.special:
+    # graphc/ir/special_more.py
+    *SPECIAL_MORE,
+    # the regularized incomplete gamma functions: graphc/ir/igamma.py
+    *IGAMMA,
 )

@@ -16,12 +16,14 @@ ATen series, Python's ``math.erfc`` (the C library's), fdlibm's lgamma and Giles
 refined by a Newton step on ``math.erf``/``math.erfc``. Derivatives are
 ``tools/autograd/derivatives.yaml``'s: erfc' = -2/sqrt(pi) exp(-x^2), erfinv' = sqrt(pi)/2
 exp(erfinv(x)^2), lgamma' = digamma, digamma' = polygamma(1, x) (the internal primitive
-``trigamma``), i0' = i1 (the internal primitive ``i1``, whose own rule is ATen's
+``trigamma``, whose own rule is ``polygamma(2, x)`` through ``zeta`` as ATen computes it),
+i0' = i1 (the internal primitive ``i1``, whose own rule is ATen's
 ``i1_backward``), ``sinc_backward`` and ``logit_backward``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 import struct
 from typing import Any
@@ -223,6 +225,46 @@ def _lgamma_ref(x0: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x0), x0, out)
 
 
+# -- the constants of polygamma(n >= 2, x) ------------------------------------------------
+_LIBM: Any = None
+
+
+def _libm_fn(name: str, ctype: Any) -> Any:
+    """The C library's ``name`` (``lgammaf``, ``expf`` ...), or None where there is none."""
+    global _LIBM
+    if _LIBM is None:
+        import ctypes.util
+
+        path = ctypes.util.find_library("m")
+        try:
+            _LIBM = ctypes.CDLL(path) if path else False
+        except OSError:
+            _LIBM = False
+    fn = getattr(_LIBM, name, None) if _LIBM else None
+    if fn is not None:
+        fn.restype, fn.argtypes = ctype, [ctype]
+    return fn
+
+
+def polygamma_factor(n: int, t: Any) -> float:
+    """ATen's ``((n % 2) ? 1 : -1) * exp(lgamma(n + 1))`` of ``calc_polygamma``, in the numpy
+    float type ``t``: computed with the C library's ``lgamma``/``exp`` (``lgammaf``/``expf``
+    for float32), the functions ATen's kernel calls, so it has their roundings (float32's
+    differs from ``n!`` by up to ~10 ulp, and PyTorch's polygamma by that); without a C
+    library, graphc's fdlibm lgamma and Python's exp."""
+    f32 = t is np.float32
+    ctype = ctypes.c_float if f32 else ctypes.c_double
+    lg = _libm_fn("lgammaf" if f32 else "lgamma", ctype)
+    ex = _libm_fn("expf" if f32 else "exp", ctype)
+    with np.errstate(over="ignore"):
+        if lg is not None and ex is not None:
+            v = t(ex(lg(float(n) + 1.0)))
+        else:
+            lgv = float(t(_lgamma_ref(np.array([n + 1.0]))[0]))
+            v = t(math.exp(lgv)) if lgv < 709.0 else t(np.inf)
+        return float(t(1.0 if n % 2 else -1.0) * v)
+
+
 # -- digamma and polygamma(1, x): ATen's series, in the operand's precision -------------------
 # Cephes' asymptotic series of digamma in 1/x^2, highest degree first (polevl's order)
 PSI_A = (8.33333333333333333333E-2, -2.10927960927960927961E-2, 7.57575757575757575758E-3,
@@ -413,31 +455,13 @@ def _float_power(T: Any, x: Any, y: Any) -> Any:
 
 
 # -- derivative helpers ----------------------------------------------------------------------
-def _tetragamma(b: Any, n: Any, x: Any) -> Any:
-    """polygamma(2, x) as IR, the derivative of ATen's trigamma series term by term: the
-    reflection ``psi2(x) = psi2(1 - x) - 2 pi^3 cos(pi x) / sin^3(pi x)`` below 1/2, six
-    steps of ``psi2(x) = psi2(x + 1) - 2 / x^3``, then the asymptotic series to x^-10."""
-    one, half = _c(b, 1.0, n), _c(b, 0.5, n)
-    small = b.op("lt", (x, half))
-    z = b.where(small, b.sub(one, x), x)
-    acc = None
-    for _ in range(6):
-        term = b.div(_c(b, -2.0, n), b.mul(b.mul(z, z), z))
-        acc = term if acc is None else b.add(acc, term)
-        z = b.add(z, one)
-    iz = b.div(one, z)
-    iz2 = b.mul(iz, iz)
-    # -(1/z^2 + 1/z^3 + 1/(2 z^4) - 1/(6 z^6) + 1/(6 z^8) - 3/(10 z^10)) as
-    # -z^-2 (1 + 1/z + z^-2 (1/2 + z^-2 (-1/6 + z^-2 (1/6 - 3/10 z^-2))))
-    poly = _c(b, -0.3, n)
-    for c in (1.0 / 6, -1.0 / 6, 0.5):
-        poly = b.add(_c(b, c, n), b.mul(iz2, poly))
-    poly = b.add(b.add(one, iz), b.mul(iz2, poly))
-    acc = b.sub(acc, b.mul(iz2, poly))
-    px = b.mul(x, _c(b, _PI, n))
-    s = b.op("sin", (px,))
-    refl = b.div(b.mul(_c(b, -2.0 * _PI ** 3, n), b.op("cos", (px,))), b.mul(b.mul(s, s), s))
-    return b.add(acc, b.where(small, refl, _c(b, 0.0, n)))
+def _trigamma_vjp(b: Any, n: Any, g: Any) -> list:
+    """PyTorch's ``polygamma_backward`` for ``n = 1``: ``grad * polygamma(2, x)``, which ATen
+    computes as ``-exp(lgamma(3)) zeta(3, x)``: the same through graphc/ir/special_more.py's
+    ``zeta`` primitive (whose own rule carries on to the next order)."""
+    c = polygamma_factor(2, n.dtype.np.type)
+    zeta3 = b.op("zeta", (_c(b, 3.0, n), n.inputs[0]))
+    return [b.mul(g, b.mul(_c(b, c, n), zeta3))]
 
 
 def _i1_vjp(b: Any, n: Any, g: Any) -> list:
@@ -468,8 +492,7 @@ SPECIAL: tuple[OpDef, ...] = (
              lambda b, n, g: [b.mul(g, b.op("i1", (n.inputs[0],)))], api=_API),
     # internal primitives for the derivatives above (torch.special.i1 and polygamma(1, x);
     # graphc has no ``special`` namespace)
-    _special("trigamma", _trigamma_ref,
-             lambda b, n, g: [b.mul(g, _tetragamma(b, n, n.inputs[0]))]),
+    _special("trigamma", _trigamma_ref, _trigamma_vjp),
     _special("i1", lambda x: _bessel_ref(x, 1), _i1_vjp),
     _unary("sinc", float_only=True, ref=_sinc_ref, vjp=_sinc_vjp, lower=_sinc_lower,
            api=_API),
