@@ -67,6 +67,7 @@ _ELSEWHERE = {
     "load": "serialization", "save": "serialization",
     "Generator": "random", "bernoulli": "random_ops", "multinomial": "random_ops",
     "autocast": "amp", "is_autocast_enabled": "amp", "get_autocast_dtype": "amp",
+    "polygamma": "special_ops", "igamma": "special_ops", "igammac": "special_ops",
     "pi": "misc_ops", "e": "misc_ops", "inf": "misc_ops", "nan": "misc_ops",
     "newaxis": "misc_ops", "is_tensor": "misc_ops", "is_signed": "misc_ops",
     "allclose": "misc_ops", "equal": "misc_ops", "result_type": "misc_ops",

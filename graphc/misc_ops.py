@@ -35,6 +35,7 @@ from . import _context
 from . import index_ops as I_
 from . import random as _random
 from . import shape_ops as S_
+from . import special_ops as _special
 from . import tensor_ops as T_
 from ._tensor import LEAF_INPLACE, Tensor, builder, dtype_of, leaf_node, result_castable
 from .autograd import enable_grad, is_grad_enabled, no_grad
@@ -1373,6 +1374,14 @@ def install(T: type[Tensor]) -> None:
         return self._assign(masked_scatter(self, mask, source))
 
     T.masked_scatter_ = masked_scatter_
+
+    # torch.Tensor's names for graphc.special's polygamma and incomplete gamma functions
+    T.polygamma = lambda self, n: _special.polygamma(n, self)
+    T.igamma = lambda self, other: _special.gammainc(self, other)
+    T.igammac = lambda self, other: _special.gammaincc(self, other)
+    for name, fn in (("polygamma_", lambda self, n: _special.polygamma(n, self)),
+                     ("igamma_", _special.gammainc), ("igammac_", _special.gammaincc)):
+        setattr(T, name, inplace(fn, name))
 
 
 # ``gc.<name>`` for these (graphc/__init__.py's ``_ELSEWHERE`` table names this module)

@@ -751,3 +751,25 @@ def test_ptx_assembles(tmp_path: Path) -> None:
                           str(tmp_path / "k.cubin")], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-4000:]
+
+
+def test_top_level_and_tensor_aliases_are_pytorchs() -> None:
+    """``gc.polygamma``/``igamma``/``igammac`` and the Tensor methods (in place too) are the
+    special functions under PyTorch's other names: the same values, eagerly and compiled."""
+    x = np.array([0.5, 1.5, 3.0, 7.25], np.float32)
+    a = np.array([1.0, 2.0, 0.5, 4.0], np.float32)
+    gx, ga, tx, ta = gc.tensor(x), gc.tensor(a), torch.tensor(x), torch.tensor(a)
+    pairs = [(gc.polygamma(2, gx), torch.polygamma(2, tx)), (gx.polygamma(1), tx.polygamma(1)),
+             (gc.igamma(ga, gx), torch.igamma(ta, tx)), (ga.igammac(gx), ta.igammac(tx)),
+             (gc.igammac(ga, gx), torch.igammac(ta, tx)), (ga.igamma(gx), ta.igamma(tx))]
+    for g, t in pairs:
+        np.testing.assert_allclose(g.numpy(), t.numpy(), rtol=2e-6, atol=0)
+    for name, args in (("polygamma_", (1,)), ("igamma_", (gx,)), ("igammac_", (gx,))):
+        g, t = gc.tensor(a.copy()), torch.tensor(a.copy())
+        out = getattr(g, name)(*args)
+        getattr(t, name)(*[tx if isinstance(v, gc.Tensor) else v for v in args])
+        assert out is g
+        np.testing.assert_allclose(g.numpy(), t.numpy(), rtol=2e-6, atol=0)
+    step = gc.compile(lambda u, v: (u.polygamma(2), gc.igamma(v, u), v.igammac(u)))
+    for g, t in zip(step(x, a), (tx.polygamma(2), torch.igamma(ta, tx), ta.igammac(tx))):
+        np.testing.assert_allclose(np.asarray(g), t.numpy(), rtol=2e-6, atol=0)
