@@ -164,7 +164,7 @@ def fast_compute(fast: tuple, d: dt.DType, values: Sequence[np.ndarray]) -> np.n
     """The op's reference on ``values`` (operands of dtype ``d``, broadcast by numpy) in the
     result dtype the shape rule gives; None where numpy cannot broadcast them."""
     try:
-        out = (fast[5] if QUIET[0] else fast[0])(*values)
+        out = (fast[5] if QUIET.on else fast[0])(*values)
     except ValueError:  # shapes that do not broadcast: the general path raises its error
         return None
     want = _BOOL_NP if fast[1] else d.np

@@ -85,7 +85,7 @@ def run_hooks(hooks: dict, g: Node, trace: Any = None) -> Node:
     traced node (a compiled step's backward)."""
     for hook in list(hooks.values()):
         name = getattr(hook, "__name__", repr(hook))
-        if QUIET[0]:  # inside an eager backward's quiet block: the user's warning settings
+        if QUIET.on:  # inside an eager backward's quiet block: the user's warning settings
             with user_errstate():
                 out = hook(Tensor(g, trace))
         else:
@@ -116,10 +116,10 @@ class user_errstate:  # noqa: N801 - a context manager
     def __enter__(self) -> None:
         self._state = np.errstate(**_USER_ERR[0])
         self._state.__enter__()
-        self._was, QUIET[0] = QUIET[0], False
+        self._was, QUIET.on = QUIET.on, False
 
     def __exit__(self, *exc: Any) -> None:
-        QUIET[0] = self._was
+        QUIET.on = self._was
         self._state.__exit__(*exc)
 
 

@@ -6,6 +6,7 @@ fusion and no cleverness. Native backends are tested against it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -55,9 +56,16 @@ def _np(n: Node) -> np.dtype:
     return n.dtype.np
 
 
-# True while the caller holds ``np.errstate(all="ignore")`` around many ops (``quiet_block``):
-# the elementwise rules then call their references directly
-QUIET = [False]
+# ``QUIET.on``: True while the caller holds ``np.errstate(all="ignore")`` around many ops
+# (``quiet_block``); the elementwise rules then call their references directly
+class _Quiet(threading.local):
+    """Per thread: numpy's error state is per thread (a context variable), so a backward on
+    one thread must not silence the ops another thread runs meanwhile."""
+
+    on = False
+
+
+QUIET = _Quiet()
 
 
 class quiet_block:  # noqa: N801 - used as a context manager, like np.errstate
@@ -72,12 +80,12 @@ class quiet_block:  # noqa: N801 - used as a context manager, like np.errstate
         self.saved = np.geterr()
         self._state = np.errstate(all="ignore")
         self._state.__enter__()
-        self._was = QUIET[0]
-        QUIET[0] = True
+        self._was = QUIET.on
+        QUIET.on = True
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        QUIET[0] = self._was
+        QUIET.on = self._was
         self._state.__exit__(*exc)
 
 
@@ -90,7 +98,7 @@ def _elementwise(f: Callable[..., np.ndarray]) -> Impl:
     quiet = np.errstate(all="ignore")(f)
 
     def run(node: Node, *xs: np.ndarray) -> np.ndarray:
-        out = f(*xs) if QUIET[0] else quiet(*xs)
+        out = f(*xs) if QUIET.on else quiet(*xs)
         want = node.dtype.np
         return out if type(out) is np.ndarray and out.dtype == want else np.asarray(
             out, dtype=want)

@@ -125,6 +125,25 @@ def test_backward_is_quiet_and_leaves_numpy_error_settings_alone() -> None:
         warnings.simplefilter("error")
         (y * y).sum().backward()  # d/dx x^2 = 2x overflows to inf for 3e38
         inner = np.geterr()
-    assert inner["over"] == "raise" and np.geterr() == before and QUIET[0] is False
+    assert inner["over"] == "raise" and np.geterr() == before and QUIET.on is False
     assert seen == ["raised"]
     assert np.isinf(x.grad.numpy()[0]) and x.grad.numpy()[1] == 2.0
+
+
+def test_backward_quiet_flag_is_per_thread() -> None:
+    """The quiet block of a backward on one thread leaves another thread's ops alone (numpy's
+    error state is per thread, so the flag that skips it must be too)."""
+    from graphc.interpreter import QUIET
+
+    seen: list[bool] = []
+    x = gc.tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    y = x * 2.0
+
+    def hook(g: Any) -> None:
+        th = threading.Thread(target=lambda: seen.append(QUIET.on))
+        th.start()
+        th.join()
+
+    y.register_hook(hook)
+    (y * y).sum().backward()
+    assert seen == [False]
