@@ -71,18 +71,6 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (bool, int, float, np.number, np.bool_)) and not isinstance(v, complex)
 
 
-def _fixed(d: Any, what: str) -> int:
-    """A size as an int, or ``NotImplementedError`` naming ``what`` when it is symbolic (the
-    batch dimension of a compiled step): the result's shape would depend on it."""
-    d = sh.dim(d)
-    if not isinstance(d, int):
-        raise NotImplementedError(
-            f"{what} along a dimension of symbolic size {sh.fmt_dim(d)} (the batch dimension of "
-            "a compiled step): its result's shape would depend on the batch size; apply it to a "
-            "dimension of fixed size")
-    return d
-
-
 def _eager_only(what: str, why: str, *ts: Any) -> None:
     if _traced(*ts):
         raise NotImplementedError(f"{what} inside a compiled step: {why}")
@@ -425,7 +413,7 @@ def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0  # noqa: 
         _eager_only("tensor_split with a tensor of indices or sections", "its values decide the "
                     "pieces' shapes; pass Python ints", ios)
         ios = int(ios.item()) if ios.ndim == 0 else [int(v) for v in ios.tolist()]
-    size = _fixed(x.shape[ax], "tensor_split")
+    size = S_._concrete(x.shape[ax], "tensor_split")
     if isinstance(ios, (int, np.integer)) and not isinstance(ios, (bool, np.bool_)):
         n = int(ios)
         if n <= 0:
@@ -463,7 +451,7 @@ def _split_dir(input: Any, ios: Any, fn: str, need: int) -> tuple[Tensor, ...]: 
                         f"{type(ios).__name__}), but expected one of: (Tensor input, int "
                         "sections), (Tensor input, tuple of ints indices)")
     if isinstance(ios, (int, np.integer)):
-        size = _fixed(x.shape[dim], fn)
+        size = S_._concrete(x.shape[dim], fn)
         if ios == 0 or size % int(ios) != 0:
             raise RuntimeError(f"torch.{fn} attempted to split along dimension {dim}, but the "
                                f"size of the dimension {size} is not divisible by the "
@@ -547,7 +535,7 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
         raise RuntimeError(f"Expect a non-negative number, but got {r}")
     if r == 0:
         return _const(0, (0,), x.dtype)
-    n = _fixed(x.shape[0], "combinations")
+    n = S_._concrete(x.shape[0], "combinations")
     pick = (itertools.combinations_with_replacement if with_replacement
             else itertools.combinations)
     table = np.array(list(pick(range(n), r)), np.int64).reshape(-1, r)
@@ -777,8 +765,8 @@ def _gradient_coords(x: Tensor, ax: int, coords: Tensor, edge_order: int) -> Ten
     if coords.ndim != 1:
         raise RuntimeError("torch.gradient expected each element of spacing to have one "
                            f"dimension, but got an element with {coords.ndim} dimensions!")
-    n = _fixed(x.shape[ax], "gradient with sample coordinates")
-    k = _fixed(coords.shape[0], "gradient with sample coordinates")
+    n = S_._concrete(x.shape[ax], "gradient with sample coordinates")
+    k = S_._concrete(coords.shape[0], "gradient with sample coordinates")
     dx = _at(coords, 0, 1, k - 1) - _at(coords, 0, 0, k - 1)
     dx1, dx2 = _at(dx, 0, 0, k - 2), _at(dx, 0, 1, k - 2)
     view = [1] * x.ndim
@@ -1103,7 +1091,7 @@ def fill_diagonal_(self: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:
     constant mask, so the sizes must be fixed."""
     if self.ndim < 2:
         raise RuntimeError("dimensions must larger than 1")
-    shape = [_fixed(s, "fill_diagonal_") for s in self.shape]
+    shape = [S_._concrete(s, "fill_diagonal_") for s in self.shape]
     if self.ndim > 2 and len(set(shape)) != 1:
         raise RuntimeError("all dimensions of input must be of equal length")
     total = int(np.prod(shape, dtype=np.int64))
@@ -1199,7 +1187,7 @@ def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor,  # noqa
 def prelu(input: Tensor, weight: Tensor) -> Tensor:  # noqa: A002
     """``torch.prelu`` (``Tensor.prelu``): ``x`` where positive, ``weight * x`` elsewhere;
     ``weight`` one slope or one per channel (dim 1; a 1-D input has one channel), as
-    ATen's ``prelu`` (``nn.functional.prelu``'s rule, which this layer cannot import)."""
+    ATen's ``prelu`` (and ``nn.functional.prelu``, which is this function)."""
     x = _tensor(input, "prelu", "input", 1)
     w = _tensor(weight, "prelu", "weight", 2)
     if not x.dtype.is_float:
@@ -1207,7 +1195,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:  # noqa: A002
     if w.ndim > 1:
         raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
                            f"ndim = {w.ndim}")
-    n = _fixed(sh.numel(w.shape), "prelu's weight")
+    n = S_._concrete(sh.numel(w.shape), "prelu's weight")
     if n != 1:
         if x.ndim == 0:
             raise RuntimeError("Not allow zero-dim input tensor.")

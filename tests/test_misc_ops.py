@@ -903,3 +903,14 @@ METHODS = ["allclose", "equal", "dist", "trace", "tensor_split", "hsplit", "vspl
 def test_tensor_methods_exist_as_in_pytorch() -> None:
     for name in METHODS:
         assert hasattr(gc.Tensor, name) and hasattr(torch.Tensor, name), name
+
+
+def test_functional_prelu_is_torch_prelu() -> None:
+    """``F.prelu`` had a rule of its own that took dim 0 of a 1-D input as its channels (three
+    weights on a length-3 vector passed; PyTorch's one-channel rule refuses it)."""
+    import graphc.nn.functional as F
+
+    assert F.prelu is gc.prelu
+    for m, f in ((gc, F.prelu), (torch, torch.nn.functional.prelu)):
+        with pytest.raises(RuntimeError, match="Mismatch of parameter numbers"):
+            f(m.ones(3), m.ones(3))

@@ -305,27 +305,8 @@ __all__ = [
 ]
 
 
-def prelu(input: Any, weight: Any) -> Tensor:  # noqa: A002
-    """``F.prelu``: ``x`` where positive, ``weight * x`` elsewhere, ``weight`` one slope or
-    one per channel (dim 1; dim 0 of a 1-D input), as ATen's ``prelu``."""
-    x, w = T.as_tensor(input), T.as_tensor(weight)
-    if w.ndim > 1:
-        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
-                           f"ndim = {w.ndim}")
-    n = int(w.numel())
-    if n != 1:
-        if x.ndim == 0:
-            raise RuntimeError("prelu: a zero-dim input takes a single weight")
-        c = x.shape[1] if x.ndim >= 2 else x.shape[0]
-        if c != n:
-            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
-                               f"parameter numbers = {n} and channel size = {c}.")
-        if x.ndim >= 2:
-            w = w.reshape(1, n, *([1] * (x.ndim - 2)))
-    elif w.ndim == 1 and x.ndim == 0:
-        w = w.reshape(())
-    return T.where(x > 0, x, w.to(x.dtype) * x)
-
+# ``F.prelu`` is ``torch.prelu``: one rule (a 1-D input has one channel, as ATen's)
+from ..misc_ops import prelu  # noqa: E402, F401 - re-exported (in __all__)
 
 __all__.append("prelu")
 __all__ += ["lp_pool3d", "relu_", "elu_", "leaky_relu_", "hardtanh_", "threshold_", "selu_",

@@ -174,85 +174,65 @@ def _lazy_params(m: Any, out_channels: int, bias: bool, dtype: Any) -> None:
         m.bias = UninitializedParameter(dtype=dtype)
 
 
-class LazyConv1d(_LazyConvXdMixin, Conv1d):
+class _LazyConv(_LazyConvXdMixin):
+    """PyTorch's ``LazyConv1d/2d/3d`` constructor: the layer built with no channels, then
+    an uninitialized weight (and bias)."""
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups,  # type: ignore
+                         False, padding_mode, device, dtype)
+        _lazy_params(self, out_channels, bias, dtype)
+
+
+class _LazyConvTranspose(_LazyConvXdMixin):
+    """PyTorch's ``LazyConvTranspose1d/2d/3d`` constructor (``output_padding`` before
+    ``groups``, ``dilation`` after ``bias``, as theirs)."""
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding,  # type: ignore
+                         groups, False, dilation, padding_mode, device, dtype)
+        _lazy_params(self, out_channels, bias, dtype)
+
+
+class LazyConv1d(_LazyConv, Conv1d):
     """``nn.Conv1d`` whose ``in_channels`` is read from the first input."""
 
     cls_to_become = Conv1d
 
-    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
-                         padding_mode, device, dtype)
-        _lazy_params(self, out_channels, bias, dtype)
 
-
-class LazyConv2d(_LazyConvXdMixin, Conv2d):
+class LazyConv2d(_LazyConv, Conv2d):
     """``nn.Conv2d`` whose ``in_channels`` is read from the first input."""
 
     cls_to_become = Conv2d
 
-    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
-                         padding_mode, device, dtype)
-        _lazy_params(self, out_channels, bias, dtype)
 
-
-class LazyConv3d(_LazyConvXdMixin, Conv3d):
+class LazyConv3d(_LazyConv, Conv3d):
     """``nn.Conv3d`` whose ``in_channels`` is read from the first input."""
 
     cls_to_become = Conv3d
 
-    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
-                         padding_mode, device, dtype)
-        _lazy_params(self, out_channels, bias, dtype)
 
-
-class LazyConvTranspose1d(_LazyConvXdMixin, ConvTranspose1d):
+class LazyConvTranspose1d(_LazyConvTranspose, ConvTranspose1d):
     """``nn.ConvTranspose1d`` whose ``in_channels`` is read from the first input."""
 
     cls_to_become = ConvTranspose1d
 
-    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 output_padding: Any = 0, groups: int = 1, bias: bool = True,
-                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
-                         dilation, padding_mode, device, dtype)
-        _lazy_params(self, out_channels, bias, dtype)
 
-
-class LazyConvTranspose2d(_LazyConvXdMixin, ConvTranspose2d):
+class LazyConvTranspose2d(_LazyConvTranspose, ConvTranspose2d):
     """``nn.ConvTranspose2d`` whose ``in_channels`` is read from the first input."""
 
     cls_to_become = ConvTranspose2d
 
-    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 output_padding: Any = 0, groups: int = 1, bias: bool = True,
-                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
-                         dilation, padding_mode, device, dtype)
-        _lazy_params(self, out_channels, bias, dtype)
 
-
-class LazyConvTranspose3d(_LazyConvXdMixin, ConvTranspose3d):
+class LazyConvTranspose3d(_LazyConvTranspose, ConvTranspose3d):
     """``nn.ConvTranspose3d`` whose ``in_channels`` is read from the first input."""
 
     cls_to_become = ConvTranspose3d
-
-    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 output_padding: Any = 0, groups: int = 1, bias: bool = True,
-                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
-                         dilation, padding_mode, device, dtype)
-        _lazy_params(self, out_channels, bias, dtype)
 
 
 class _LazyNormBase(LazyModuleMixin):
