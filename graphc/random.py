@@ -8,7 +8,12 @@ same here makes ``gc.manual_seed(n)`` followed by building a model give PyTorch'
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
+
+from .ir.libm import libm
 
 _state: dict = {"rs": np.random.RandomState(0), "seed": 0, "calls": 0, "next_normal": None}
 
@@ -99,7 +104,8 @@ def uniform(shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype = np.f
     32-bit word per float32. ``rs``: a ``Generator``'s stream instead of the global one."""
     n = int(np.prod(shape, dtype=np.int64))
     if np.dtype(dtype) == np.float64:
-        return (_doubles(n, rs) * (hi - lo) + lo).astype(dtype).reshape(shape)
+        # ``u * (to - from) + from``: one fused multiply-add in ATen (``fma``)
+        return fma(_doubles(n, rs), hi - lo, lo).astype(dtype).reshape(shape)
     # float32: ATen keeps the bounds as floats (``uniform_real_distribution<float>``), so
     # ``to - from`` is a float subtraction; the rest is in double
     u = (_words(n, rs) & 0xFFFFFF).astype(np.float64) * 2.0 ** -24
@@ -108,19 +114,83 @@ def uniform(shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype = np.f
     return (u * span + np.float64(lo32)).astype(dtype).reshape(shape)
 
 
+_SPLIT = 134217729.0  # 2**27 + 1: Veltkamp's splitting constant for doubles
+
+
+def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    t = _SPLIT * x
+    hi = t - (t - x)
+    return hi, x - hi
+
+
+def fma(a: Any, b: Any, c: Any) -> np.ndarray:
+    """``a * b + c`` in float64 with one rounding, elementwise.
+
+    ATen's CPU kernels are compiled with ``-mfma`` and GCC's default ``-ffp-contract=fast``,
+    so the ``x * std + mean`` of its normal draws and the ``u * (to - from) + from`` of its
+    uniform ones are fused multiply-adds; numpy has no fma. The product is split exactly
+    (Dekker: ``a * b = p + e``), ``p + c`` summed exactly (Knuth: ``s + t``) and
+    ``r = s + (t + e)`` rounded; ``r`` is the correctly rounded ``a * b + c`` unless the
+    last sum's remainder sits within the rounding of ``t + e`` of a tie (or the values are
+    so large or small that the splits are inexact, or not finite): those few elements are
+    summed exactly by ``math.fsum`` or, for the extremes, ``fractions``."""
+    a, b, c = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                  np.asarray(c, np.float64))
+    with np.errstate(all="ignore"):
+        p = a * b
+        ah, al = _split(a)
+        bh, bl = _split(b)
+        e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+        s = p + c
+        v = s - p
+        t = (p - (s - v)) + (c - v)
+        w = t + e
+        d = (t - (w - (w - t))) + (e - (w - t))  # exact: w + d = t + e
+        r = s + w
+        q = (s - r) + w  # exact: r + q = s + w (|s| >= |w| where it matters)
+        half = np.spacing(np.abs(r)) * 0.5
+        hard = np.abs(np.abs(q) - half) <= np.abs(d) + np.spacing(half)
+        # at a power of two the binade below has half the spacing
+        hard |= (np.abs(q) >= 0.5 * half) & (np.frexp(np.abs(r))[0] == 0.5)
+        extreme = ~(np.isfinite(r) & (np.abs(a) < 2.0 ** 990) & (np.abs(b) < 2.0 ** 990)
+                    & ((np.abs(p) > 2.0 ** -960) | (p == 0.0)))
+        plain = ~np.isfinite(a) | ~np.isfinite(b) | ~np.isfinite(c)
+        out = np.where(plain, a * b + c, r)  # infinities and NaN: the fma's own result
+    for i in np.flatnonzero((hard | extreme) & ~plain):
+        ai, bi, ci = float(a.flat[i]), float(b.flat[i]), float(c.flat[i])
+        if extreme.flat[i]:
+            from fractions import Fraction
+
+            try:
+                out.flat[i] = float(Fraction(ai) * Fraction(bi) + Fraction(ci))
+            except OverflowError:
+                out.flat[i] = ai * bi + ci
+        else:
+            out.flat[i] = math.fsum((float(p.flat[i]), float(e.flat[i]), ci))
+    return out
+
+
 def _u24(n: int, rs: Stream = None) -> np.ndarray:
     return ((_words(n, rs) & 0xFFFFFF).astype(np.float64) * 2.0 ** -24).astype(np.float32)
 
 
 def _fill16(d: np.ndarray, mean: float, std: float) -> None:
-    """PyTorch's ``normal_fill_16``: Box-Muller over 8+8 uniforms, in the tensor's dtype."""
+    """PyTorch's ``normal_fill_16`` on every row of ``d`` (rows of 16 uniforms, in place):
+    Box-Muller over 8+8 uniforms, in the tensor's dtype. The rows are independent, as
+    ATen's 16-element blocks are, so they are transformed together."""
     t = d.dtype.type
-    u1 = t(1) - d[:8]
-    u2 = d[8:16].copy()
+    u1 = t(1) - d[:, :8]
+    u2 = d[:, 8:16].copy()
+    if t is np.float64:  # the C library's functions, as ATen's (``ir.libm``)
+        radius = np.sqrt(-2.0 * libm(np.log, u1))
+        theta = (2.0 * np.pi) * u2
+        d[:, :8] = fma(radius * libm(np.cos, theta), std, mean)  # ATen's fused ``* std + mean``
+        d[:, 8:16] = fma(radius * libm(np.sin, theta), std, mean)
+        return
     radius = np.sqrt(t(-2) * np.log(u1))
     theta = t(2.0 * np.pi) * u2
-    d[:8] = radius * np.cos(theta) * t(std) + t(mean)
-    d[8:16] = radius * np.sin(theta) * t(std) + t(mean)
+    d[:, :8] = radius * np.cos(theta) * t(std) + t(mean)
+    d[:, 8:16] = radius * np.sin(theta) * t(std) + t(mean)
 
 
 def normal(shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0,
@@ -137,15 +207,14 @@ def normal(shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0,
     if n >= 16:
         data = (_u24(n, rs).astype(dt) if dt == np.float32
                 else uniform((n,), 0.0, 1.0, np.float64, rs))
-        for i in range(0, n - 15, 16):
-            _fill16(data[i:i + 16], mean, std)
+        whole = n // 16 * 16
+        _fill16(data[:whole].reshape(-1, 16), mean, std)
         if n % 16:
             tail = (_u24(16, rs).astype(dt) if dt == np.float32
                     else uniform((16,), 0.0, 1.0, np.float64, rs))
-            data[n - 16:] = tail
-            seg = data[n - 16:].copy()
+            seg = tail.reshape(1, 16)
             _fill16(seg, mean, std)
-            data[n - 16:] = seg
+            data[n - 16:] = seg[0]
         return data.reshape(shape)
     return _normal_doubles(n, mean, std, rs).astype(dt).reshape(shape)
 
@@ -159,14 +228,14 @@ def _normal_doubles(n: int, mean: float, std: float, rs: Stream = None) -> np.nd
         cached = cache["next_normal"]
         if cached is not None:
             cache["next_normal"] = None
-            out[i] = cached * std + mean
+            out[i] = cached
             continue
-        u1, u2 = _doubles(2, rs)
-        r = np.sqrt(-2.0 * np.log1p(-u2))
-        theta = 2.0 * np.pi * u1
-        cache["next_normal"] = r * np.sin(theta)
-        out[i] = r * np.cos(theta) * std + mean
-    return out
+        u1, u2 = _doubles(2, rs).tolist()
+        r = math.sqrt(-2.0 * math.log1p(-u2))  # the C library's, as ATen's (``libm``)
+        theta = 2.0 * math.pi * u1
+        cache["next_normal"] = r * math.sin(theta)
+        out[i] = r * math.cos(theta)
+    return fma(out, std, mean)  # ATen's ``x * std + mean`` is a fused multiply-add
 
 
 # -- the other fills of ``Tensor`` (ATen's CPU kernels: one distribution draw per element,
@@ -175,7 +244,7 @@ def exponential(shape: tuple[int, ...], lambd: float, dtype: np.dtype = np.float
                 rs: Stream = None) -> np.ndarray:
     """``exponential_(lambd)``: ``-1 / lambd * log1p(-u)``, ``u`` a double uniform."""
     n = int(np.prod(shape, dtype=np.int64))
-    return ((-1.0 / lambd) * np.log1p(-_doubles(n, rs))).astype(dtype).reshape(shape)
+    return ((-1.0 / lambd) * libm(np.log1p, -_doubles(n, rs))).astype(dtype).reshape(shape)
 
 
 def geometric(shape: tuple[int, ...], p: float, dtype: np.dtype = np.float32,
@@ -183,7 +252,7 @@ def geometric(shape: tuple[int, ...], p: float, dtype: np.dtype = np.float32,
     """``geometric_(p)``: ``ceil(log(u) / log1p(-p))``, ``u`` a double uniform."""
     n = int(np.prod(shape, dtype=np.int64))
     with np.errstate(divide="ignore"):
-        v = np.ceil(np.log(_doubles(n, rs)) / np.log1p(-p))
+        v = np.ceil(libm(np.log, _doubles(n, rs)) / math.log1p(-p))
     return v.astype(dtype).reshape(shape)
 
 
@@ -191,7 +260,7 @@ def cauchy(shape: tuple[int, ...], median: float, sigma: float, dtype: np.dtype 
            rs: Stream = None) -> np.ndarray:
     """``cauchy_(median, sigma)``: ``median + sigma * tan(pi (u - 0.5))``."""
     n = int(np.prod(shape, dtype=np.int64))
-    v = median + sigma * np.tan(np.pi * (_doubles(n, rs) - 0.5))
+    v = fma(sigma, libm(np.tan, np.pi * (_doubles(n, rs) - 0.5)), median)  # fused, as ATen
     return v.astype(dtype).reshape(shape)
 
 
@@ -201,7 +270,7 @@ def log_normal(shape: tuple[int, ...], mean: float, std: float, dtype: np.dtype 
     per-element Box-Muller, whatever the size; the global stream, which holds the cached
     second sample)."""
     n = int(np.prod(shape, dtype=np.int64))
-    return np.exp(_normal_doubles(n, mean, std, rs)).astype(dtype).reshape(shape)
+    return libm(np.exp, _normal_doubles(n, mean, std, rs)).astype(dtype).reshape(shape)
 
 
 def bernoulli(shape: tuple[int, ...], p: float, dtype: np.dtype = np.float32,

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ._ewlib import _c, _unary, composite
+from .libm import libm
 from .opdef import OpDef
 
 _API = ("Tensor", "gc")
@@ -55,8 +56,10 @@ def _f64(x: np.ndarray) -> np.ndarray:
 def _in_f64(fn: Any, x: np.ndarray) -> np.ndarray:
     """``fn`` evaluated in float64 and rounded to float32 for a float32 ``x`` (ATen computes
     the transcendental parts of its float32 series with single-precision libm calls, which
-    are correctly rounded but for rare cases)."""
-    return fn(_f64(x)).astype(np.float32) if x.dtype == np.float32 else fn(x)
+    are correctly rounded but for rare cases); for a float64 ``x``, the C library's ``fn``,
+    as ATen's double code calls (``ir.libm``: numpy's own SIMD functions differ from it in
+    the last bit on AVX-512 hosts)."""
+    return fn(_f64(x)).astype(np.float32) if x.dtype == np.float32 else libm(fn, x)
 
 
 # -- erfc ------------------------------------------------------------------------------------
