@@ -99,13 +99,18 @@ def _doubles(n: int, rs: Stream = None) -> np.ndarray:
 
 
 def uniform(shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype = np.float32,
-            rs: Stream = None) -> np.ndarray:
+            rs: Stream = None, fused: bool = True) -> np.ndarray:
     """``uniform_`` (``rand``) values with ATen's stream: one 64-bit word per float64, one
-    32-bit word per float32. ``rs``: a ``Generator``'s stream instead of the global one."""
+    32-bit word per float32. ``rs``: a ``Generator``'s stream instead of the global one.
+
+    ``fused``: the float64 ``u * (to - from) + from`` rounded once, as in ATen's CPU kernels
+    (``aten/src/ATen/native/cpu``, compiled with FMA contraction); ``False`` for the callers
+    in ATen's generic sources, compiled without (``rrelu_with_noise``), which round twice."""
     n = int(np.prod(shape, dtype=np.int64))
     if np.dtype(dtype) == np.float64:
-        # ``u * (to - from) + from``: one fused multiply-add in ATen (``fma``)
-        return fma(_doubles(n, rs), hi - lo, lo).astype(dtype).reshape(shape)
+        u = _doubles(n, rs)
+        v = fma(u, hi - lo, lo) if fused else u * (hi - lo) + lo
+        return v.astype(dtype).reshape(shape)
     # float32: ATen keeps the bounds as floats (``uniform_real_distribution<float>``), so
     # ``to - from`` is a float subtraction; the rest is in double
     u = (_words(n, rs) & 0xFFFFFF).astype(np.float64) * 2.0 ** -24

@@ -54,7 +54,8 @@ def _noise(x: Tensor, lower: float, upper: float) -> np.ndarray:
     hit = values <= 0
     if x.dtype is dt.float32:  # opmath_t is float: the bounds are rounded to float first
         lower, upper = float(np.float32(lower)), float(np.float32(upper))
-    draws = _random.uniform((int(hit.sum()),), lower, upper, np.float64)
+    # ATen's rrelu_with_noise is generic code, compiled without FMA contraction: two roundings
+    draws = _random.uniform((int(hit.sum()),), lower, upper, np.float64, fused=False)
     noise = np.ones(values.shape, x.dtype.np)
     noise[hit] = draws.astype(x.dtype.np)  # (opmath_t) of the double sample
     return noise
