@@ -5,6 +5,8 @@ from . import functional, init, utils
 from ._fembed import EmbeddingBag
 from ._frrelu import RReLU
 from .activation import GELU, Hardswish, ReLU, SiLU
+from .adaptive import AdaptiveLogSoftmaxWithLoss
+from .compat import CrossMapLRN2d, DataParallel, SyncBatchNorm
 from .containers import ModuleDict, ParameterDict, ParameterList
 from .extra import (
     AdaptiveMaxPool1d,
@@ -173,6 +175,8 @@ __all__ = [
     "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyBatchNorm1d",
     "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
     "LazyInstanceNorm3d",
+    "CrossMapLRN2d", "DataParallel", "SyncBatchNorm",
+    "AdaptiveLogSoftmaxWithLoss",
 ]
 
 # every activation module the op table defines (added table entries need no edit here)
