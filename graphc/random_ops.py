@@ -9,6 +9,13 @@ call (``graphc.random.Draw``, ``trace.random_input``), in the order eager execut
 drawn at trace time it would be a constant of the compiled code, repeating the first call's
 numbers forever. The numbers the fill is given (bounds, rates) are part of the trace, as every
 number in the step's code is.
+
+A fill of a view that is not row-major (``x.t().normal_()``, ``x[:, ::2].uniform_()``) draws
+its values in the order ATen's ``TensorIterator`` visits the view's memory, which is not the
+view's logical order (``_iteration_order``), and ``normal_`` then takes one double
+Box-Muller sample per element instead of the 16-at-a-time fill (``_normal_each``); the values
+land in the view's logical positions. A compiled step draws in the order the eager tensor's
+strides give at trace time (``_InOrder`` around the step's ``Draw`` function).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import numpy as np
 
 from . import _context
 from . import random as _random
-from ._tensor import Tensor
+from ._tensor import Tensor, _check_no_overlap
 from .ir import dtypes as dt
 
 _rs = _random.checked  # the generator argument, checked (None: the global stream)
@@ -31,13 +38,138 @@ def _traced(self: Tensor) -> bool:
 
 
 def _fill(self: Tensor, name: str, fn: Any, args: tuple, generator: Any = None,
-          draw_dtype: Any = None) -> Tensor:
+          draw_dtype: Any = None,
+          layout: tuple[tuple[int, ...] | None, bool] | None = None) -> Tensor:
     """Write ``fn(shape, *args, dtype=, [rs=])``'s values into ``self`` as an in-place op:
-    drawn now, or, traced, an input the step draws on every call."""
+    drawn now, or, traced, an input the step draws on every call; in ATen's element order
+    for ``self``'s memory (``layout``: ``_layout(self)``, when the caller needed it first)."""
     _rs(generator)  # a bad generator raises before anything is drawn
+    order, _ = _layout(self) if layout is None else layout
     d = draw_dtype if draw_dtype is not None else self.dtype.np
     return self._assign(_draw(name, fn, args, tuple(self.shape), d, generator,
-                              _traced(self)))
+                              _traced(self), order=order))
+
+
+# -- the order in which ATen's CPU kernels visit the elements of the tensor they fill ----------
+def _iteration_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
+    """The dims of a tensor of ``shape`` and element ``strides``, outermost loop first, in
+    the order ATen's ``TensorIterator`` visits them when the tensor is its only operand
+    (every fill: ``TensorIterator::borrowing_nullary_op``, ``cpu_serial_kernel``).
+
+    ``reorder_dimensions`` (aten/src/ATen/TensorIterator.cpp) starts from the reversed dims
+    (the last one innermost) and insertion-sorts them so that strides grow outwards:
+    ``should_swap(inner, outer)`` is 1 when the inner dim's stride is larger (or equal, with a
+    larger size), -1 when smaller, 0 ("ambiguous": keep scanning outwards without moving)
+    when a stride is 0 or the strides are equal. ``fast_set_up`` (contiguous, channels-last
+    or any non-overlapping dense layout: memory order from the data pointer) and
+    ``coalesce_dimensions`` visit the elements in that same order. Size-1 dims do not change
+    which element comes when, and their strides are whatever the op that made the view chose
+    (PyTorch's and numpy's differ), so they are left out before sorting; the remaining dims
+    of any view graphc makes have distinct non-zero strides, and the result is then simply
+    "largest stride outermost" (checked against PyTorch's fills of ``as_strided`` views,
+    overlapping ones with tied and zero strides included). PyTorch has no negative strides,
+    so there is no order to match: such a tensor raises."""
+    if any(st < 0 for st, n in zip(strides, shape) if n > 1):
+        raise NotImplementedError(
+            f"a random fill of a tensor with negative strides {tuple(strides)}: PyTorch has "
+            "no such tensors, so there is no element order to reproduce; fill a copy "
+            "(.contiguous()) and write it back")
+    dims = [d for d, n in enumerate(shape) if n > 1]
+    if len(dims) <= 1:
+        return tuple(range(len(shape)))
+
+    def should_swap(d0: int, d1: int) -> int:
+        s0, s1 = strides[d0], strides[d1]
+        if s0 == 0 or s1 == 0:
+            return 0
+        if s0 != s1:
+            return -1 if s0 < s1 else 1
+        return 1 if shape[d0] > shape[d1] else 0
+
+    perm = dims[::-1]  # innermost first, as ATen's ``perm_``
+    for i in range(1, len(perm)):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    ones = [d for d, n in enumerate(shape) if n <= 1]
+    return tuple(ones + perm[::-1])  # size-1 (and 0-size) dims outermost: one pass each
+
+
+def _layout(self: Tensor) -> tuple[tuple[int, ...] | None, bool]:
+    """(the order ATen's kernels fill ``self``'s elements in, None for the logical
+    (row-major) order; whether ``self`` is contiguous, which picks ``normal_``'s algorithm).
+
+    Eager tensors (and tensors made outside a compiled step and filled inside it, whose
+    eager value is a strided array the step knows while tracing) have numpy strides; a
+    tensor made inside a step has none (the IR is row-major; an in-place op on a view made
+    there raises in ``trace.assign``). An expanded tensor raises PyTorch's overlap error
+    here, before anything is drawn from the stream, as ATen's ``TensorIterator`` does."""
+    a = _eager_array(self)
+    if not isinstance(a, np.ndarray) or a.flags.c_contiguous:  # numpy's flag, as ATen's
+        return None, True  # ``is_contiguous``, ignores the strides of size-1 dims
+    _check_no_overlap(a)
+    order = _iteration_order(a.shape, tuple(s // a.itemsize for s in a.strides))
+    return (None if order == tuple(range(a.ndim)) else order), False
+
+
+def _eager_array(self: Tensor) -> np.ndarray | None:
+    """The eager array a fill of ``self`` writes when the code runs eagerly: ``self``'s own,
+    or, for ``t.data`` and ``p.grad`` taken inside a compiled step (a traced stand-in whose
+    in-place updates the step writes back), ``t``'s and ``p.grad``'s; None for a tensor
+    made inside the step."""
+    t: Any = self
+    for _ in range(8):  # ``x.data.data``: an alias of an alias
+        tr = t._trace
+        if tr is None:
+            return getattr(t._node, "_value", None)
+        alias = getattr(tr, "data_aliases", {}).get(id(t))
+        if alias is None:
+            grad = getattr(tr, "grad_alias", {}).get(id(t))
+            alias = None if grad is None or grad[1]._grad is None else (None, grad[1]._grad)
+        if alias is None:
+            return None
+        t = alias[1]
+    return None
+
+
+class _InOrder:
+    """``fn`` (``fn(shape, *args, dtype=, [rs=])``) with its values drawn in the element
+    order ``order`` (dims, outermost loop first) and returned in logical positions.
+
+    The draw functions produce a stream of values for a row-major array; the ones of a
+    transposed or sliced view must come from that stream in ATen's loop order instead, so
+    ``fn`` fills the array of the loop's shape and the result is transposed back. A class,
+    not a closure, so a compiled step's ``Draw`` holds a plain object with a readable repr."""
+
+    __slots__ = ("fn", "order")
+
+    def __init__(self, fn: Any, order: tuple[int, ...]) -> None:
+        self.fn, self.order = fn, tuple(order)
+
+    def __call__(self, shape: tuple[int, ...], *args: Any, dtype: Any,
+                 rs: Any = None) -> np.ndarray:
+        loop = tuple(int(shape[d]) for d in self.order)
+        kw = {} if rs is None else {"rs": rs}
+        v = np.asarray(self.fn(loop, *args, dtype=dtype, **kw)).reshape(loop)
+        return np.ascontiguousarray(np.transpose(v, np.argsort(self.order)))
+
+    def __repr__(self) -> str:
+        return f"_InOrder({getattr(self.fn, '__name__', self.fn)}, {self.order})"
+
+
+def _normal_each(shape: tuple[int, ...], mean: float, std: float, dtype: Any = np.float32,
+                 rs: Any = None) -> np.ndarray:
+    """``normal_`` of a non-contiguous tensor: ATen's ``normal_kernel`` takes the 16-at-a-time
+    ``normal_fill`` only for contiguous tensors of 16 or more elements; any other tensor gets
+    one ``at::normal_distribution<double>`` draw per element (with the generator's cached
+    second Box-Muller sample), cast to its dtype, whatever its size or dtype."""
+    n = int(np.prod(shape, dtype=np.int64))
+    return _random._normal_doubles(n, mean, std, rs).astype(dtype).reshape(shape)
 
 
 def _float_only(self: Tensor, kernel: str) -> None:
@@ -69,13 +201,15 @@ def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = N
 
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *,
             generator: Any = None) -> Tensor:
-    """``torch.Tensor.normal_``: ATen's Box-Muller fill (16 at a time from 16 elements on,
-    one double sample per element below)."""
+    """``torch.Tensor.normal_``: ATen's Box-Muller fill (16 at a time for a contiguous tensor
+    of 16 elements or more, one double sample per element otherwise: ``_normal_each``)."""
     _float_only(self, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_num(std)}")
-    return _fill(self, "normal", _random.normal, (float(mean), float(std)), generator,
-                 np.float64 if self.dtype is dt.float64 else np.float32)
+    layout = _layout(self)
+    return _fill(self, "normal", _random.normal if layout[1] else _normal_each,
+                 (float(mean), float(std)), generator,
+                 np.float64 if self.dtype is dt.float64 else np.float32, layout)
 
 
 def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Any = None) -> Tensor:
@@ -171,8 +305,12 @@ def _p_dtype(p: Tensor) -> Any:
 
 
 def _draw(name: str, fn: Any, args: tuple, shape: tuple, d: Any, generator: Any,
-          traced: bool) -> Tensor:
-    """A new tensor of ``fn``'s values: drawn now, or (``traced``) on every call."""
+          traced: bool, order: tuple[int, ...] | None = None) -> Tensor:
+    """A new tensor of ``fn``'s values: drawn now, or (``traced``) on every call. ``order``:
+    the dims, outermost first, in which the values are drawn (``_layout``; None: row-major),
+    the same eagerly and in a compiled step."""
+    if order is not None:
+        fn = _InOrder(fn, order)
     if traced:
         draw = _random.Draw(name, fn, args, np.dtype(d), generator)
         return Tensor._wrap(_context.current().random_input(draw, shape, dt.from_numpy(
@@ -182,19 +320,26 @@ def _draw(name: str, fn: Any, args: tuple, shape: tuple, d: Any, generator: Any,
                                             **({} if rs is None else {"rs": rs}))))
 
 
-def _bernoulli(shape: tuple, d: dt.DType, p: Any, generator: Any, traced: bool) -> Tensor:
+def _bernoulli(shape: tuple, d: dt.DType, p: Any, generator: Any, traced: bool,
+               like: Tensor | None = None) -> Tensor:
     """Values of ``bernoulli_(p)`` on a tensor of ``shape`` and dtype ``d``: ``u < p`` with
     ``u`` uniform in ``[0, 1)``, double for a number or a float64 ``p``, float otherwise
     (ATen's portable kernels; PyTorch builds with MKL draw a number ``p`` from MKL's own
-    stream on Intel CPUs, so there only the distribution is PyTorch's)."""
+    stream on Intel CPUs, so there only the distribution is PyTorch's). ``like``: the
+    tensor filled in place, whose element order the draws follow (``_layout``, read after
+    ``p`` is checked, as ATen checks it before building its iterator); ``p``'s strides only
+    break ties between dims of equal stride in it, which graphc's views never have."""
     if not isinstance(p, Tensor):
         p = float(p)
         if not 0 <= p <= 1:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-        return _draw("bernoulli", _random.bernoulli, (p,), shape, d.np, generator, traced)
+        order = None if like is None else _layout(like)[0]
+        return _draw("bernoulli", _random.bernoulli, (p,), shape, d.np, generator, traced,
+                     order=order)
     ud = _p_dtype(p)
+    order = None if like is None else _layout(like)[0]
     u = _draw("uniform", _random.uniform, (0.0, 1.0), shape, ud, generator,
-              traced or _traced(p))
+              traced or _traced(p), order=order)
     return (u < p.detach()).to(d)
 
 
@@ -203,7 +348,7 @@ def bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:
     broadcast to ``self``), else 0 (see ``_bernoulli``)."""
     _rs(generator)
     return self._assign(_bernoulli(tuple(self.shape), self.dtype, p, generator,
-                                   _traced(self)))
+                                   _traced(self), like=self))
 
 
 def bernoulli(input: Tensor, p: Any = None, *, generator: Any = None) -> Tensor:  # noqa: A002
