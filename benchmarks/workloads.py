@@ -3,6 +3,7 @@ from the same initial weights and the same input arrays."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -248,15 +249,18 @@ def char_lstm(lib: Any, vocab: int = 96, hidden: int = 256, layers: int = 2) -> 
     return CharLSTM()
 
 
-def char_lstm_step(nn_lib: Any, optim_lib: Any, model: Any) -> Callable[[Any, Any], Any]:
+def char_lstm_step(nn_lib: Any, optim_lib: Any, model: Any, amp: Any = None
+                   ) -> Callable[[Any, Any], Any]:
     """The language model's training step in either framework: zero_grad, cross-entropy of
-    every position, backward, ``clip_grad_norm_(1.0)``, Adam (lr 2e-3)."""
+    every position, backward, ``clip_grad_norm_(1.0)``, Adam (lr 2e-3); ``amp``: a function
+    returning the autocast context of the forward and loss (``--autocast``), or None."""
     opt = optim_lib.Adam(model.parameters(), lr=2e-3)
     lf = nn_lib.CrossEntropyLoss()
 
     def step(x: Any, y: Any) -> Any:
         opt.zero_grad()
-        loss = lf(model(x), y.reshape(-1))
+        with amp() if amp is not None else contextlib.nullcontext():
+            loss = lf(model(x), y.reshape(-1))
         loss.backward()
         nn_lib.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -272,15 +276,18 @@ def lstm(torch: Any, batch: int = 32, seq: int = 64, hidden: int = 256, vocab: i
     rng = np.random.default_rng(0)
     X = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
     Y = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
+    mixed = AUTOCAST["dtype"] is not None
     gm = char_lstm(nn, vocab, hidden, layers)
-    gstep = gc.compile(char_lstm_step(nn, optim, gm), example_args=(X, Y))
+    gamp = (lambda: gc.autocast("cpu", dtype=gc.bfloat16)) if mixed else None
+    gstep = gc.compile(char_lstm_step(nn, optim, gm, gamp), example_args=(X, Y))
     tfn = None
     if torch is not None:
         tm = char_lstm(torch.nn, vocab, hidden, layers)
         with torch.no_grad():
             for k, v in tm.state_dict().items():
                 v.copy_(torch.from_numpy(np.asarray(gm.state_dict()[k])))
-        tstep = char_lstm_step(torch.nn, torch.optim, tm)
+        tamp = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if mixed else None
+        tstep = char_lstm_step(torch.nn, torch.optim, tm, tamp)
         tx, ty = torch.from_numpy(X), torch.from_numpy(Y)
         tfn = lambda: tstep(tx, ty)  # noqa: E731
 
@@ -314,7 +321,9 @@ def gpt(torch: Any, layers: int = 2) -> Workload:
     gm = example.define(nn, F)(vocab, **cfg)
     state = example.initial_state(gm, layers)
     gm.load_state_dict(state, strict=False)
-    gstep_fn, _, gsched = example.make_trainer(gm, nn, F, optim, 10_000)
+    mixed = AUTOCAST["dtype"] is not None
+    gamp = (lambda: gc.autocast("cpu", dtype=gc.bfloat16)) if mixed else None
+    gstep_fn, _, gsched = example.make_trainer(gm, nn, F, optim, 10_000, amp=gamp)
     gstep = gc.compile(gstep_fn, example_args=(X, Y))
 
     def gfn() -> Any:
@@ -326,8 +335,9 @@ def gpt(torch: Any, layers: int = 2) -> Workload:
     if torch is not None:
         tm = example.define(torch.nn, torch.nn.functional)(vocab, **cfg)
         tm.load_state_dict({k: torch.tensor(v) for k, v in state.items()}, strict=False)
+        tamp = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if mixed else None
         tstep, _, tsched = example.make_trainer(tm, torch.nn, torch.nn.functional,
-                                                torch.optim, 10_000)
+                                                torch.optim, 10_000, amp=tamp)
         tx, ty = torch.from_numpy(X), torch.from_numpy(Y)
 
         def tfn() -> Any:

@@ -31,8 +31,8 @@ def _touches_bf16(n: Node) -> bool:
 def needs_float32(n: Node, native: Callable[[Node], bool] | None = None) -> bool:
     """Whether ``n`` (an op with a kernel of its own, touching bf16) must be computed in
     float32: ``native(n)`` may claim ops a backend serves in bf16 (the bf16 GEMM)."""
-    if n.op not in KERNELS or not _touches_bf16(n):
-        return False
+    if n.op not in KERNELS or not _touches_bf16(n) or n.op == "scan":
+        return False  # a scan's body is legalised instead (``legalize_bf16``)
     if n.op in ("sum", "max"):
         # an inner reduction accumulates in a float32 register; an outer one accumulates
         # rows into its output buffer, which must then be float32
@@ -44,9 +44,13 @@ def needs_float32(n: Node, native: Callable[[Node], bool] | None = None) -> bool
 
 def legalize_bf16(g: Graph, native: Callable[[Node], bool] | None = None) -> Graph:
     """``g`` with every ``needs_float32`` node computed in float32 between casts (``g``
-    itself when there is none, which is every graph without bf16)."""
+    itself when there is none, which is every graph without bf16). A scan keeps its
+    operands (its body's inputs are typed like them) and gets its body legalised the same
+    way: the body's kernels are planned and emitted from it (``codegen.loop``)."""
     order = g.nodes()
-    if not any(needs_float32(n, native) for n in order):
+    bodies = {n.id: legalize_bf16(n.attrs["body"], native) for n in order if n.op == "scan"}
+    if not any(needs_float32(n, native) for n in order) and all(
+            bodies[n.id] is n.attrs["body"] for n in order if n.op == "scan"):
         return g
     b = Builder(intern=True, track_loc=False)
     new: dict[int, Node] = {n.id: n for n in g.inputs}
@@ -59,6 +63,8 @@ def legalize_bf16(g: Graph, native: Callable[[Node], bool] | None = None) -> Gra
             out = b.op(n.op, wide, **n.attrs)
             if n.dtype is dt.bfloat16:
                 out = b.cast(out, dt.bfloat16)
+        elif n.op == "scan":
+            out = b.op("scan", ins, **{**n.attrs, "body": bodies[n.id]})
         else:
             out = b.op_like(n, ins)
         if out.loc is None:

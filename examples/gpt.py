@@ -17,6 +17,7 @@ trains both side by side).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
 import math
@@ -156,16 +157,20 @@ def batches(data: np.ndarray, steps: int, block: int, batch: int, seed: int = 1)
         yield x, y
 
 
-def make_trainer(model: Any, nn: Any, F: Any, optim: Any, steps: int) -> tuple[Any, Any, Any]:
+def make_trainer(model: Any, nn: Any, F: Any, optim: Any, steps: int,
+                 amp: Any = None) -> tuple[Any, Any, Any]:
     """(train_step, optimizer, scheduler) for ``model``: the step zeroes the gradients, takes
-    the loss, back-propagates, clips and updates; the scheduler steps outside it."""
+    the loss, back-propagates, clips and updates; the scheduler steps outside it. ``amp``: a
+    function returning the mixed-precision context the forward and loss run in (e.g.
+    ``lambda: gc.autocast("cpu", dtype=gc.bfloat16)``), as PyTorch's AMP recipe has it."""
     opt = optim.AdamW(param_groups(model, WEIGHT_DECAY), lr=LR, betas=(0.9, 0.95))
     sched = optim.lr_scheduler.LambdaLR(opt, lr_lambda(steps))
 
     def train_step(x: Any, y: Any) -> Any:
         opt.zero_grad()
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        with amp() if amp is not None else contextlib.nullcontext():
+            logits = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), CLIP)
         opt.step()

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .. import _context
+from .. import _context, amp
 from .. import tensor_ops as T
+from ..ir import dtypes as dt
 from ..ir import shapes as sh
 from ..loops import scan
 from ..tensor import Tensor
@@ -165,8 +166,20 @@ def rnn_layer(mode: str, x: Tensor, state0: State, weights: Sequence[Tensor | No
               reverse: bool = False, mask: Tensor | None = None) -> tuple[Tensor, State]:
     """One layer and direction over ``x`` (``[T, B, I]``): the input projection of every time
     step as one matmul (``[T, B, G]``), then the recurrence over the hidden-state GEMM."""
-    w_ih, _, b_ih, _, _ = weights
-    if not tracing():  # eagerly every step would pay one more op: add it to all of them
+    w_ih, _, b_ih, _, w_hr = weights
+    low = amp.state()
+    if (low is not None and state0[0].dtype is dt.float32
+            and (mode.startswith("RNN") or (mode == "LSTM" and w_hr is not None))):
+        # under autocast an Elman cell's h (and a projected LSTM's) leaves every step in the
+        # lower precision (its last op is an autocast matmul, or an activation of one) and
+        # enters the next only through another (h @ W_hh^T, which rounds it there anyway):
+        # start it in that dtype, so the carry keeps one dtype from the first step on (a
+        # traced scan needs that), with the same values
+        state0 = (state0[0].to(low[1]), *state0[1:])
+    if not tracing() or low is not None:
+        # eagerly every step would pay one more op: add the bias to all of them; under
+        # autocast too, where the bias inside the projection (an autocast linear) is
+        # rounded with it, as eager and PyTorch have it, not added in float32 afterwards
         return recurrence(make_step(mode, weights), F.linear(x, w_ih, b_ih), state0, reverse,
                           mask)
     gi = F.linear(x, w_ih)

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _core
+from .. import _core, amp
 from .. import tensor_ops as T
+from ..ir import dtypes as dt
 from ..tensor import Tensor
 from . import _frnn, init
 from .layers2d import _np_dtype
@@ -240,6 +241,18 @@ class RNNBase(Module):
             final = tuple(s.index_select(1, packed.unsorted_indices) for s in final)
         return out, final if self.mode == "LSTM" else final[0]
 
+    def _autocast_layer(self, x: Tensor) -> Any:
+        """The dtype an autocast region runs this module in as one lower-precision op, or
+        None. PyTorch's CPU ``lstm`` on a padded float input without projections runs as
+        oneDNN's ``mkldnn_rnn_layer``, which is on the CPU autocast list: input, states and
+        weights in bf16, every result bf16. Its GRU and RNN (and a packed or projected
+        LSTM) are composites of autocast ops instead, whose dtypes the ops give here too."""
+        s = amp.state()
+        if (s is None or self.mode != "LSTM" or self.proj_size or x.dtype is dt.float64
+                or not x.dtype.is_float or any(isinstance(d, int) and d == 0 for d in x.shape)):
+            return None
+        return s[1]
+
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:  # noqa: A002
         if isinstance(input, PackedSequence):
             return self._forward_packed(input, hx)
@@ -269,9 +282,16 @@ class RNNBase(Module):
         if states is None:
             states = self._zeros(x.shape[batch_dim], x.dtype)
         self._check_hx(x, states, None)
+        low = self._autocast_layer(x)
+        if low is not None:  # input and states enter rounded to the lower precision; the
+            x = x.to(low)    # recurrence carries its states in float32, as oneDNN's does
+            states = tuple(s.to(low).to(s.dtype) if s.dtype is dt.float32 else s
+                           for s in states)
         if self.batch_first:
             x = x.transpose(0, 1)
         out, final = self._run(x, states)
+        if low is not None:
+            out, final = out.to(low), tuple(s.to(low) for s in final)
         if self.batch_first:
             out = out.transpose(0, 1)
         if not batched:
