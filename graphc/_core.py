@@ -97,6 +97,7 @@ from .reduce_ops import (  # reductions and scans: gc.std, gc.prod, gc.cumsum, .
     var_mean,
 )
 from .shape_ops import (  # shape and creation ops: gc.tril, gc.einsum, gc.eye, ...
+    _like,  # the layout of ``*_like`` results
     addmm,
     addmv,
     baddbmm,
@@ -253,16 +254,22 @@ def full(size: Any, fill_value: Any, dtype: Any = None, device: Any = None,
                     requires_grad)
 
 
-def zeros_like(t: Tensor, dtype: Any = None, device: Any = None) -> Tensor:
+def zeros_like(t: Tensor, dtype: Any = None, device: Any = None, *,
+               memory_format: Any = None) -> Tensor:
+    """``torch.zeros_like``, laid out as PyTorch's (``shape_ops._like_strides``)."""
     if device is not None:
         device_of(device, "zeros_like")
-    return zeros(t.shape, dtype=dtype or t.dtype)
+    return _like(lambda s, rg: zeros(s, dtype=dtype or t.dtype), t, memory_format,
+                 "zeros_like")
 
 
-def ones_like(t: Tensor, dtype: Any = None, device: Any = None) -> Tensor:
+def ones_like(t: Tensor, dtype: Any = None, device: Any = None, *,
+              memory_format: Any = None) -> Tensor:
+    """``torch.ones_like``, laid out as PyTorch's (``shape_ops._like_strides``)."""
     if device is not None:
         device_of(device, "ones_like")
-    return ones(t.shape, dtype=dtype or t.dtype)
+    return _like(lambda s, rg: ones(s, dtype=dtype or t.dtype), t, memory_format,
+                 "ones_like")
 
 
 def rand(*size: Any, generator: Any = None, dtype: Any = None, device: Any = None,
@@ -298,17 +305,39 @@ def randn(*size: Any, generator: Any = None, dtype: Any = None, device: Any = No
 
 
 def rand_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa: A002
-              requires_grad: bool = False) -> Tensor:
-    """``torch.rand_like``: ``rand`` of ``input``'s shape, in its dtype unless told."""
-    return rand(tuple(input.shape), dtype=dtype or input.dtype, device=device,
-                requires_grad=requires_grad)
+              requires_grad: bool = False, memory_format: Any = None) -> Tensor:
+    """``torch.rand_like``: ``rand`` of ``input``'s shape, in its dtype unless told, laid
+    out as PyTorch's and drawn in its memory order (``shape_ops._like``)."""
+    return _like(lambda s, rg: rand(s, dtype=dtype or input.dtype, device=device,
+                                    requires_grad=rg),
+                 input, memory_format, "rand_like", requires_grad, drawn=True)
 
 
 def randn_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa: A002
-               requires_grad: bool = False) -> Tensor:
-    """``torch.randn_like``: ``randn`` of ``input``'s shape, in its dtype unless told."""
-    return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device,
-                 requires_grad=requires_grad)
+               requires_grad: bool = False, memory_format: Any = None) -> Tensor:
+    """``torch.randn_like``: ``randn`` of ``input``'s shape, in its dtype unless told, laid
+    out as PyTorch's and drawn in its memory order (``shape_ops._like``). PyTorch's is
+    ``empty_like(input).normal_()``: a result that is not contiguous gets one double
+    Box-Muller sample per element (``random_ops._normal_each``), not ``randn``'s
+    16-at-a-time fill."""
+    d = dtype or input.dtype
+
+    def each(s: tuple, rg: bool) -> Tensor:
+        from .random_ops import _normal_each
+
+        dd = _dtype(d)
+        if not dd.is_float:  # whatever ``randn`` does with it
+            return randn(s, dtype=dd, device=device, requires_grad=rg)
+        if device is not None:
+            device_of(device, "randn_like")
+        traced = _traced_random(_random.Draw("normal", _normal_each, (0.0, 1.0), dd.np),
+                                _shape(s), dd, rg, "randn_like")
+        if traced is not None:
+            return traced
+        return Tensor._from_array(_normal_each(_shape(s), 0.0, 1.0, dd.np), rg)
+
+    return _like(lambda s, rg: randn(s, dtype=d, device=device, requires_grad=rg), input,
+                 memory_format, "randn_like", requires_grad, drawn=True, strided=each)
 
 
 _stream = _random.checked  # the generator argument, checked (None: the global stream)
@@ -355,11 +384,14 @@ def randint(*args: Any, size: Any = None, generator: Any = None, dtype: Any = No
 
 
 def randint_like(input: Tensor, *args: Any, dtype: Any = None,  # noqa: A002
-                 device: Any = None, requires_grad: bool = False) -> Tensor:
+                 device: Any = None, requires_grad: bool = False,
+                 memory_format: Any = None) -> Tensor:
     """``torch.randint_like(input, low=0, high)``: ``randint`` of ``input``'s shape, in its
-    dtype unless told."""
-    return randint(*args, size=tuple(input.shape), dtype=dtype or input.dtype, device=device,
-                   requires_grad=requires_grad)
+    dtype unless told, laid out as PyTorch's and drawn in its memory order
+    (``shape_ops._like``)."""
+    return _like(lambda s, rg: randint(*args, size=s, dtype=dtype or input.dtype,
+                                       device=device, requires_grad=rg),
+                 input, memory_format, "randint_like", requires_grad, drawn=True)
 
 
 def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = None,

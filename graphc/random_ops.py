@@ -51,6 +51,35 @@ def _fill(self: Tensor, name: str, fn: Any, args: tuple, generator: Any = None,
 
 
 # -- the order in which ATen's CPU kernels visit the elements of the tensor they fill ----------
+def stride_sorted(shape: tuple[int, ...], strides: tuple[int, ...], dims: list[int]
+                  ) -> list[int]:
+    """``dims`` innermost first, as ``TensorIterator::reorder_dimensions`` sorts them (and
+    ``infer_dense_strides`` with it): from the reversed dims, an insertion sort by
+    ``should_swap(inner, outer)``: 1 when the inner dim's stride is larger (or equal, with a
+    larger size), -1 when smaller, 0 ("ambiguous": keep scanning outwards without moving)
+    when a stride is 0 or the strides and sizes tie."""
+
+    def should_swap(d0: int, d1: int) -> int:
+        s0, s1 = strides[d0], strides[d1]
+        if s0 == 0 or s1 == 0:
+            return 0
+        if s0 != s1:
+            return -1 if s0 < s1 else 1
+        return 1 if shape[d0] > shape[d1] else 0
+
+    perm = dims[::-1]
+    for i in range(1, len(perm)):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    return perm
+
+
 def _iteration_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
     """The dims of a tensor of ``shape`` and element ``strides``, outermost loop first, in
     the order ATen's ``TensorIterator`` visits them when the tensor is its only operand
@@ -77,25 +106,7 @@ def _iteration_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[
     dims = [d for d, n in enumerate(shape) if n > 1]
     if len(dims) <= 1:
         return tuple(range(len(shape)))
-
-    def should_swap(d0: int, d1: int) -> int:
-        s0, s1 = strides[d0], strides[d1]
-        if s0 == 0 or s1 == 0:
-            return 0
-        if s0 != s1:
-            return -1 if s0 < s1 else 1
-        return 1 if shape[d0] > shape[d1] else 0
-
-    perm = dims[::-1]  # innermost first, as ATen's ``perm_``
-    for i in range(1, len(perm)):
-        d1 = i
-        for d0 in range(i - 1, -1, -1):
-            c = should_swap(perm[d0], perm[d1])
-            if c > 0:
-                perm[d0], perm[d1] = perm[d1], perm[d0]
-                d1 = d0
-            elif c < 0:
-                break
+    perm = stride_sorted(shape, strides, dims)
     ones = [d for d, n in enumerate(shape) if n <= 1]
     return tuple(ones + perm[::-1])  # size-1 (and 0-size) dims outermost: one pass each
 

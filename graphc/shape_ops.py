@@ -769,21 +769,139 @@ def empty(*size: Any, dtype: Any = None, device: Any = None,
     return Tensor._from_array(np.zeros(shape, d.np), requires_grad)
 
 
+# -- ``*_like``: the layout of PyTorch's ``memory_format=torch.preserve_format`` ---------------
+def _like_strides(input: Any, memory_format: Any, what: str) -> tuple[int, ...] | None:
+    """The element strides PyTorch gives a ``*_like(input)`` result; None for row-major.
+
+    Every ``*_like`` (``rand_like``, ``zeros_like``, ...) is ``empty_like`` and a fill, and
+    ``empty_like``'s default ``preserve_format`` (aten/src/ATen/native/TensorFactories.cpp)
+    gives an input that is non-overlapping and dense (a transpose, a permutation,
+    channels-last) its own strides, and any other strided input (a step or column slice, an
+    expanded tensor) dense strides in its dims' memory order (``infer_dense_strides``). The
+    layout matters beyond ``stride()``: a later fill draws its values in memory order
+    (``random_ops._layout``), so ``randn_like(x.t())`` puts PyTorch's draws where PyTorch
+    puts them only with PyTorch's layout. ``contiguous_format`` is row-major; other formats
+    raise. A tensor made inside a compiled step has no strides (the IR is row-major): only
+    an input whose eager array is known while tracing (made outside the step) has a layout,
+    which ``rand_like``/``randn_like``/``randint_like`` then draw in; the result itself is
+    row-major IR there, so a later fill of it in the step (``empty_like(w).normal_()``)
+    draws in logical order, where PyTorch's strided result draws in memory order.
+    The strides of size-1 dims are numpy's where PyTorch's differ (as ``Tensor.stride()``
+    reports them for views); they do not change which element is where."""
+    name = None if memory_format is None else str(memory_format).rsplit(".", 1)[-1]
+    if name == "contiguous_format":
+        return None
+    if name not in (None, "preserve_format"):
+        raise NotImplementedError(
+            f"{what}(memory_format={memory_format}): only preserve_format (the default) and "
+            "contiguous_format are supported")
+    from .random_ops import _eager_array
+
+    a = _eager_array(input) if isinstance(input, Tensor) else None
+    if not isinstance(a, np.ndarray) or a.flags.c_contiguous:
+        return None
+    shape, strides = a.shape, tuple(st // a.itemsize for st in a.strides)
+    if any(st < 0 for st, n in zip(strides, shape) if n > 1):
+        return None  # numpy's reversed views (PyTorch has none): row-major, as a copy's
+    if not _non_overlapping_and_dense(shape, strides):
+        strides = _infer_dense_strides(shape, strides)
+    big = [st for st, n in zip(strides, shape) if n > 1]
+    return None if big == sorted(big, reverse=True) else strides
+
+
+def _non_overlapping_and_dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """ATen's ``compute_non_overlapping_and_dense``: the dims of size 2 or more, by growing
+    stride, step through memory with no gap and no overlap."""
+    need = 1
+    for d in sorted((d for d, n in enumerate(shape) if n >= 2), key=lambda d: strides[d]):
+        if strides[d] != need:
+            return False
+        need *= shape[d]
+    return True
+
+
+def _infer_dense_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
+    """ATen's ``infer_dense_strides`` (aten/src/ATen/TensorUtils.cpp): dense strides in the
+    order of ``strides`` (``TensorIterator``'s insertion sort: a zero stride is "ambiguous",
+    equal strides put the larger dim outside), size-1 dims taking the running stride."""
+    from .random_ops import stride_sorted
+
+    n = len(shape)
+    perm = stride_sorted(shape, strides, list(range(n)))  # innermost first
+    out = [0] * n
+    cur = 1
+    for d in perm:
+        out[d] = cur
+        if shape[d] > 1:
+            cur *= shape[d]
+    return tuple(out)
+
+
+def _with_strides(values: np.ndarray, strides: tuple[int, ...]) -> np.ndarray:
+    """A new array holding ``values`` in memory laid out with element ``strides`` (dense),
+    so ``stride()``, ``is_contiguous()`` and later fills see PyTorch's layout."""
+    n = int(np.prod(values.shape, dtype=np.int64))
+    buf = np.empty(n, values.dtype)
+    out = np.ndarray(values.shape, values.dtype, buffer=buf,
+                     strides=tuple(st * values.itemsize for st in strides))
+    out[...] = values
+    return out
+
+
+def _like(make: Any, input: Any, memory_format: Any, what: str,  # noqa: A002
+          requires_grad: bool = False, drawn: bool = False, strided: Any = None) -> Tensor:
+    """``make(shape, requires_grad)`` (a row-major factory: ``zeros``, ``rand``, ...) for
+    ``input``'s shape, in the layout PyTorch's ``*_like`` gives it (``_like_strides``).
+
+    ``drawn``: ``make`` draws random values, which ATen's fill of the strided result draws in
+    its memory order; so ``make`` fills an array of the loop's shape (its dims in that
+    order: its row-major order is the memory order) and the values are transposed back.
+    Inside a compiled step the result is row-major IR, its values drawn in that same
+    order when ``input``'s eager layout is known. ``strided``: the factory to use instead of
+    ``make`` for a result that is not row-major (``randn_like``'s per-element normals)."""
+    strides = _like_strides(input, memory_format, what)
+    shape = tuple(input.shape)
+    if strides is None:
+        return make(shape, requires_grad)
+    from .random_ops import _iteration_order
+
+    if drawn:
+        order = _iteration_order(shape, strides)
+        inv = tuple(int(i) for i in np.argsort(order))
+        t = (strided or make)(tuple(shape[d] for d in order), requires_grad)
+        if _traced() or t._trace is not None:
+            return t.permute(inv)
+        values = np.transpose(t._node._value, inv)
+    else:
+        t = make(shape, requires_grad)
+        if _traced() or t._trace is not None:
+            return t
+        values = t._node._value
+    return Tensor._from_array(_with_strides(values, strides), requires_grad)
+
+
 def empty_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa: A002
-               requires_grad: bool = False) -> Tensor:
-    """``torch.empty_like``: a zero-filled tensor of ``input``'s shape."""
-    return full_like(input, 0, dtype=dtype, device=device, requires_grad=requires_grad)
+               requires_grad: bool = False, memory_format: Any = None) -> Tensor:
+    """``torch.empty_like``: a zero-filled tensor of ``input``'s shape, laid out as
+    PyTorch's (``_like_strides``)."""
+    return full_like(input, 0, dtype=dtype, device=device, requires_grad=requires_grad,
+                     memory_format=memory_format)
 
 
 def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None,  # noqa: A002
-              device: Any = None, requires_grad: bool = False) -> Tensor:
-    """``torch.full_like``: ``fill_value`` in ``input``'s shape (and dtype, unless given)."""
+              device: Any = None, requires_grad: bool = False,
+              memory_format: Any = None) -> Tensor:
+    """``torch.full_like``: ``fill_value`` in ``input``'s shape (and dtype, unless given),
+    laid out as PyTorch's (``_like_strides``)."""
     _check_device(device, "full_like")
     x = as_tensor(input)
     d = _dtype(dtype, x.dtype, "full_like")
+    strides = _like_strides(input, memory_format, "full_like")
     if _traced():
         return _finish(_const(fill_value, x.shape, d), requires_grad)
-    return Tensor._from_array(np.full(x.shape, fill_value, d.np), requires_grad)
+    arr = np.full(x.shape, fill_value, d.np)
+    return Tensor._from_array(arr if strides is None else _with_strides(arr, strides),
+                              requires_grad)
 
 
 def _linspace(start: float, end: float, steps: int, d: dt.DType) -> Tensor:

@@ -15,7 +15,7 @@ import warnings
 from typing import Any
 
 from .. import tensor_ops as T
-from .._core import zeros_like
+from .._core import contiguous_format, zeros_like
 from ..random_ops import _bernoulli, _traced
 from ..tensor import Tensor
 
@@ -135,12 +135,14 @@ def gumbel_softmax(logits: Any, tau: float = 1.0, hard: bool = False, eps: float
     (straight-through). ``eps`` is unused, as in PyTorch."""
     del eps
     x = T.as_tensor(logits)
-    gumbels = -(zeros_like(x).exponential_().log())
+    # PyTorch's legacy_contiguous_format: a row-major buffer, whatever x's layout, so the
+    # draws come in logical order
+    gumbels = -(zeros_like(x, memory_format=contiguous_format).exponential_().log())
     y_soft = ((x + gumbels) / tau).softmax(dim)
     if not hard:
         return y_soft
     index = y_soft.max(dim, keepdim=True)[1]
-    y_hard = zeros_like(x).scatter(dim, index, 1.0)
+    y_hard = zeros_like(x, memory_format=contiguous_format).scatter(dim, index, 1.0)
     return y_hard - y_soft.detach() + y_soft
 
 

@@ -11,6 +11,14 @@ step could express) and ``sparse_``'s per-column permutations (one ``randperm`` 
 write per column would trace thousands of ops for a wide layer) are drawn on the host instead,
 each as one fill that a compiled step repeats on every call (``random_ops._draw``), from the
 same stream words eager execution uses.
+
+A tensor that is a view (``trunc_normal_(w.t())``, a column slice, a permutation) gets its
+values in the element order PyTorch's Tensor methods fill it in, ATen's ``TensorIterator``
+order for its strides (``random_ops._layout``): ``uniform_``/``normal_`` and the initialisers
+built on them do so themselves, and ``trunc_normal_``'s host-side draws take the same order
+(and ``normal_``'s per-element algorithm for a non-contiguous tensor). ``orthogonal_`` draws
+a fresh contiguous matrix, in logical order, and copies it in; ``sparse_``'s zeroed rows do
+not depend on the layout.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import numpy as np
 from .. import linalg as _linalg
 from .. import random as _random
 from ..autograd import no_grad
-from ..random_ops import _draw, _float_only, _traced
+from ..random_ops import _draw, _float_only, _layout, _normal_each, _traced
 from ..shape_ops import diag as _diag
 from ..shape_ops import eye as _eye
 from ..tensor import Tensor
@@ -63,22 +71,35 @@ def _draw_dtype(tensor: Tensor) -> np.dtype:
 
 
 def _trunc_normal_values(shape: tuple, mean: float, std: float, a: float, b: float,
-                         p: float, tdtype: np.dtype, dtype: Any = np.float32,
-                         rs: Any = None) -> np.ndarray:
+                         p: float, tdtype: np.dtype, each: tuple[bool, bool] = (False, False),
+                         dtype: Any = np.float32, rs: Any = None) -> np.ndarray:
     """``_no_grad_trunc_normal_``'s values, drawn from the stream ``rs`` exactly as PyTorch's
     tensor ops draw them. How many draws it takes depends on the values drawn, so a compiled
     step cannot express the loop; done here on the host, it is one fill the step repeats on
     every call (the same words, in the same order, as eager). ``tdtype``: the tensor's dtype,
-    in which PyTorch's comparisons and arithmetic happen."""
+    in which PyTorch's comparisons and arithmetic happen.
+
+    ``shape`` is the shape of ATen's loop over the tensor (``random_ops._InOrder`` puts the
+    values back in logical positions; every step below is elementwise, so drawing in loop
+    order and transposing back is what PyTorch's fills of the strided tensor give). ``each``:
+    whether the first ``normal_`` (into the tensor) and the redraws (into ``empty_like`` of
+    it) are non-contiguous fills, which take one double sample per element
+    (``random_ops._normal_each``) instead of ATen's 16-at-a-time ``normal_fill``."""
     draw = np.dtype(dtype)
+
+    def normal(per_element: bool) -> np.ndarray:
+        if per_element:
+            return _normal_each(shape, mean, std, draw, rs).astype(tdtype)
+        return _random.normal(shape, mean, std, draw, rs).astype(tdtype)
+
     if p > 0.3:  # redraw out-of-bounds values from the normal distribution
         lo, hi = np.asarray(a, tdtype), np.asarray(b, tdtype)  # ``new_tensor(a).item()``
-        result = _random.normal(shape, mean, std, draw, rs).astype(tdtype)
+        result = normal(each[0])
         while True:
             mask = (result < lo) | (result > hi)
             if not mask.any():
                 break
-            fresh = _random.normal(shape, mean, std, draw, rs).astype(tdtype)
+            fresh = normal(each[1])
             result = np.where(mask, fresh, result)
         return result.astype(draw)
     # rejection sampling from the uniform distribution on [a, b], accepting with the normal
@@ -130,9 +151,16 @@ def _no_grad_trunc_normal_(tensor: Tensor, mean: float, std: float, a: float, b:
             if not a <= b:
                 raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
                                    f"from={a:g} > to={b:g}")  # C++'s format, as PyTorch's
-        args = (float(mean), float(std), float(a), float(b), float(p), np.dtype(tensor.dtype.np))
+        # PyTorch's Tensor methods fill the tensor, and the ``empty_like`` buffers of its
+        # redraws (which keep its memory order: ``preserve_format``), in ATen's element order
+        # for its strides: the draws follow that order. The redraw buffer is contiguous
+        # exactly when that order is row-major (a column slice's is dense and row-major).
+        order, contiguous = _layout(tensor)
+        each = (not contiguous, order is not None)
+        args = (float(mean), float(std), float(a), float(b), float(p),
+                np.dtype(tensor.dtype.np), each)
         values = _draw("trunc_normal", _trunc_normal_values, args, tuple(tensor.shape),
-                       _draw_dtype(tensor), generator, _traced(tensor))
+                       _draw_dtype(tensor), generator, _traced(tensor), order=order)
         return tensor.copy_(values)
 
 
@@ -339,6 +367,10 @@ def orthogonal_(tensor: Tensor, gain: float = 1,
         q = q * ph
         if rows < cols:
             q = q.t()
+        if not _traced(tensor):
+            # PyTorch writes through ``tensor.view_as(q)``, which raises (after the draws)
+            # for a layout whose trailing dims cannot be flattened without a copy
+            tensor.view(tuple(q.shape))
         tensor.copy_(q.reshape(tuple(tensor.shape)))
         tensor.mul_(gain)
     return tensor
