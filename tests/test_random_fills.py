@@ -7,24 +7,13 @@ PyTorch builds with MKL draw ``bernoulli_`` with a number ``p`` (and, in some ve
 ``exponential_``, which multinomial without replacement uses) from MKL's own stream on Intel
 CPUs; there those comparisons check the distribution instead of the bits."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _torch import INTEL, torch
 
 import graphc as gc
 
-torch = pytest.importorskip("torch")
-
-
-def _intel() -> bool:
-    try:
-        return "GenuineIntel" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
-
-INTEL = _intel()
 DTYPES = [("float32", gc.float32), ("float64", gc.float64)]
 
 

@@ -13,26 +13,15 @@ PyTorch builds with MKL draw ``bernoulli_(p)`` with a number ``p`` (and, in some
 ``exponential_``) from MKL's own stream on Intel CPUs; there those cases are skipped."""
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _torch import INTEL, torch
 
 import graphc as gc
 from graphc import random as grandom
 from graphc.random_ops import _iteration_order
 
-torch = pytest.importorskip("torch")
-
-
-def _intel() -> bool:
-    try:
-        return "GenuineIntel" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
-
-INTEL = _intel()
 MKL_STREAM = {"bernoulli_", "exponential_"}  # drawn from MKL's stream on Intel CPUs
 
 # name -> a view of a fresh zero tensor, made the same way in graphc and in torch
