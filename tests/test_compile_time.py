@@ -198,6 +198,21 @@ def test_workers_build_the_same_objects_and_report_errors(monkeypatch: pytest.Mo
 
 
 @pytest.mark.skipif(not compile_worker.enabled(), reason="no compile workers here")
+def test_a_worker_starts_without_site_and_finds_llvmlite() -> None:
+    """Workers run ``python -S`` (no site: ~25 ms less start-up, measured on the seed's cold
+    compile as 0.21 -> 0.18 s) and import llvmlite from the directory the parent found it
+    in; a worker started that way compiles what this process compiles."""
+    w = compile_worker.Worker()
+    try:
+        assert w.proc.args[1] == "-S" and w.proc.args[-1] == compile_worker._LLVMLITE_ROOT
+        w.ensure_ready()
+        status, obj, _ = w.compile(_TINY, None, None, "O3")
+        assert status == "ok" and obj == compile_object(_TINY, None, None, "O3")
+    finally:
+        w.close()
+
+
+@pytest.mark.skipif(not compile_worker.enabled(), reason="no compile workers here")
 def test_a_free_worker_takes_the_next_module(monkeypatch: pytest.MonkeyPatch) -> None:
     """One queue for all workers: while one is busy with a long module, the other compiles
     everything else (with a queue per worker, filled by text length at submit time, half
