@@ -45,8 +45,12 @@ def libm(fn: Any, x: Any) -> np.ndarray:
             with np.errstate(all="ignore"):
                 return float(fn(np.float64(v)))
 
-    flat = np.ascontiguousarray(x).ravel()
-    return np.fromiter(map(one, flat.tolist()), np.float64, count=flat.size).reshape(x.shape)
+    values = np.ascontiguousarray(x).ravel().tolist()
+    try:  # the common case, no element outside ``f``'s domain: ``math``'s function directly
+        out = np.fromiter(map(f, values), np.float64, count=len(values))
+    except (ValueError, OverflowError):
+        out = np.fromiter(map(one, values), np.float64, count=len(values))
+    return out.reshape(x.shape)
 
 
 __all__ = ["libm"]
