@@ -211,9 +211,20 @@ class Runtime:
             return np.empty(shape, dtype)
         if sink.kind == "tensor":
             v = sink.ref._node._value
-            if not (v.flags.writeable and v.flags.c_contiguous):
-                # a read-only (or strided) parameter array is never written through: the
-                # parameter gets a private writeable C-order copy, like load_state_dict makes
+            if v.flags.writeable and not v.flags.c_contiguous:
+                # a strided array (a transposed or sliced view of another tensor, or one that
+                # other views look into): the step writes a C-order buffer of its own, copied
+                # into the array after the step (``commit_views``), so every holder of that
+                # memory sees the update, as eagerly; rebinding the tensor to a copy would
+                # leave its base and the other views with the old values
+                views = self.__dict__.setdefault("_view_sinks", {})
+                buf = views.get(slot)
+                if buf is None or buf.shape != v.shape or buf.dtype != v.dtype:
+                    buf = views[slot] = np.empty(v.shape, v.dtype)
+                return buf
+            if not v.flags.writeable:
+                # a read-only parameter array is never written through: the parameter gets a
+                # private writeable C-order copy, like load_state_dict makes
                 v = sink.ref._node._value = np.array(v, order="C")
             return v
         if sink.kind == "grad":
@@ -231,6 +242,14 @@ class Runtime:
                 and a.flags.c_contiguous:
             return a
         return np.empty(shape, dtype)
+
+    def commit_views(self) -> None:
+        """Copy the step's updates of strided tensors (``sink_buffer``) into their arrays:
+        called once the step has committed, so a failed step changes nothing."""
+        for slot, buf in getattr(self, "_view_sinks", {}).items():
+            v = self.sig.sinks[slot].ref._node._value
+            if v is not buf and v.shape == buf.shape:
+                np.copyto(v, buf)
 
     def publish(self, slot: str, buf: np.ndarray) -> None:
         """Make a freshly created buffer visible as ``.grad`` or optimizer state."""
@@ -281,5 +300,6 @@ class InterpreterExecutable(Runtime):
             buf = self.sink_buffer(slot, val.shape, val.dtype)
             np.copyto(buf, val)
             self.publish(slot, buf)
+        self.commit_views()
         self.finish()
         return outs

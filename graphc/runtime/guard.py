@@ -109,6 +109,7 @@ class GuardMixin:
                 self.publish(slot_name, self._cache[self._upd_base + j])  # type: ignore
         for p in sig.grads_to_clear:
             p._grad = None
+        self.commit_views()  # type: ignore[attr-defined]
 
     def _raise_nonfinite(self) -> None:
         from graphc.checks import NonFiniteError, nonfinite_message
