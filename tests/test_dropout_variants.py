@@ -6,22 +6,16 @@ stream, and there the masks are compared by their statistics), and compiled step
 new noise on every call, as eager does."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _torch import INTEL, torch
 
 import graphc as gc
 from graphc import nn
 from graphc.nn import functional as F
 
-torch = pytest.importorskip("torch")
 TF = torch.nn.functional
-
-try:
-    INTEL = "GenuineIntel" in Path("/proc/cpuinfo").read_text()
-except OSError:
-    INTEL = False
 
 X = np.random.default_rng(0).standard_normal((4, 6, 5, 5)).astype(np.float32)
 
