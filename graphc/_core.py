@@ -292,16 +292,23 @@ def randn(*size: Any, generator: Any = None, dtype: Any = None, device: Any = No
           requires_grad: bool = False) -> Tensor:
     """``torch.randn``: standard normal values with PyTorch's CPU algorithm and stream
     (``generator``: a ``gc.Generator``'s instead of the global one)."""
+    return _standard_normal(size, generator, dtype, device, requires_grad, _random.normal,
+                            "randn")
+
+
+def _standard_normal(size: Any, generator: Any, dtype: Any, device: Any, requires_grad: bool,
+                     fn: Any, name: str) -> Tensor:
+    """``fn(shape, 0, 1, dtype, rs)``'s values (``graphc.random.normal``, or the per-element
+    draws of a non-contiguous ``normal_``), drawn now or, traced, on every call."""
     if device is not None:
-        device_of(device, "randn")
+        device_of(device, name)
     d = _dtype(dtype)
     _stream(generator)
-    traced = _traced_random(_random.Draw("normal", _random.normal, (0.0, 1.0), d.np,
-                                         generator), _shape(size), d, requires_grad, "randn")
+    traced = _traced_random(_random.Draw("normal", fn, (0.0, 1.0), d.np, generator),
+                            _shape(size), d, requires_grad, name)
     if traced is not None:
         return traced
-    return Tensor._from_array(_random.normal(_shape(size), 0.0, 1.0, d.np, generator),
-                              requires_grad)
+    return Tensor._from_array(fn(_shape(size), 0.0, 1.0, d.np, generator), requires_grad)
 
 
 def rand_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa: A002
@@ -325,16 +332,9 @@ def randn_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa:
     def each(s: tuple, rg: bool) -> Tensor:
         from .random_ops import _normal_each
 
-        dd = _dtype(d)
-        if not dd.is_float:  # whatever ``randn`` does with it
-            return randn(s, dtype=dd, device=device, requires_grad=rg)
-        if device is not None:
-            device_of(device, "randn_like")
-        traced = _traced_random(_random.Draw("normal", _normal_each, (0.0, 1.0), dd.np),
-                                _shape(s), dd, rg, "randn_like")
-        if traced is not None:
-            return traced
-        return Tensor._from_array(_normal_each(_shape(s), 0.0, 1.0, dd.np), rg)
+        if not _dtype(d).is_float:  # whatever ``randn`` does with it
+            return randn(s, dtype=d, device=device, requires_grad=rg)
+        return _standard_normal(s, None, d, device, rg, _normal_each, "randn_like")
 
     return _like(lambda s, rg: randn(s, dtype=d, device=device, requires_grad=rg), input,
                  memory_format, "randn_like", requires_grad, drawn=True, strided=each)

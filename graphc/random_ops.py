@@ -20,6 +20,7 @@ strides give at trace time (``_InOrder`` around the step's ``Draw`` function).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -85,11 +86,8 @@ def _iteration_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[
     the order ATen's ``TensorIterator`` visits them when the tensor is its only operand
     (every fill: ``TensorIterator::borrowing_nullary_op``, ``cpu_serial_kernel``).
 
-    ``reorder_dimensions`` (aten/src/ATen/TensorIterator.cpp) starts from the reversed dims
-    (the last one innermost) and insertion-sorts them so that strides grow outwards:
-    ``should_swap(inner, outer)`` is 1 when the inner dim's stride is larger (or equal, with a
-    larger size), -1 when smaller, 0 ("ambiguous": keep scanning outwards without moving)
-    when a stride is 0 or the strides are equal. ``fast_set_up`` (contiguous, channels-last
+    ``reorder_dimensions`` (aten/src/ATen/TensorIterator.cpp) insertion-sorts the dims so
+    that strides grow outwards (``stride_sorted``). ``fast_set_up`` (contiguous, channels-last
     or any non-overlapping dense layout: memory order from the data pointer) and
     ``coalesce_dimensions`` visit the elements in that same order. Size-1 dims do not change
     which element comes when, and their strides are whatever the op that made the view chose
@@ -120,7 +118,10 @@ def _layout(self: Tensor) -> tuple[tuple[int, ...] | None, bool]:
     tensor made inside a step has none (the IR is row-major; an in-place op on a view made
     there raises in ``trace.assign``). An expanded tensor raises PyTorch's overlap error
     here, before anything is drawn from the stream, as ATen's ``TensorIterator`` does."""
-    a = _eager_array(self)
+    return layout_dependent(self, _array_layout)
+
+
+def _array_layout(a: np.ndarray | None) -> tuple[tuple[int, ...] | None, bool]:
     if not isinstance(a, np.ndarray) or a.flags.c_contiguous:  # numpy's flag, as ATen's
         return None, True  # ``is_contiguous``, ignores the strides of size-1 dims
     _check_no_overlap(a)
@@ -128,23 +129,42 @@ def _layout(self: Tensor) -> tuple[tuple[int, ...] | None, bool]:
     return (None if order == tuple(range(a.ndim)) else order), False
 
 
-def _eager_array(self: Tensor) -> np.ndarray | None:
-    """The eager array a fill of ``self`` writes when the code runs eagerly: ``self``'s own,
-    or, for ``t.data`` and ``p.grad`` taken inside a compiled step (a traced stand-in whose
-    in-place updates the step writes back), ``t``'s and ``p.grad``'s; None for a tensor
-    made inside the step."""
+def layout_dependent(t: Tensor, derive: Callable[[np.ndarray | None], Any]) -> Any:
+    """``derive`` of ``t``'s eager array (None for a tensor made inside a compiled step).
+
+    Inside a compiled step the result is part of the trace (a fill's element order, a
+    ``*_like`` result's strides), but the array is the one the tensor holds at each call:
+    ``t.data``, a parameter or a ``.grad`` may be given another array with another layout
+    between calls. So the step is guarded on ``derive`` of the array read anew at every
+    call, and re-traced when it differs, instead of drawing in the first call's order."""
+    reader = _eager_reader(t)
+    value = derive(None if reader is None else reader())
+    ctx = _context.current()
+    if ctx is not None and reader is not None:
+        ctx.guard(lambda: derive(reader()), value,
+                  "the memory layout of a tensor the step fills in place")
+    return value
+
+
+def _eager_reader(self: Tensor) -> Callable[[], np.ndarray | None] | None:
+    """A function reading the eager array a fill of ``self`` writes when the code runs
+    eagerly: ``self``'s own, or, for ``t.data`` and ``p.grad`` taken inside a compiled step
+    (a traced stand-in whose in-place updates the step writes back), ``t``'s and
+    ``p.grad``'s; None for a tensor made inside the step."""
     t: Any = self
     for _ in range(8):  # ``x.data.data``: an alias of an alias
         tr = t._trace
         if tr is None:
-            return getattr(t._node, "_value", None)
+            return lambda t=t: getattr(t._node, "_value", None)
         alias = getattr(tr, "data_aliases", {}).get(id(t))
-        if alias is None:
-            grad = getattr(tr, "grad_alias", {}).get(id(t))
-            alias = None if grad is None or grad[1]._grad is None else (None, grad[1]._grad)
-        if alias is None:
+        if alias is not None:
+            t = alias[1]
+            continue
+        grad = getattr(tr, "grad_alias", {}).get(id(t))
+        if grad is None or grad[1]._grad is None:
             return None
-        t = alias[1]
+        p = grad[1]
+        return lambda: None if p._grad is None else getattr(p._grad._node, "_value", None)
     return None
 
 
@@ -340,15 +360,16 @@ def _bernoulli(shape: tuple, d: dt.DType, p: Any, generator: Any, traced: bool,
     tensor filled in place, whose element order the draws follow (``_layout``, read after
     ``p`` is checked, as ATen checks it before building its iterator); ``p``'s strides only
     break ties between dims of equal stride in it, which graphc's views never have."""
-    if not isinstance(p, Tensor):
+    if isinstance(p, Tensor):
+        ud = _p_dtype(p)
+    else:
         p = float(p)
         if not 0 <= p <= 1:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-        order = None if like is None else _layout(like)[0]
+    order = None if like is None else _layout(like)[0]
+    if not isinstance(p, Tensor):
         return _draw("bernoulli", _random.bernoulli, (p,), shape, d.np, generator, traced,
                      order=order)
-    ud = _p_dtype(p)
-    order = None if like is None else _layout(like)[0]
     u = _draw("uniform", _random.uniform, (0.0, 1.0), shape, ud, generator,
               traced or _traced(p), order=order)
     return (u < p.detach()).to(d)

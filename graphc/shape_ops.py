@@ -795,9 +795,15 @@ def _like_strides(input: Any, memory_format: Any, what: str) -> tuple[int, ...] 
         raise NotImplementedError(
             f"{what}(memory_format={memory_format}): only preserve_format (the default) and "
             "contiguous_format are supported")
-    from .random_ops import _eager_array
+    if not isinstance(input, Tensor):
+        return None
+    from .random_ops import layout_dependent
 
-    a = _eager_array(input) if isinstance(input, Tensor) else None
+    return layout_dependent(input, _preserved_strides)
+
+
+def _preserved_strides(a: np.ndarray | None) -> tuple[int, ...] | None:
+    """``preserve_format``'s strides for a result like the array ``a`` (``_like_strides``)."""
     if not isinstance(a, np.ndarray) or a.flags.c_contiguous:
         return None
     shape, strides = a.shape, tuple(st // a.itemsize for st in a.strides)

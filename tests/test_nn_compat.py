@@ -507,6 +507,21 @@ def test_sync_batchnorm_across_processes_is_refused(monkeypatch: Any) -> None:
     _close(m(x), x.numpy() / np.sqrt(1 + 1e-5), rtol=1e-6)
 
 
+def test_a_step_compiled_before_distributed_starts_is_retraced(monkeypatch: Any) -> None:
+    """Regression: the world size was read only while tracing, so a step compiled with one
+    process ran plain batch norm after graphc.distributed grew to several, where eager
+    raises. The step is guarded on it: the next call re-traces and raises, buffers intact."""
+    m = nn.SyncBatchNorm(3)
+    x = gc.tensor(_r(4, 3))
+    step = gc.compile(lambda t: m(t))
+    step(x)
+    before = m.running_mean.numpy().copy()
+    monkeypatch.setattr(compat, "_distributed_world_size", lambda: 2)
+    with pytest.raises(NotImplementedError, match="SyncBatchNorm"):
+        step(x)
+    np.testing.assert_array_equal(m.running_mean.numpy(), before)
+
+
 # -- convert_sync_batchnorm ------------------------------------------------------------------
 def _net(m: Any) -> Any:
     return m.Sequential(

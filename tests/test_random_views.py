@@ -262,3 +262,36 @@ def test_compiled_fill_of_a_view_made_inside_the_step_raises():
 
     with pytest.raises(NotImplementedError, match="in-place op on a view"):
         gc.compile(f)(np.zeros((2, 4, 3), np.float32))
+
+
+def _fill_then_relayout(compiled: bool, fill) -> tuple:
+    gc.manual_seed(0)
+    w = gc.zeros(4, 3).t()  # column-major: drawn in memory order, per element for normal_
+    out = []
+
+    def step(x):
+        return fill(w), x.sum()
+
+    f = gc.compile(step) if compiled else step
+    for _ in range(2):
+        r, _ = f(gc.ones(2))
+        out.append((w.numpy().copy(), np.asarray(r).copy()))
+        w.data = gc.zeros(3, 4)  # row-major from now on (.data = copies in C order)
+    return out, getattr(f, "compile_count", 1)
+
+
+@pytest.mark.parametrize("name", ["normal_", "uniform_", "rand_like", "randn_like"])
+def test_a_compiled_fill_follows_the_tensors_layout_at_each_call(name):
+    """Regression: the element order (and ``normal_``'s algorithm) of a fill of a tensor from
+    outside the step, and the layout of a ``*_like`` of it, were read at trace time only; a
+    tensor given an array of another layout between calls was then filled in the first
+    call's order. The step is now guarded on that layout and re-traced when it changes."""
+    fill = {"normal_": lambda w: w.normal_().sum(), "uniform_": lambda w: w.uniform_().sum(),
+            "rand_like": lambda w: gc.rand_like(w) * 1.0,
+            "randn_like": lambda w: gc.randn_like(w) * 1.0}[name]
+    eager, _ = _fill_then_relayout(False, fill)
+    compiled, count = _fill_then_relayout(True, fill)
+    for (we, re), (wc, rc) in zip(eager, compiled):
+        np.testing.assert_array_equal(wc, we)
+        np.testing.assert_allclose(rc, re, rtol=1e-6)
+    assert count == 2

@@ -100,6 +100,29 @@ def test_a_failed_step_leaves_the_strided_tensor_alone():
 
     f(idx)
     before = w.numpy().copy()
+    np.testing.assert_array_equal(before, np.ones((2, 3)))  # the first call reached w
     with pytest.raises(IndexError):
         f(gc.tensor(np.array([0, 9], np.int64)))
     np.testing.assert_array_equal(w.numpy(), before)
+    np.testing.assert_array_equal(v.numpy(), before.T)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_strided_tensor_given_a_contiguous_array_is_written_in_place(backend):
+    """The tensor a step updates is given another array between calls (``.data = ``): a
+    contiguous one is written in place, and the buffer the strided one used is not copied
+    over it afterwards."""
+    p = gc.zeros(2, 3).t()  # strided: the step updates its own buffer, then copies back
+
+    @gc.compile(dynamic=False, backend=backend)
+    def f(x):
+        p.add_(x)
+        return p.sum()
+
+    f(gc.ones(3, 2))
+    np.testing.assert_array_equal(p.numpy(), np.ones((3, 2)))
+    p.data = gc.full((3, 2), 10.0)
+    f(gc.ones(3, 2))
+    np.testing.assert_array_equal(p.numpy(), np.full((3, 2), 11.0))
+    f(gc.ones(3, 2))
+    np.testing.assert_array_equal(p.numpy(), np.full((3, 2), 12.0))

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import autograd
+from .. import _context, autograd
 from .. import tensor_ops as T
 from ..ir import dtypes as dt
 from ..tensor import Tensor
@@ -185,6 +185,10 @@ class SyncBatchNorm(_BatchNorm):
                     "compiled step, while SyncBatchNorm needs an all-reduce inside the "
                     "forward and backward passes. Use BatchNorm*d (per-process statistics) "
                     "instead, or evaluate with .eval()")
+            ctx = _context.current()
+            if ctx is not None:  # a step traced as batch norm must not run once it syncs
+                ctx.guard(lambda: _distributed_world_size() > 1, False,
+                          "SyncBatchNorm: graphc.distributed's world size", once="syncbn-world")
         return super().forward(x)
 
     @classmethod

@@ -116,6 +116,9 @@ class Runtime:
         self.sig = sig
         self.input_nodes = list(graph.inputs)
         self.slots = [s for s, _ in graph.updates]
+        # update slot -> the C-order buffer a strided tensor's update is written to, copied
+        # into the tensor's array after the step (``sink_buffer``, ``commit_views``)
+        self._view_sinks: dict[str, np.ndarray] = {}
 
     def stages(self) -> dict[str, str]:
         return {}
@@ -217,11 +220,13 @@ class Runtime:
                 # into the array after the step (``commit_views``), so every holder of that
                 # memory sees the update, as eagerly; rebinding the tensor to a copy would
                 # leave its base and the other views with the old values
-                views = self.__dict__.setdefault("_view_sinks", {})
-                buf = views.get(slot)
+                buf = self._view_sinks.get(slot)
                 if buf is None or buf.shape != v.shape or buf.dtype != v.dtype:
-                    buf = views[slot] = np.empty(v.shape, v.dtype)
+                    buf = self._view_sinks[slot] = np.empty(v.shape, v.dtype)
                 return buf
+            # written in place from now on: an earlier strided array's buffer must not be
+            # copied over this one (the tensor was given another array between calls)
+            self._view_sinks.pop(slot, None)
             if not v.flags.writeable:
                 # a read-only parameter array is never written through: the parameter gets a
                 # private writeable C-order copy, like load_state_dict makes
@@ -246,10 +251,8 @@ class Runtime:
     def commit_views(self) -> None:
         """Copy the step's updates of strided tensors (``sink_buffer``) into their arrays:
         called once the step has committed, so a failed step changes nothing."""
-        for slot, buf in getattr(self, "_view_sinks", {}).items():
-            v = self.sig.sinks[slot].ref._node._value
-            if v is not buf and v.shape == buf.shape:
-                np.copyto(v, buf)
+        for slot, buf in self._view_sinks.items():
+            np.copyto(self.sig.sinks[slot].ref._node._value, buf)
 
     def publish(self, slot: str, buf: np.ndarray) -> None:
         """Make a freshly created buffer visible as ``.grad`` or optimizer state."""

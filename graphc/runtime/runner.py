@@ -377,7 +377,8 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             emit(f"        if f{j}: EXE.publish({slot_name!r}, C[{slot}])")
     if any(sig.sinks[s].kind == "tensor" for s, _ in g.updates):
         # updates of strided tensors were written to buffers of their own (sink_buffer)
-        emit("        if EXE.__dict__.get('_view_sinks'): EXE.commit_views()")
+        ns["VIEWS"] = exe._view_sinks
+        emit("        if VIEWS: EXE.commit_views()")
     for k, p in enumerate(sig.grads_to_clear):
         ns[f"Z{k}"] = p
         emit(f"        Z{k}._grad = None")
