@@ -505,8 +505,17 @@ class Tensor:
         if _context.current() is not None:
             raise RuntimeError("changing requires_grad inside a compiled function is not "
                                "supported: change it between calls (compiled steps guard on it)")
-        if self._node.rg != bool(value):
-            self._node.rg = bool(value)
+        node = self._node
+        if value:
+            if type(node) is not Node:  # a compiled result: its attributes are shared
+                self._node = node = leaf_node(node._value)
+            # the leaf an op produced (``(x * 2).requires_grad_()``, ``w.double()``) has no
+            # tensor to receive its gradient yet: without one, backward() dropped it
+            ref = node.attrs.get("tensor")
+            if ref is None or ref() is None:
+                node.attrs["tensor"] = weakref.ref(self)
+        if node.rg != bool(value):
+            node.rg = bool(value)
             _context.bump()
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:

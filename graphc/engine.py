@@ -14,13 +14,14 @@ import numpy as np
 
 from graphc.passes.autodiff import vjp
 
-from . import _tensor
+from . import _tensor, backward_plan
 from ._tensor import (
     _EAGER,
     GRAD_HOOKS,
     RETAINED,
     Tensor,
     check_saved_versions,
+    leaf_node,
     to_array,
 )
 from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES, no_grad
@@ -59,13 +60,16 @@ def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) ->
     hooked = (GRAD_HOOKS or RETAINED) and any(GRAD_HOOKS.get(n) or RETAINED.get(n)
                                               for n in order)
     with no_grad(), quiet_block() as quiet:
-        seed = Tensor._from_array(seed_val)._node
-        _USER_ERR[0] = quiet.saved
-        grads = vjp(_EAGER, [root], [seed], leaves, _interior_hooks if hooked else None,
-                    order)
+        values = None if hooked else _planned(order, root, leaves, seed_val)
+        if values is None:
+            seed = Tensor._from_array(seed_val)._node
+            _USER_ERR[0] = quiet.saved
+            grads = vjp(_EAGER, [root], [seed], leaves, _interior_hooks if hooked else None,
+                        order)
+            values = [None if g is None else g._value for g in grads]
         if not retain_graph:
             _FREED.update(saved)
-        for leaf, g in zip(leaves, grads):
+        for leaf, g in zip(leaves, values):
             if g is None:
                 continue
             ref = leaf.attrs.get("tensor")
@@ -74,8 +78,25 @@ def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) ->
                 continue
             hooks = GRAD_HOOKS.get(tensor)
             if hooks:
-                g = run_hooks(hooks, g)
-            accumulate_grad(tensor, g._value)
+                g = run_hooks(hooks, leaf_node(g))._value
+            accumulate_grad(tensor, g)
+
+
+def _planned(order: list[Node], root: Node, leaves: list[Node], seed: np.ndarray
+             ) -> list[np.ndarray | None] | None:
+    """The leaves' gradients through the tape's cached backward program
+    (``backward_plan``; built on the first backward of this structure), or None where the
+    tape has no program (the evaluating path runs)."""
+    key = backward_plan.tape_key(order)
+    plan = None if key is None else backward_plan.lookup(key, order)
+    if plan is None:
+        try:
+            plan = backward_plan.build(order, root, leaves, key)
+        except backward_plan.Unplannable:
+            return None
+    values = [n._value for n in order]
+    values.append(seed)
+    return plan.run(values)
 
 
 def run_hooks(hooks: dict, g: Node, trace: Any = None) -> Node:

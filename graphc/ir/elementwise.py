@@ -86,6 +86,17 @@ def _sign_ref(x: np.ndarray) -> np.ndarray:
 
 
 # -- derivative rules shared by several entries ---------------------------------------------
+def eager_const(n: Any) -> float | None:
+    """The number an eager value-only leaf ``n`` stands for, if it is a broadcast constant
+    (not requiring grad, a non-empty float or integer value whose strides are all 0: one
+    number repeated, as a Python number operand is built), else None."""
+    v = n._value
+    if (not n.rg and type(v) is np.ndarray and v.size and v.dtype.kind in "fi"
+            and not any(v.strides)):
+        return float(v.reshape(-1)[0])
+    return None
+
+
 def _const_value(n: Any, b: Any = None) -> float | None:
     """The value of a (broadcast/reshaped) numeric constant node, else None.
 
@@ -95,10 +106,12 @@ def _const_value(n: Any, b: Any = None) -> float | None:
     step, without the guard ops a variable exponent needs."""
     while n.op in ("expand", "reshape"):
         n = n.inputs[0]
-    if (n.op == "input" and getattr(b, "eager", False) and not n.rg
-            and type(n._value) is np.ndarray and n._value.size
-            and n._value.dtype.kind in "fi" and not any(n._value.strides)):
-        return float(n._value.reshape(-1)[0])
+    if n.op == "input" and getattr(b, "eager", False):
+        v = eager_const(n)
+        reads = getattr(b, "const_reads", None)
+        if reads is not None:  # a cached eager backward is reused only where it reads alike
+            reads.append((n, v))
+        return v
     v = n.attrs.get("value") if n.op == "const" else None
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
