@@ -184,6 +184,8 @@ def result_castable(out: Tensor, dst: Tensor, op: str) -> Tensor:
     tensor, nothing but bool into a bool one); else torch's error, before anything changes
     (``int_t += 1.5`` used to store the truncated sum)."""
     a, b = out.dtype, dst.dtype
+    if a is b:
+        return out
     if (a.is_float and not b.is_float) or (b is dt.bool_ and a is not dt.bool_):
         raise RuntimeError(f"{op}: result type {_TORCH_TYPE.get(a, a.name)} can't be cast to "
                            f"the desired output type {_TORCH_TYPE.get(b, b.name)}")
@@ -250,6 +252,10 @@ class _WeakIdMap:
 
     def __setitem__(self, obj: Any, value: Any) -> None:
         key, d = id(obj), self._d
+        entry = d.get(key)
+        if entry is not None and entry[0]() is obj:  # the same object: its reference stays
+            d[key] = (entry[0], value)
+            return
 
         def forget(r: weakref.ref, key: int = key) -> None:
             if key in d and d[key][0] is r:
@@ -537,6 +543,10 @@ class Tensor:
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
         ctx = _context.current()
+        if value is None and ctx is None:  # ``p.grad = None`` after an eager update
+            self._grad = None
+            _context.bump()
+            return
         if value is not None and not isinstance(value, Tensor):
             raise TypeError(f"assigned grad expected to be a Tensor or None, got {type(value)}")
         if value is not None and tuple(value.shape) != tuple(self.shape):
@@ -717,6 +727,15 @@ class Tensor:
         and the write is recorded so that a backward pass that needs the old values raises."""
         ctx = _context.current()
         grad_mode = is_grad_enabled()
+        old = self._node
+        if ctx is None and self._trace is None and value._trace is None:
+            vn = value._node  # an eager write of values alone (an optimizer's update)
+            if (vn.shape == old.shape and vn.dtype is old.dtype
+                    and not (grad_mode and (vn.rg or (old.rg and old.op == "input")))):
+                check_not_copied_view(self)
+                dst = old._value
+                _check_no_overlap(dst)
+                return self._write(old, dst, vn._value)
         if grad_mode and self.is_leaf and self._node.rg:
             raise RuntimeError(LEAF_INPLACE)
         check_not_copied_view(self)
@@ -731,15 +750,18 @@ class Tensor:
                 _check_not_view(self.node)
             ctx.assign(self, node)
             return self
-        old = self._node
         if grad_mode and node.rg:
             _check_not_view(old)
             _rebase(self, old, node)
             return self
-        dst = old._value
+        return self._write(old, old._value, node._value)
+
+    def _write(self, old: Node, dst: np.ndarray, src: np.ndarray) -> Tensor:
+        """``src`` into this eager tensor's array ``dst`` (``old``'s value; a read-only
+        one is replaced by a copy first), the write recorded for the version checks."""
         if not dst.flags.writeable:
             old._value = dst = np.array(dst)
-        np.copyto(dst, node._value)
+        np.copyto(dst, src)
         _note_write(old, rebased=False)
         _note_memory_write(old, dst)
         return self
@@ -1053,6 +1075,8 @@ class _Writes:
 
 # node -> _Writes for every eager node whose value was written in place
 WRITES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# the id-clock time of the newest write ``WRITES`` holds
+_LATEST_WRITE = [-1]
 # node -> the set (shared, weak) of nodes whose value is the same array (``detach()``)
 _STORAGE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -1067,7 +1091,7 @@ def _share_storage(src: Node, alias: Node) -> None:
 
 def _note_write(node: Node, rebased: bool, exempt: frozenset[int] = frozenset()) -> None:
     """Record an in-place write into ``node``'s value (and its ``detach()`` aliases')."""
-    t = next(_graph._ids)
+    t = _LATEST_WRITE[0] = next(_graph._ids)
     group = _STORAGE.get(node)
     for n in (group if group is not None else (node,)):
         w = WRITES.get(n)
@@ -1198,6 +1222,14 @@ def check_saved_versions(nodes: Sequence[Node]) -> None:
     in-place op changed after it was used (eager ``backward()`` calls this)."""
     # a graph built after the newest write (a training loop's next forward after the
     # optimizer's update) cannot have been written under: no per-input memory look-ups
+    # a write is younger than the node written (and than the ops that read it before it):
+    # a tape whose every op is younger than every write was never written under
+    newest = max(MEMORY_WRITES.latest, _LATEST_WRITE[0])
+    for n in nodes:
+        if n.id < newest and n.op != "input":
+            break
+    else:
+        return
     latest = MEMORY_WRITES.latest
     memory = MEMORY_WRITES.last and any(n.id < latest and n.op != "input" for n in nodes)
     if not WRITES and not memory:

@@ -35,7 +35,7 @@ import numpy as np
 from graphc.passes.autodiff import vjp
 
 from .interpreter import IMPLS, run_node
-from .ir import Builder, Node, toposort
+from .ir import Builder, Node
 from .ir import dtypes as dt
 from .ir.elementwise import eager_const
 
@@ -59,14 +59,13 @@ class _Plan:
     rule), ``consts`` (slot -> value), the gradient slot of each leaf that requires grad
     (None: no path) and the constant reads it was built under."""
 
-    __slots__ = ("steps", "grad_slots", "reads", "n_fixed")
+    __slots__ = ("steps", "grad_slots", "reads")
 
     def __init__(self, steps: list, grad_slots: list[int | None],
-                 reads: list[tuple[int, float]], n_fixed: int) -> None:
+                 reads: list[tuple[int, float]]) -> None:
         self.steps = steps
         self.grad_slots = grad_slots
         self.reads = reads
-        self.n_fixed = n_fixed
 
     def run(self, values: list[Any]) -> list[np.ndarray | None]:
         """The leaves' gradients from ``values`` (the tape's values, then the seed)."""
@@ -104,22 +103,40 @@ def _attr_key(attrs: dict[str, Any]) -> Any:
     return tuple(out)
 
 
+# attributes whose values are tuples of ints or a dtype (an eager node's shapes and axes
+# are concrete): the attribute items themselves are a faithful key
+_PLAIN_ATTRS = frozenset({"shape", "axes", "perm", "dtype"})
+
+
 def tape_key(order: Sequence[Node]) -> Any:
     """The structure of a tape (``toposort`` of its root) that its backward program
-    depends on, or None where it cannot be keyed."""
+    depends on, or None where it cannot be keyed. Operands are named by position, so
+    the key follows which operands are the same node (``x * x`` is not ``x * y``)."""
     pos: dict[int, int] = {}
     parts: list[Any] = []
+    add = parts.append
     for i, n in enumerate(order):
-        pos[n.id] = i
-        if n.op == "input":
-            parts.append((n.shape, n.dtype, n.rg))
+        pos[id(n)] = i
+        ins = n.inputs
+        if not ins:
+            add((n.op, n.shape, n.dtype, n.rg))
             continue
         a = n.attrs
-        ak = _attr_key(a) if a else ()
-        if ak is None:
-            return None
-        parts.append((n.op, n.shape, n.dtype, n.rg, ak,
-                      tuple([pos[x.id] for x in n.inputs])))
+        if not a:
+            ak: Any = ()
+        elif a.keys() <= _PLAIN_ATTRS:
+            ak = tuple(a.items())
+        else:
+            ak = _attr_key(a)
+            if ak is None:
+                return None
+        if len(ins) == 2:
+            at: Any = (pos[id(ins[0])], pos[id(ins[1])])
+        elif len(ins) == 1:
+            at = pos[id(ins[0])]
+        else:
+            at = tuple([pos[id(x)] for x in ins])
+        add((n.op, n.shape, n.dtype, n.rg, ak, at))
     key = tuple(parts)
     try:
         hash(key)
@@ -191,8 +208,22 @@ def build(order: Sequence[Node], root: Node, leaves: Sequence[Node], key: Any) -
     seed = Node("input", (), root.shape, root.dtype, {"name": "seed", "kind": "leaf"})
     grads = vjp(b, [root], [seed], leaves, None, order)
     fixed = [*order, seed]
-    nodes = toposort([g for g in grads if g is not None], fixed)
-    slot = {n.id: i for i, n in enumerate(nodes)}
+    # positions by identity: compiled results share one ``id`` (graphc/_tensor.py _OutNode)
+    slot = {id(n): i for i, n in enumerate(fixed)}
+    nodes = list(fixed)
+    for g in grads:
+        if g is None or id(g) in slot:
+            continue
+        stack: list[tuple[Node, int]] = [(g, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i < len(node.inputs):
+                stack.append((node, i + 1))
+                if id(node.inputs[i]) not in slot:
+                    stack.append((node.inputs[i], 0))
+            elif id(node) not in slot:
+                slot[id(node)] = len(nodes)
+                nodes.append(node)
     steps = []
     for n in nodes[len(fixed):]:
         if n.op == "input":
@@ -207,12 +238,11 @@ def build(order: Sequence[Node], root: Node, leaves: Sequence[Node], key: Any) -
             continue
         general = n.dtype is dt.bfloat16 or any(x.dtype is dt.bfloat16 for x in n.inputs)
         fn = _FAST.get(n.op) or IMPLS[n.op]
-        steps.append((fn, bare, tuple(slot[x.id] for x in n.inputs), general))
-    pos = {n.id: i for i, n in enumerate(order)}
-    if any(n.id not in pos for n, _ in b.const_reads):
+        steps.append((fn, bare, tuple(slot[id(x)] for x in n.inputs), general))
+    if any(slot.get(id(n), len(order)) >= len(order) for n, _ in b.const_reads):
         raise Unplannable("a rule read a constant outside the tape")
-    reads = [(pos[n.id], v) for n, v in b.const_reads]
-    plan = _Plan(steps, [None if g is None else slot[g.id] for g in grads], reads, len(fixed))
+    reads = [(slot[id(n)], v) for n, v in b.const_reads]
+    plan = _Plan(steps, [None if g is None else slot[id(g)] for g in grads], reads)
     if key is not None:
         _PLANS.setdefault(key, []).append(plan)
         _PLANS.move_to_end(key)

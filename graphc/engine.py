@@ -7,7 +7,6 @@ its identity (and its numpy buffer) across backward calls.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
@@ -29,10 +28,6 @@ from .interpreter import QUIET, quiet_block
 from .ir import Node, toposort
 from .ir import shapes as sh
 
-# interior nodes an earlier backward() without retain_graph went through (their saved
-# values are "freed", as in PyTorch); weak, so the tape is still collected normally
-_FREED: weakref.WeakSet = weakref.WeakSet()
-
 
 def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) -> None:
     root = t._node
@@ -42,8 +37,9 @@ def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) ->
         )
     order = toposort([root])
     saved = [n for n in order if n.rg and n.op not in NO_SAVED_VALUES]
-    if any(n in _FREED for n in saved):
-        raise RuntimeError(BACKWARD_TWICE)
+    for n in saved:
+        if n.freed:
+            raise RuntimeError(BACKWARD_TWICE)
     check_saved_versions(order)  # a value the backward needs was changed in place
     if gradient is None:
         if root._value.size != 1:
@@ -68,7 +64,8 @@ def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) ->
                         order)
             values = [None if g is None else g._value for g in grads]
         if not retain_graph:
-            _FREED.update(saved)
+            for n in saved:
+                n.freed = True
         for leaf, g in zip(leaves, values):
             if g is None:
                 continue

@@ -165,6 +165,11 @@ def binary(op: str, a: Any, b: Any) -> Tensor:
                _eager_unrecorded(op, b, a, True) if isinstance(b, Tensor) else None)
         if out is not None:
             return Tensor(leaf_node(out))
+        rec = _RECORDED.get(op)
+        if rec is not None and is_grad_enabled():
+            t = _eager_recorded(rec, op, a, b)
+            if t is not None:
+                return t
     x, y = _operands(a, b, op)
     bld = builder()
     if (op == "div" or OP_INFO[op].float_only) and not x.dtype.is_float:
@@ -173,6 +178,88 @@ def binary(op: str, a: Any, b: Any) -> Tensor:
                 f'"{op}" not implemented for {_TORCH_NAME[x.dtype.name]!r}')
         x, y = bld.cast(x, dt.float32), bld.cast(y, dt.float32)  # as PyTorch: -> float32
     return _wrap(bld.binary(op, x, y))
+
+
+# differentiable elementwise ops of a float result: ``_FAST``'s entries that
+# ``_eager_recorded`` builds directly
+_RECORDED = {name: f for name, f in _FAST.items()
+             if OP_INFO[name].differentiable and not f[1] and not f[3]}
+_RECORD_DTYPES = frozenset({dt.float32, dt.float64})
+_BROADCAST: dict[tuple, tuple | None] = {}  # (shape, shape) -> their broadcast, or None
+
+
+def _broadcast_shape(a: tuple, b: tuple) -> tuple | None:
+    key = (a, b)
+    try:
+        return _BROADCAST[key]
+    except KeyError:
+        pass
+    try:
+        s = np.broadcast_shapes(a, b)
+    except ValueError:
+        s = None  # the general path raises the shape rule's error
+    if len(_BROADCAST) < 4096:
+        _BROADCAST[key] = s
+    return s
+
+
+def _eager_recorded(fast: tuple, op: str, a: Any, b: Any) -> Tensor | None:
+    """An eager differentiable binary op that autograd records (an operand requires grad,
+    grad mode on), built as ``_operands`` and ``Builder.binary`` build it — the same
+    nodes (a Python number as a zero-stride leaf, the broadcast of an operand as its
+    reshape and expand nodes), the same reference on the same operand values — without
+    their general machinery: the dtype rules reduce to "both float32 or both float64"
+    (or a Python number with one), the shape rule to a memoised broadcast. Anything else
+    (other dtypes, traced tensors, numpy scalars) returns None for the general path."""
+    if isinstance(a, Tensor):
+        if a._trace is not None:
+            return None
+        an = a._node
+        d = an.dtype
+        if isinstance(b, Tensor):
+            bn = b._node
+            if b._trace is not None or bn.dtype is not d:
+                return None
+        else:
+            bn = None
+            other = b
+    elif isinstance(b, Tensor):
+        if b._trace is not None:
+            return None
+        bn = b._node
+        d = bn.dtype
+        an = None
+        other = a
+    else:
+        return None
+    if d not in _RECORD_DTYPES:
+        return None
+    if an is None or bn is None:  # a Python number with a tensor: a leaf of its shape
+        to = type(other)
+        if to is not float and to is not int:
+            return None
+        tn = an if bn is None else bn
+        if not tn.rg:
+            return None
+        leaf = leaf_node(repeated(np.array(float(other), dtype=d.np), tn.shape))
+        an, bn = (tn, leaf) if bn is None else (leaf, tn)
+        shape = tn.shape
+    else:
+        if not (an.rg or bn.rg):
+            return None
+        shape = an.shape
+        if bn.shape != shape:
+            shape = _broadcast_shape(shape, bn.shape)
+            if shape is None:
+                return None
+            an, bn = _EAGER.broadcast_to(an, shape), _EAGER.broadcast_to(bn, shape)
+    value = fast_compute(fast, d, (an._value, bn._value))
+    if value is None:
+        return None
+    node = Node(op, (an, bn), shape, d, {})
+    node.rg = True
+    node._value = value
+    return Tensor(node)
 
 
 def _eager_unrecorded(op: str, t: Tensor, other: Any, reverse: bool) -> np.ndarray | None:
@@ -247,6 +334,11 @@ def _drop(n: Node, axes: Sequence[int], keepdim: bool) -> Node:
 
 
 def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:  # noqa: A001
+    if (dim is None and dtype is None and not keepdim and type(x) is Tensor
+            and x._trace is None and _context.current() is None):
+        t = _eager_sum_all(x._node)
+        if t is not None:
+            return t
     x = as_tensor(x)
     n = x.node
     if dtype is not None:
@@ -257,6 +349,24 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
     if not axes:
         return _wrap(n)
     return _wrap(_drop(builder().op("sum", (n,), axes=axes), axes, keepdim))
+
+
+def _eager_sum_all(n: Node) -> Tensor | None:
+    """An eager ``x.sum()`` of a float32/float64 tensor, built as the general path builds
+    it — the ``sum`` node over every axis (kept) and the reshape to 0-d, or one value-only
+    leaf where nothing records it — with the interpreter's reduction, without the axis
+    normalisation, shape rules and node machinery (a third of the op's time each)."""
+    d = n.dtype
+    if d not in _RECORD_DTYPES or not n.shape:
+        return None
+    axes = tuple(range(len(n.shape)))
+    kept = np.add.reduce(n._value, axis=axes, keepdims=True, dtype=d.np)
+    if not (n.rg and is_grad_enabled()):
+        return Tensor(leaf_node(kept.reshape(())))
+    node = Node("sum", (n,), (1,) * len(axes), d, {"axes": axes})
+    node.rg = True
+    node._value = kept
+    return Tensor(_EAGER.reshape(node, ()))
 
 
 def mean(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:

@@ -147,3 +147,16 @@ def test_requires_grad_on_a_tensor_an_op_made_receives_its_gradient(make):
     if make == "compiled":  # another result of the same step is a tensor of its own
         other = gc.compile(lambda x: x * 2)(base)
         assert other.grad is None and not other.requires_grad
+
+
+def test_two_results_of_a_compiled_step_in_one_tape_keep_their_own_values():
+    """Regression: compiled results share one node id; a backward program that placed
+    operands by id bound the first result's values for both."""
+    f = gc.compile(lambda x: (x * 2, x * 3))
+    for _ in range(3):
+        o1, o2 = f(gc.tensor([1.0, 2.0]))
+        w, tw = _pair([1.0, 1.0])
+        (o1 * w + o2 * w * w).sum().backward()
+        t1, t2 = torch.tensor([2.0, 4.0]), torch.tensor([3.0, 6.0])
+        (t1 * tw + t2 * tw * tw).sum().backward()
+        np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())

@@ -76,7 +76,7 @@ class Node:
     """One SSA value. Compare by identity; intern through a Builder for structural sharing."""
 
     __slots__ = ("op", "inputs", "shape", "dtype", "attrs", "id", "loc", "rg", "_value",
-                 "__weakref__")
+                 "freed", "__weakref__")
 
     def __init__(self, op: str, inputs: tuple[Node, ...], shape: sh.Shape, dtype: dt.DType,
                  attrs: dict[str, Any], loc: str | None = None) -> None:
@@ -89,6 +89,9 @@ class Node:
         self.loc = loc
         self.rg = False  # on a differentiable path from a leaf that requires grad
         self._value = None
+        # an eager backward without retain_graph went through it: its saved values are
+        # "freed", as in PyTorch (a second backward through it raises)
+        self.freed = False
 
     @property
     def ndim(self) -> int:
@@ -327,14 +330,18 @@ class Graph:
 
 
 def toposort(roots: Iterable[Node], leaves_first: Sequence[Node] = ()) -> list[Node]:
+    """Every node ``roots`` reach, operands before users (depth first), ``leaves_first``
+    first. Nodes are told apart by identity: an eager compiled result is a value-only
+    leaf of a shared ``id`` (``graphc._tensor._OutNode``), and two of them in one eager
+    tape are two operands."""
     order: list[Node] = []
     seen: set[int] = set()
     for leaf in leaves_first:
-        if leaf.id not in seen:
-            seen.add(leaf.id)
+        if id(leaf) not in seen:
+            seen.add(id(leaf))
             order.append(leaf)
     for root in roots:
-        if root.id in seen:
+        if id(root) in seen:
             continue
         stack: list[tuple[Node, int]] = [(root, 0)]
         while stack:
@@ -342,10 +349,10 @@ def toposort(roots: Iterable[Node], leaves_first: Sequence[Node] = ()) -> list[N
             if i < len(node.inputs):
                 stack.append((node, i + 1))
                 child = node.inputs[i]
-                if child.id not in seen:
+                if id(child) not in seen:
                     stack.append((child, 0))
-            elif node.id not in seen:
-                seen.add(node.id)
+            elif id(node) not in seen:
+                seen.add(id(node))
                 order.append(node)
     return order
 
