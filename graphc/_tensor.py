@@ -407,6 +407,9 @@ class Tensor:
 
     __slots__ = ("_node", "_grad", "_trace", "_inference", "__weakref__")
     __array_priority__ = 1000
+    # the eager fast paths read ``_node`` directly; a class whose ``node`` property does
+    # more (an uninitialized parameter raises) sets this False and takes the general path
+    _plain_node = True
 
     def __init__(self, node: Node, trace: Any = None) -> None:
         self._node = node
@@ -728,7 +731,8 @@ class Tensor:
         ctx = _context.current()
         grad_mode = is_grad_enabled()
         old = self._node
-        if ctx is None and self._trace is None and value._trace is None:
+        if (ctx is None and self._trace is None and value._trace is None
+                and self._plain_node and value._plain_node):
             vn = value._node  # an eager write of values alone (an optimizer's update)
             if (vn.shape == old.shape and vn.dtype is old.dtype
                     and not (grad_mode and (vn.rg or (old.rg and old.op == "input")))):
@@ -755,6 +759,15 @@ class Tensor:
             _rebase(self, old, node)
             return self
         return self._write(old, old._value, node._value)
+
+    def _write_eager(self, value: np.ndarray) -> Tensor:
+        """``value`` (this eager tensor's shape and dtype, from no gradient path) written
+        into it, as ``_assign`` writes such a value: an in-place op under ``no_grad``."""
+        check_not_copied_view(self)
+        old = self._node
+        dst = old._value
+        _check_no_overlap(dst)
+        return self._write(old, dst, value)
 
     def _write(self, old: Node, dst: np.ndarray, src: np.ndarray) -> Tensor:
         """``src`` into this eager tensor's array ``dst`` (``old``'s value; a read-only
@@ -912,6 +925,8 @@ class Tensor:
         return self._inplace_or_rebind(result_castable(self >> other, self, "__irshift__"))
 
     def _inplace_or_rebind(self, result: Tensor) -> Tensor:
+        if self._trace is None and self._node.op == "input" and _context.current() is None:
+            return self._assign(result)  # an eager leaf: ``_assign`` makes every check
         check_not_copied_view(self)
         if self._trace is not None and _context.current() is self._trace:
             if is_grad_enabled() and result.node.rg:

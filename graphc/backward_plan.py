@@ -39,7 +39,7 @@ from .ir import Builder, Node
 from .ir import dtypes as dt
 from .ir.elementwise import eager_const
 
-_CACHE_SIZE = 256  # tapes; a loop has a handful, a program that varies shapes rebuilds
+_CACHE_SIZE = 256  # tape structures; a loop has a handful, one that varies shapes rebuilds
 
 
 class _SymbolicEager(Builder):
@@ -137,12 +137,7 @@ def tape_key(order: Sequence[Node]) -> Any:
         else:
             at = tuple([pos[id(x)] for x in ins])
         add((n.op, n.shape, n.dtype, n.rg, ak, at))
-    key = tuple(parts)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return tuple(parts)  # hashed once, by the cache (a tuple does not keep its hash)
 
 
 def _same(a: float | None, b: float | None) -> bool:
@@ -152,7 +147,10 @@ def _same(a: float | None, b: float | None) -> bool:
 def lookup(key: Any, order: Sequence[Node]) -> _Plan | None:
     """The cached program for a tape of structure ``key`` whose constant operands read as
     they did when it was built (0.0 and -0.0 apart), or None."""
-    plans = _PLANS.get(key)
+    try:
+        plans = _PLANS.get(key)
+    except TypeError:  # an attribute that cannot be hashed: no program is kept for it
+        return None
     if plans is None:
         return None
     for p in plans:
@@ -160,7 +158,6 @@ def lookup(key: Any, order: Sequence[Node]) -> _Plan | None:
             if not _same(eager_const(order[i]), v):
                 break
         else:
-            _PLANS.move_to_end(key)
             return p
     return None
 
@@ -244,9 +241,11 @@ def build(order: Sequence[Node], root: Node, leaves: Sequence[Node], key: Any) -
     reads = [(slot[id(n)], v) for n, v in b.const_reads]
     plan = _Plan(steps, [None if g is None else slot[id(g)] for g in grads], reads)
     if key is not None:
-        _PLANS.setdefault(key, []).append(plan)
-        _PLANS.move_to_end(key)
-        while len(_PLANS) > _CACHE_SIZE:
+        try:
+            _PLANS.setdefault(key, []).append(plan)
+        except TypeError:
+            return plan
+        while len(_PLANS) > _CACHE_SIZE:  # the oldest structure goes first
             _PLANS.popitem(last=False)
     return plan
 

@@ -203,6 +203,22 @@ def _broadcast_shape(a: tuple, b: tuple) -> tuple | None:
     return s
 
 
+def _broadcast(n: Node, shape: tuple) -> Node:
+    """``EagerBuilder.broadcast_to(n, shape)``; a 0-d operand on a gradient path (``b * x``
+    with a scalar parameter ``b``) gets its reshape and expand nodes here directly, with
+    the values that method gives them (the one element repeated by zero strides)."""
+    if n.shape or not n.rg or n.op in ("reshape", "expand", "const") or not shape:
+        return _EAGER.broadcast_to(n, shape)
+    full = (1,) * len(shape)
+    v = n._value.reshape(full)
+    r = Node("reshape", (n,), full, n.dtype, {"shape": full})
+    r.rg, r._value = True, v
+    e = Node("expand", (r,), shape, n.dtype, {"shape": shape})
+    e.rg = True
+    e._value = repeated(v, shape) if v.flags.c_contiguous else np.broadcast_to(v, shape)
+    return e
+
+
 def _eager_recorded(fast: tuple, op: str, a: Any, b: Any) -> Tensor | None:
     """An eager differentiable binary op that autograd records (an operand requires grad,
     grad mode on), built as ``_operands`` and ``Builder.binary`` build it — the same
@@ -212,19 +228,19 @@ def _eager_recorded(fast: tuple, op: str, a: Any, b: Any) -> Tensor | None:
     (or a Python number with one), the shape rule to a memoised broadcast. Anything else
     (other dtypes, traced tensors, numpy scalars) returns None for the general path."""
     if isinstance(a, Tensor):
-        if a._trace is not None:
+        if a._trace is not None or not a._plain_node:
             return None
         an = a._node
         d = an.dtype
         if isinstance(b, Tensor):
             bn = b._node
-            if b._trace is not None or bn.dtype is not d:
+            if b._trace is not None or bn.dtype is not d or not b._plain_node:
                 return None
         else:
             bn = None
             other = b
     elif isinstance(b, Tensor):
-        if b._trace is not None:
+        if b._trace is not None or not b._plain_node:
             return None
         bn = b._node
         d = bn.dtype
@@ -252,7 +268,7 @@ def _eager_recorded(fast: tuple, op: str, a: Any, b: Any) -> Tensor | None:
             shape = _broadcast_shape(shape, bn.shape)
             if shape is None:
                 return None
-            an, bn = _EAGER.broadcast_to(an, shape), _EAGER.broadcast_to(bn, shape)
+            an, bn = _broadcast(an, shape), _broadcast(bn, shape)
     value = fast_compute(fast, d, (an._value, bn._value))
     if value is None:
         return None
@@ -272,7 +288,7 @@ def _eager_unrecorded(op: str, t: Tensor, other: Any, reverse: bool) -> np.ndarr
     operand, a tensor of another class, int / int) returns None for the general path."""
     tn = t._node
     grad = is_grad_enabled()
-    if (grad and tn.rg) or t._trace is not None:
+    if (grad and tn.rg) or t._trace is not None or not t._plain_node:
         return None
     fast = _FAST.get(op)
     d = tn.dtype
@@ -281,7 +297,8 @@ def _eager_unrecorded(op: str, t: Tensor, other: Any, reverse: bool) -> np.ndarr
     to = type(other)
     if isinstance(other, Tensor):
         on = other._node
-        if other._trace is not None or on.dtype is not d or (grad and on.rg):
+        if (other._trace is not None or on.dtype is not d or (grad and on.rg)
+                or not other._plain_node):
             return None
         ov = on._value
     elif to is float:
@@ -936,6 +953,23 @@ def _install() -> None:
     def fb(op: str) -> Any:
         return lambda self, other: binary(op, self, other)
 
+    def fast_inplace(op: str, slow: Any) -> Any:
+        """``a op= b`` on an eager tensor that no autograd graph records (an optimizer's
+        ``p -= lr * g`` under ``no_grad``): the value ``_eager_unrecorded`` computes
+        for ``a op b``, written into ``a`` directly; anything else takes ``slow``."""
+        def method(self: Tensor, other: Any) -> Tensor:
+            if self._trace is None and _context.current() is None:
+                v = _eager_unrecorded(op, self, other, False)
+                if v is not None and v.shape == self._node.shape:
+                    return self._write_eager(v)
+            return slow(self, other)
+
+        method.__name__ = slow.__name__
+        return method
+
+    for dunder, op in (("__iadd__", "add"), ("__isub__", "sub"), ("__imul__", "mul"),
+                       ("__itruediv__", "div")):
+        setattr(T, dunder, fast_inplace(op, getattr(T, dunder)))
     T.__add__ = fb("add")
     T.__radd__ = rb("add")
     T.__sub__ = fb("sub")

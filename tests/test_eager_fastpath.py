@@ -10,6 +10,7 @@ with defaults a new thread sees.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -142,3 +143,64 @@ def test_backward_quiet_flag_is_per_thread() -> None:
         th.start()
         th.join()
     assert seen == [False] and not QUIET.on
+
+
+def test_uninitialized_tensors_raise_on_every_fast_path():
+    """The eager fast paths read a tensor's node directly; an uninitialized parameter or
+    buffer (whose node raises, as PyTorch does) must still raise there: a Python number,
+    another tensor, in place, recorded or not."""
+    for make, grad in ((gc.nn.UninitializedBuffer, True), (gc.nn.UninitializedParameter, True),
+                       (gc.nn.UninitializedParameter, False)):
+        u = make()
+        x = gc.ones(3, requires_grad=True)
+        ctx = contextlib.nullcontext() if grad else gc.no_grad()
+        with ctx:
+            for f in (lambda u, x: u + 1, lambda u, x: 2.0 * u, lambda u, x: u * u,
+                      lambda u, x: u * x, lambda u, x: x - u, lambda u, x: u.sum()):
+                with pytest.raises(ValueError, match="uninitialized parameter"):
+                    f(u, x)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow", "maximum", "atan2"])
+@pytest.mark.parametrize("shapes", [((), (4,)), ((4,), ()), ((3, 1), (1, 4)), ((2, 3), (2, 3)),
+                                    ((), "scalar"), ("scalar", (3,))])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_recorded_binary_ops_built_directly_match_torch(op, shapes, dtype):
+    """``tensor_ops._eager_recorded`` builds a recorded binary op (broadcast 0-d operands,
+    Python numbers) without the general machinery: values and gradients as PyTorch's,
+    through a backward that runs twice (the second from the cached program)."""
+    rng = np.random.default_rng(len(op) * 7 + len(str(shapes)))
+    gd, td = getattr(gc, dtype), getattr(torch, dtype)
+    for _ in range(2):
+        ops_g, ops_t, leaves = [], [], []
+        for s in shapes:
+            if s == "scalar":
+                ops_g.append(1.75)
+                ops_t.append(1.75)
+                continue
+            v = rng.uniform(0.5, 2.0, s).astype(dtype)
+            g, t = gc.tensor(v, dtype=gd, requires_grad=True), torch.tensor(v, dtype=td,
+                                                                           requires_grad=True)
+            ops_g.append(g)
+            ops_t.append(t)
+            leaves.append((g, t))
+        fg, ft = getattr(gc, op), getattr(torch, op)
+        if op in ("add", "sub", "mul", "div", "pow"):
+            sym = {"add": "__add__", "sub": "__sub__", "mul": "__mul__", "div": "__truediv__",
+                   "pow": "__pow__"}[op]
+            a, b = ops_g
+            out_g = getattr(a, sym)(b) if isinstance(a, gc.Tensor) else getattr(
+                b, "__r" + sym[2:])(a)
+            a, b = ops_t
+            out_t = getattr(a, sym)(b) if isinstance(a, torch.Tensor) else getattr(
+                b, "__r" + sym[2:])(a)
+        elif any(isinstance(o, float) for o in ops_g):
+            return  # maximum/atan2 take two tensors
+        else:
+            out_g, out_t = fg(*ops_g), ft(*ops_t)
+        assert out_g.dtype is gd and out_g.requires_grad
+        np.testing.assert_allclose(out_g.detach().numpy(), out_t.detach().numpy(), rtol=1e-6)
+        (out_g * out_g).sum().backward()
+        (out_t * out_t).sum().backward()
+        for g, t in leaves:
+            np.testing.assert_allclose(g.grad.numpy(), t.grad.numpy(), rtol=2e-5)

@@ -71,6 +71,7 @@ class UninitializedTensorMixin(_Uninitialized):
 
     __slots__ = ()
     cls_to_become: type = Tensor
+    _plain_node = False  # ``node`` raises: the eager fast paths must not read ``_node``
 
     def materialize(self, shape: Any, device: Any = None, dtype: Any = None) -> None:
         """Give the tensor ``shape`` (uninitialized values, as ``torch.empty``) and the class
