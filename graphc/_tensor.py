@@ -107,7 +107,7 @@ class EagerBuilder(Builder):
             return x
         v = x._value
         view = repeated(v, shape) if v.size == 1 and v.flags.c_contiguous else (
-            np.broadcast_to(v, shape))
+            broadcast_view(v, shape))
         return self._direct("expand", x, shape, view)
 
     @staticmethod
@@ -298,6 +298,27 @@ def check_not_copied_view(t: Tensor) -> None:
             f"{op}() returns a view and the write reaches its base; graphc's {op}() is a copy, "
             "so the write would be lost. Write the base instead (for a diagonal: "
             "`x = x + gc.diag_embed(values - x.diagonal())`)")
+
+
+def broadcast_view(v: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``np.broadcast_to(v, shape)`` (a read-only view), built directly for a C-contiguous
+    ``v`` whose shape broadcasts to ``shape`` (numpy's function is ~4 us of Python; an
+    eager softmax broadcasts twice); anything else goes to numpy's function."""
+    nd = len(shape)
+    lead = nd - v.ndim
+    if not v.flags.c_contiguous or lead < 0:
+        return np.broadcast_to(v, shape)
+    strides = [0] * lead
+    for d, s, n in zip(v.shape, v.strides, shape[lead:]):
+        if d == n:
+            strides.append(s)
+        elif d == 1:
+            strides.append(0)
+        else:
+            return np.broadcast_to(v, shape)  # numpy's error
+    view = np.ndarray(shape, v.dtype, buffer=v, strides=tuple(strides))
+    view.flags.writeable = False
+    return view
 
 
 def repeated(one: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

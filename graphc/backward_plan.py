@@ -34,6 +34,7 @@ import numpy as np
 
 from graphc.passes.autodiff import vjp
 
+from ._tensor import broadcast_view
 from .interpreter import IMPLS, run_node
 from .ir import Builder, Node
 from .ir import dtypes as dt
@@ -168,12 +169,8 @@ class Unplannable(Exception):
 
 def _expand(node: Node, x: np.ndarray) -> np.ndarray:
     """The interpreter's ``expand`` (``np.broadcast_to``, a read-only view) built directly
-    for a one-element operand (the broadcast of a scalar's gradient), ~5 us less."""
-    if x.size == 1 and x.flags.c_contiguous:
-        view = np.ndarray(node.shape, x.dtype, buffer=x, strides=(0,) * len(node.shape))
-        view.flags.writeable = False
-        return view
-    return np.broadcast_to(x, node.shape)
+    (``_tensor.broadcast_view``: the gradient of a broadcast scalar or row), ~4 us less."""
+    return broadcast_view(x, node.shape)
 
 
 def _reshape(node: Node, x: np.ndarray) -> np.ndarray:

@@ -204,3 +204,17 @@ def test_recorded_binary_ops_built_directly_match_torch(op, shapes, dtype):
         (out_t * out_t).sum().backward()
         for g, t in leaves:
             np.testing.assert_allclose(g.grad.numpy(), t.grad.numpy(), rtol=2e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_relu_keeps_negative_zero_and_nan_as_torch(dtype):
+    """Regression: relu(-0.0) was +0.0 eagerly and compiled; PyTorch's clamp_min(x, 0)
+    returns -0.0 (its max keeps the first operand on a tie)."""
+    x = np.array([-0.0, 0.0, np.nan, np.inf, -np.inf, -1e-30, 3.5, -2.0], np.float32)
+    t = torch.relu(torch.tensor(x).to(getattr(torch, dtype))).float().numpy()
+    g = gc.tensor(x).to(getattr(gc, dtype))
+    for out in (gc.relu(g), gc.compile(lambda v: gc.relu(v))(g)):
+        o = out.float().numpy()
+        np.testing.assert_array_equal(o, t)
+        num = ~np.isnan(t)  # (a NaN's sign is the conversion's business, not relu's)
+        np.testing.assert_array_equal(np.signbit(o)[num], np.signbit(t)[num])

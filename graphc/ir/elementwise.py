@@ -40,9 +40,9 @@ _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 
 # -- references that need more than one numpy call ----------------------------------------
 def _relu_ref(x: np.ndarray) -> np.ndarray:
-    if not _float(x):
-        return np.where(x > 0, x, np.zeros_like(x))
-    return np.where(np.isnan(x) | (x > 0), x, np.zeros_like(x))
+    """PyTorch's relu (``clamp_min(x, 0)``): 0 where x < 0, else x itself, so NaN stays
+    NaN and -0.0 stays -0.0 (ATen's max(x, 0) returns its first operand on a tie)."""
+    return np.where(x < 0, x.dtype.type(0), x)
 
 
 def _div_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -195,7 +195,7 @@ CORE: tuple[OpDef, ...] = (
     # relu propagates NaN (PyTorch's clamp_min(0) does); its gradient is 0 at x <= 0
     _unary("relu", api=("Tensor", "F"), module="ReLU", ref=_relu_ref,
            vjp=lambda b, n, g: [b.where(b.op("le", (n, _c(b, 0.0, n))), _c(b, 0.0, n), g)],
-           lower=lambda e, x: e.select(e.gt(x, e.c(0), nan=True), x, e.c(0))),
+           lower=lambda e, x: e.select(e.lt(x, e.c(0)), e.c(0), x)),
     _unary("erf", api=("Tensor",), float_only=True,
            ref=lambda x: np.asarray(_erf_scalar(x.astype(np.float64)), np.float64),
            vjp=lambda b, n, g: [b.mul(g, b.mul(
