@@ -177,7 +177,7 @@ IMPLS["logcumsumexp"] = _scan(lambda x, ax: np.logaddexp.accumulate(x, axis=ax, 
 
 @_impl("matmul")
 def _matmul(node, a, b):
-    return np.matmul(a, b).astype(_np(node))
+    return np.matmul(a, b).astype(_np(node), copy=False)  # a fresh array: no copy needed
 
 
 @_impl("reshape")

@@ -20,6 +20,7 @@ from ._tensor import (
     _EAGER,
     _FAST,
     Tensor,
+    _is_one,
     builder,
     fast_accepts,
     fast_compute,
@@ -609,6 +610,9 @@ def matmul(a: Any, b: Any) -> Tensor:
             f"matmul: expected both operands to have the same dtype, got {a.dtype.name} "
             f"{list(a.shape)} @ {b.dtype.name} {list(b.shape)}" + (f" (at {loc})" if loc else "")
         )
+    an, bn = a.node, b.node
+    if len(an.shape) == 2 and len(bn.shape) == 2:  # the common case, without the batch rules
+        return _wrap(builder().op("matmul", (an, bn)))
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D")
     if a.ndim == 1 and b.ndim == 1:
@@ -968,8 +972,32 @@ def _install() -> None:
         return method
 
     for dunder, op in (("__iadd__", "add"), ("__isub__", "sub"), ("__imul__", "mul"),
-                       ("__itruediv__", "div")):
+                       ("__itruediv__", "div"), ("mul_", "mul")):
         setattr(T, dunder, fast_inplace(op, getattr(T, dunder)))
+
+    def fast_inplace_alpha(op: str, slow: Any) -> Any:
+        """``a.add_(b, alpha=k)`` / ``a.sub_(b, alpha=k)`` that no graph records (the
+        optimizers' updates): ``b * k`` and then ``a op (b * k)`` as ``_eager_unrecorded``
+        computes them — the values ``Tensor.add`` gives — written into ``a`` directly."""
+        def method(self: Tensor, other: Any, alpha: Any = 1) -> Tensor:
+            if self._trace is None and _context.current() is None:
+                if _is_one(alpha):
+                    v = _eager_unrecorded(op, self, other, False)
+                elif isinstance(other, Tensor) and type(alpha) in (int, float):
+                    m = _eager_unrecorded("mul", other, alpha, False)
+                    v = None if m is None else _eager_unrecorded(
+                        op, self, Tensor(leaf_node(m)), False)
+                else:
+                    v = None
+                if v is not None and v.shape == self._node.shape:
+                    return self._write_eager(v)
+            return slow(self, other, alpha)
+
+        method.__name__ = slow.__name__
+        return method
+
+    T.add_ = fast_inplace_alpha("add", T.add_)
+    T.sub_ = fast_inplace_alpha("sub", T.sub_)
     T.__add__ = fb("add")
     T.__radd__ = rb("add")
     T.__sub__ = fb("sub")

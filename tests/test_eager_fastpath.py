@@ -218,3 +218,30 @@ def test_relu_keeps_negative_zero_and_nan_as_torch(dtype):
         np.testing.assert_array_equal(o, t)
         num = ~np.isnan(t)  # (a NaN's sign is the conversion's business, not relu's)
         np.testing.assert_array_equal(np.signbit(o)[num], np.signbit(t)[num])
+
+
+def test_inplace_updates_written_directly_keep_torchs_values_errors_and_versions():
+    """``p.add_(g, alpha=-lr)``, ``buf.mul_(m)``, ``p -= x`` under ``no_grad`` write their
+    value directly (tensor_ops.fast_inplace*): PyTorch's values, its leaf error under grad
+    mode, and a write a later backward sees."""
+    v = np.array([0.5, -1.5, 2.0], np.float32)
+    g, t = gc.tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+    d = np.array([0.25, 1.0, -3.0], np.float32)
+    with gc.no_grad(), torch.no_grad():
+        for lib_p, lib_d in ((g, gc.tensor(d)), (t, torch.tensor(d))):
+            lib_p.add_(lib_d, alpha=-0.1)
+            lib_p.sub_(lib_d, alpha=3)
+            lib_p.mul_(0.9)
+            lib_p -= lib_d
+            lib_p += 2
+    np.testing.assert_array_equal(g.detach().numpy(), t.detach().numpy())
+    for f in (lambda p: p.add_(1.0, alpha=2), lambda p: p.mul_(2.0), lambda p: p.sub_(p)):
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            f(g)
+    x = gc.tensor(v, requires_grad=True)
+    h = x * 2
+    y = (h * h).sum()
+    with gc.no_grad():
+        h.add_(gc.ones(3), alpha=0.5)  # the saved h changed: backward must refuse
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
