@@ -71,6 +71,11 @@ class Emit:
     def mul(self, x: ir.Value, y: ir.Value) -> ir.Value:
         return self.b.fmul(x, y, flags=FAST_ADD) if self.is_float else self.b.mul(x, y)
 
+    def fma(self, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+        """``x * y + z`` rounded once (``llvm.fma``: the FMA instruction where the target
+        has one, PTX's ``fma.rn``; the C library's ``fma`` on a target without)."""
+        return self.intr("fma", x, y, z)
+
     def div(self, x: ir.Value, y: ir.Value) -> ir.Value:
         """True division for floats; floor division for integers (``//``), with a zero
         divisor giving ``x // 1`` instead of trapping (the interpreter does the same)."""

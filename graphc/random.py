@@ -9,10 +9,10 @@ same here makes ``gc.manual_seed(n)`` followed by building a model give PyTorch'
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
+from .ir.fma import fma
 from .ir.libm import libm
 
 _state: dict = {"rs": np.random.RandomState(0), "seed": 0, "calls": 0, "next_normal": None}
@@ -117,62 +117,6 @@ def uniform(shape: tuple[int, ...], lo: float, hi: float, dtype: np.dtype = np.f
     lo32 = np.float32(lo)
     span = np.float64(np.float32(hi) - lo32)
     return (u * span + np.float64(lo32)).astype(dtype).reshape(shape)
-
-
-_SPLIT = 134217729.0  # 2**27 + 1: Veltkamp's splitting constant for doubles
-
-
-def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    t = _SPLIT * x
-    hi = t - (t - x)
-    return hi, x - hi
-
-
-def fma(a: Any, b: Any, c: Any) -> np.ndarray:
-    """``a * b + c`` in float64 with one rounding, elementwise.
-
-    ATen's CPU kernels are compiled with ``-mfma`` and GCC's default ``-ffp-contract=fast``,
-    so the ``x * std + mean`` of its normal draws and the ``u * (to - from) + from`` of its
-    uniform ones are fused multiply-adds; numpy has no fma. The product is split exactly
-    (Dekker: ``a * b = p + e``), ``p + c`` summed exactly (Knuth: ``s + t``) and
-    ``r = s + (t + e)`` rounded; ``r`` is the correctly rounded ``a * b + c`` unless the
-    last sum's remainder sits within the rounding of ``t + e`` of a tie (or the values are
-    so large or small that the splits are inexact, or not finite): those few elements are
-    summed exactly by ``math.fsum`` or, for the extremes, ``fractions``."""
-    a, b, c = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64),
-                                  np.asarray(c, np.float64))
-    with np.errstate(all="ignore"):
-        p = a * b
-        ah, al = _split(a)
-        bh, bl = _split(b)
-        e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-        s = p + c
-        v = s - p
-        t = (p - (s - v)) + (c - v)
-        w = t + e
-        d = (t - (w - (w - t))) + (e - (w - t))  # exact: w + d = t + e
-        r = s + w
-        q = (s - r) + w  # exact: r + q = s + w (|s| >= |w| where it matters)
-        half = np.spacing(np.abs(r)) * 0.5
-        hard = np.abs(np.abs(q) - half) <= np.abs(d) + np.spacing(half)
-        # at a power of two the binade below has half the spacing
-        hard |= (np.abs(q) >= 0.5 * half) & (np.frexp(np.abs(r))[0] == 0.5)
-        extreme = ~(np.isfinite(r) & (np.abs(a) < 2.0 ** 990) & (np.abs(b) < 2.0 ** 990)
-                    & ((np.abs(p) > 2.0 ** -960) | (p == 0.0)))
-        plain = ~np.isfinite(a) | ~np.isfinite(b) | ~np.isfinite(c)
-        out = np.where(plain, a * b + c, r)  # infinities and NaN: the fma's own result
-    for i in np.flatnonzero((hard | extreme) & ~plain):
-        ai, bi, ci = float(a.flat[i]), float(b.flat[i]), float(c.flat[i])
-        if extreme.flat[i]:
-            from fractions import Fraction
-
-            try:
-                out.flat[i] = float(Fraction(ai) * Fraction(bi) + Fraction(ci))
-            except OverflowError:
-                out.flat[i] = ai * bi + ci
-        else:
-            out.flat[i] = math.fsum((float(p.flat[i]), float(e.flat[i]), ci))
-    return out
 
 
 def _u24(n: int, rs: Stream = None) -> np.ndarray:

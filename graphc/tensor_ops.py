@@ -204,6 +204,19 @@ def _broadcast_shape(a: tuple, b: tuple) -> tuple | None:
     return s
 
 
+def _eager_fmadd(x: Any, k: float, z: Tensor) -> np.ndarray | None:
+    """``x * k + z`` rounded once (``fmadd``'s reference) for eager tensors ``x`` and ``z``
+    of one float32/float64 dtype that no graph records, or None for the general path."""
+    if not isinstance(x, Tensor) or x._trace is not None or not x._plain_node:
+        return None
+    xn, zn = x._node, z._node
+    d = zn.dtype
+    if xn.dtype is not d or d not in _RECORD_DTYPES or (
+            is_grad_enabled() and (xn.rg or zn.rg)):
+        return None
+    return fast_compute(_FAST["fmadd"], d, (xn._value, np.array(k, dtype=d.np), zn._value))
+
+
 def _broadcast(n: Node, shape: tuple) -> Node:
     """``EagerBuilder.broadcast_to(n, shape)``; a 0-d operand on a gradient path (``b * x``
     with a scalar parameter ``b``) gets its reshape and expand nodes here directly, with
@@ -277,6 +290,36 @@ def _eager_recorded(fast: tuple, op: str, a: Any, b: Any) -> Tensor | None:
     node.rg = True
     node._value = value
     return Tensor(node)
+
+
+def muladd(x: Any, y: Any, z: Any) -> Tensor:
+    """``x * y + z`` rounded once (the IR's ``fmadd``), broadcast and typed as ``x * y +
+    z`` is — where every tensor operand has one float dtype and the others are Python
+    numbers; anything else (mixed dtypes, integers, two numbers) is ``x * y + z``."""
+    d = None
+    tensors = [v for v in (x, y, z) if isinstance(v, Tensor)]
+    for v in (x, y, z):
+        if isinstance(v, Tensor):
+            if d is None:
+                d = v.dtype
+            elif v.dtype is not d:
+                d = None
+                break
+        elif type(v) not in (int, float):
+            d = None
+            break
+    if (d is None or not d.is_float or not isinstance(z, Tensor)
+            or not (isinstance(x, Tensor) or isinstance(y, Tensor))):
+        return z + x * y
+    bld = builder()
+    shape: Any = ()
+    for t in tensors:
+        shape = sh.broadcast(shape, t.node.shape, "fmadd")
+    ops = []
+    for v in (x, y, z):
+        n = v.node if isinstance(v, Tensor) else _scalar(bld, v, shape, d)
+        ops.append(bld.broadcast_to(n, shape))
+    return _wrap(bld.op("fmadd", tuple(ops)))
 
 
 def _eager_unrecorded(op: str, t: Tensor, other: Any, reverse: bool) -> np.ndarray | None:
@@ -977,16 +1020,14 @@ def _install() -> None:
 
     def fast_inplace_alpha(op: str, slow: Any) -> Any:
         """``a.add_(b, alpha=k)`` / ``a.sub_(b, alpha=k)`` that no graph records (the
-        optimizers' updates): ``b * k`` and then ``a op (b * k)`` as ``_eager_unrecorded``
-        computes them — the values ``Tensor.add`` gives — written into ``a`` directly."""
+        optimizers' updates): the value ``Tensor.add`` gives (``b * k + a`` rounded once,
+        ``_eager_fmadd``), written into ``a`` directly."""
         def method(self: Tensor, other: Any, alpha: Any = 1) -> Tensor:
             if self._trace is None and _context.current() is None:
                 if _is_one(alpha):
                     v = _eager_unrecorded(op, self, other, False)
-                elif isinstance(other, Tensor) and type(alpha) in (int, float):
-                    m = _eager_unrecorded("mul", other, alpha, False)
-                    v = None if m is None else _eager_unrecorded(
-                        op, self, Tensor(leaf_node(m)), False)
+                elif type(alpha) in (int, float):
+                    v = _eager_fmadd(other, alpha if op == "add" else -alpha, self)
                 else:
                     v = None
                 if v is not None and v.shape == self._node.shape:
@@ -998,6 +1039,62 @@ def _install() -> None:
 
     T.add_ = fast_inplace_alpha("add", T.add_)
     T.sub_ = fast_inplace_alpha("sub", T.sub_)
+
+    # ATen's kernels that compute ``a * b + c`` in one expression round it once (they are
+    # compiled with FMA contraction): ``add``/``sub`` with ``alpha``, ``addcmul``, ``lerp``
+    def add(self: Tensor, other: Any, alpha: Any = 1) -> Tensor:
+        """``torch.Tensor.add``: ``self + alpha * other``, one rounding (ATen's kernel)."""
+        if _is_one(alpha):
+            return binary("add", self, other)
+        return muladd(other, alpha, self)
+
+    def sub(self: Tensor, other: Any, alpha: Any = 1) -> Tensor:
+        """``torch.Tensor.sub``: ``self - alpha * other``, one rounding (ATen's kernel)."""
+        if _is_one(alpha):
+            return binary("sub", self, other)
+        return muladd(other, -alpha, self)
+
+    def _in_float32(*ts: Any) -> list[Any] | None:
+        """The operands in float32 where ``self`` is bfloat16: ATen's bf16 kernels compute
+        the whole expression in float32 and round its result once (None: not bf16)."""
+        if ts[0].dtype is not dt.bfloat16:
+            return None
+        return [t.float() if isinstance(t, Tensor) and t.dtype is dt.bfloat16 else t
+                for t in ts]
+
+    def addcmul(self: Tensor, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+        """``torch.Tensor.addcmul``: ``self + (value * tensor1) * tensor2``, the last
+        multiply-add rounded once (ATen's kernel)."""
+        up = _in_float32(self, tensor1, tensor2)
+        if up is not None:
+            return addcmul(up[0], up[1], up[2], value=value).to(dt.bfloat16)
+        t1 = tensor1 if _is_one(value) else tensor1 * value
+        return muladd(t1, tensor2, self)
+
+    def lerp(self: Tensor, end: Any, weight: Any) -> Tensor:
+        """``torch.Tensor.lerp``, ATen's two branches, each one fused multiply-add:
+        ``self + w * (end - self)`` for ``|w| < 0.5``, else ``end - (end - self) * (1 -
+        w)``; a scalar ``w`` and ``1 - w`` are computed in the kernel's float type (float32
+        for float32 and bfloat16 tensors), a tensor weight picks per element."""
+        up = _in_float32(self, end, weight)
+        if up is not None:
+            return lerp(up[0], up[1], up[2]).to(dt.bfloat16)
+        diff = end - self
+        if isinstance(weight, Tensor) and weight.ndim > 0:
+            return self._where(weight.abs() < 0.5, muladd(weight, diff, self),
+                               muladd(-diff, 1 - weight, end))
+        if isinstance(weight, Tensor):  # 0-d: a traced weight is a guard on the branch
+            small = bool(weight.abs() < 0.5)
+            return muladd(weight, diff, self) if small else muladd(-diff, 1 - weight, end)
+        w = float(weight)
+        if isinstance(self, Tensor) and self.dtype is not dt.float64:
+            w32 = np.float32(w)
+            small, omw = bool(abs(w32) < 0.5), float(np.float32(1) - w32)
+        else:
+            small, omw = abs(w) < 0.5, 1.0 - w
+        return muladd(weight, diff, self) if small else muladd(-diff, omw, end)
+
+    T.add, T.sub, T.addcmul, T.lerp = add, sub, addcmul, lerp
     T.__add__ = fb("add")
     T.__radd__ = rb("add")
     T.__sub__ = fb("sub")

@@ -184,6 +184,8 @@ for _d in ELEMENTWISE:
         CASES[_d.name] = (_unary if _d.arity == 1 else _binary)(_d.name, _KIND[_d.domain])
 for _op in ("add", "sub", "mul", "maximum", "minimum", "lt", "le", "gt", "ge", "eq", "ne"):
     CASES[_op] = _binary(_op)
+CASES["fmadd"] = Case(lambda x, y, z: P("fmadd", x, y, z),
+                     [Spec(("B", 3)), Spec(("B", 3)), Spec(("B", 3))])
 CASES["div"] = _binary("div", "f", "pos")
 CASES["pow"] = _binary("pow", "pos")
 CASES["and"] = _binary("and", "bool")

@@ -31,6 +31,7 @@ import numpy as np
 
 from ._ewlib import _binary, _c, _float, _no_grad, _sigmoid_ref, _unary, _wants
 from .activations import ACTIVATIONS
+from .fma import fma, fma32
 from .mathops import MATH
 from .opdef import OpDef
 from .pointwise import POINTWISE
@@ -43,6 +44,14 @@ def _relu_ref(x: np.ndarray) -> np.ndarray:
     """PyTorch's relu (``clamp_min(x, 0)``): 0 where x < 0, else x itself, so NaN stays
     NaN and -0.0 stays -0.0 (ATen's max(x, 0) returns its first operand on a tie)."""
     return np.where(x < 0, x.dtype.type(0), x)
+
+
+def _fmadd_ref(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a * b + c`` with one rounding (``ir.fma``); float32 and float64 operands (a
+    bfloat16 op runs on float32 operands under the interpreter's rule)."""
+    if a.dtype == np.float64:
+        return fma(a, b, c)
+    return fma32(a, b, c)
 
 
 def _div_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -238,6 +247,12 @@ CORE: tuple[OpDef, ...] = (
             lower=lambda e, x, y: e.and_(x, y)),
     _binary("or", differentiable=False, ref=np.logical_or, vjp=_no_grad,
             lower=lambda e, x, y: e.or_(x, y)),
+    # a * b + c rounded once: ATen's fused kernels (add/sub with alpha, addcmul, lerp)
+    OpDef("fmadd", "elementwise", 3, float_only=True, ref=_fmadd_ref,
+          vjp=lambda b, n, g: [b.mul(g, n.inputs[1]) if _wants(n.inputs[0]) else None,
+                               b.mul(g, n.inputs[0]) if _wants(n.inputs[1]) else None, g],
+          lower=lambda e, x, y, z: e.fma(x, y, z),
+          doc="``a * b + c`` with one rounding, as ATen's fused kernels compute it"),
     OpDef("where", "elementwise", 3, ref=np.where,
           vjp=lambda b, n, g: [None, b.where(n.inputs[0], g, _c(b, 0.0, n)),
                                b.where(n.inputs[0], _c(b, 0.0, n), g)],

@@ -121,8 +121,9 @@ def _elementwise(op, xs, a):
         if xs[1].dtype is not xs[2].dtype:
             raise OpError(f"where: branches must share a dtype, got {_fmt(xs[1])}, {_fmt(xs[2])}")
         return s0, xs[1].dtype
-    if len(xs) == 2 and xs[0].dtype is not xs[1].dtype:
-        raise OpError(f"{op}: operands must share a dtype, got {_fmt(xs[0])}, {_fmt(xs[1])}")
+    if any(x.dtype is not xs[0].dtype for x in xs[1:]):
+        raise OpError(f"{op}: operands must share a dtype, got "
+                      + ", ".join(_fmt(x) for x in xs))
     if op in FLOAT_ONLY and not xs[0].dtype.is_float:
         raise OpError(f"{op}: expected a floating-point operand, got {_fmt(xs[0])}")
     if op in COMPARE or op in LOGICAL:
