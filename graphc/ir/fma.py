@@ -74,6 +74,8 @@ def fma(a: Any, b: Any, c: Any) -> np.ndarray:
 
 _TIE_BITS = np.uint64((1 << 29) - 1)  # the float64 mantissa bits below a float32's last
 _TIE = np.uint64(1 << 28)  # ... of a value halfway between two float32 neighbours
+_ABS_BITS = np.uint64((1 << 63) - 1)
+_TINY_BITS = np.float64(2.0 ** -125).view(np.uint64)  # below: float32's subnormal range
 
 
 def fma32(a: Any, b: Any, c: Any) -> np.ndarray:
@@ -84,19 +86,22 @@ def fma32(a: Any, b: Any, c: Any) -> np.ndarray:
     where ``s`` lies exactly halfway between two float32 values while the exact sum does
     not (a float64 rounding onto a float32 tie: the exact sum is on one side of it). Those
     candidates (the tie's bit pattern, or the float32 subnormal range where the spacing
-    differs) get the sum's exact error (Knuth's two-sum) and the neighbour on its side."""
-    a, b, c = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64),
-                                  np.asarray(c, np.float64))
+    differs) get the sum's exact error (Knuth's two-sum) and the neighbour on its side.
+    About nine passes over the operands (numpy's ufuncs cast float32 to float64 inside
+    their loops); the candidates are rare."""
     with np.errstate(all="ignore"):
-        p = a * b
-        s = p + c
-        out = np.asarray(s.astype(np.float32))
-        cand = ((s.view(np.uint64) & _TIE_BITS) == _TIE) | (np.abs(s) < 2.0 ** -125)
-        cand &= np.isfinite(s) & (s != 0)
+        s = np.asarray(np.add(np.multiply(a, b, dtype=np.float64), c, dtype=np.float64))
+        out = s.astype(np.float32)
+        bits = s.view(np.uint64)
+        cand = (bits & _TIE_BITS) == _TIE
+        cand |= (bits & _ABS_BITS) < _TINY_BITS
         if not cand.any():
             return out
         idx = np.flatnonzero(cand)
-        ps, cs, ss = p.flat[idx], c.flat[idx], s.flat[idx]
+        a, b, c = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                      np.asarray(c, np.float64))
+        ps = a.flat[idx] * b.flat[idx]
+        cs, ss = c.flat[idx], s.flat[idx]
         v = ss - ps
         err = (ps - (ss - v)) + (cs - v)  # exact: ps + cs == ss + err
         r = out.flat[idx]
