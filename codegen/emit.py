@@ -21,7 +21,7 @@ from llvmlite import ir
 
 from graphc.ir import dtypes as dt
 
-from .llvm_util import F32, F64, FAST_ADD, I1, fconst, for_range, i64, intrinsic, reg_type
+from .llvm_util import F32, F64, I1, fconst, for_range, i64, intrinsic, reg_type
 from .vmath import VMath
 
 _FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -63,13 +63,13 @@ class Emit:
 
     # -- arithmetic ------------------------------------------------------------------------
     def add(self, x: ir.Value, y: ir.Value) -> ir.Value:
-        return self.b.fadd(x, y, flags=FAST_ADD) if self.is_float else self.b.add(x, y)
+        return self.b.fadd(x, y) if self.is_float else self.b.add(x, y)
 
     def sub(self, x: ir.Value, y: ir.Value) -> ir.Value:
-        return self.b.fsub(x, y, flags=FAST_ADD) if self.is_float else self.b.sub(x, y)
+        return self.b.fsub(x, y) if self.is_float else self.b.sub(x, y)
 
     def mul(self, x: ir.Value, y: ir.Value) -> ir.Value:
-        return self.b.fmul(x, y, flags=FAST_ADD) if self.is_float else self.b.mul(x, y)
+        return self.b.fmul(x, y) if self.is_float else self.b.mul(x, y)
 
     def fma(self, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
         """``x * y + z`` rounded once (``llvm.fma``: the FMA instruction where the target

@@ -55,7 +55,10 @@ def test_groups_match_separate_loops_and_interpreter(name, monkeypatch):
     assert len(s1) == len(s0) == len(si) > 0
     for a, b, c in zip(s1, s0, si):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-6)
+        # against the interpreter (numpy's matrix products sum in another order): centered
+        # RMSprop's grad_avg is a difference of similar gradients, so its small entries carry
+        # the products' rounding at ~1e-4 of the state's scale; measured against that scale
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-4 * float(np.abs(c).max()))
 
 
 def test_update_chain_is_one_loop_without_a_temporary(monkeypatch):
