@@ -294,22 +294,22 @@ def _eager_recorded(fast: tuple, op: str, a: Any, b: Any) -> Tensor | None:
 
 def muladd(x: Any, y: Any, z: Any) -> Tensor:
     """``x * y + z`` rounded once (the IR's ``fmadd``), broadcast and typed as ``x * y +
-    z`` is — where every tensor operand has one float dtype and the others are Python
-    numbers; anything else (mixed dtypes, integers, two numbers) is ``x * y + z``."""
+    z`` is: the dimensioned tensors share one float dtype, a 0-d float tensor (a traced
+    learning rate) takes it as a Python number would (PyTorch's 0-d rule, ATen's scalar
+    ``alpha`` in the kernel's type); anything else (mixed dtypes, integers, two numbers)
+    is ``z + x * y``."""
     d = None
+    ok = isinstance(z, Tensor) and (isinstance(x, Tensor) or isinstance(y, Tensor))
     tensors = [v for v in (x, y, z) if isinstance(v, Tensor)]
     for v in (x, y, z):
-        if isinstance(v, Tensor):
-            if d is None:
-                d = v.dtype
-            elif v.dtype is not d:
-                d = None
-                break
-        elif type(v) not in (int, float):
-            d = None
-            break
-    if (d is None or not d.is_float or not isinstance(z, Tensor)
-            or not (isinstance(x, Tensor) or isinstance(y, Tensor))):
+        if not isinstance(v, Tensor) and type(v) not in (int, float):
+            ok = False
+    if ok:
+        dims = [t.dtype for t in tensors if t.ndim > 0] or [t.dtype for t in tensors]
+        d = dims[0]
+        ok = d.is_float and all(t is d for t in dims) and all(
+            t.dtype.is_float for t in tensors)
+    if not ok:
         return z + x * y
     bld = builder()
     shape: Any = ()
@@ -317,7 +317,7 @@ def muladd(x: Any, y: Any, z: Any) -> Tensor:
         shape = sh.broadcast(shape, t.node.shape, "fmadd")
     ops = []
     for v in (x, y, z):
-        n = v.node if isinstance(v, Tensor) else _scalar(bld, v, shape, d)
+        n = bld.cast(v.node, d) if isinstance(v, Tensor) else _scalar(bld, v, shape, d)
         ops.append(bld.broadcast_to(n, shape))
     return _wrap(bld.op("fmadd", tuple(ops)))
 
