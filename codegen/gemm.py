@@ -110,7 +110,10 @@ def choose_tile(n: Any, wide: bool, itemsize: int = 4) -> Tile:
     regs = 28 if wide else 14  # accumulators we can afford next to B vectors and A broadcasts
     nvec = (int(n) + lanes - 1) // lanes if isinstance(n, int) else 4
     nv = max(1, min(4 if wide else 2, nvec))
-    mr = max(1, min(14, regs // nv - (1 if nv > 1 else 0)))
+    # at most 8 rows: narrow tiles of 13-14 rows ran at half the rate of 8-row ones (Zen 4,
+    # one thread: 4096x1024 @ 1024x10 32 -> 61 GFLOP/s, 1024x4096 @ 4096x16 56 -> 106,
+    # N = 32 88 -> 104; 6 to 10 rows measured alike) and compile in twice the time
+    mr = max(1, min(8, regs // nv - (1 if nv > 1 else 0)))
     if wide and nv == 4:
         mr = 6
     if not wide and nv == 2:
