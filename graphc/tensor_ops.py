@@ -207,7 +207,8 @@ def _broadcast_shape(a: tuple, b: tuple) -> tuple | None:
 def _eager_fmadd(x: Any, k: float, z: Tensor) -> np.ndarray | None:
     """``x * k + z`` rounded once (``fmadd``'s reference) for eager tensors ``x`` and ``z``
     of one float32/float64 dtype that no graph records, or None for the general path."""
-    if not isinstance(x, Tensor) or x._trace is not None or not x._plain_node:
+    if (not isinstance(x, Tensor) or x._trace is not None or not x._plain_node
+            or not z._plain_node):
         return None
     xn, zn = x._node, z._node
     d = zn.dtype
@@ -1055,12 +1056,14 @@ def _install() -> None:
         return muladd(other, -alpha, self)
 
     def _in_float32(*ts: Any) -> list[Any] | None:
-        """The operands in float32 where ``self`` is bfloat16: ATen's bf16 kernels compute
-        the whole expression in float32 and round its result once (None: not bf16)."""
-        if ts[0].dtype is not dt.bfloat16:
+        """The operands in float32 where every tensor operand is bfloat16: ATen's bf16
+        kernels compute the whole expression in float32 and round its result once (None:
+        not all bfloat16)."""
+        if any(isinstance(t, Tensor) and t.dtype is not dt.bfloat16 for t in ts):
+            return None  # mixed dtypes promote as the general path types them
+        if not isinstance(ts[0], Tensor):
             return None
-        return [t.float() if isinstance(t, Tensor) and t.dtype is dt.bfloat16 else t
-                for t in ts]
+        return [t.float() if isinstance(t, Tensor) else t for t in ts]
 
     def addcmul(self: Tensor, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
         """``torch.Tensor.addcmul``: ``self + (value * tensor1) * tensor2``, the last

@@ -176,3 +176,18 @@ def test_sgd_steps_equal_torch_bit_for_bit_eager_and_compiled(kw):
     want = run(torch, False)
     np.testing.assert_array_equal(run(gc, False), want)
     np.testing.assert_array_equal(run(gc, True), want)
+
+
+def test_mixed_dtypes_promote_as_torch():
+    """A bf16 tensor's ``addcmul`` with float32 operands is float32 (PyTorch's promotion);
+    only all-bf16 operands take the float32-then-round-once path."""
+    v = np.array([0.5, -1.25, 3.0], np.float32)
+    for lib in (gc, torch):
+        b, f = lib.tensor(v).to(lib.bfloat16), lib.tensor(v)
+        assert str(b.addcmul(f, f, value=0.5).dtype).endswith("float32")
+        assert str(b.addcmul(b, b).dtype).endswith("bfloat16")
+        assert str(b.add(f, alpha=2).dtype).endswith("float32")
+    got = gc.tensor(v).to(gc.bfloat16).addcmul(gc.tensor(v), gc.tensor(v), value=0.5)
+    want = torch.tensor(v).to(torch.bfloat16).addcmul(torch.tensor(v), torch.tensor(v),
+                                                       value=0.5)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
