@@ -1256,10 +1256,9 @@ def _reads_input(n: Node, i: int, exact: bool) -> bool:
 def check_saved_versions(nodes: Sequence[Node]) -> None:
     """Raise PyTorch's error when a backward through ``nodes`` needs a value that an
     in-place op changed after it was used (eager ``backward()`` calls this)."""
-    # a graph built after the newest write (a training loop's next forward after the
-    # optimizer's update) cannot have been written under: no per-input memory look-ups
     # a write is younger than the node written (and than the ops that read it before it):
-    # a tape whose every op is younger than every write was never written under
+    # a tape whose every op is younger than every write (a training loop's next forward
+    # after the optimizer's update) was never written under: no per-node look-ups
     newest = max(MEMORY_WRITES.latest, _LATEST_WRITE[0])
     for n in nodes:
         if n.id < newest and n.op != "input":

@@ -57,8 +57,9 @@ class _SymbolicEager(Builder):
 
 class _Plan:
     """One tape's backward: ``steps`` (function, node, operand slots, needs the bf16
-    rule), ``consts`` (slot -> value), the gradient slot of each leaf that requires grad
-    (None: no path) and the constant reads it was built under."""
+    rule; a constant is a step whose function is None and whose node is its value), the
+    gradient slot of each leaf that requires grad (None: no path) and the constant reads
+    it was built under."""
 
     __slots__ = ("steps", "grad_slots", "reads")
 
@@ -92,8 +93,8 @@ def _attr_key(attrs: dict[str, Any]) -> Any:
     out = []
     for k, v in attrs.items():
         t = type(v)
-        if t is float:
-            v = ("f", repr(v))
+        if t is float or isinstance(v, np.floating):
+            v = ("f", t.__name__, repr(float(v)))
         elif t is bool:
             v = ("b", v)
         elif t is tuple and not all(type(e) is int for e in v):

@@ -1,5 +1,9 @@
 """Eager ``backward()``: the autodiff pass on the tape's nodes, evaluated by the interpreter.
 
+A tape of a structure seen before runs the program its first backward built
+(``backward_plan``); tensor hooks and ``retain_grad`` take the evaluating path, where user
+code runs between gradient nodes.
+
 Accumulation follows PyTorch's ``AccumulateGrad``: a leaf whose ``.grad`` is None receives a
 fresh contiguous buffer; otherwise the gradient is added in place, so a ``.grad`` tensor keeps
 its identity (and its numpy buffer) across backward calls.
