@@ -375,11 +375,48 @@ def unary(op: str, x: Any) -> Tensor:
 
 
 def where(cond: Any, a: Any, b: Any) -> Tensor:
+    if _context.current() is None:
+        v = _eager_where(cond, a, b)
+        if v is not None:
+            return Tensor(leaf_node(v))
     c = as_tensor(cond)
     if c.dtype is not dt.bool_:
         c = c.to(dt.bool_)
     x, y = _operands(a if isinstance(b, Tensor) else as_tensor(a), b, "where")
     return _wrap(builder().where(c.node, x, y))
+
+
+def _eager_where(cond: Any, a: Any, b: Any) -> np.ndarray | None:
+    """An eager ``where`` that no autograd graph records (a loss's masks, ``clamp``'s
+    selections on targets): ``np.where`` on the values, as the ``where`` node's reference
+    computes it after ``_operands`` types and broadcasts them — for a bool condition and
+    operands of one dtype (or a Python number that keeps a tensor's dtype); anything else
+    returns None for the general path."""
+    if not (isinstance(cond, Tensor) and cond._trace is None and cond._plain_node):
+        return None
+    cn = cond._node
+    if cn.dtype is not dt.bool_:
+        return None
+    grad = is_grad_enabled()
+    d = None
+    for v in (a, b):
+        if isinstance(v, Tensor):
+            n = v._node
+            if v._trace is not None or not v._plain_node or (grad and n.rg) or (
+                    d is not None and n.dtype is not d):
+                return None
+            d = n.dtype
+    if d is None or d is dt.bfloat16:
+        return None
+    vals = []
+    for v in (a, b):
+        if isinstance(v, Tensor):
+            vals.append(v._node._value)
+        elif (type(v) is float and d.is_float) or (type(v) is int and d is not dt.bool_):
+            vals.append(np.array(v, dtype=d.np))
+        else:
+            return None
+    return np.where(cn._value, vals[0], vals[1])
 
 
 # -- reductions -------------------------------------------------------------------------

@@ -245,3 +245,26 @@ def test_inplace_updates_written_directly_keep_torchs_values_errors_and_versions
         h.add_(gc.ones(3), alpha=0.5)  # the saved h changed: backward must refuse
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_unrecorded_where_matches_torch_and_recorded_where_keeps_its_gradient(dtype):
+    """``tensor_ops._eager_where`` computes a ``where`` no graph records straight from the
+    values: PyTorch's values and dtypes for tensor and Python-number operands, broadcast;
+    an operand that requires grad still takes the recorded path."""
+    rng = np.random.default_rng(2)
+    c = rng.random((3, 4)) > 0.5
+    x = (rng.standard_normal((3, 4)) * 10).astype(dtype)
+    y = (rng.standard_normal((1, 4)) * 10).astype(dtype)
+    for args in ((x, y), (x, 2), (5, y), (x, x[0])) + (((x, 0.5),) if dtype != "int64" else ()):
+        outs = []
+        for lib in (gc, torch):
+            conv = [lib.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
+            outs.append(lib.where(lib.tensor(c), *conv))
+        assert str(outs[0].dtype).split(".")[-1] == str(outs[1].dtype).split(".")[-1]
+        np.testing.assert_array_equal(outs[0].numpy(), outs[1].numpy())
+    if dtype != "int64":
+        w, tw = gc.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        (gc.where(gc.tensor(c), w, 0.0) * 3).sum().backward()
+        (torch.where(torch.tensor(c), tw, 0.0) * 3).sum().backward()
+        np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
