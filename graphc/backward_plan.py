@@ -36,7 +36,7 @@ from graphc.passes.autodiff import vjp
 
 from ._tensor import broadcast_view
 from .interpreter import IMPLS, run_node
-from .ir import Builder, Node
+from .ir import Builder, Node, toposort
 from .ir import dtypes as dt
 from .ir.elementwise import eager_const
 
@@ -203,22 +203,9 @@ def build(order: Sequence[Node], root: Node, leaves: Sequence[Node], key: Any) -
     seed = Node("input", (), root.shape, root.dtype, {"name": "seed", "kind": "leaf"})
     grads = vjp(b, [root], [seed], leaves, None, order)
     fixed = [*order, seed]
-    # positions by identity: compiled results share one ``id`` (graphc/_tensor.py _OutNode)
-    slot = {id(n): i for i, n in enumerate(fixed)}
-    nodes = list(fixed)
-    for g in grads:
-        if g is None or id(g) in slot:
-            continue
-        stack: list[tuple[Node, int]] = [(g, 0)]
-        while stack:
-            node, i = stack.pop()
-            if i < len(node.inputs):
-                stack.append((node, i + 1))
-                if id(node.inputs[i]) not in slot:
-                    stack.append((node.inputs[i], 0))
-            elif id(node) not in slot:
-                slot[id(node)] = len(nodes)
-                nodes.append(node)
+    # toposort places nodes by identity (compiled results share one ``id``)
+    nodes = toposort([g for g in grads if g is not None], fixed)
+    slot = {id(n): i for i, n in enumerate(nodes)}
     steps = []
     for n in nodes[len(fixed):]:
         if n.op == "input":

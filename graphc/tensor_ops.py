@@ -1124,6 +1124,9 @@ def _install() -> None:
             return self._where(weight.abs() < 0.5, muladd(weight, diff, self),
                                muladd(-diff, 1 - weight, end))
         if isinstance(weight, Tensor):  # 0-d: a traced weight is a guard on the branch
+            if weight.dtype is not self.dtype and weight.dtype.is_float:
+                # a step's run-time scalar (float64) in the kernel's type, as a number is
+                weight = weight.to(self.dtype)
             small = bool(weight.abs() < 0.5)
             return muladd(weight, diff, self) if small else muladd(-diff, 1 - weight, end)
         w = float(weight)
