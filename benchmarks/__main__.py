@@ -1,7 +1,7 @@
 """``python -m benchmarks [workload ...] [--threads N] [--blocks K]``
 
 Workloads (``WORKLOADS`` below; all of them when none is named): seed, mlp_small, mlp_large,
-infer, cnn, adam, resnet18, lstm, gpt (only the named ones are built and compiled).
+infer, cnn, adam, resnet18, lstm, gpt, gpt_long (only the named ones are built and compiled).
 
 Runs each workload in graphc and PyTorch eager side by side in one process: timed blocks
 alternate between the systems, and the table reports medians of per-step times and the ratio
@@ -39,6 +39,7 @@ WORKLOADS = {
             "length 64, Adam, clip_grad_norm_",
     "gpt": "examples/gpt.py's training step: 2 layers, n_embd 64, 2 heads, block 32, batch 16, "
            "AdamW with two groups, clip_grad_norm_, cosine lr",
+    "gpt_long": "the gpt step on 256 positions, batch 8: causal attention a third of the work",
 }
 
 

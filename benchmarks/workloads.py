@@ -298,11 +298,14 @@ def lstm(torch: Any, batch: int = 32, seq: int = 64, hidden: int = 256, vocab: i
     return Workload("lstm", lambda: gstep(X, Y), tfn, flops)
 
 
-def gpt(torch: Any, layers: int = 2) -> Workload:
+def gpt(torch: Any, layers: int = 2, block: int = 32, batch: int = 16, name: str = "gpt"
+        ) -> Workload:
     """The training step of ``examples/gpt.py`` (the same model, AdamW with decay/no-decay
     groups, ``clip_grad_norm_``, cosine schedule with warm-up) at the compile-time
     benchmark's size: block 32, n_embd 64, 2 heads, batch 16, vocabulary 85, dropout 0 (so
-    both systems compute the same thing); the two models start from the same weights."""
+    both systems compute the same thing); the two models start from the same weights.
+    ``gpt_long`` is the same model on 256 positions (batch 8), where attention (the fused
+    kernels in graphc, PyTorch's flash kernel) is a third of the work."""
     import sys
     from pathlib import Path
 
@@ -313,8 +316,8 @@ def gpt(torch: Any, layers: int = 2) -> Workload:
         sys.path.insert(0, str(root))
     import gpt as example
 
-    cfg = dict(block_size=32, n_embd=64, n_head=2, n_layer=layers, dropout=0.0)
-    vocab, batch = 85, 16
+    cfg = dict(block_size=block, n_embd=64, n_head=2, n_layer=layers, dropout=0.0)
+    vocab = 85
     rng = np.random.default_rng(0)
     X = rng.integers(0, vocab, (batch, cfg["block_size"])).astype(np.int64)
     Y = rng.integers(0, vocab, (batch, cfg["block_size"])).astype(np.int64)
@@ -349,7 +352,7 @@ def gpt(torch: Any, layers: int = 2) -> Workload:
     # (scores, values), and the tied read-out C V; times 6 for forward and backward
     c, t = cfg["n_embd"], cfg["block_size"]
     flops = 6.0 * batch * t * (layers * (12 * c * c + 2 * t * c) + c * vocab)
-    return Workload("gpt", gfn, tfn, flops)
+    return Workload(name, gfn, tfn, flops)
 
 
 def all_workloads(torch: Any, only: Any = None) -> list[Workload]:
@@ -372,4 +375,5 @@ def all_workloads(torch: Any, only: Any = None) -> list[Workload]:
     makers.append(("resnet18", lambda: resnet18(torch)))
     makers.append(("lstm", lambda: lstm(torch)))
     makers.append(("gpt", lambda: gpt(torch)))
+    makers.append(("gpt_long", lambda: gpt(torch, block=256, batch=8, name="gpt_long")))
     return [make() for name, make in makers if keep(name)]

@@ -7,10 +7,10 @@ module and one line here.
 
 from __future__ import annotations
 
-from . import conv, loop, matmul, pool, reduce, scan, scatter, sort
+from . import attention, conv, loop, matmul, pool, reduce, scan, scatter, sort
 from .kernels import KERNELS, Kernel, kernel_for
 
 FAMILIES = (reduce.KERNEL, matmul.KERNEL, scatter.KERNEL, conv.KERNEL, pool.KERNEL,
-            scan.KERNEL, sort.KERNEL, loop.KERNEL)
+            scan.KERNEL, sort.KERNEL, loop.KERNEL, attention.KERNEL)
 
 __all__ = ["FAMILIES", "KERNELS", "Kernel", "kernel_for"]

@@ -166,6 +166,8 @@ def _launch_work(n: Node, kind: str) -> tuple[str, Any]:
         return "flat", sh.numel(n.shape)
     if kind == "src":
         return "flat", sh.numel(n.inputs[2].shape)
+    if kind == "rows":  # a thread per row (every axis but the last): the attention kernels
+        return "flat", sh.numel(n.shape[:-1])
     if kind == "reduce":
         return ("flat" if is_small_reduction(n) else "blocks"), sh.numel(n.shape)
     if kind == "gemm":

@@ -23,12 +23,17 @@ Kernel shapes (``BLOCK`` threads each):
 - scatter_add: copy ``base``, then ``atomicrmw add`` per source element;
 - scans (cumsum, cumprod, cummax): one thread per line, sequential along the axis;
 - convolutions and max-pool indices: one thread per output element with the taps in a loop
-  (the weight gradient, which sums over the batch, is a block reduction).
+  (the weight gradient, which sums over the batch, is a block reduction);
+- attention and its gradient: one thread per output row (a query row; for the gradient a row
+  of dq, dk or dv), softmax statistics by a running max with online rescaling, the scores
+  recomputed from q and k, never stored. Straightforward, not tuned: a warp per row with
+  k/v tiles in shared memory (FlashAttention's form) would be the next step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from llvmlite import ir
@@ -61,6 +66,7 @@ from .scan import outer_shape, scan_line
 from .sort import outer_shape as sort_outer_shape
 from .sort import sort_line
 from .views import VIEW_OPS, contiguous_strides, strided_view
+from .vmath import VMath
 
 BLOCK = 256
 SMALL_REDUCTION = 64  # static reduced extents up to this run one thread per output
@@ -656,6 +662,211 @@ def k_pool_argmax(k: PTXKernel) -> None:
         k.store_flat(lin, b.load(arg_slot))
 
 
+# -- attention ---------------------------------------------------------------------------
+def _static_int(d: Any) -> int | None:
+    if isinstance(d, int):
+        return d
+    return int(d) if getattr(d, "is_Integer", False) else None
+
+
+class _AttentionRows:
+    """One thread's share of scaled dot-product attention at batch index ``bidx``: scores,
+    a query row's softmax statistics and sums of weighted rows, over the node's q
+    [*b, L, E], k and v [*b, S, E] (and, for the gradient, g [*b, L, E]).
+
+    ``p_ij = exp(s_ij - m_i) / l_i`` with ``s_ij = scale * dot(q_i, k_j)`` over the keys of
+    row i (``j <= i`` when causal); a row whose every score is -inf, or that has no key, is
+    "dead" and all its weights are 0 (the interpreter's ``_attention_weights``). Each call
+    site takes its own stack slots (``k.alloca``), so the helpers nest freely.
+    """
+
+    def __init__(self, k: PTXKernel, bidx: list[ir.Value]) -> None:
+        n = k.node
+        self.k, self.b, self.bidx = k, k.b, bidx
+        self.q, self.kk, self.v = n.inputs[:3]
+        self.g = n.inputs[3] if len(n.inputs) > 3 else None
+        self.t = reg_type(n.dtype)
+        self.E = self.q.shape[-1]
+        self.Lv, self.Sv = k.sym(self.q.shape[-2]), k.sym(self.kk.shape[-2])
+        self.scale = fconst(self.t, float(n.attrs["scale"]))
+        self.causal = bool(n.attrs["causal"])
+        self.vm = VMath(k.b, k.L.module)
+        self.ninf = fconst(self.t, float("-inf"))
+        self.zero = fconst(self.t, 0.0)
+
+    def at(self, x: Node, row: ir.Value, e: ir.Value) -> ir.Value:
+        return self.k.value(x, self.bidx + [row, e])
+
+    def madd(self, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+        b = self.b
+        return b.fadd(acc, b.fmul(x, y, flags=("contract",)), flags=("contract",))
+
+    def dot(self, x: Node, i: ir.Value, y: Node, j: ir.Value) -> ir.Value:
+        """sum over e of x[i, e] * y[j, e]."""
+        b = self.b
+        acc = self.k.alloca(self.t)
+        b.store(self.zero, acc)
+        with for_range(b, i64(0), self.k.sym(self.E), name="de") as e:
+            b.store(self.madd(b.load(acc), self.at(x, i, e), self.at(y, j, e)), acc)
+        return b.load(acc)
+
+    def score(self, i: ir.Value, j: ir.Value) -> ir.Value:
+        return self.b.fmul(self.dot(self.q, i, self.kk, j), self.scale)
+
+    def keys_end(self, i: ir.Value) -> ir.Value:
+        """One past the last key of query row i: S, or min(i + 1, S) when causal."""
+        if not self.causal:
+            return self.Sv
+        b = self.b
+        i1 = b.add(i, i64(1))
+        return b.select(b.icmp_signed("<", i1, self.Sv), i1, self.Sv)
+
+    def queries_start(self, j: ir.Value) -> ir.Value:
+        """The first query row that key j takes part in: 0, or j when causal."""
+        return j if self.causal else i64(0)
+
+    def stats(self, i: ir.Value, with_d: bool = False) -> tuple[ir.Value, ir.Value, Any]:
+        """Row i's ``(m, 1 / l, D)`` in one pass over its keys with online rescaling:
+        ``m`` the largest score (0 for a dead row, so ``exp(s - m)`` is 0 there), ``1 / l``
+        the reciprocal of ``sum_j exp(s_ij - m)`` (0 for a dead row) and, with ``with_d``,
+        ``D = sum_j p_ij dp_ij`` with ``dp_ij = dot(g_i, v_j)`` (else None)."""
+        b, t, vm = self.b, self.t, self.vm
+        m_slot, l_slot = self.k.alloca(t), self.k.alloca(t)
+        d_slot = self.k.alloca(t) if with_d else None
+        b.store(self.ninf, m_slot)
+        b.store(self.zero, l_slot)
+        if d_slot is not None:
+            b.store(self.zero, d_slot)
+        maximum = declare(self.k.L.module, f"llvm.maximum.f{32 if t == F32 else 64}", t,
+                          [t, t])
+        with for_range(b, i64(0), self.keys_end(i), name="sj") as j:
+            s = self.score(i, j)
+            m_old = b.load(m_slot)
+            m_new = b.call(maximum, [m_old, s])
+            # all scores so far -inf: rescale from 0 instead (exp(-inf - -inf) is NaN)
+            m_safe = b.select(b.fcmp_ordered("==", m_new, self.ninf), self.zero, m_new)
+            corr = vm.exp(b.fsub(m_old, m_safe))
+            p = vm.exp(b.fsub(s, m_safe))
+            b.store(self.madd(p, b.load(l_slot), corr), l_slot)
+            if d_slot is not None:
+                dp = self.dot(self.g, i, self.v, j)
+                b.store(self.madd(b.fmul(p, dp), b.load(d_slot), corr), d_slot)
+            b.store(m_new, m_slot)
+        m = b.load(m_slot)
+        dead = b.fcmp_ordered("==", m, self.ninf)
+        m = b.select(dead, self.zero, m)
+        rl = b.select(dead, self.zero, b.fdiv(fconst(t, 1.0), b.load(l_slot)))
+        d = b.fmul(b.load(d_slot), rl) if d_slot is not None else None
+        return m, rl, d
+
+    def prob(self, i: ir.Value, j: ir.Value, st: tuple[ir.Value, ir.Value, Any]) -> ir.Value:
+        """p_ij from row i's statistics ``st``."""
+        b = self.b
+        return b.fmul(self.vm.exp(b.fsub(self.score(i, j), st[0])), st[1])
+
+    def dscore(self, i: ir.Value, j: ir.Value, st: tuple[ir.Value, ir.Value, Any]
+               ) -> ir.Value:
+        """ds_ij = p_ij (dp_ij - D_i), dp_ij = dot(g_i, v_j), from ``stats(i, True)``."""
+        b = self.b
+        return b.fmul(self.prob(i, j, st), b.fsub(self.dot(self.g, i, self.v, j), st[2]))
+
+    def accumulate(self, start: ir.Value, stop: ir.Value,
+                   weight: Callable[[ir.Value], ir.Value],
+                   row: Callable[[ir.Value, ir.Value], ir.Value],
+                   store: Callable[[ir.Value, ir.Value], None]) -> None:
+        """``store(e, sum over r in [start, stop) of weight(r) * row(r, e))`` for each e < E.
+
+        A static E keeps the E sums in a stack array, so each ``weight(r)`` is computed once
+        (r outer, e inner); a symbolic E loops over e outside, recomputing the weights."""
+        b, t = self.b, self.t
+        E = _static_int(self.E)
+        if E is None:
+            acc = self.k.alloca(t)
+            with for_range(b, i64(0), self.k.sym(self.E), name="ae") as e:
+                b.store(self.zero, acc)
+                with for_range(b, start, stop, name="ar") as r:
+                    b.store(self.madd(b.load(acc), weight(r), row(r, e)), acc)
+                store(e, b.load(acc))
+            return
+        arr = self.k.alloca(ir.ArrayType(t, max(E, 1)))
+
+        def slot(e: ir.Value) -> ir.Value:
+            return b.gep(arr, [i64(0), e], inbounds=True)
+
+        with for_range(b, i64(0), i64(E), name="az") as e:
+            b.store(self.zero, slot(e))
+        with for_range(b, start, stop, name="ar") as r:
+            w = weight(r)
+            with for_range(b, i64(0), i64(E), name="ae") as e:
+                b.store(self.madd(b.load(slot(e)), w, row(r, e)), slot(e))
+        with for_range(b, i64(0), i64(E), name="as") as e:
+            store(e, b.load(slot(e)))
+
+
+@contextlib.contextmanager
+def _attention_rows(k: PTXKernel) -> Iterator[tuple[ir.Value, list[ir.Value], ir.Value]]:
+    """Grid-stride over the output's rows (every axis but the last): yields (flat row,
+    batch index, row within the batch)."""
+    n = k.node
+    rows = tuple(n.shape[:-1])
+    with k.grid_stride(k.numel(rows)) as r:
+        idx = k.delin(r, rows)
+        yield r, idx[:-1], idx[-1]
+
+
+def _row_store(k: PTXKernel, r: ir.Value, scale: ir.Value | None = None
+               ) -> Callable[[ir.Value, ir.Value], None]:
+    """Stores element e of flat output row ``r`` (times ``scale`` if given)."""
+    b = k.b
+    E = k.sym(k.node.shape[-1])
+
+    def store(e: ir.Value, v: ir.Value) -> None:
+        k.store_flat(b.add(b.mul(r, E), e), v if scale is None else b.fmul(v, scale))
+
+    return store
+
+
+def k_attention(k: PTXKernel) -> None:
+    """out[i] = sum_j p_ij v[j]: a thread per query row, a pass over its keys for the softmax
+    statistics (running max with online rescaling), a second for the weighted sum of v."""
+    with _attention_rows(k) as (r, bidx, i):
+        a = _AttentionRows(k, bidx)
+        st = a.stats(i)
+        a.accumulate(i64(0), a.keys_end(i), lambda j: a.prob(i, j, st),
+                     lambda j, e: a.at(a.v, j, e), _row_store(k, r))
+
+
+def k_attention_grad(k: PTXKernel) -> None:
+    """[dq; dk; dv], a thread per output row, the weights recomputed from q and k:
+
+    - dq row i: ``scale * sum_j ds_ij k[j]`` after one pass for row i's (m, l, D);
+    - dk row j: ``scale * sum_i ds_ij q[i]`` over the query rows j takes part in, each with
+      its own statistics pass (O(L S E) per row: simple, not fast);
+    - dv row j: ``sum_i p_ij g[i]``, likewise.
+    """
+    b = k.b
+    with _attention_rows(k) as (r, bidx, row):
+        a = _AttentionRows(k, bidx)
+        with b.if_else(b.icmp_signed("<", row, a.Lv)) as (dq, rest):
+            with dq:
+                i = row
+                st = a.stats(i, with_d=True)
+                a.accumulate(i64(0), a.keys_end(i), lambda j: a.dscore(i, j, st),
+                             lambda j, e: a.at(a.kk, j, e), _row_store(k, r, a.scale))
+            with rest:
+                j = b.sub(row, a.Lv)
+                with b.if_else(b.icmp_signed("<", j, a.Sv)) as (dk, dv):
+                    with dk:
+                        a.accumulate(a.queries_start(j), a.Lv,
+                                     lambda i: a.dscore(i, j, a.stats(i, with_d=True)),
+                                     lambda i, e: a.at(a.q, i, e), _row_store(k, r, a.scale))
+                    with dv:
+                        jv = b.sub(j, a.Sv)
+                        a.accumulate(a.queries_start(jv), a.Lv,
+                                     lambda i: a.prob(i, jv, a.stats(i)),
+                                     lambda i, e: a.at(a.g, i, e), _row_store(k, r))
+
+
 # node op -> the kernels it runs, in order (suffix, emitter, launch kind)
 KERNELS: dict[str, list[tuple[str, Callable[[PTXKernel], None], str]]] = {
     "sum": [("", k_reduce, "reduce")],
@@ -671,6 +882,9 @@ KERNELS: dict[str, list[tuple[str, Callable[[PTXKernel], None], str]]] = {
     "cummax": [("", k_scan, "flat")],
     "logcumsumexp": [("", k_scan, "flat")],
     "sort": [("", k_sort, "flat")],
+    # a thread per output row: the launch's thread count (one per element) covers them
+    "attention": [("", k_attention, "rows")],
+    "attention_grad": [("", k_attention_grad, "rows")],
 }
 ELEMENTWISE = [("", k_elementwise, "flat")]
 

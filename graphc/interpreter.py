@@ -321,6 +321,38 @@ def _conv2d_weight_grad(node, x, gy):
     return out.reshape(o, cg, kh, kw).astype(_np(node))
 
 
+def _attention_weights(node: Node, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """softmax(q k^T * scale + causal mask) in q's dtype, as the composite attention computes
+    it (``graphc.nn._fattn``): rows whose every key is masked give zeros."""
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * q.dtype.type(node.attrs["scale"])
+    if node.attrs["causal"]:
+        L, S = s.shape[-2:]
+        s = np.where(np.tril(np.ones((L, S), bool)), s, q.dtype.type(-np.inf))
+    m = s.max(axis=-1, keepdims=True) if s.shape[-1] else np.full(s.shape[:-1] + (1,), -np.inf)
+    dead = m == -np.inf
+    e = np.exp(s - np.where(dead, 0, m))
+    den = e.sum(axis=-1, keepdims=True)
+    return np.where(dead, 0, e / np.where(dead, 1, den)).astype(q.dtype, copy=False)
+
+
+@_impl("attention")
+def _attention(node, q, k, v):
+    return np.matmul(_attention_weights(node, q, k), v).astype(_np(node), copy=False)
+
+
+@_impl("attention_grad")
+def _attention_grad(node, q, k, v, g):
+    """[dq; dk; dv]: softmax's derivative p * (dp - sum(p * dp)) with dp = g v^T."""
+    p = _attention_weights(node, q, k)
+    scale = q.dtype.type(node.attrs["scale"])
+    dv = np.matmul(np.swapaxes(p, -1, -2), g)
+    dp = np.matmul(g, np.swapaxes(v, -1, -2))
+    ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
+    dq = np.matmul(ds, k) * scale
+    dk = np.matmul(np.swapaxes(ds, -1, -2), q) * scale
+    return np.concatenate([dq, dk, dv], axis=-2).astype(_np(node), copy=False)
+
+
 @_impl("pool_argmax")
 def _pool_argmax(node, x):
     """PyTorch's max_pool2d index rule: first maximum in window order, NaN wins."""

@@ -230,6 +230,66 @@ def _conv2d(b, n, g):
             b.op("conv2d_weight_grad", (x, g), weight_shape=tuple(w.shape), **a)]
 
 
+@_rule("attention")
+def _attention(b, n, g):
+    # one kernel recomputes the scores and returns [dq; dk; dv] along the row axis
+    q, k, v = n.inputs
+    L, S = q.shape[-2], k.shape[-2]
+    both = b.op("attention_grad", (q, k, v, g), **n.attrs)
+    rank = len(both.shape)
+    out = []
+    for lo, hi in ((0, L), (L, sh.plus(L, S)), (sh.plus(L, S), both.shape[-2])):
+        starts = (0,) * (rank - 2) + (lo, 0)
+        stops = tuple(both.shape[:-2]) + (hi, both.shape[-1])
+        out.append(b.op("slice", (both,), starts=starts, stops=stops, steps=(1,) * rank))
+    return out
+
+
+def attention_grad_composite(b: Builder, q: Node, k: Node, v: Node, go: Node, scale: float,
+                             causal: bool) -> Node:
+    """``attention_grad`` written in primitives (matmul, softmax, matmul, stacked by padding):
+    the rule below differentiates this to differentiate the fused backward again."""
+    rank = len(q.shape)
+    L, S = q.shape[-2], k.shape[-2]
+    t = tuple(range(rank - 2)) + (rank - 1, rank - 2)
+    s = b.mul(b.op("matmul", (q, b.permute(k, t))), b.const(scale, (), q.dtype))
+    if causal:
+        i = b.op("iota", (), shape=(L, S), dtype=dt.int64, axis=0)
+        j = b.op("iota", (), shape=(L, S), dtype=dt.int64, axis=1)
+        keep = b.broadcast_to(b.op("le", (j, i)), s.shape)
+        s = b.where(keep, s, b.const(float("-inf"), s.shape, s.dtype))
+    m = b.op("detach", (b.op("max", (s,), axes=(rank - 1,)),))
+    e = b.op("exp", (b.sub(s, m),))
+    p = b.div(e, b.op("sum", (e,), axes=(rank - 1,)))
+    dv = b.op("matmul", (b.permute(p, t), go))
+    dp = b.op("matmul", (go, b.permute(v, t)))
+    ds = b.mul(p, b.sub(dp, b.op("sum", (b.mul(p, dp),), axes=(rank - 1,))))
+    sc = b.const(scale, (), q.dtype)
+    dq = b.mul(b.op("matmul", (ds, k)), sc)
+    dk = b.mul(b.op("matmul", (b.permute(ds, t), q)), sc)
+    lead = ((0, 0),) * (rank - 2)
+    dq = b.op("pad", (dq,), pads=lead + ((0, sh.scale(S, 2)), (0, 0)))
+    dk = b.op("pad", (dk,), pads=lead + ((L, S), (0, 0)))
+    dv = b.op("pad", (dv,), pads=lead + ((sh.plus(L, S), 0), (0, 0)))
+    return b.add(b.add(dq, dk), dv)
+
+
+@_rule("attention_grad")
+def _attention_grad(b, n, g):
+    # double backward: differentiate the primitive form of the fused backward (built with
+    # grad recording on, so the inner pass sees how it depends on its inputs)
+    from graphc.autograd import is_grad_enabled, set_grad_enabled
+
+    prev = is_grad_enabled()
+    set_grad_enabled(True)
+    try:
+        c = attention_grad_composite(b, *n.inputs, float(n.attrs["scale"]),
+                                     bool(n.attrs["causal"]))
+    finally:
+        set_grad_enabled(prev)
+    return vjp(b, [c], [g], list(n.inputs))
+
+
 @_rule("conv2d_input_grad")
 def _conv2d_input_grad(b, n, g):
     # y = Ig(gy, w) is bilinear; <g, Ig(gy, w)> = <conv2d(g, w), gy> = <Wg(g, gy), w>

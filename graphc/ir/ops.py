@@ -58,6 +58,11 @@ _INFOS = [
     OpInfo("conv2d_input_grad", "nn", 2),
     OpInfo("conv2d_weight_grad", "nn", 2),
     OpInfo("pool_argmax", "nn", 1, False),
+    # scaled dot-product attention in one kernel (FlashAttention's row-wise form): (q, k, v)
+    # -> softmax(q k^T * scale [+ causal mask]) v; its gradient op recomputes the scores and
+    # (q, k, v, grad) returns dq, dk, dv stacked along the row axis ([..., L + 2S, E])
+    OpInfo("attention", "nn", 3),
+    OpInfo("attention_grad", "nn", 4),
     # loops (graphc/ir/loops.py): a scan over a leading axis with carried state, its body a
     # nested graph; its results (a tuple) are read through scan_out
     OpInfo("scan", "loop", -1),
@@ -338,6 +343,41 @@ def _pool_argmax(op, xs, a):
     hw = tuple(sh.conv_out(x.shape[2 + i], k[i], a["stride"][i], a["padding"][i],
                            a["dilation"][i], a["ceil_mode"]) for i in range(2))
     return (x.shape[0], x.shape[1]) + hw, dt.int64
+
+
+def _attention_check(op: str, q: Any, k: Any, v: Any) -> None:
+    """q [*b, L, E], k and v [*b, S, E]: equal batch dims, one float dtype."""
+    if len(q.shape) < 2 or len(k.shape) != len(q.shape) or len(v.shape) != len(q.shape):
+        raise OpError(f"{op}: expected q, k, v of one rank >= 2, got {_fmt(q)}, {_fmt(k)}, "
+                      f"{_fmt(v)}")
+    if not (q.dtype.is_float and k.dtype == q.dtype and v.dtype == q.dtype):
+        raise OpError(f"{op}: expected q, k, v of one float dtype, got {_fmt(q)}, {_fmt(k)}, "
+                      f"{_fmt(v)}")
+    batch_ok = all(sh.same(a, b) and sh.same(a, c)
+                   for a, b, c in zip(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
+    if not (batch_ok and sh.same(q.shape[-1], k.shape[-1]) and sh.same(k.shape[-1], v.shape[-1])
+            and sh.same(k.shape[-2], v.shape[-2])):
+        raise OpError(f"{op}: q {_fmt(q)}, k {_fmt(k)} and v {_fmt(v)} do not agree "
+                      "(same batch dims and head size, k and v of one length)")
+
+
+@_rule("attention")
+def _attention(op, xs, a):
+    """(q, k, v) -> softmax(q k^T * scale, causal: keys j <= i only) v, [*b, L, E]."""
+    q, k, v = xs
+    _attention_check(op, q, k, v)
+    return tuple(q.shape), q.dtype
+
+
+@_rule("attention_grad")
+def _attention_grad(op, xs, a):
+    """(q, k, v, grad_out) -> [dq; dk; dv] stacked on the row axis, [*b, L + 2S, E]."""
+    q, k, v, go = xs
+    _attention_check(op, q, k, v)
+    if not (sh.same_shape(go.shape, q.shape) and go.dtype == q.dtype):
+        raise OpError(f"{op}: grad {_fmt(go)} must match q {_fmt(q)}")
+    rows = sh.plus(q.shape[-2], sh.scale(k.shape[-2], 2))
+    return tuple(q.shape[:-2]) + (rows, q.shape[-1]), q.dtype
 
 
 @_rule("scan")

@@ -15,7 +15,10 @@ from typing import Any
 
 from .. import amp
 from .. import tensor_ops as T
+from ..attention_state import SDPBackend
+from ..attention_state import state as _backends
 from ..ir import dtypes as dt
+from ..ir import shapes as sh
 from ..tensor import Tensor, builder
 from ._fnorm import dropout
 
@@ -99,6 +102,15 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
             raise NotImplementedError("scaled_dot_product_attention: a symbolic embedding "
                                       "size needs an explicit scale")
         scale = 1.0 / math.sqrt(e)
+    fused = _fused_applies(q, k, v, attn_mask, dropout_p)
+    allowed = _backends()
+    if fused is None and SDPBackend.FLASH_ATTENTION in allowed:
+        return Tensor._wrap(builder().op("attention", (q.node, k.node, v.node),
+                                         scale=float(scale), causal=bool(is_causal)))
+    if SDPBackend.MATH not in allowed:
+        why = fused or "the fused kernel is not allowed (sdpa_kernel)"
+        raise RuntimeError(f"scaled_dot_product_attention: no available kernel: {why}, and "
+                           "the math implementation is not allowed (sdpa_kernel)")
     s = T.matmul(q, k.transpose(-2, -1)) * float(scale)
     if is_causal:
         s = s + _additive(_causal_mask(q.shape[-2], k.shape[-2]), s, keep_when=True)
@@ -108,6 +120,28 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     if dropout_p > 0.0:
         w = dropout(w, dropout_p, True)
     return T.matmul(w, v)
+
+
+def _fused_applies(q: Tensor, k: Tensor, v: Tensor, attn_mask: Any, dropout_p: float
+                   ) -> str | None:
+    """None when the fused kernel computes this attention, else why not (for the error
+    raised when only it is allowed)."""
+    if q.dtype not in (dt.float32, dt.float64):
+        return ("the fused kernel takes float32 or float64 (bf16 is computed in float32), got "
+                f"{q.dtype.name}")
+    if attn_mask is not None:
+        return "the fused kernel takes no attn_mask (is_causal=True is supported)"
+    if dropout_p > 0.0:
+        return "the fused kernel has no dropout"
+    if q.ndim != k.ndim or q.ndim != v.ndim:
+        return "q, k and v differ in rank"
+    same = all(sh.same(a, b) and sh.same(a, c)
+               for a, b, c in zip(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
+    if not same:
+        return "q, k and v have different batch dims (broadcasting)"
+    if not (sh.same(q.shape[-1], v.shape[-1]) and isinstance(q.shape[-1], int)):
+        return "the fused kernel needs one static head size for q, k and v"
+    return None
 
 
 def _merge_masks(attn_mask: Tensor | None, key_padding_mask: Tensor | None, like: Tensor,

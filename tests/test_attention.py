@@ -1,0 +1,191 @@
+"""Fused scaled dot-product attention (``attention`` / ``attention_grad``, codegen/attention.py).
+
+Compiled against eager against PyTorch, values and the three gradients, over the shapes the
+kernel treats differently: causal or not, L != S, row counts that are and are not multiples
+of the row block, head sizes below, at and above the vector width (and above one chunk of
+accumulators), no batch dims to two, float64, a symbolic batch and sequence length; the
+choice of implementation (``sdpa_kernel``) and its guard; a hypothesis fuzzer over random
+shapes against the interpreter. The fused backward's own derivative (through its primitive
+form) is checked against finite differences in ``tests/test_ops.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import graphc as gc
+from graphc.nn import functional as F
+from graphc.nn.attention import SDPBackend, sdpa_kernel
+
+torch = pytest.importorskip("torch")
+
+
+def _data(shape_q: tuple, shape_k: tuple, dtype: type = np.float32, seed: int = 0
+          ) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal(shape_q).astype(dtype)
+    k = rng.standard_normal(shape_k).astype(dtype)
+    v = rng.standard_normal(shape_k).astype(dtype)
+    g = rng.standard_normal(shape_q).astype(dtype)
+    return [q, k, v, g]
+
+
+def _graphc(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, causal: bool,
+            compiled: bool, scale: float | None = None, dynamic: bool = False) -> list:
+    params = [gc.nn.Parameter(gc.tensor(a)) for a in (q, k, v)]
+
+    def step(go: gc.Tensor) -> gc.Tensor:
+        for p in params:
+            p.grad = None
+        o = F.scaled_dot_product_attention(*params, is_causal=causal, scale=scale)
+        (o * go).sum().backward()
+        return o
+
+    fn = gc.compile(step, dynamic=dynamic) if compiled else step
+    out = fn(g if compiled else gc.tensor(g))
+    res = [np.asarray(out.numpy() if hasattr(out, "numpy") else out)]
+    return res + [p.grad.numpy() for p in params]
+
+
+def _torch(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, causal: bool,
+           scale: float | None = None) -> list:
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    o = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal,
+                                                         scale=scale)
+    (o * torch.tensor(g)).sum().backward()
+    return [o.detach().numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()]
+
+
+def _close(got: list, want: list, tol: float) -> None:
+    for name, a, b in zip(("out", "dq", "dk", "dv"), got, want):
+        assert a.shape == b.shape, name
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * (1 + np.abs(b).max()),
+                                   err_msg=name)
+
+
+SHAPES = [
+    # (q shape, k shape, causal)
+    ((2, 3, 7, 8), (2, 3, 7, 8), True),     # rows below one block, E below the lanes
+    ((2, 2, 33, 32), (2, 2, 33, 32), True),  # a block and a remainder row
+    ((1, 2, 5, 20), (1, 2, 9, 20), False),   # L < S, E off the vector width
+    ((2, 17, 64), (2, 17, 64), True),        # one batch dim, four vectors per row
+    ((9, 80), (11, 80), False),              # no batch dim, E above one chunk
+    ((1, 1, 12, 16), (1, 1, 5, 16), True),   # L > S: causal rows past S see all keys
+    ((2, 1, 40, 96), (2, 1, 40, 96), False),
+]
+
+
+@pytest.mark.parametrize("shape_q,shape_k,causal", SHAPES)
+def test_compiled_and_eager_match_torch(shape_q: tuple, shape_k: tuple, causal: bool) -> None:
+    data = _data(shape_q, shape_k)
+    want = _torch(*data, causal)
+    _close(_graphc(*data, causal, compiled=True), want, 2e-5)
+    _close(_graphc(*data, causal, compiled=False), want, 2e-5)
+
+
+def test_float64_and_explicit_scale() -> None:
+    data = _data((2, 2, 9, 12), (2, 2, 10, 12), np.float64)
+    want = _torch(*data, False, scale=0.3)
+    _close(_graphc(*data, False, compiled=True, scale=0.3), want, 1e-12)
+    _close(_graphc(*data, False, compiled=False, scale=0.3), want, 1e-12)
+
+
+def test_fused_kernel_is_in_the_plan_and_math_is_not() -> None:
+    q = np.zeros((2, 2, 8, 16), np.float32)
+
+    def f(q: gc.Tensor, k: gc.Tensor, v: gc.Tensor) -> gc.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    fused = gc.compile(f, dynamic=False)
+    fused(q, q, q)
+    assert "= attention " in fused.ir("fused")
+    with sdpa_kernel(SDPBackend.MATH):
+        math = gc.compile(f, dynamic=False)
+        math(q, q, q)
+    text = math.ir("fused")
+    assert "= attention " not in text and "matmul" in text
+
+
+def test_sdpa_kernel_setting_is_guarded() -> None:
+    """A step traced with the fused kernel is not reused under sdpa_kernel(MATH): it is
+    traced again (and gives the same values to rounding)."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, 2, 6, 8)).astype(np.float32) for _ in range(3))
+
+    def f(q: gc.Tensor, k: gc.Tensor, v: gc.Tensor) -> gc.Tensor:
+        return F.scaled_dot_product_attention(q, k, v)
+
+    fn = gc.compile(f, dynamic=False)
+    a = np.asarray(fn(q, k, v))
+    with sdpa_kernel([SDPBackend.MATH]):
+        b = np.asarray(fn(q, k, v))
+        assert "= attention " not in fn.ir("fused")
+    assert fn.compile_count == 2
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_only_flash_allowed_raises_where_it_does_not_apply() -> None:
+    q = gc.tensor(np.zeros((1, 4, 8), np.float32))
+    mask = gc.tensor(np.ones((4, 4), bool))
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        F.scaled_dot_product_attention(q, q, q)  # applies: fine
+        with pytest.raises(RuntimeError, match="attn_mask"):
+            F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    with pytest.raises(TypeError, match="SDPBackend"):
+        with sdpa_kernel(["math"]):
+            pass
+
+
+def test_masks_dropout_and_broadcast_batches_use_the_composite() -> None:
+    """Cases the fused kernel does not take still match PyTorch (composite path)."""
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((2, 2, 5, 8)).astype(np.float32)
+    k = rng.standard_normal((1, 2, 6, 8)).astype(np.float32)  # broadcast batch
+    mask = rng.random((5, 6)) < 0.7
+    mask[:, 0] = True
+    got = F.scaled_dot_product_attention(gc.tensor(q), gc.tensor(k), gc.tensor(k),
+                                         attn_mask=gc.tensor(mask)).numpy()
+    want = torch.nn.functional.scaled_dot_product_attention(
+        torch.tensor(q), torch.tensor(k), torch.tensor(k), attn_mask=torch.tensor(mask))
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_symbolic_batch_and_sequence() -> None:
+    """One compile serves several batch sizes and sequence lengths (``dynamic``): the
+    workspace and loop bounds follow the symbols."""
+    rng = np.random.default_rng(5)
+    wq = rng.standard_normal((8, 8)).astype(np.float32) * 0.3
+    w = gc.nn.Parameter(gc.tensor(wq))
+
+    def step(x: gc.Tensor) -> gc.Tensor:
+        w.grad = None
+        h = x @ w
+        o = F.scaled_dot_product_attention(h, h, h, is_causal=True)
+        o.sum().backward()
+        return o
+
+    fn = gc.compile(step, dynamic={0: (0, 1)})
+    tw = torch.tensor(wq, requires_grad=True)
+    for shape in ((3, 5, 8), (2, 19, 8), (1, 1, 8)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        out = np.asarray(fn(x))
+        tw.grad = None
+        th = torch.tensor(x) @ tw
+        to = torch.nn.functional.scaled_dot_product_attention(th, th, th, is_causal=True)
+        to.sum().backward()
+        np.testing.assert_allclose(out, to.detach().numpy(), rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=2e-5, atol=2e-5)
+    assert fn.compile_count == 1
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 21), st.integers(1, 21), st.integers(1, 40),
+       st.booleans())
+def test_fuzz_compiled_matches_interpreter(heads: int, L: int, S: int, E: int,
+                                           causal: bool) -> None:
+    data = _data((heads, L, E), (heads, S, E), seed=L * 100 + S)
+    want = _graphc(*data, causal, compiled=False)
+    _close(_graphc(*data, causal, compiled=True), want, 3e-5)
