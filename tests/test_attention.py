@@ -189,3 +189,24 @@ def test_fuzz_compiled_matches_interpreter(heads: int, L: int, S: int, E: int,
     data = _data((heads, L, E), (heads, S, E), seed=L * 100 + S)
     want = _graphc(*data, causal, compiled=False)
     _close(_graphc(*data, causal, compiled=True), want, 3e-5)
+
+
+def test_ir_op_checks_its_operands() -> None:
+    """The op's shape rule names what is wrong: batch dims, head sizes, a symbolic head size."""
+    import sympy
+
+    from graphc.ir import dtypes as dt
+    from graphc.ir import ops
+    from graphc.ir.graph import Builder
+
+    b = Builder()
+    q = b.input("q", "arg", (2, 5, 8), dt.float32)
+    k = b.input("k", "arg", (3, 6, 8), dt.float32)
+    with pytest.raises(ops.OpError, match="do not agree"):
+        b.op("attention", (q, k, k), scale=0.5, causal=False)
+    e = b.input("e", "arg", (2, 5, sympy.Symbol("E")), dt.float32)
+    with pytest.raises(ops.OpError, match="must be static"):
+        b.op("attention", (e, e, e), scale=0.5, causal=False)
+    g = b.input("g", "arg", (2, 4, 8), dt.float32)
+    with pytest.raises(ops.OpError, match="must match q"):
+        b.op("attention_grad", (q, q, q, g), scale=0.5, causal=False)

@@ -359,6 +359,9 @@ def _attention_check(op: str, q: Any, k: Any, v: Any) -> None:
             and sh.same(k.shape[-2], v.shape[-2])):
         raise OpError(f"{op}: q {_fmt(q)}, k {_fmt(k)} and v {_fmt(v)} do not agree "
                       "(same batch dims and head size, k and v of one length)")
+    if not isinstance(q.shape[-1], int):
+        raise OpError(f"{op}: the head size of q {_fmt(q)} must be static (the kernels "
+                      "unroll over it)")
 
 
 @_rule("attention")
