@@ -17,6 +17,10 @@ Every product is a broadcast-FMA loop over vector registers, as in the GEMM micr
 - the backward's ``dK += dS^T Q``, ``dV += P^T dO``: the ``R`` rows' ``q`` and ``dO``
   vectors stay in registers while the key rows' accumulators stream through L1.
 
+An optional additive mask ``[.., L, S]`` (any strided view: a key-padding row broadcast over
+heads and rows has zero strides) is packed per block of rows and added to the scaled scores,
+as the composite adds it; rows it masks completely give zeros.
+
 The backward recomputes the scores and softmax from q and k (it takes no saved
 statistics), forms ``ds = p * (dp - sum(p * dp))`` (softmax's derivative, as the
 composite's), and returns ``[dq; dk; dv]`` stacked along the row axis (one output).
@@ -73,7 +77,15 @@ def _layout(n: Node, wide: bool) -> dict[str, Any]:
                    ("dk", sh.scale(Sp, Ep)), ("dv", sh.scale(Sp, Ep)),
                    ("p", sh.scale(Sp, R)), ("dp", sh.scale(Sp, R)),
                    ("qp", Ep * R), ("gp", Ep * R), ("tmp", Ep * R)]
+    if _mask_index(n) is not None:  # the block's rows of the additive mask, packed
+        regions.append(("mk", sh.scale(Sp, R)))
     return {"vw": vw, "E": E, "Ep": Ep, "Sp": Sp, "regions": regions, "itemsize": itemsize}
+
+
+def _mask_index(n: Node) -> int | None:
+    """Position of the optional additive mask among the node's operands, or None."""
+    base = 3 if n.op == "attention" else 4
+    return base if len(n.inputs) > base else None
 
 
 def _part_floats(lay: dict[str, Any]) -> Any:
@@ -186,6 +198,7 @@ class _Head:
         self.reg = region
         self.scale = scale
         self.causal = causal
+        self.mask: int | None = None  # operand index of the additive mask
         self.base: list[ir.Value] = []
 
     # element pointers of operand ``o`` (0 q, 1 k, 2 v, 3 grad) at (row, e)
@@ -239,8 +252,23 @@ class _Head:
                 b.store(b.select(inside, x, fconst(self.ft, 0.0)),
                         _gep(b, dst, _add(b, _mul(b, r, self.Ep), e)))
 
+    def pack_mask(self, i0: ir.Value, R: int, nk: ir.Value, dst: ir.Value) -> None:
+        """dst[r * Sp + j] = mask[i0 + r, j] for the block's keys (whole vectors; zeros past
+        S, where the key bound masks the lanes anyway). The mask is any strided view (a
+        broadcast key-padding row has a zero row stride)."""
+        b, o = self.b, self.mask
+        nv = _mul(b, b.udiv(_add(b, nk, self.vw - 1), i64(self.vw)), self.vw)
+        with for_range(b, i64(0), i64(R), name="mr") as r:
+            row = _add(b, i0, r)
+            with for_range(b, i64(0), nv, name="mj") as j:
+                inside = b.icmp_signed("<", j, self.S)
+                x = b.load(self.at(o, row, b.select(inside, j, i64(0))))
+                b.store(b.select(inside, x, fconst(self.ft, 0.0)),
+                        _gep(b, dst, _add(b, _mul(b, r, self.Sp), j)))
+
     def scores(self, rows: ir.Value, packed_t: ir.Value, i0: ir.Value, R: int, nk: ir.Value,
-               dst: ir.Value, scale: float | None, track_max: bool) -> list[ir.Value]:
+               dst: ir.Value, scale: float | None, track_max: bool,
+               mask: ir.Value | None = None) -> list[ir.Value]:
         """dst[r * Sp + j] = scale * dot(rows[r], packed_t[:, j]) for the block's ``nk``
         keys (whole vectors), lanes past row r's key bound set to -inf when ``track_max``
         (scores) or left as computed (dp); returns the rows' maxima.
@@ -271,6 +299,8 @@ class _Head:
                 s = b.load(acc_slots[r])
                 if scale is not None:
                     s = b.fmul(s, v.const(scale))
+                if mask is not None:  # scores * scale + mask, the composite's order
+                    s = b.fadd(s, v.load(mask, _add(b, _mul(b, i64(r), self.Sp), j0)))
                 if track_max:
                     live = b.icmp_signed("<", lanes, bounds[r])
                     s = b.select(live, s, v.const(float("-inf")))
@@ -404,6 +434,7 @@ def _setup(k: Any, name: str) -> tuple[_Head, ir.Value, list[Any], list[ir.Value
     sizes = {"L": task[L], "S": task[S], "Sp": task[Sp]}
     h = _Head(task, lay, [o.in_task(task) for o in ops], sizes, region,
               float(n.attrs["scale"]), bool(n.attrs["causal"]), _ft(n))
+    h.mask = _mask_index(n)
     lo, hi = task.split(task[nb])
     macs = b.mul(b.mul(nb, L), b.mul(S, i64(lay["E"])))
     par = b.and_(b.icmp_signed(">=", macs, i64(PAR_MIN_MACS)), b.icmp_signed(">=", nb, i64(2)))
@@ -437,7 +468,11 @@ def emit_forward(k: Any) -> None:
         def block(i0: ir.Value, R: int) -> None:
             nk = _block_keys(h, i0, R)
             h.pack_block(0, i0, R, reg["qp"])
-            maxes = h.scores(reg["qp"], reg["kt"], i0, R, nk, reg["rows"], h.scale, True)
+            mk = None
+            if h.mask is not None:
+                mk = reg["mk"]
+                h.pack_mask(i0, R, nk, mk)
+            maxes = h.scores(reg["qp"], reg["kt"], i0, R, nk, reg["rows"], h.scale, True, mk)
             inv = h.softmax_rows(reg["rows"], R, nk, maxes, False)
 
             def sink(r: int, c: int, vec: ir.Value) -> None:
@@ -472,7 +507,11 @@ def emit_backward(k: Any) -> None:
             # updates read them
             h.pack_block(0, i0, R, reg["qp"])
             h.pack_block(3, i0, R, reg["gp"])
-            maxes = h.scores(reg["qp"], reg["kt"], i0, R, nk, reg["p"], scale, True)
+            mk = None
+            if h.mask is not None:
+                mk = reg["mk"]
+                h.pack_mask(i0, R, nk, mk)
+            maxes = h.scores(reg["qp"], reg["kt"], i0, R, nk, reg["p"], scale, True, mk)
             h.softmax_rows(reg["p"], R, nk, maxes, True)
             h.scores(reg["gp"], reg["vt"], i0, R, nk, reg["dp"], None, False)
             # ds = p * (dp - sum_j p dp), in place of dp (masked lanes: p = 0, so ds = 0)

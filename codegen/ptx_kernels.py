@@ -684,7 +684,10 @@ class _AttentionRows:
         n = k.node
         self.k, self.b, self.bidx = k, k.b, bidx
         self.q, self.kk, self.v = n.inputs[:3]
-        self.g = n.inputs[3] if len(n.inputs) > 3 else None
+        grad = n.op == "attention_grad"
+        self.g = n.inputs[3] if grad else None
+        # the optional additive mask [*b, L, S], the last operand
+        self.mask = n.inputs[4 if grad else 3] if len(n.inputs) > (4 if grad else 3) else None
         self.t = reg_type(n.dtype)
         self.E = self.q.shape[-1]
         self.Lv, self.Sv = k.sym(self.q.shape[-2]), k.sym(self.kk.shape[-2])
@@ -711,7 +714,10 @@ class _AttentionRows:
         return b.load(acc)
 
     def score(self, i: ir.Value, j: ir.Value) -> ir.Value:
-        return self.b.fmul(self.dot(self.q, i, self.kk, j), self.scale)
+        s = self.b.fmul(self.dot(self.q, i, self.kk, j), self.scale)
+        if self.mask is not None:  # scores * scale + mask, the composite's order
+            s = self.b.fadd(s, self.k.value(self.mask, self.bidx + [i, j]))
+        return s
 
     def keys_end(self, i: ir.Value) -> ir.Value:
         """One past the last key of query row i: S, or min(i + 1, S) when causal."""

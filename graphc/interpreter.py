@@ -321,10 +321,14 @@ def _conv2d_weight_grad(node, x, gy):
     return out.reshape(o, cg, kh, kw).astype(_np(node))
 
 
-def _attention_weights(node: Node, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """softmax(q k^T * scale + causal mask) in q's dtype, as the composite attention computes
-    it (``graphc.nn._fattn``): rows whose every key is masked give zeros."""
+def _attention_weights(node: Node, q: np.ndarray, k: np.ndarray,
+                       mask: np.ndarray | None = None) -> np.ndarray:
+    """softmax(q k^T * scale + mask) in q's dtype (the mask additive, or causal), as the
+    composite attention computes it (``graphc.nn._fattn``): rows whose every key is masked
+    give zeros."""
     s = np.matmul(q, np.swapaxes(k, -1, -2)) * q.dtype.type(node.attrs["scale"])
+    if mask is not None:
+        s = s + mask
     if node.attrs["causal"]:
         L, S = s.shape[-2:]
         s = np.where(np.tril(np.ones((L, S), bool)), s, q.dtype.type(-np.inf))
@@ -336,14 +340,14 @@ def _attention_weights(node: Node, q: np.ndarray, k: np.ndarray) -> np.ndarray:
 
 
 @_impl("attention")
-def _attention(node, q, k, v):
-    return np.matmul(_attention_weights(node, q, k), v).astype(_np(node), copy=False)
+def _attention(node, q, k, v, mask=None):
+    return np.matmul(_attention_weights(node, q, k, mask), v).astype(_np(node), copy=False)
 
 
 @_impl("attention_grad")
-def _attention_grad(node, q, k, v, g):
+def _attention_grad(node, q, k, v, g, mask=None):
     """[dq; dk; dv]: softmax's derivative p * (dp - sum(p * dp)) with dp = g v^T."""
-    p = _attention_weights(node, q, k)
+    p = _attention_weights(node, q, k, mask)
     scale = q.dtype.type(node.attrs["scale"])
     dv = np.matmul(np.swapaxes(p, -1, -2), g)
     dp = np.matmul(g, np.swapaxes(v, -1, -2))

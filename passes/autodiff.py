@@ -232,38 +232,62 @@ def _conv2d(b, n, g):
 
 @_rule("attention")
 def _attention(b, n, g):
-    # one kernel recomputes the scores and returns [dq; dk; dv] along the row axis
-    q, k, v = n.inputs
+    # one kernel recomputes the scores and returns [dq; dk; dv] along the row axis; an
+    # additive mask's gradient is the scores' (dS), which that kernel does not form: built
+    # from primitives when the mask needs one (the front end sends such masks to the
+    # composite, so this serves graphs built on the op directly)
+    q, k, v = n.inputs[:3]
+    mask = n.inputs[3:]
     L, S = q.shape[-2], k.shape[-2]
-    both = b.op("attention_grad", (q, k, v, g), **n.attrs)
+    both = b.op("attention_grad", (q, k, v, g, *mask), **n.attrs)
     rank = len(both.shape)
     out = []
     for lo, hi in ((0, L), (L, sh.plus(L, S)), (sh.plus(L, S), both.shape[-2])):
         starts = (0,) * (rank - 2) + (lo, 0)
         stops = tuple(both.shape[:-2]) + (hi, both.shape[-1])
         out.append(b.op("slice", (both,), starts=starts, stops=stops, steps=(1,) * rank))
+    if mask:
+        out.append(_attention_parts(b, q, k, v, g, float(n.attrs["scale"]),
+                                    bool(n.attrs["causal"]), mask[0])[1] if mask[0].rg else None)
     return out
 
 
-def attention_grad_composite(b: Builder, q: Node, k: Node, v: Node, go: Node, scale: float,
-                             causal: bool) -> Node:
-    """``attention_grad`` written in primitives (matmul, softmax, matmul, stacked by padding):
-    the rule below differentiates this to differentiate the fused backward again."""
+def _attention_parts(b: Builder, q: Node, k: Node, v: Node, go: Node, scale: float,
+                     causal: bool, mask: Node | None) -> tuple[Node, Node, tuple]:
+    """The weights ``p`` and the scores' gradient ``ds`` of attention in primitives, and the
+    transposing permutation: what the rules below build on."""
     rank = len(q.shape)
     L, S = q.shape[-2], k.shape[-2]
     t = tuple(range(rank - 2)) + (rank - 1, rank - 2)
     s = b.mul(b.op("matmul", (q, b.permute(k, t))), b.const(scale, (), q.dtype))
+    if mask is not None:
+        s = b.add(s, mask)
     if causal:
         i = b.op("iota", (), shape=(L, S), dtype=dt.int64, axis=0)
         j = b.op("iota", (), shape=(L, S), dtype=dt.int64, axis=1)
         keep = b.broadcast_to(b.op("le", (j, i)), s.shape)
         s = b.where(keep, s, b.const(float("-inf"), s.shape, s.dtype))
+    # softmax with rows whose every key is masked giving zeros (the composite's and the
+    # kernels' rule)
     m = b.op("detach", (b.op("max", (s,), axes=(rank - 1,)),))
-    e = b.op("exp", (b.sub(s, m),))
-    p = b.div(e, b.op("sum", (e,), axes=(rank - 1,)))
-    dv = b.op("matmul", (b.permute(p, t), go))
+    dead = b.op("eq", (m, b.const(float("-inf"), m.shape, m.dtype)))
+    zero, one = b.const(0.0, m.shape, m.dtype), b.const(1.0, m.shape, m.dtype)
+    e = b.op("exp", (b.sub(s, b.where(dead, zero, m)),))
+    den = b.where(dead, one, b.op("sum", (e,), axes=(rank - 1,)))
+    p = b.where(b.broadcast_to(dead, s.shape), b.const(0.0, s.shape, s.dtype), b.div(e, den))
     dp = b.op("matmul", (go, b.permute(v, t)))
     ds = b.mul(p, b.sub(dp, b.op("sum", (b.mul(p, dp),), axes=(rank - 1,))))
+    return p, ds, t
+
+
+def attention_grad_composite(b: Builder, q: Node, k: Node, v: Node, go: Node, scale: float,
+                             causal: bool, mask: Node | None = None) -> Node:
+    """``attention_grad`` written in primitives (matmul, softmax, matmul, stacked by padding):
+    the rule below differentiates this to differentiate the fused backward again."""
+    rank = len(q.shape)
+    L, S = q.shape[-2], k.shape[-2]
+    p, ds, t = _attention_parts(b, q, k, v, go, scale, causal, mask)
+    dv = b.op("matmul", (b.permute(p, t), go))
     sc = b.const(scale, (), q.dtype)
     dq = b.mul(b.op("matmul", (ds, k)), sc)
     dk = b.mul(b.op("matmul", (b.permute(ds, t), q)), sc)
@@ -283,8 +307,8 @@ def _attention_grad(b, n, g):
     prev = is_grad_enabled()
     set_grad_enabled(True)
     try:
-        c = attention_grad_composite(b, *n.inputs, float(n.attrs["scale"]),
-                                     bool(n.attrs["causal"]))
+        c = attention_grad_composite(b, *n.inputs[:4], float(n.attrs["scale"]),
+                                     bool(n.attrs["causal"]), *n.inputs[4:])
     finally:
         set_grad_enabled(prev)
     return vjp(b, [c], [g], list(n.inputs))

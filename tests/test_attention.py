@@ -131,16 +131,16 @@ def test_only_flash_allowed_raises_where_it_does_not_apply() -> None:
     q = gc.tensor(np.zeros((1, 4, 8), np.float32))
     mask = gc.tensor(np.ones((4, 4), bool))
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        F.scaled_dot_product_attention(q, q, q)  # applies: fine
-        with pytest.raises(RuntimeError, match="attn_mask"):
-            F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mask)  # applies: fine
+        with pytest.raises(RuntimeError, match="dropout"):
+            F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
     with pytest.raises(TypeError, match="SDPBackend"):
         with sdpa_kernel(["math"]):
             pass
 
 
-def test_masks_dropout_and_broadcast_batches_use_the_composite() -> None:
-    """Cases the fused kernel does not take still match PyTorch (composite path)."""
+def test_dropout_and_broadcast_batches_use_the_composite() -> None:
+    """Cases the fused kernel does not take (here a broadcast batch) match PyTorch."""
     rng = np.random.default_rng(4)
     q = rng.standard_normal((2, 2, 5, 8)).astype(np.float32)
     k = rng.standard_normal((1, 2, 6, 8)).astype(np.float32)  # broadcast batch
@@ -210,3 +210,88 @@ def test_ir_op_checks_its_operands() -> None:
     g = b.input("g", "arg", (2, 4, 8), dt.float32)
     with pytest.raises(ops.OpError, match="must match q"):
         b.op("attention_grad", (q, q, q, g), scale=0.5, causal=False)
+
+
+def _torch_masked(q, k, v, g, mask):  # noqa: ANN001, ANN202
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    o = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv,
+                                                         attn_mask=torch.tensor(mask))
+    (o * torch.tensor(g)).sum().backward()
+    return [o.detach().numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()]
+
+
+MASKS = [
+    # (q shape, k shape, mask shape, kind)
+    ((2, 2, 9, 16), (2, 2, 11, 16), (9, 11), "bool"),          # one mask for every head
+    ((2, 2, 9, 16), (2, 2, 11, 16), (2, 1, 1, 11), "bool"),    # key padding, per batch
+    ((1, 3, 17, 8), (1, 3, 17, 8), (1, 3, 17, 17), "float"),   # additive, per head
+    ((2, 20, 24), (2, 20, 24), (20, 20), "float"),
+]
+
+
+@pytest.mark.parametrize("shape_q,shape_k,shape_m,kind", MASKS)
+def test_masks_take_the_fused_kernel_and_match_torch(shape_q: tuple, shape_k: tuple,
+                                                     shape_m: tuple, kind: str) -> None:
+    data = _data(shape_q, shape_k, seed=11)
+    rng = np.random.default_rng(12)
+    if kind == "bool":
+        mask = rng.random(shape_m) < 0.7
+        mask[..., 0] = True  # every row keeps a key (PyTorch's all-masked rows are NaN)
+    else:
+        mask = (rng.standard_normal(shape_m) * 2).astype(np.float32)
+        mask[rng.random(shape_m) < 0.2] = -np.inf
+        mask[..., 0] = 0.0
+    want = _torch_masked(*data, mask)
+    params = [gc.nn.Parameter(gc.tensor(a)) for a in data[:3]]
+    gm = gc.tensor(mask)
+
+    def step(go: gc.Tensor) -> gc.Tensor:
+        for p in params:
+            p.grad = None
+        o = F.scaled_dot_product_attention(*params, attn_mask=gm)
+        (o * go).sum().backward()
+        return o
+
+    for compiled in (True, False):
+        fn = gc.compile(step, dynamic=False) if compiled else step
+        out = fn(data[3] if compiled else gc.tensor(data[3]))
+        got = [np.asarray(out.numpy() if hasattr(out, "numpy") else out)]
+        _close(got + [p.grad.numpy() for p in params], want, 2e-5)
+        if compiled:
+            assert "= attention " in fn.ir("fused")
+
+
+def test_fully_masked_rows_give_zeros_like_the_composite() -> None:
+    """A row whose every key is masked: zeros, and zero gradients through it (the composite's
+    safe softmax; PyTorch's math kernel gives NaN there, its flash kernel zeros)."""
+    q, k, v, g = _data((1, 1, 4, 8), (1, 1, 5, 8), seed=13)
+    mask = np.ones((4, 5), bool)
+    mask[2] = False
+    params = [gc.nn.Parameter(gc.tensor(a)) for a in (q, k, v)]
+
+    def step(go: gc.Tensor) -> gc.Tensor:
+        for p in params:
+            p.grad = None
+        o = F.scaled_dot_product_attention(*params, attn_mask=gc.tensor(mask))
+        (o * go).sum().backward()
+        return o
+
+    fused = gc.compile(step, dynamic=False)
+    got = [np.asarray(fused(g))] + [p.grad.numpy() for p in params]
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = [step(gc.tensor(g)).numpy()] + [p.grad.numpy() for p in params]
+    assert np.all(got[0][0, 0, 2] == 0) and np.all(np.isfinite(got[1]))
+    _close(got, ref, 2e-5)
+
+
+def test_mask_requiring_grad_takes_the_composite() -> None:
+    """A learned additive bias (relative positions) needs dS: the math implementation."""
+    rng = np.random.default_rng(14)
+    q = gc.tensor(rng.standard_normal((1, 2, 5, 8)).astype(np.float32))
+    bias = gc.tensor(rng.standard_normal((5, 5)).astype(np.float32), requires_grad=True)
+    o = F.scaled_dot_product_attention(q, q, q, attn_mask=bias)
+    o.sum().backward()
+    tq = torch.tensor(q.numpy())
+    tb = torch.tensor(bias.numpy(), requires_grad=True)
+    torch.nn.functional.scaled_dot_product_attention(tq, tq, tq, attn_mask=tb).sum().backward()
+    np.testing.assert_allclose(bias.grad.numpy(), tb.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -226,3 +226,35 @@ def test_attention_kernels_large_scores_and_dead_rows_on_host() -> None:
     assert np.all(outs[att.id][0, 2] == 0)
     np.testing.assert_allclose(outs[att.id], ref, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(outs[grad.id], ref_grad, rtol=1e-4, atol=1e-5)  # NaNs equal
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_attention_kernels_with_a_broadcast_mask_on_host(causal: bool) -> None:
+    """The optional additive mask (a key-padding row broadcast over heads and query rows,
+    read through a zero-stride view), including a row it masks completely."""
+    rng = np.random.default_rng(6)
+    b = Builder()
+    q = b.input("q", "arg", (2, 3, 5, 4), dt.float32)
+    k = b.input("k", "arg", (2, 3, 6, 4), dt.float32)
+    v = b.input("v", "arg", (2, 3, 6, 4), dt.float32)
+    g = b.input("g", "arg", (2, 3, 5, 4), dt.float32)
+    m = b.input("m", "arg", (2, 1, 1, 6), dt.float32)
+    me = b.broadcast_to(m, (2, 3, 5, 6))
+    att = b.op("attention", (q, k, v, me), scale=0.6, causal=causal)
+    grad = b.op("attention_grad", (q, k, v, g, me), scale=0.6, causal=causal)
+    graph = Graph("attn", [q, k, v, g, m], [att, grad])
+    feeds = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in
+             (("q", (2, 3, 5, 4)), ("k", (2, 3, 6, 4)), ("v", (2, 3, 6, 4)),
+              ("g", (2, 3, 5, 4)))}
+    mask = np.zeros((2, 1, 1, 6), np.float32)
+    mask[0, ..., 3:] = -np.inf
+    mask[1, ..., 0] = -np.inf  # causal: batch 1's first row sees no key
+    feeds["m"] = mask
+    outs = _run_on_host(graph, feeds, {})
+    full = np.broadcast_to(mask, (2, 3, 5, 6))
+    with np.errstate(all="ignore"):
+        ref = interpreter._attention(att, feeds["q"], feeds["k"], feeds["v"], full)
+        ref_grad = interpreter._attention_grad(grad, feeds["q"], feeds["k"], feeds["v"],
+                                               feeds["g"], full)
+    np.testing.assert_allclose(outs[att.id], ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[grad.id], ref_grad, rtol=1e-4, atol=1e-5)

@@ -138,14 +138,16 @@ CASES: dict[str, Case] = {
         [Spec(("B", 4, 6, 7)), Spec(("B", 6, 3, 9))]),
     "pool_argmax": Case(lambda x: P("pool_argmax", x, **POOL), [Spec(("B", 3, 6, 7))]),
     # fused attention: L != S, a head size off the vector width, causal and not
-    "attention": Case(lambda q, k, v: P("attention", q, k, v, scale=0.4, causal=True)
+    "attention": Case(lambda q, k, v, m: P("attention", q, k, v, m, scale=0.4, causal=True)
                       + P("attention", q, k, v, scale=0.7, causal=False),
-                      [Spec(("B", 2, 5, 3)), Spec(("B", 2, 6, 3)), Spec(("B", 2, 6, 3))]),
-    "attention_grad": Case(lambda q, k, v, g: P("attention_grad", q, k, v, g, scale=0.4,
+                      [Spec(("B", 2, 5, 3)), Spec(("B", 2, 6, 3)), Spec(("B", 2, 6, 3)),
+                       Spec(("B", 2, 5, 6))]),
+    "attention_grad": Case(lambda q, k, v, g, m: P("attention_grad", q, k, v, g, scale=0.4,
                                                 causal=True)
-                           + P("attention_grad", q, k, v, g, scale=0.6, causal=False),
+                           + P("attention_grad", q, k, v, g, m, scale=0.6,
+                               causal=False),
                            [Spec(("B", 2, 5, 3)), Spec(("B", 2, 6, 3)), Spec(("B", 2, 6, 3)),
-                            Spec(("B", 2, 5, 3))]),
+                            Spec(("B", 2, 5, 3)), Spec(("B", 2, 5, 6))]),
     "cumsum": Case(lambda x: P("cumsum", x, axis=1) + P("cumsum", x, axis=0, reverse=True),
                    [Spec(("B", 5, 3))]),
     "cumprod": Case(lambda x: P("cumprod", x * _zero_some(x), axis=2),

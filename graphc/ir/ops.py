@@ -61,8 +61,9 @@ _INFOS = [
     # scaled dot-product attention in one kernel (FlashAttention's row-wise form): (q, k, v)
     # -> softmax(q k^T * scale [+ causal mask]) v; its gradient op recomputes the scores and
     # (q, k, v, grad) returns dq, dk, dv stacked along the row axis ([..., L + 2S, E])
-    OpInfo("attention", "nn", 3),
-    OpInfo("attention_grad", "nn", 4),
+    # (an optional last operand: an additive float mask of shape [..., L, S])
+    OpInfo("attention", "nn", -1),
+    OpInfo("attention_grad", "nn", -1),
     # loops (graphc/ir/loops.py): a scan over a leading axis with carried state, its body a
     # nested graph; its results (a tuple) are read through scan_out
     OpInfo("scan", "loop", -1),
@@ -364,19 +365,37 @@ def _attention_check(op: str, q: Any, k: Any, v: Any) -> None:
                       "unroll over it)")
 
 
+def _attention_mask(op: str, q: Any, k: Any, mask: Any) -> None:
+    """The optional additive mask: q's dtype, shape [*b, L, S] (the front end expands)."""
+    want = tuple(q.shape[:-1]) + (k.shape[-2],)
+    if mask.dtype != q.dtype or not sh.same_shape(mask.shape, want):
+        raise OpError(f"{op}: mask {_fmt(mask)} must be an additive mask of q's dtype and "
+                      f"shape {sh.fmt_shape(want)}")
+
+
 @_rule("attention")
 def _attention(op, xs, a):
-    """(q, k, v) -> softmax(q k^T * scale, causal: keys j <= i only) v, [*b, L, E]."""
-    q, k, v = xs
+    """(q, k, v[, mask]) -> softmax(q k^T * scale + mask, causal: keys j <= i only) v,
+    [*b, L, E]."""
+    if len(xs) not in (3, 4):
+        raise OpError(f"{op}: expected q, k, v and an optional mask, got {len(xs)} operands")
+    q, k, v = xs[:3]
     _attention_check(op, q, k, v)
+    if len(xs) == 4:
+        _attention_mask(op, q, k, xs[3])
     return tuple(q.shape), q.dtype
 
 
 @_rule("attention_grad")
 def _attention_grad(op, xs, a):
-    """(q, k, v, grad_out) -> [dq; dk; dv] stacked on the row axis, [*b, L + 2S, E]."""
-    q, k, v, go = xs
+    """(q, k, v, grad_out[, mask]) -> [dq; dk; dv] stacked on the row axis, [*b, L + 2S, E]."""
+    if len(xs) not in (4, 5):
+        raise OpError(f"{op}: expected q, k, v, grad and an optional mask, got {len(xs)} "
+                      "operands")
+    q, k, v, go = xs[:4]
     _attention_check(op, q, k, v)
+    if len(xs) == 5:
+        _attention_mask(op, q, k, xs[4])
     if not (sh.same_shape(go.shape, q.shape) and go.dtype == q.dtype):
         raise OpError(f"{op}: grad {_fmt(go)} must match q {_fmt(q)}")
     rows = sh.plus(q.shape[-2], sh.scale(k.shape[-2], 2))

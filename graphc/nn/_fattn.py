@@ -1,8 +1,10 @@
 """Attention in tensor operations: ``scaled_dot_product_attention`` and the multi-head
 attention forward of ``nn.MultiheadAttention``.
 
-Both are compositions of matmul, softmax-style reductions and elementwise ops, so their
-derivatives and both backends come from those primitives. Masks follow PyTorch: for
+``scaled_dot_product_attention`` is the fused ``attention`` op wherever that applies (see
+``_fused_applies``; ``graphc.nn.attention.sdpa_kernel`` chooses), and otherwise, like the
+multi-head forward around it, a composition of matmul, softmax-style reductions and
+elementwise ops whose derivatives and backends come from those primitives. Masks follow PyTorch: for
 ``scaled_dot_product_attention`` a boolean ``attn_mask`` marks the positions that *take part*
 in attention; for multi-head attention a boolean ``attn_mask`` or ``key_padding_mask`` marks
 the positions that are *excluded*. Float masks are added to the scores.
@@ -105,8 +107,13 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     fused = _fused_applies(q, k, v, attn_mask, dropout_p)
     allowed = _backends()
     if fused is None and SDPBackend.FLASH_ATTENTION in allowed:
-        return Tensor._wrap(builder().op("attention", (q.node, k.node, v.node),
-                                         scale=float(scale), causal=bool(is_causal)))
+        operands = [q.node, k.node, v.node]
+        if attn_mask is not None:  # additive, q's dtype, broadcast to [*b, L, S] (a view)
+            m = _additive(T.as_tensor(attn_mask), q, keep_when=True)
+            shape = tuple(q.shape[:-1]) + (k.shape[-2],)
+            operands.append(builder().broadcast_to(m.node, shape))
+        return Tensor._wrap(builder().op("attention", operands, scale=float(scale),
+                                         causal=bool(is_causal)))
     if SDPBackend.MATH not in allowed:
         why = fused or "the fused kernel is not allowed (sdpa_kernel)"
         raise RuntimeError(f"scaled_dot_product_attention: no available kernel: {why}, and "
@@ -130,7 +137,14 @@ def _fused_applies(q: Tensor, k: Tensor, v: Tensor, attn_mask: Any, dropout_p: f
         return ("the fused kernel takes float32 or float64 (bf16 is computed in float32), got "
                 f"{q.dtype.name}")
     if attn_mask is not None:
-        return "the fused kernel takes no attn_mask (is_causal=True is supported)"
+        m = T.as_tensor(attn_mask)
+        if m.dtype.is_float and m.requires_grad:
+            return "the fused kernel gives no gradient for a float attn_mask that requires grad"
+        if m.dtype != dt.bool_ and not m.dtype.is_float:
+            return f"attn_mask must be bool or floating point, got {m.dtype.name}"
+        if not sh.can_expand(m.shape, tuple(q.shape[:-1]) + (k.shape[-2],)):
+            return (f"attn_mask {tuple(m.shape)} does not broadcast to the scores "
+                    f"{tuple(q.shape[:-1]) + (k.shape[-2],)}")
     if dropout_p > 0.0:
         return "the fused kernel has no dropout"
     if q.ndim != k.ndim or q.ndim != v.ndim:
