@@ -19,7 +19,11 @@ Every product is a broadcast-FMA loop over vector registers, as in the GEMM micr
 
 An optional additive mask ``[.., L, S]`` (any strided view: a key-padding row broadcast over
 heads and rows has zero strides) is packed per block of rows and added to the scaled scores,
-as the composite adds it; rows it masks completely give zeros.
+as the composite adds it; rows it masks completely give zeros. Dropout (a seed operand and
+the ``dropout`` rate) multiplies each weight by ``dropout()``'s keep factor, the ``rand``
+op's value at the weight's index in ``[.., L, S]`` below ``1 - p``
+(``codegen.elementwise.counter_uniform``), and by ``1 / (1 - p)``, in the order
+``dropout()`` does; the backward redraws the same factors.
 
 The backward recomputes the scores and softmax from q and k (it takes no saved
 statistics), forms ``ds = p * (dp - sum(p * dp))`` (softmax's derivative, as the
@@ -34,11 +38,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
 from graphc.ir import Node
+from graphc.ir import ops as gops
 from graphc.ir import shapes as sh
 
+from .elementwise import counter_uniform
 from .kernels import Kernel, register
 from .llvm_util import F32, F64, I64, declare, fconst, for_range, i64
 from .parallel import KernelTask
@@ -77,15 +84,21 @@ def _layout(n: Node, wide: bool) -> dict[str, Any]:
                    ("dk", sh.scale(Sp, Ep)), ("dv", sh.scale(Sp, Ep)),
                    ("p", sh.scale(Sp, R)), ("dp", sh.scale(Sp, R)),
                    ("qp", Ep * R), ("gp", Ep * R), ("tmp", Ep * R)]
-    if _mask_index(n) is not None:  # the block's rows of the additive mask, packed
+    mask_at, seed_at = _extras(n)
+    if mask_at is not None:  # the block's rows of the additive mask, packed
         regions.append(("mk", sh.scale(Sp, R)))
+    if seed_at is not None and n.op == "attention_grad":  # the dropped weights, for dV
+        regions.append(("pd", sh.scale(Sp, R)))
     return {"vw": vw, "E": E, "Ep": Ep, "Sp": Sp, "regions": regions, "itemsize": itemsize}
 
 
-def _mask_index(n: Node) -> int | None:
-    """Position of the optional additive mask among the node's operands, or None."""
-    base = 3 if n.op == "attention" else 4
-    return base if len(n.inputs) > base else None
+def _extras(n: Node) -> tuple[int | None, int | None]:
+    """Operand positions of the optional additive mask and dropout seed (None: absent)."""
+    mask, seed = gops.attention_extras(n.op, n.inputs, n.attrs)
+    at = 3 if n.op == "attention" else 4
+    mask_at = at if mask is not None else None
+    seed_at = (at + (mask is not None)) if seed is not None else None
+    return mask_at, seed_at
 
 
 def _part_floats(lay: dict[str, Any]) -> Any:
@@ -199,6 +212,9 @@ class _Head:
         self.scale = scale
         self.causal = causal
         self.mask: int | None = None  # operand index of the additive mask
+        self.seed: ir.Value | None = None  # dropout's seed (the rand op's), and its rate
+        self.dropout = 0.0
+        self.head: ir.Value = i64(0)  # the head (flat batch index) being computed
         self.base: list[ir.Value] = []
 
     # element pointers of operand ``o`` (0 q, 1 k, 2 v, 3 grad) at (row, e)
@@ -251,6 +267,32 @@ class _Head:
                 x = b.load(self.at(o, row, b.select(inside, e, i64(0))))
                 b.store(b.select(inside, x, fconst(self.ft, 0.0)),
                         _gep(b, dst, _add(b, _mul(b, r, self.Ep), e)))
+
+    def keep(self, lin: ir.Value) -> ir.Value:
+        """dropout()'s keep factor (1 or 0, the kernel's float type) for element ``lin`` of
+        the ``[*b, L, S]`` weights: ``rand < 1 - p`` with the ``rand`` op's value there
+        (``codegen.elementwise``'s counter hash of the index and the seed)."""
+        b = self.b
+        u = counter_uniform(b, lin, self.seed)
+        kept = b.fcmp_ordered("<", u, fconst(F32, float(np.float32(1.0 - self.dropout))))
+        return b.select(kept, fconst(self.ft, 1.0), fconst(self.ft, 0.0))
+
+    def drop_rows(self, i0: ir.Value, R: int, nk: ir.Value, src: ir.Value, dst: ir.Value,
+                  grad: bool) -> None:
+        """dst[r, j] = (src[r, j] * keep) * c, dropout()'s weights (c = 1 / (1 - p)), or with
+        ``grad`` (src[r, j] * c) * keep, the VJP of that product, for the block's keys."""
+        b = self.b
+        nv = _mul(b, b.udiv(_add(b, nk, self.vw - 1), i64(self.vw)), self.vw)
+        c = fconst(self.ft, float(np.asarray(1.0 / (1.0 - self.dropout),
+                                             np.float32 if self.ft == F32 else np.float64)))
+        with for_range(b, i64(0), i64(R), name="dr") as r:
+            row_lin = _mul(b, _add(b, _mul(b, self.head, self.L), _add(b, i0, r)), self.S)
+            row = _mul(b, r, self.Sp)
+            with for_range(b, i64(0), nv, name="dj") as j:
+                kf = self.keep(_add(b, row_lin, j))
+                x = b.load(_gep(b, src, _add(b, row, j)))
+                y = b.fmul(b.fmul(x, c), kf) if grad else b.fmul(b.fmul(x, kf), c)
+                b.store(y, _gep(b, dst, _add(b, row, j)))
 
     def pack_mask(self, i0: ir.Value, R: int, nk: ir.Value, dst: ir.Value) -> None:
         """dst[r * Sp + j] = mask[i0 + r, j] for the block's keys (whole vectors; zeros past
@@ -422,7 +464,9 @@ def _setup(k: Any, name: str) -> tuple[_Head, ir.Value, list[Any], list[ir.Value
     for _, size in lay["regions"]:
         offs.append(k.sym(acc) if not isinstance(acc, int) else i64(acc))
         acc = sh.plus(acc, size)
-    values = [base, part, L, S, Sp, nb, k.out, *dim_vals, *offs] + [
+    seed_at = _extras(n)[1]
+    seed = b.load(ops[seed_at].ptr) if seed_at is not None else i64(0)  # dropout's seed
+    values = [base, part, L, S, Sp, nb, k.out, seed, *dim_vals, *offs] + [
         x for o in ops for x in o.values()]
     task = KernelTask(k, name, values)
     tb = task.b
@@ -434,7 +478,10 @@ def _setup(k: Any, name: str) -> tuple[_Head, ir.Value, list[Any], list[ir.Value
     sizes = {"L": task[L], "S": task[S], "Sp": task[Sp]}
     h = _Head(task, lay, [o.in_task(task) for o in ops], sizes, region,
               float(n.attrs["scale"]), bool(n.attrs["causal"]), _ft(n))
-    h.mask = _mask_index(n)
+    h.mask, seed_at = _extras(n)
+    if seed_at is not None:
+        h.seed = task[seed]
+        h.dropout = float(n.attrs["dropout"])
     lo, hi = task.split(task[nb])
     macs = b.mul(b.mul(nb, L), b.mul(S, i64(lay["E"])))
     par = b.and_(b.icmp_signed(">=", macs, i64(PAR_MIN_MACS)), b.icmp_signed(">=", nb, i64(2)))
@@ -461,6 +508,7 @@ def emit_forward(k: Any) -> None:
     b, reg = h.b, h.reg
     with for_range(b, lo, hi, name="head") as bi:
         _head_offsets(h, dims, dim_vals, bi)
+        h.head = bi
         h.pack_t(1, reg["kt"])
         h.pack_rows(2, reg["vp"], h.S)
         head_out = _mul(b, bi, _mul(b, h.L, h.E))
@@ -474,6 +522,8 @@ def emit_forward(k: Any) -> None:
                 h.pack_mask(i0, R, nk, mk)
             maxes = h.scores(reg["qp"], reg["kt"], i0, R, nk, reg["rows"], h.scale, True, mk)
             inv = h.softmax_rows(reg["rows"], R, nk, maxes, False)
+            if h.seed is not None:  # dropout on the (unnormalised) weights, in place
+                h.drop_rows(i0, R, nk, reg["rows"], reg["rows"], False)
 
             def sink(r: int, c: int, vec: ir.Value) -> None:
                 row_off = _add(b, head_out, _mul(b, _add(b, i0, r), h.E))
@@ -492,6 +542,7 @@ def emit_backward(k: Any) -> None:
     scale = h.scale
     with for_range(b, lo, hi, name="head") as bi:
         _head_offsets(h, dims, dim_vals, bi)
+        h.head = bi
         h.pack_t(1, reg["kt"])
         h.pack_t(2, reg["vt"])
         h.pack_rows(1, reg["kp"], h.S)
@@ -514,6 +565,11 @@ def emit_backward(k: Any) -> None:
             maxes = h.scores(reg["qp"], reg["kt"], i0, R, nk, reg["p"], scale, True, mk)
             h.softmax_rows(reg["p"], R, nk, maxes, True)
             h.scores(reg["gp"], reg["vt"], i0, R, nk, reg["dp"], None, False)
+            pv = reg["p"]  # the weights dV sums (dropout's, when there is dropout)
+            if h.seed is not None:  # dp through the dropout; dV from the dropped weights
+                h.drop_rows(i0, R, nk, reg["dp"], reg["dp"], True)
+                h.drop_rows(i0, R, nk, reg["p"], reg["pd"], False)
+                pv = reg["pd"]
             # ds = p * (dp - sum_j p dp), in place of dp (masked lanes: p = 0, so ds = 0)
             nv = _mul(b, b.udiv(_add(b, nk, h.vw - 1), i64(h.vw)), h.vw)
             slot = h.task.alloca(h.ft)
@@ -545,7 +601,7 @@ def emit_backward(k: Any) -> None:
                     for r in range(R):
                         row = _add(b, _mul(b, i64(r), h.Sp), j)
                         dk = v.fma(v.splat(b.load(_gep(b, reg["dp"], row))), qv[r], dk)
-                        dv = v.fma(v.splat(b.load(_gep(b, reg["p"], row))), gv[r], dv)
+                        dv = v.fma(v.splat(b.load(_gep(b, pv, row))), gv[r], dv)
                     v.store(dk, reg["dk"], at)
                     v.store(dv, reg["dv"], at)
 

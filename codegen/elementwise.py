@@ -85,11 +85,11 @@ def _l_iota(k, n, idx):
     return i if t == I64 else k.b.trunc(i, t)
 
 
-@_erule("rand")
-def _l_rand(k, n, idx):
-    b = k.b
-    seed = k.value(n.inputs[0], [])
-    lin = k.linear(idx, contiguous_strides(n.shape))
+def counter_uniform(b: ir.IRBuilder, lin: ir.Value, seed: ir.Value) -> ir.Value:
+    """The ``rand`` op's float32 value at flat index ``lin`` (i64) under ``seed`` (i64): a
+    SplitMix64 hash of the pair, its top 24 bits scaled to [0, 1) (``interpreter.rand_values``
+    is the reference). Shared with the fused attention kernels, whose dropout draws the same
+    values ``dropout()`` would."""
     x = b.add(lin, b.mul(seed, i64(0x100000001B3)))
     x = b.add(x, i64(0x9E3779B97F4A7C15 - (1 << 64)))
     x = b.mul(b.xor(x, b.lshr(x, i64(30))), i64(0xBF58476D1CE4E5B9 - (1 << 64)))
@@ -97,6 +97,12 @@ def _l_rand(k, n, idx):
     x = b.xor(x, b.lshr(x, i64(31)))
     bits = b.lshr(x, i64(40))
     return b.fmul(b.uitofp(bits, F32), fconst(F32, 2.0 ** -24))
+
+
+@_erule("rand")
+def _l_rand(k, n, idx):
+    seed = k.value(n.inputs[0], [])
+    return counter_uniform(k.b, k.linear(idx, contiguous_strides(n.shape)), seed)
 
 
 @_erule(*[d.name for d in ELEMENTWISE])

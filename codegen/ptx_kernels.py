@@ -36,6 +36,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
 from graphc.ir import Node
@@ -44,7 +45,7 @@ from graphc.ir import ops as gops
 from graphc.ir import shapes as sh
 
 from .abi import ERR_INDEX
-from .elementwise import ELEMENT_RULES
+from .elementwise import ELEMENT_RULES, counter_uniform
 from .emitter import KernelEmitter
 from .llvm_util import (
     F32,
@@ -686,9 +687,16 @@ class _AttentionRows:
         self.q, self.kk, self.v = n.inputs[:3]
         grad = n.op == "attention_grad"
         self.g = n.inputs[3] if grad else None
-        # the optional additive mask [*b, L, S], the last operand
-        self.mask = n.inputs[4 if grad else 3] if len(n.inputs) > (4 if grad else 3) else None
+        # the optional additive mask [*b, L, S] and dropout seed, after the tensors
+        self.mask, seed = gops.attention_extras(n.op, n.inputs, n.attrs)
         self.t = reg_type(n.dtype)
+        self.seed = k.value(seed, []) if seed is not None else None
+        rate = float(n.attrs.get("dropout", 0.0))
+        self.thr = fconst(F32, float(np.float32(1.0 - rate)))
+        self.cdrop = fconst(self.t, float(np.asarray(1.0 / (1.0 - rate) if rate else 1.0,
+                                                     n.dtype.np)))
+        batch = tuple(self.q.shape[:-2])  # the flat head index, for dropout's element index
+        self.head = k.linear(bidx, contiguous_strides(batch)) if batch else i64(0)
         self.E = self.q.shape[-1]
         self.Lv, self.Sv = k.sym(self.q.shape[-2]), k.sym(self.kk.shape[-2])
         self.scale = fconst(self.t, float(n.attrs["scale"]))
@@ -755,7 +763,7 @@ class _AttentionRows:
             p = vm.exp(b.fsub(s, m_safe))
             b.store(self.madd(p, b.load(l_slot), corr), l_slot)
             if d_slot is not None:
-                dp = self.dot(self.g, i, self.v, j)
+                dp = self.dweight(i, j)
                 b.store(self.madd(b.fmul(p, dp), b.load(d_slot), corr), d_slot)
             b.store(m_new, m_slot)
         m = b.load(m_slot)
@@ -770,11 +778,36 @@ class _AttentionRows:
         b = self.b
         return b.fmul(self.vm.exp(b.fsub(self.score(i, j), st[0])), st[1])
 
+    def keep(self, i: ir.Value, j: ir.Value) -> ir.Value:
+        """dropout()'s keep factor (1 or 0) of weight (i, j): the ``rand`` op's value at its
+        index in the ``[*b, L, S]`` weights, below ``1 - p``."""
+        b = self.b
+        lin = b.add(b.mul(b.add(b.mul(self.head, self.Lv), i), self.Sv), j)
+        kept = b.fcmp_ordered("<", counter_uniform(b, lin, self.seed), self.thr)
+        return b.select(kept, fconst(self.t, 1.0), self.zero)
+
+    def dropped(self, i: ir.Value, j: ir.Value, st: tuple[ir.Value, ir.Value, Any]
+                ) -> ir.Value:
+        """The weight the output sums: ``(p_ij * keep) * c`` under dropout, else p_ij."""
+        p = self.prob(i, j, st)
+        if self.seed is None:
+            return p
+        return self.b.fmul(self.b.fmul(p, self.keep(i, j)), self.cdrop)
+
+    def dweight(self, i: ir.Value, j: ir.Value) -> ir.Value:
+        """The weight's gradient: dp_ij = dot(g_i, v_j), through dropout's product as its VJP
+        ``(dp * c) * keep``."""
+        dp = self.dot(self.g, i, self.v, j)
+        if self.seed is None:
+            return dp
+        return self.b.fmul(self.b.fmul(dp, self.cdrop), self.keep(i, j))
+
     def dscore(self, i: ir.Value, j: ir.Value, st: tuple[ir.Value, ir.Value, Any]
                ) -> ir.Value:
-        """ds_ij = p_ij (dp_ij - D_i), dp_ij = dot(g_i, v_j), from ``stats(i, True)``."""
+        """ds_ij = p_ij (dw_ij - D_i) with dw the weight's gradient, from
+        ``stats(i, True)``."""
         b = self.b
-        return b.fmul(self.prob(i, j, st), b.fsub(self.dot(self.g, i, self.v, j), st[2]))
+        return b.fmul(self.prob(i, j, st), b.fsub(self.dweight(i, j), st[2]))
 
     def accumulate(self, start: ir.Value, stop: ir.Value,
                    weight: Callable[[ir.Value], ir.Value],
@@ -838,7 +871,7 @@ def k_attention(k: PTXKernel) -> None:
     with _attention_rows(k) as (r, bidx, i):
         a = _AttentionRows(k, bidx)
         st = a.stats(i)
-        a.accumulate(i64(0), a.keys_end(i), lambda j: a.prob(i, j, st),
+        a.accumulate(i64(0), a.keys_end(i), lambda j: a.dropped(i, j, st),
                      lambda j, e: a.at(a.v, j, e), _row_store(k, r))
 
 
@@ -869,7 +902,7 @@ def k_attention_grad(k: PTXKernel) -> None:
                     with dv:
                         jv = b.sub(j, a.Sv)
                         a.accumulate(a.queries_start(jv), a.Lv,
-                                     lambda i: a.prob(i, jv, a.stats(i)),
+                                     lambda i: a.dropped(i, jv, a.stats(i)),
                                      lambda i, e: a.at(a.g, i, e), _row_store(k, r))
 
 

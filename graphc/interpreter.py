@@ -339,18 +339,50 @@ def _attention_weights(node: Node, q: np.ndarray, k: np.ndarray,
     return np.where(dead, 0, e / np.where(dead, 1, den)).astype(q.dtype, copy=False)
 
 
+def _attention_inputs(node: Node, xs: tuple) -> tuple:
+    """(q, k, v[, g], mask or None, keep factors or None) of an attention node's operands:
+    the keep factors are ``dropout()``'s, ``(rand < 1 - p)`` as 0/1 in q's dtype, with the
+    ``rand`` op's values over the ``[*b, L, S]`` weights."""
+    base = 3 if node.op == "attention" else 4
+    ops_ = tuple(x for x in node.inputs[base:])
+    rest = list(xs[base:])
+    mask = rest.pop(0) if ops_ and ops_[0].dtype.is_float else None
+    keep = None
+    p = float(node.attrs.get("dropout", 0.0))
+    if p > 0.0:
+        seed = rest.pop(0)
+        q, k = xs[0], xs[1]
+        shape = q.shape[:-1] + (k.shape[-2],)
+        u = rand_values(int(seed), int(np.prod(shape, dtype=np.int64))).reshape(shape)
+        keep = (u < np.float32(1.0 - p)).astype(q.dtype)
+    return (*xs[:base], mask, keep)
+
+
+def _dropped(node: Node, w: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
+    """``dropout()``'s ``(w * keep) * (1 / (1 - p))`` (``w`` itself without dropout)."""
+    if keep is None:
+        return w
+    return (w * keep) * w.dtype.type(1.0 / (1.0 - float(node.attrs["dropout"])))
+
+
 @_impl("attention")
-def _attention(node, q, k, v, mask=None):
-    return np.matmul(_attention_weights(node, q, k, mask), v).astype(_np(node), copy=False)
+def _attention(node, *xs):
+    q, k, v, mask, keep = _attention_inputs(node, xs)
+    w = _dropped(node, _attention_weights(node, q, k, mask), keep)
+    return np.matmul(w, v).astype(_np(node), copy=False)
 
 
 @_impl("attention_grad")
-def _attention_grad(node, q, k, v, g, mask=None):
-    """[dq; dk; dv]: softmax's derivative p * (dp - sum(p * dp)) with dp = g v^T."""
+def _attention_grad(node, *xs):
+    """[dq; dk; dv]: softmax's derivative p * (dp - sum(p * dp)), dp the gradient of the
+    weights (through the dropout's keep factors and scale when there is dropout)."""
+    q, k, v, g, mask, keep = _attention_inputs(node, xs)
     p = _attention_weights(node, q, k, mask)
     scale = q.dtype.type(node.attrs["scale"])
-    dv = np.matmul(np.swapaxes(p, -1, -2), g)
+    dv = np.matmul(np.swapaxes(_dropped(node, p, keep), -1, -2), g)
     dp = np.matmul(g, np.swapaxes(v, -1, -2))
+    if keep is not None:  # the VJP of (w * keep) * c: (dp * c) * keep
+        dp = (dp * q.dtype.type(1.0 / (1.0 - float(node.attrs["dropout"])))) * keep
     ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
     dq = np.matmul(ds, k) * scale
     dk = np.matmul(np.swapaxes(ds, -1, -2), q) * scale

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from graphc.ir import Builder, Node, toposort
+from graphc.ir import Builder, Node, ops, toposort
 from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 from graphc.ir.elementwise import ELEMENTWISE
@@ -237,25 +237,29 @@ def _attention(b, n, g):
     # from primitives when the mask needs one (the front end sends such masks to the
     # composite, so this serves graphs built on the op directly)
     q, k, v = n.inputs[:3]
-    mask = n.inputs[3:]
+    mask, seed = ops.attention_extras(n.op, n.inputs, n.attrs)
     L, S = q.shape[-2], k.shape[-2]
-    both = b.op("attention_grad", (q, k, v, g, *mask), **n.attrs)
+    both = b.op("attention_grad", (q, k, v, g, *n.inputs[3:]), **n.attrs)
     rank = len(both.shape)
-    out = []
+    out: list[Node | None] = []
     for lo, hi in ((0, L), (L, sh.plus(L, S)), (sh.plus(L, S), both.shape[-2])):
         starts = (0,) * (rank - 2) + (lo, 0)
         stops = tuple(both.shape[:-2]) + (hi, both.shape[-1])
         out.append(b.op("slice", (both,), starts=starts, stops=stops, steps=(1,) * rank))
-    if mask:
-        out.append(_attention_parts(b, q, k, v, g, float(n.attrs["scale"]),
-                                    bool(n.attrs["causal"]), mask[0])[1] if mask[0].rg else None)
+    if mask is not None:
+        out.append(_attention_parts(b, q, k, v, g, n.attrs, mask, seed)[1] if mask.rg
+                   else None)
+    if seed is not None:
+        out.append(None)
     return out
 
 
-def _attention_parts(b: Builder, q: Node, k: Node, v: Node, go: Node, scale: float,
-                     causal: bool, mask: Node | None) -> tuple[Node, Node, tuple]:
-    """The weights ``p`` and the scores' gradient ``ds`` of attention in primitives, and the
-    transposing permutation: what the rules below build on."""
+def _attention_parts(b: Builder, q: Node, k: Node, v: Node, go: Node, attrs: dict,
+                     mask: Node | None, seed: Node | None) -> tuple[Node, Node, tuple]:
+    """The (dropped) weights and the scores' gradient ``ds`` of attention in primitives, and
+    the transposing permutation: what the rules here build on. Dropout is ``dropout()``'s:
+    ``(w * keep) * (1 / (1 - p))`` with ``keep = rand < 1 - p`` over the weights."""
+    scale, causal = float(attrs["scale"]), bool(attrs["causal"])
     rank = len(q.shape)
     L, S = q.shape[-2], k.shape[-2]
     t = tuple(range(rank - 2)) + (rank - 1, rank - 2)
@@ -276,19 +280,27 @@ def _attention_parts(b: Builder, q: Node, k: Node, v: Node, go: Node, scale: flo
     den = b.where(dead, one, b.op("sum", (e,), axes=(rank - 1,)))
     p = b.where(b.broadcast_to(dead, s.shape), b.const(0.0, s.shape, s.dtype), b.div(e, den))
     dp = b.op("matmul", (go, b.permute(v, t)))
+    pd = p
+    if seed is not None:
+        rate = float(attrs["dropout"])
+        u = b.op("rand", (seed,), shape=tuple(s.shape))
+        kf = b.cast(b.op("lt", (u, b.const(1.0 - rate, u.shape, u.dtype))), s.dtype)
+        c = b.const(1.0 / (1.0 - rate), (), s.dtype)
+        pd = b.mul(b.mul(p, kf), c)
+        dp = b.mul(b.mul(dp, c), kf)
     ds = b.mul(p, b.sub(dp, b.op("sum", (b.mul(p, dp),), axes=(rank - 1,))))
-    return p, ds, t
+    return pd, ds, t
 
 
-def attention_grad_composite(b: Builder, q: Node, k: Node, v: Node, go: Node, scale: float,
-                             causal: bool, mask: Node | None = None) -> Node:
+def attention_grad_composite(b: Builder, q: Node, k: Node, v: Node, go: Node, attrs: dict,
+                             mask: Node | None = None, seed: Node | None = None) -> Node:
     """``attention_grad`` written in primitives (matmul, softmax, matmul, stacked by padding):
     the rule below differentiates this to differentiate the fused backward again."""
     rank = len(q.shape)
     L, S = q.shape[-2], k.shape[-2]
-    p, ds, t = _attention_parts(b, q, k, v, go, scale, causal, mask)
-    dv = b.op("matmul", (b.permute(p, t), go))
-    sc = b.const(scale, (), q.dtype)
+    pd, ds, t = _attention_parts(b, q, k, v, go, attrs, mask, seed)
+    dv = b.op("matmul", (b.permute(pd, t), go))
+    sc = b.const(float(attrs["scale"]), (), q.dtype)
     dq = b.mul(b.op("matmul", (ds, k)), sc)
     dk = b.mul(b.op("matmul", (b.permute(ds, t), q)), sc)
     lead = ((0, 0),) * (rank - 2)
@@ -304,11 +316,11 @@ def _attention_grad(b, n, g):
     # grad recording on, so the inner pass sees how it depends on its inputs)
     from graphc.autograd import is_grad_enabled, set_grad_enabled
 
+    mask, seed = ops.attention_extras(n.op, n.inputs, n.attrs)
     prev = is_grad_enabled()
     set_grad_enabled(True)
     try:
-        c = attention_grad_composite(b, *n.inputs[:4], float(n.attrs["scale"]),
-                                     bool(n.attrs["causal"]), *n.inputs[4:])
+        c = attention_grad_composite(b, *n.inputs[:4], n.attrs, mask, seed)
     finally:
         set_grad_enabled(prev)
     return vjp(b, [c], [g], list(n.inputs))

@@ -132,14 +132,15 @@ def test_only_flash_allowed_raises_where_it_does_not_apply() -> None:
     mask = gc.tensor(np.ones((4, 4), bool))
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         F.scaled_dot_product_attention(q, q, q, attn_mask=mask)  # applies: fine
-        with pytest.raises(RuntimeError, match="dropout"):
-            F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+        F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)  # applies too
+        with pytest.raises(RuntimeError, match="dropout_p=1"):
+            F.scaled_dot_product_attention(q, q, q, dropout_p=1.0)
     with pytest.raises(TypeError, match="SDPBackend"):
         with sdpa_kernel(["math"]):
             pass
 
 
-def test_dropout_and_broadcast_batches_use_the_composite() -> None:
+def test_broadcast_batches_use_the_composite() -> None:
     """Cases the fused kernel does not take (here a broadcast batch) match PyTorch."""
     rng = np.random.default_rng(4)
     q = rng.standard_normal((2, 2, 5, 8)).astype(np.float32)
@@ -295,3 +296,76 @@ def test_mask_requiring_grad_takes_the_composite() -> None:
     tb = torch.tensor(bias.numpy(), requires_grad=True)
     torch.nn.functional.scaled_dot_product_attention(tq, tq, tq, attn_mask=tb).sum().backward()
     np.testing.assert_allclose(bias.grad.numpy(), tb.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape_q,shape_k,causal,p,dtype", [
+    ((2, 3, 9, 16), (2, 3, 9, 16), True, 0.3, np.float32),
+    ((2, 20, 24), (2, 23, 24), False, 0.1, np.float32),
+    ((2, 2, 33, 32), (2, 2, 33, 32), True, 0.2, np.float32),
+    ((1, 2, 5, 8), (1, 2, 6, 8), False, 0.5, np.float64),
+])
+def test_dropout_inside_the_kernel_draws_dropouts_mask(shape_q: tuple, shape_k: tuple,
+                                                       causal: bool, p: float,
+                                                       dtype: type) -> None:
+    """Attention dropout in the fused kernels drops the weights ``dropout()`` drops: under
+    one seed the fused step (compiled and eager) equals the composite (matmul, softmax,
+    ``dropout``, matmul), values and gradients, to rounding."""
+    data = _data(shape_q, shape_k, dtype, seed=21)
+    params = [gc.nn.Parameter(gc.tensor(a)) for a in data[:3]]
+
+    def step(go: gc.Tensor) -> gc.Tensor:
+        for x in params:
+            x.grad = None
+        o = F.scaled_dot_product_attention(*params, is_causal=causal, dropout_p=p)
+        (o * go).sum().backward()
+        return o
+
+    def run(compiled: bool) -> list:
+        gc.manual_seed(5)
+        fn = gc.compile(step, dynamic=False) if compiled else step
+        out = fn(data[3] if compiled else gc.tensor(data[3]))
+        if compiled:
+            assert ("= attention " in fn.ir("fused")) == fused
+        return [np.asarray(out.numpy() if hasattr(out, "numpy") else out)] + [
+            x.grad.numpy() for x in params]
+
+    fused = False
+    with sdpa_kernel(SDPBackend.MATH):
+        want = run(False)
+    fused = True
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    plain = _torch(*data, causal)[0]  # without dropout: the outputs must differ
+    assert np.abs(want[0] - plain).max() > 1e-2
+    for compiled in (True, False):
+        _close(run(compiled), want, tol)
+
+
+def test_avx2_kernels_match_the_host_kernels() -> None:
+    """The 256-bit build of the kernels (8 lanes: x86-64-v3, as on AVX2 hosts) computes what
+    the host's build does: same step, same inputs, compiled for both targets."""
+    from graphc.runtime.cpu import CPUExecutable
+
+    data = _data((2, 2, 19, 12), (2, 2, 21, 12), seed=31)
+    rng = np.random.default_rng(32)
+    mask = rng.random((19, 21)) < 0.8
+    mask[:, 0] = True
+    params = [gc.nn.Parameter(gc.tensor(a)) for a in data[:3]]
+    gm = gc.tensor(mask)
+
+    def step(go: gc.Tensor) -> gc.Tensor:
+        for x in params:
+            x.grad = None
+        o = F.scaled_dot_product_attention(*params, attn_mask=gm, dropout_p=0.2)
+        (o * go).sum().backward()
+        return o
+
+    fn = gc.compile(step, dynamic=False)
+    gc.manual_seed(3)
+    host = [np.asarray(fn(data[3]))] + [x.grad.numpy().copy() for x in params]
+    v = fn.variants[-1]
+    avx2 = CPUExecutable(v.graph, v.sig, cpu="x86-64-v3")
+    gc.manual_seed(3)
+    out = avx2.call((data[3],))
+    got = [np.asarray(out.numpy() if hasattr(out, "numpy") else out)] + [
+        x.grad.numpy() for x in params]
+    _close(got, host, 2e-6)

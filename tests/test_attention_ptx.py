@@ -258,3 +258,39 @@ def test_attention_kernels_with_a_broadcast_mask_on_host(causal: bool) -> None:
                                                feeds["g"], full)
     np.testing.assert_allclose(outs[att.id], ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(outs[grad.id], ref_grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "masked"])
+def test_attention_kernels_with_dropout_on_host(masked: bool) -> None:
+    """Dropout inside the kernels: the keep factors are the ``rand`` op's values at each
+    weight's index under the seed operand, as the interpreter (and ``dropout()``) draws them."""
+    rng = np.random.default_rng(8)
+    b = Builder()
+    shapes = {"q": (2, 2, 5, 4), "k": (2, 2, 7, 4), "v": (2, 2, 7, 4), "g": (2, 2, 5, 4)}
+    ins = {name: b.input(name, "arg", shape, dt.float32) for name, shape in shapes.items()}
+    seed = b.input("seed", "arg", (), dt.int64)
+    extra = []
+    mask = None
+    if masked:
+        m = b.input("m", "arg", (2, 1, 1, 7), dt.float32)
+        extra.append(b.broadcast_to(m, (2, 2, 5, 7)))
+        mask = np.zeros((2, 1, 1, 7), np.float32)
+        mask[0, ..., 5:] = -np.inf
+    q, k, v, g = ins["q"], ins["k"], ins["v"], ins["g"]
+    att = b.op("attention", (q, k, v, *extra, seed), scale=0.5, causal=False, dropout=0.3)
+    grad = b.op("attention_grad", (q, k, v, g, *extra, seed), scale=0.5, causal=False,
+                dropout=0.3)
+    graph = Graph("attn", [q, k, v, g, seed] + ([m] if masked else []), [att, grad])
+    feeds = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in
+             shapes.items()}
+    feeds["seed"] = np.array(123456789, np.int64)
+    if masked:
+        feeds["m"] = mask
+    outs = _run_on_host(graph, feeds, {})
+    full = [np.broadcast_to(mask, (2, 2, 5, 7))] if masked else []
+    args = (feeds["q"], feeds["k"], feeds["v"])
+    ref = interpreter._attention(att, *args, *full, feeds["seed"])
+    ref_grad = interpreter._attention_grad(grad, *args, feeds["g"], *full, feeds["seed"])
+    assert np.count_nonzero(ref == 0) < ref.size  # not everything dropped
+    np.testing.assert_allclose(outs[att.id], ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[grad.id], ref_grad, rtol=1e-4, atol=1e-5)

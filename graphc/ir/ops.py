@@ -373,29 +373,52 @@ def _attention_mask(op: str, q: Any, k: Any, mask: Any) -> None:
                       f"shape {sh.fmt_shape(want)}")
 
 
+def attention_extras(op: str, xs: Sequence[Any], a: dict) -> tuple[Any, Any]:
+    """The optional operands of ``attention`` / ``attention_grad`` after q, k, v (and the
+    gradient): ``(mask, seed)``, each None when absent. The mask is an additive float
+    ``[*b, L, S]``; the seed (an int64 scalar, the ``rand`` op's) is there exactly when the
+    ``dropout`` attribute is positive: the weights are dropped as ``dropout()`` drops them,
+    ``(w * (rand < 1 - p)) * (1 / (1 - p))`` with ``rand`` over the ``[*b, L, S]`` weights."""
+    base = 3 if op == "attention" else 4
+    extra = list(xs[base:])
+    mask = extra.pop(0) if extra and extra[0].dtype.is_float else None
+    seed = extra.pop(0) if extra and extra[0].dtype is dt.int64 else None
+    p = float(a.get("dropout", 0.0))
+    if extra or (seed is None) != (p == 0.0) or not 0.0 <= p < 1.0:
+        what = "q, k, v" + (", grad" if base == 4 else "")
+        raise OpError(f"{op}: expected {what}, an optional float mask and, when dropout > 0 "
+                      f"(dropout in [0, 1)), an int64 seed; got {len(xs)} operands, "
+                      f"dropout={p}")
+    if seed is not None and seed.shape != ():
+        raise OpError(f"{op}: the dropout seed must be an int64 scalar, got {_fmt(seed)}")
+    return mask, seed
+
+
 @_rule("attention")
 def _attention(op, xs, a):
-    """(q, k, v[, mask]) -> softmax(q k^T * scale + mask, causal: keys j <= i only) v,
-    [*b, L, E]."""
-    if len(xs) not in (3, 4):
-        raise OpError(f"{op}: expected q, k, v and an optional mask, got {len(xs)} operands")
+    """(q, k, v[, mask][, seed]) -> dropout(softmax(q k^T * scale + mask, causal: keys
+    j <= i only)) v, [*b, L, E]."""
+    if len(xs) < 3:
+        raise OpError(f"{op}: expected q, k, v, got {len(xs)} operands")
     q, k, v = xs[:3]
     _attention_check(op, q, k, v)
-    if len(xs) == 4:
-        _attention_mask(op, q, k, xs[3])
+    mask, _ = attention_extras(op, xs, a)
+    if mask is not None:
+        _attention_mask(op, q, k, mask)
     return tuple(q.shape), q.dtype
 
 
 @_rule("attention_grad")
 def _attention_grad(op, xs, a):
-    """(q, k, v, grad_out[, mask]) -> [dq; dk; dv] stacked on the row axis, [*b, L + 2S, E]."""
-    if len(xs) not in (4, 5):
-        raise OpError(f"{op}: expected q, k, v, grad and an optional mask, got {len(xs)} "
-                      "operands")
+    """(q, k, v, grad_out[, mask][, seed]) -> [dq; dk; dv] stacked on the row axis,
+    [*b, L + 2S, E]."""
+    if len(xs) < 4:
+        raise OpError(f"{op}: expected q, k, v and grad, got {len(xs)} operands")
     q, k, v, go = xs[:4]
     _attention_check(op, q, k, v)
-    if len(xs) == 5:
-        _attention_mask(op, q, k, xs[4])
+    mask, _ = attention_extras(op, xs, a)
+    if mask is not None:
+        _attention_mask(op, q, k, mask)
     if not (sh.same_shape(go.shape, q.shape) and go.dtype == q.dtype):
         raise OpError(f"{op}: grad {_fmt(go)} must match q {_fmt(q)}")
     rows = sh.plus(q.shape[-2], sh.scale(k.shape[-2], 2))

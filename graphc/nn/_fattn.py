@@ -112,8 +112,12 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
             m = _additive(T.as_tensor(attn_mask), q, keep_when=True)
             shape = tuple(q.shape[:-1]) + (k.shape[-2],)
             operands.append(builder().broadcast_to(m.node, shape))
+        attrs = {}
+        if dropout_p > 0.0:  # dropout()'s mask from a fresh seed, drawn where it would draw
+            operands.append(T.seed_tensor().node)
+            attrs["dropout"] = float(dropout_p)
         return Tensor._wrap(builder().op("attention", operands, scale=float(scale),
-                                         causal=bool(is_causal)))
+                                         causal=bool(is_causal), **attrs))
     if SDPBackend.MATH not in allowed:
         why = fused or "the fused kernel is not allowed (sdpa_kernel)"
         raise RuntimeError(f"scaled_dot_product_attention: no available kernel: {why}, and "
@@ -145,8 +149,8 @@ def _fused_applies(q: Tensor, k: Tensor, v: Tensor, attn_mask: Any, dropout_p: f
         if not sh.can_expand(m.shape, tuple(q.shape[:-1]) + (k.shape[-2],)):
             return (f"attn_mask {tuple(m.shape)} does not broadcast to the scores "
                     f"{tuple(q.shape[:-1]) + (k.shape[-2],)}")
-    if dropout_p > 0.0:
-        return "the fused kernel has no dropout"
+    if dropout_p >= 1.0:
+        return "dropout_p=1 drops every weight (the composite computes the zeros)"
     if q.ndim != k.ndim or q.ndim != v.ndim:
         return "q, k and v differ in rank"
     same = all(sh.same(a, b) and sh.same(a, c)

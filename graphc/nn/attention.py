@@ -5,10 +5,10 @@ composite form (separate matmul, softmax and matmul ops), ``SDPBackend.FLASH_ATT
 the fused kernels (``attention`` / ``attention_grad``: the scores are never stored). By
 default both are allowed and the fused kernel runs wherever it applies (float32, float64 or
 bf16 inputs; no mask, ``is_causal`` or a boolean or additive ``attn_mask`` that needs no
-gradient; no dropout; equal batch dims and one static head size for q, k and v), as PyTorch
-picks its flash kernel on CPU. The fused backward has a derivative of its own in the IR
-(through its primitive form). A compiled step records the choice and is guarded on the
-setting.
+gradient; dropout below 1, drawn as ``dropout()`` draws it; equal batch dims and one static
+head size for q, k and v), as PyTorch picks its flash kernel on CPU. The fused backward has
+a derivative of its own in the IR (through its primitive form). A compiled step records the
+choice and is guarded on the setting.
 """
 
 from __future__ import annotations
