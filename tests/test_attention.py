@@ -192,6 +192,48 @@ def test_fuzz_compiled_matches_interpreter(heads: int, L: int, S: int, E: int,
     _close(_graphc(*data, causal, compiled=True), want, 3e-5)
 
 
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 2), st.integers(1, 19), st.integers(1, 19), st.integers(1, 24),
+       st.sampled_from(["none", "causal", "bool", "float", "padding"]),
+       st.sampled_from([0.0, 0.25]))
+def test_fuzz_masks_and_dropout_fused_vs_composite(batch: int, L: int, S: int, E: int,
+                                                  mask_kind: str, p: float) -> None:
+    """Random shapes, masks and dropout: the fused step (compiled) against the composite
+    (eager, the oracle's ops) under one seed."""
+    data = _data((batch, 2, L, E), (batch, 2, S, E), seed=L * 31 + S)
+    rng = np.random.default_rng(E)
+    causal = mask_kind == "causal"
+    mask = None
+    if mask_kind in ("bool", "padding"):
+        shape = (L, S) if mask_kind == "bool" else (batch, 1, 1, S)
+        mask = rng.random(shape) < 0.75
+        mask[..., 0] = True
+    elif mask_kind == "float":
+        mask = rng.standard_normal((2, L, S)).astype(np.float32)
+    params = [gc.nn.Parameter(gc.tensor(a)) for a in data[:3]]
+    gmask = None if mask is None else gc.tensor(mask)
+
+    def step(go: gc.Tensor) -> gc.Tensor:
+        for x in params:
+            x.grad = None
+        o = F.scaled_dot_product_attention(*params, attn_mask=gmask, is_causal=causal,
+                                           dropout_p=p)
+        (o * go).sum().backward()
+        return o
+
+    def grads() -> list:
+        return [x.grad.numpy().copy() for x in params]
+
+    gc.manual_seed(7)
+    with sdpa_kernel(SDPBackend.MATH):
+        want = [step(gc.tensor(data[3])).numpy()] + grads()
+    gc.manual_seed(7)
+    fn = gc.compile(step, dynamic=False)
+    got = [np.asarray(fn(data[3]))] + grads()
+    assert "= attention " in fn.ir("fused")
+    _close(got, want, 3e-5)
+
+
 def test_ir_op_checks_its_operands() -> None:
     """The op's shape rule names what is wrong: batch dims, head sizes, a symbolic head size."""
     import sympy
