@@ -1490,6 +1490,21 @@ WINO_BLOCK_BYTES = 96 * 1024
 # fewer source or result channels than this: the transforms cost more than the multiplies
 # saved (the 1 -> 16 stem at 64x64 took twice the implicit GEMM's time)
 WINO_MIN_CHANNELS = 8
+# the flat layout (rows of fewer tiles than a vector: small maps) pays only with more
+# channels: its tile-major copy and lane-by-lane stores are fixed costs per tile that a
+# short channel sum does not cover. Measured on Zen 4 (AVX-512, one thread, GFLOP/s of
+# the direct sum's work, Winograd / implicit GEMM, forward): 8->16 at 14x14 57 / 83,
+# 16->16 at 14x14 52 / 90, at 16x16 71 / 103, at 28x28 63 / 88, 32->32 at 14x14 70 / 93,
+# at 16x16 93 / 106, 24->24 at 14x14 88 / 94 and at 8x8 116 / 77, 32->32 at 8x8 121 / 101,
+# at 12x12 100 / 82, 40->40 at 14x14 101 / 94, 48->48 at 14x14 102 / 94, 64->64 at 16x16
+# 148 / 109, 128->128 at 8x8 161 / 106 (maps with a row of a vector of tiles or more:
+# 8->16 at 32x32 103 / 93, 16->16 at 64x64 108 / 90, unchanged). So: at least
+# WINO_FLAT_MIN_CHANNELS, or WINO_FLAT_FEW_CHANNELS when an image's tiles fill at most
+# WINO_FLAT_FEW_VECTORS vectors. The cnn benchmark's 8- and 16-channel layers at 28x28 and
+# 14x14 left Winograd by this: its step 2.61 -> 1.81 ms on one thread, 1.77 -> 1.28 on two.
+WINO_FLAT_MIN_CHANNELS = 40
+WINO_FLAT_FEW_CHANNELS = 24
+WINO_FLAT_FEW_VECTORS = 3
 
 
 @dataclass(frozen=True)
@@ -1589,6 +1604,9 @@ def winograd(n: Node, wide: bool) -> Wino | None:
     w = Wino(p.M, p.S, p.H, p.W, p.ph, p.pw, p.OH, p.OW, p.lanes,
              n.op == "conv2d_input_grad")
     if w.TH * w.TW < w.lanes or min(w.M, w.S) < WINO_MIN_CHANNELS or not options.WINOGRAD:
+        return None
+    if w.flat and not (min(w.M, w.S) >= WINO_FLAT_MIN_CHANNELS or (
+            min(w.M, w.S) >= WINO_FLAT_FEW_CHANNELS and w.Q <= WINO_FLAT_FEW_VECTORS)):
         return None
     return w
 

@@ -38,8 +38,9 @@ GEOMS = [
     (8, 8, 20, 40, (3, 3), 1, 2, 1, 1),  # padding 2 (the input gradient's padding 0)
     (10, 9, 19, 31, (3, 3), 1, (0, 1), 1, 1),  # unequal padding, ragged result channels
     (24, 13, 12, 47, (3, 3), 1, 1, 1, 1),  # more source channels than a block's share
-    (8, 9, 7, 7, (3, 3), 1, 1, 1, 1),  # flat Winograd: lanes over the image's tiles, odd
-    (10, 8, 9, 6, (3, 3), 1, 0, 1, 1),  # flat, no padding, partial last vector of tiles
+    (24, 25, 7, 7, (3, 3), 1, 1, 1, 1),  # flat Winograd: lanes over the image's tiles, odd
+    (26, 24, 9, 6, (3, 3), 1, 0, 1, 1),  # flat, no padding, partial last vector of tiles
+    (40, 41, 14, 14, (3, 3), 1, 1, 1, 1),  # flat, four vectors of tiles (40+ channels)
     # channel-vector weight gradients (``conv.wgrad_by_channels``): per group with a partial
     # channel vector and a partial column block; several blocks of rows per image
     (32, 48, 9, 21, (3, 3), 1, 1, 1, 2),
@@ -140,12 +141,21 @@ def test_winograd_coverage() -> None:
             assert got == [wino, wino, False], (dtype, ker, stride, dil, groups)
         # 28 columns: rows of 14 tiles, flat with 16 lanes; 6x6: 9 tiles, fewer than 16
         for size, flat in ((28, lanes == 16), (6, None if lanes == 16 else True)):
-            x2 = g.input(f"narrow{lanes}_{size}", "arg", (2, 8, size, size), dtype)
-            w2 = g.input(f"wn{lanes}_{size}", "param", (8, 8, 3, 3), dtype)
+            x2 = g.input(f"narrow{lanes}_{size}", "arg", (2, 48, size, size), dtype)
+            w2 = g.input(f"wn{lanes}_{size}", "param", (48, 48, 3, 3), dtype)
             y2 = g.op("conv2d", [x2, w2], stride=(1, 1), padding=(1, 1), dilation=(1, 1),
                       groups=1)
             wg = conv_lowering.winograd(y2, True)
             assert (None if wg is None else wg.flat) == flat, (lanes, size)
+        # the flat layout with few channels (the cnn's 8 and 16 at 28x28, 14x14) is the
+        # implicit GEMM's; 24 channels take it when an image has at most three tile vectors
+        for cin, size, wino in ((8, 28, lanes != 16), (16, 14, False), (24, 14, False),
+                                (24, 8, True), (40, 14, True)):
+            x4 = g.input(f"flat{lanes}_{cin}_{size}", "arg", (2, cin, size, size), dtype)
+            w4 = g.input(f"wfl{lanes}_{cin}_{size}", "param", (cin, cin, 3, 3), dtype)
+            y4 = g.op("conv2d", [x4, w4], stride=(1, 1), padding=(1, 1), dilation=(1, 1),
+                      groups=1)
+            assert (conv_lowering.winograd(y4, True) is not None) == wino, (lanes, cin, size)
         # fewer than WINO_MIN_CHANNELS source or result channels: the implicit GEMM
         for cin, cout in ((1, 16), (16, 4)):
             x3 = g.input(f"few{lanes}_{cin}", "arg", (2, cin, 40, 40), dtype)
@@ -194,7 +204,7 @@ def test_conv_kernels_with_512_bit_vectors(dtype: Any, monkeypatch: pytest.Monke
                  (16, 32, 16, 16, (3, 3), 2, 1, 1, 1),  # strided input gradient
                  (16, 32, 16, 16, (1, 1), 2, 0, 1, 1),  # phases no tap reaches
                  (9, 8, 33, 35, (3, 3), 1, 1, 1, 1),  # Winograd, rows of 18 tiles
-                 (8, 9, 14, 14, (3, 3), 1, 1, 1, 1)):  # flat Winograd (7 tiles a row)
+                 (40, 41, 14, 14, (3, 3), 1, 1, 1, 1)):  # flat Winograd (7 tiles a row)
         test_conv_kernels_match_torch(geom, dtype)
 
 
@@ -204,9 +214,9 @@ def test_winograd_non_finite_inputs_stay_in_their_windows() -> None:
     difference); every other output stays finite and equal to PyTorch's."""
     rng = np.random.default_rng(0)
     w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
-    x = rng.standard_normal((2, 8, 20, 20)).astype(np.float32)
+    x = rng.standard_normal((2, 8, 36, 36)).astype(np.float32)  # rows of 18 tiles
     x[0, 3, 5, 7] = np.inf
-    x[1, 0, 0, 19] = -np.inf
+    x[1, 0, 0, 35] = -np.inf
     x[1, 6, 12, 2] = np.nan
     attrs = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
     wt = gc.tensor(w)
