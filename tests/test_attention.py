@@ -411,3 +411,32 @@ def test_avx2_kernels_match_the_host_kernels() -> None:
     got = [np.asarray(out.numpy() if hasattr(out, "numpy") else out)] + [
         x.grad.numpy() for x in params]
     _close(got, host, 2e-6)
+
+
+@pytest.mark.parametrize("case", ["nan_q", "inf_k", "neg_inf_row", "large"])
+def test_non_finite_inputs_like_the_composite(case: str) -> None:
+    """NaN and infinite inputs give NaN exactly where the composite gives it (the kernel's
+    running maximum ignores NaN scores, but they still reach the row's sum), and huge
+    scores are exact after the maximum is subtracted."""
+    q, k, v, _ = _data((1, 2, 6, 8), (1, 2, 7, 8), seed=41)
+    if case == "nan_q":
+        q[0, 0, 2, 3] = np.nan
+    elif case == "inf_k":
+        k[0, 1, 4, 0] = np.inf
+    elif case == "neg_inf_row":
+        q[0, 0, 1, :] = -np.inf
+    else:
+        q *= 1e4
+
+    def f(a: gc.Tensor, b: gc.Tensor, c: gc.Tensor) -> gc.Tensor:
+        return F.scaled_dot_product_attention(a, b, c)
+
+    fused = gc.compile(f, dynamic=False)
+    with np.errstate(all="ignore"):
+        got = np.asarray(fused(q, k, v))
+        with sdpa_kernel(SDPBackend.MATH):
+            ref = f(gc.tensor(q), gc.tensor(k), gc.tensor(v)).numpy()
+    assert "= attention " in fused.ir("fused")
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-5, atol=1e-6)
