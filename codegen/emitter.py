@@ -502,9 +502,10 @@ class KernelEmitter:
 
     def _emit_split(self) -> None:
         """The kernel proper (``self.fn`` afterwards): the body on the outermost loop's whole
-        range, or its two halves on the thread pool when the pool is there, the work has at
-        least ``ELEM_PAR_MIN`` elements and the body cannot fail. Every element is
-        computed by the same code either way, so the results are bit-identical."""
+        range, or its two halves on the thread pool when the pool is there and the work has
+        at least ``ELEM_PAR_MIN`` elements. Every element is computed by the same code either
+        way, so the results are bit-identical; a body that can stop (an index check: gathers,
+        embeddings) reports the error a one-thread run would (see below)."""
         body = self.fn
         shape = self.members[0].shape
         d0 = next(i for i, s in enumerate(shape) if s != 1)
@@ -519,22 +520,29 @@ class KernelEmitter:
         sym = SymEmitter(b, symvals)
         n0 = sym(shape[d0])
         args = list(fn.args)
-        if self.err_block is not None:  # may stop with an error: one call, its code
-            b.ret(b.call(body, args + [i64(0), n0]))
-            self.fn = fn
-            return
+        checked = self.err_block is not None  # may stop with an error (an index check)
+        # a checked kernel's second half records its error in a record of its own (code,
+        # node, position, value, as ``check_index`` writes them); after both halves the
+        # first half's error wins, else the second's is copied out: the error a one-thread
+        # run (first half, then second) stops at. Their outputs are scratch (checked
+        # kernels never write state in place), so the half that ran on is harmless.
+        err1 = b.alloca(ir.ArrayType(I64, 4)) if checked else None
+        extra = [b.bitcast(err1, I64.as_pointer())] if checked else []
         # the task: unpack the context, run this part's half of the outermost loop
-        ct = context_type([a.type for a in args] + [I64])
+        ct = context_type([a.type for a in args] + [I64] + [e.type for e in extra])
         task = ir.Function(body.module, TASK, name=f"{self._name}.task")
         task.linkage = "internal"
         tb = ir.IRBuilder(task.append_basic_block("entry"))
-        vals = unpack_context(tb, task.args[0], ct, len(args) + 1)
-        tn = vals[-1]
+        vals = unpack_context(tb, task.args[0], ct, len(args) + 1 + len(extra))
+        tn = vals[len(args)]
         half = tb.udiv(tb.add(tn, i64(1)), i64(2))
         first = tb.icmp_signed("==", task.args[1], i64(0))
         lo = tb.select(first, i64(0), half)
         hi = tb.select(first, half, tn)
-        tb.call(body, vals[:-1] + [lo, hi])
+        call_args = vals[:len(args)]
+        if checked:
+            call_args[-1] = tb.select(first, call_args[-1], vals[-1])
+        tb.call(body, call_args + [lo, hi])
         tb.ret_void()
         # the kernel: the pool's dispatch when it is there and the loop nest is big enough
         slot = b.alloca(ct)
@@ -542,11 +550,28 @@ class KernelEmitter:
         big = b.icmp_signed(">=", sym(sh.numel(self._split_work)), i64(ELEM_PAR_MIN))
         go = b.and_(b.and_(big, b.icmp_signed(">=", n0, i64(2))),
                     b.icmp_unsigned("!=", b.ptrtoint(run2, I64), i64(0)))
-        with b.if_else(go) as (then, otherwise):
-            with then:
-                b.call(run2, [task, pack_context(b, slot, args + [n0])])
-            with otherwise:
-                b.call(body, args + [i64(0), n0])
+        if not checked:
+            with b.if_else(go) as (then, otherwise):
+                with then:
+                    b.call(run2, [task, pack_context(b, slot, args + [n0])])
+                with otherwise:
+                    b.call(body, args + [i64(0), n0])
+            b.ret(ir.Constant(I32, ERR_OK))
+            self.fn = fn
+            return
+        err = args[-1]
+        with b.if_then(b.not_(go)):  # one call, its code
+            b.ret(b.call(body, args + [i64(0), n0]))
+        rec1 = extra[0]
+        b.store(i64(0), rec1)
+        b.call(run2, [task, pack_context(b, slot, args + [n0] + extra)])
+        with b.if_then(b.icmp_unsigned("!=", b.load(err), i64(0))):
+            b.ret(b.trunc(b.load(err), I32))
+        with b.if_then(b.icmp_unsigned("!=", b.load(rec1), i64(0))):
+            for i in range(4):
+                b.store(b.load(b.gep(rec1, [i64(i)], inbounds=True)),
+                        b.gep(err, [i64(i)], inbounds=True))
+            b.ret(b.trunc(b.load(err), I32))
         b.ret(ir.Constant(I32, ERR_OK))
         self.fn = fn
 

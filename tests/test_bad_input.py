@@ -482,3 +482,30 @@ def test_index_error_names_a_tensor_argument() -> None:
     with pytest.raises(IndexError, match=r"argument 'i': value 7 at flat position 1"):
         step(gc.tensor([1, 7]))
     np.testing.assert_array_equal(emb.weight.numpy(), before)
+
+
+def test_checked_gather_on_two_threads_reports_the_first_error() -> None:
+    """A gather big enough to run its halves on both threads: an index out of range in the
+    second half is reported with its position, and with bad indices in both halves the
+    first half's (the one a one-thread run stops at) is."""
+    rows, cols = 4096, 16
+    x = np.random.default_rng(0).standard_normal((rows, 8)).astype(np.float32)
+
+    @gc.compile(dynamic=False)
+    def pick(a: Any, idx: Any) -> Any:
+        return gc.gather(a, 1, idx)  # a kernel of its own, split by rows
+
+    good = np.random.default_rng(1).integers(0, 8, (rows, cols))
+    np.testing.assert_array_equal(np.asarray(pick(x, good)),
+                                  x[np.arange(rows)[:, None], good])
+    assert "= gather " in pick.ir("fused")
+    late = good.copy()
+    late[3000, 5] = 9
+    with pytest.raises(IndexError, match=r"value 9 at flat position 48005 "):
+        pick(x, late)
+    both = late.copy()
+    both[10, 2] = -1
+    with pytest.raises(IndexError, match=r"value -1 at flat position 162 "):
+        pick(x, both)
+    np.testing.assert_array_equal(np.asarray(pick(x, good)),
+                                  x[np.arange(rows)[:, None], good])
