@@ -216,7 +216,8 @@ class Lowering:
     def _split_work(self, n: Node, kern: Any) -> tuple | None:
         """The work shape when the kernel computing ``n`` (or the loop group it starts) is
         split over the two threads by its outermost loop (``KernelEmitter(split=...)``), else
-        None: elementwise kernels and loop groups, max-pool indices (by images), and
+        None: elementwise kernels and loop groups, max-pool indices (by images), scatters
+        along an inner axis (by their outer rows: max-pool's backward), and
         reductions that keep a dim while reducing the last (their loop over the kept dims is
         the outermost loop, each result computed whole by one thread: BatchNorm's
         per-channel sums). Not in debug
@@ -230,6 +231,15 @@ class Lowering:
             if isinstance(n.shape[0], int) and n.shape[0] == 1:
                 return None
             work = tuple(n.inputs[0].shape)
+        elif kern is not None and kern.name == "scatter_add":
+            # scatter along an axis other than the outermost loop's: each thread's rows
+            # receive only their own sources (the copy of the base and the adds split alike)
+            src = n.inputs[2]
+            d0 = next(i for i, s in enumerate(n.shape) if s != 1)
+            if (n.attrs["axis"] == d0 or len(src.shape) != len(n.shape)
+                    or not sh.same(src.shape[d0], n.shape[d0])
+                    or any(src.shape[i] != 1 for i in range(d0))):
+                return None
         elif kern is not None:
             if n.op not in ("sum", "max") or kern.name != "reduce":
                 return None

@@ -509,3 +509,32 @@ def test_checked_gather_on_two_threads_reports_the_first_error() -> None:
         pick(x, both)
     np.testing.assert_array_equal(np.asarray(pick(x, good)),
                                   x[np.arange(rows)[:, None], good])
+
+
+def test_scatter_add_along_an_inner_axis_on_two_threads() -> None:
+    """A scatter_add along dim 1, big enough to split its rows over both threads (max-pool's
+    backward has this shape): values equal numpy's (each row's adds in the same order
+    either way), and an index out of range in the second half of the rows, then in both
+    halves, reports the position a one-thread run stops at."""
+    rows, cols, width = 4096, 24, 16
+    rng = np.random.default_rng(2)
+    base = rng.standard_normal((rows, width)).astype(np.float32)
+    src = rng.standard_normal((rows, cols)).astype(np.float32)
+
+    @gc.compile(dynamic=False)
+    def scatter(b: Any, i: Any, s: Any) -> Any:
+        return gc.scatter_add(b, 1, i, s)
+
+    good = rng.integers(0, width, (rows, cols))
+    want = base.copy()
+    for r in range(rows):
+        np.add.at(want[r], good[r], src[r])
+    np.testing.assert_allclose(np.asarray(scatter(base, good, src)), want, rtol=1e-6,
+                               atol=1e-6)
+    late = good.copy()
+    late[4000, 7] = width
+    with pytest.raises(IndexError, match=rf"value {width} at flat position {4000 * cols + 7} "):
+        scatter(base, late, src)
+    late[5, 1] = -3
+    with pytest.raises(IndexError, match=rf"value -3 at flat position {5 * cols + 1} "):
+        scatter(base, late, src)
