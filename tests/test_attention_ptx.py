@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,8 @@ import pytest
 import sympy
 from graphc.codegen import ptx
 from graphc.codegen.cpu import host_target_machine
+from test_ptx import PTXAS
+from test_ptx import ptxas as _ptxas
 
 import graphc as gc
 from graphc import interpreter, nn
@@ -33,18 +33,7 @@ from graphc.ir.graph import Builder, Graph
 from graphc.nn import functional as F
 from graphc.nn.attention import SDPBackend, sdpa_kernel
 
-PTXAS = shutil.which("ptxas")
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas not installed")
-
-
-def _ptxas(text: str, arch: str, tmp_path: Path) -> str:
-    src = tmp_path / f"attn_{arch}.ptx"
-    src.write_text(text)
-    res = subprocess.run([PTXAS, "--gpu-name", arch, "-O3", "-v", str(src), "-o",
-                          str(tmp_path / f"attn_{arch}.cubin")], capture_output=True, text=True,
-                         timeout=300)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return res.stderr + res.stdout
 
 
 # -- compiled through scaled_dot_product_attention ------------------------------------------
