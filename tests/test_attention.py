@@ -440,3 +440,10 @@ def test_non_finite_inputs_like_the_composite(case: str) -> None:
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
     fin = np.isfinite(ref)
     np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-5, atol=1e-6)
+
+
+def test_attention_module_is_an_attribute_of_nn() -> None:
+    """``gc.nn.attention.sdpa_kernel`` without an import of its own, as
+    ``torch.nn.attention.sdpa_kernel``."""
+    assert gc.nn.attention.sdpa_kernel is sdpa_kernel
+    assert gc.nn.attention.SDPBackend.FLASH_ATTENTION is SDPBackend.FLASH_ATTENTION

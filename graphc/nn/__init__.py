@@ -1,7 +1,7 @@
 """Neural-network layers, losses and utilities (``graphc.nn``), mirroring ``torch.nn``."""
 
 from . import activation as _activation
-from . import functional, init, utils
+from . import attention, functional, init, utils
 from ._fembed import EmbeddingBag
 from ._frrelu import RReLU
 from .activation import GELU, Hardswish, ReLU, SiLU
@@ -143,7 +143,7 @@ from .unpool import (
 
 __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Tanh", "Sigmoid", "Flatten", "Identity",
-    "Sequential", "ModuleList", "L1Loss", "MSELoss", "functional", "init", "utils",
+    "Sequential", "ModuleList", "L1Loss", "MSELoss", "functional", "init", "utils", "attention",
     "Conv2d", "MaxPool2d", "AvgPool2d", "Dropout", "LayerNorm", "BatchNorm1d", "BatchNorm2d",
     "Embedding", "GELU", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss", "SmoothL1Loss",
     "SiLU", "Hardswish", "ModuleDict", "ParameterList", "ParameterDict",
