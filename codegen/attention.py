@@ -49,7 +49,7 @@ from .elementwise import counter_uniform
 from .kernels import Kernel, register
 from .llvm_util import F32, F64, I64, declare, fconst, for_range, i64
 from .parallel import KernelTask
-from .views import strided_view
+from .views import StridedOperand
 from .vmath import VMath
 
 ROWS = 8  # query rows per block (accumulators: ROWS x the vectors of one chunk)
@@ -175,30 +175,11 @@ def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
-class _Operand:
-    """q, k, v or the cotangent: base pointer and element strides of ``[*batch, rows, E]``."""
-
-    def __init__(self, k: Any, n: Node) -> None:
-        sv = strided_view(n, k._is_buffer)
-        assert sv is not None, "attention operands are buffers or views of them"
-        base, st = sv
-        self.ptr = k.ptr[base.id]
-        self.strides = [k.sym(s) for s in st]
-
-    def values(self) -> list[ir.Value]:
-        return [self.ptr, *self.strides]
-
-    def in_task(self, task: KernelTask) -> _Operand:
-        t = _Operand.__new__(_Operand)
-        t.ptr, t.strides = task[self.ptr], [task[s] for s in self.strides]
-        return t
-
-
 class _Head:
     """What the per-head code needs inside the thread task: builder, sizes, operands at the
     current head's offsets, and the part's workspace regions."""
 
-    def __init__(self, task: KernelTask, lay: dict[str, Any], ops: list[_Operand],
+    def __init__(self, task: KernelTask, lay: dict[str, Any], ops: list[StridedOperand],
                  sizes: dict[str, ir.Value], region: dict[str, ir.Value], scale: float,
                  causal: bool, ft: ir.Type) -> None:
         self.task = task
@@ -220,9 +201,9 @@ class _Head:
     # element pointers of operand ``o`` (0 q, 1 k, 2 v, 3 grad) at (row, e)
     def at(self, o: int, row: ir.Value, e: ir.Value | int) -> ir.Value:
         b, op = self.b, self.ops[o]
-        off = _add(b, self.base[o], _mul(b, row, op.strides[-2]))
+        off = _add(b, self.base[o], _mul(b, row, op.ir[-2]))
         if not (isinstance(e, int) and e == 0):
-            off = _add(b, off, _mul(b, e if isinstance(e, ir.Value) else i64(e), op.strides[-1]))
+            off = _add(b, off, _mul(b, e if isinstance(e, ir.Value) else i64(e), op.ir[-1]))
         return _gep(b, op.ptr, off)
 
     def pack_t(self, o: int, dst: ir.Value) -> None:
@@ -440,7 +421,7 @@ def _head_offsets(h: _Head, dims: list[Any], dim_vals: list[ir.Value], bi: ir.Va
     h.base = []
     for op in h.ops:
         off: ir.Value = i64(0)
-        for i, s in zip(idx, op.strides[:-2]):
+        for i, s in zip(idx, op.ir[:-2]):
             off = _add(b, off, _mul(b, i, s))
         h.base.append(off)
 
@@ -450,7 +431,7 @@ def _setup(k: Any, name: str) -> tuple[_Head, ir.Value, list[Any], list[ir.Value
     n = k.node
     lay = _layout(n, k.L.wide)
     b = k.b
-    ops = [_Operand(k, x) for x in n.inputs]
+    ops = [StridedOperand(k, x) for x in n.inputs]
     q, kk = n.inputs[0], n.inputs[1]
     L, S, Sp = k.sym(q.shape[-2]), k.sym(kk.shape[-2]), k.sym(lay["Sp"])
     dims, nb = _batch(k, n)

@@ -51,7 +51,7 @@ from .gemm_bf16 import Bf16Gemm, emit_gemm_bf16_call, workspace_bytes_bf16
 from .hostinfo import BF16_CONV_OPS
 from .llvm_util import F32, I1, I8, I8P, I16, I64, VOID, declare, f32_to_bf16, for_range, i64
 from .parallel import CONV_PAR_MIN_MACS, KernelTask
-from .views import strided_view
+from .views import StridedOperand
 
 OPS = BF16_CONV_OPS
 # matrix-unit variants this path runs on (the portable variant is slower than float32 convs)
@@ -232,23 +232,8 @@ def _memset0(b: ir.IRBuilder, p: ir.Value, nbytes: int | ir.Value) -> None:
     b.call(memset, [b.bitcast(p, I8P), ir.Constant(I8, 0), size, ir.Constant(I1, 0)])
 
 
-class _Operand:
+class _Operand(StridedOperand):
     """A 4-d operand: its buffer pointer and strides (static dims where known, and as IR)."""
-
-    def __init__(self, k: Any, n: Node) -> None:
-        sv = strided_view(n, k._is_buffer)
-        assert sv is not None, "conv operands are buffers or views of them (dense_operands)"
-        base, st = sv
-        self.ptr = k.ptr[base.id]
-        self.static = list(st)
-        self.ir = [k.sym(s) for s in st]
-
-    def in_task(self, task: KernelTask) -> _Operand:
-        """The same operand as seen inside ``task``'s function (its pointer and strides
-        passed in as task arguments)."""
-        t = _Operand.__new__(_Operand)
-        t.ptr, t.static, t.ir = task[self.ptr], self.static, [task[s] for s in self.ir]
-        return t
 
     def mergeable(self, dims: tuple[int, int, int]) -> bool:
         """Whether dims 1..3 (sizes ``dims``) form one contiguous run."""

@@ -72,3 +72,29 @@ def strided_view(n: Node, is_buffer: Any) -> tuple[Node, list[Any]] | None:
         it = iter(t for _, t in kept_src)
         return base, [0 if d == 1 else next(it) for d in n.shape]
     return None
+
+
+class StridedOperand:
+    """A kernel operand read through its strides: the pointer of the buffer under the views
+    (``strided_view``), the strides as written in the shapes (``static``: ints where known)
+    and as IR values (``ir``). Kernels that run a thread task (``parallel.KernelTask``) see
+    it there through ``in_task``."""
+
+    def __init__(self, k: Any, n: Node) -> None:
+        sv = strided_view(n, k._is_buffer)
+        assert sv is not None, f"{n.op} operands are buffers or views of them (dense_operands)"
+        base, st = sv
+        self.ptr = k.ptr[base.id]
+        self.static = list(st)
+        self.ir = [k.sym(s) for s in st]
+
+    def values(self) -> list[Any]:
+        """The IR values a thread task needs to read it: the pointer, then the strides."""
+        return [self.ptr, *self.ir]
+
+    def in_task(self, task: Any) -> StridedOperand:
+        """The same operand as seen inside ``task``'s function (its pointer and strides
+        passed in as task arguments)."""
+        t = type(self).__new__(type(self))
+        t.ptr, t.static, t.ir = task[self.ptr], self.static, [task[s] for s in self.ir]
+        return t

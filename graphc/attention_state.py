@@ -1,9 +1,10 @@
 """Which implementations ``scaled_dot_product_attention`` may use (PyTorch's ``SDPBackend``).
 
-Kept below the front end (it imports nothing of graphc) because the tracer guards on it: a
-step traced with the fused kernel allowed must not be reused under
-``sdpa_kernel(SDPBackend.MATH)`` and the other way round, as grad mode and autocast are
-guarded. ``graphc.nn.attention`` is the public face (``sdpa_kernel``, ``SDPBackend``).
+A compiled step that traces ``scaled_dot_product_attention`` guards on this setting (the
+front end records the guard, once per trace): a step traced with the fused kernel allowed is
+not reused under ``sdpa_kernel(SDPBackend.MATH)`` and the other way round, as grad mode and
+autocast are guarded; steps without attention do not pay for the check. It imports nothing
+of graphc. ``graphc.nn.attention`` is the public face (``sdpa_kernel``, ``SDPBackend``).
 """
 
 from __future__ import annotations

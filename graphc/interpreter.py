@@ -17,6 +17,7 @@ from .ir import Graph, Node
 from .ir import dtypes as dt
 from .ir import shapes as sh
 from .ir.elementwise import ELEMENTWISE
+from .ir.ops import attention_extras
 
 Impl = Callable[..., np.ndarray]
 IMPLS: dict[str, Impl] = {}
@@ -340,21 +341,20 @@ def _attention_weights(node: Node, q: np.ndarray, k: np.ndarray,
 
 
 def _attention_inputs(node: Node, xs: tuple) -> tuple:
-    """(q, k, v[, g], mask or None, keep factors or None) of an attention node's operands:
-    the keep factors are ``dropout()``'s, ``(rand < 1 - p)`` as 0/1 in q's dtype, with the
-    ``rand`` op's values over the ``[*b, L, S]`` weights."""
+    """(q, k, v[, g], mask or None, keep factors or None) of an attention node's operands
+    (``ops.attention_extras`` says which optional ones there are): the keep factors are
+    ``dropout()``'s, ``(rand < 1 - p)`` as 0/1 in q's dtype, with the ``rand`` op's values
+    over the ``[*b, L, S]`` weights."""
     base = 3 if node.op == "attention" else 4
-    ops_ = tuple(x for x in node.inputs[base:])
+    mask_n, seed_n = attention_extras(node.op, node.inputs, node.attrs)
     rest = list(xs[base:])
-    mask = rest.pop(0) if ops_ and ops_[0].dtype.is_float else None
+    mask = rest.pop(0) if mask_n is not None else None
     keep = None
-    p = float(node.attrs.get("dropout", 0.0))
-    if p > 0.0:
-        seed = rest.pop(0)
+    if seed_n is not None:
         q, k = xs[0], xs[1]
         shape = q.shape[:-1] + (k.shape[-2],)
-        u = rand_values(int(seed), int(np.prod(shape, dtype=np.int64))).reshape(shape)
-        keep = (u < np.float32(1.0 - p)).astype(q.dtype)
+        u = rand_values(int(rest.pop(0)), int(np.prod(shape, dtype=np.int64))).reshape(shape)
+        keep = (u < np.float32(1.0 - float(node.attrs["dropout"]))).astype(q.dtype)
     return (*xs[:base], mask, keep)
 
 

@@ -659,16 +659,13 @@ def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
         if all(cond != c for c, _ in ctx.sig.shape_guards):
             ctx.sig.shape_guards.append((cond, what))
 
-    from . import amp, attention_state
+    from . import amp
     from .autograd import is_grad_enabled
 
     mode = is_grad_enabled()  # a step traced with grad on must not run under no_grad
     ctx.guard(is_grad_enabled, mode, "grad mode (torch.is_grad_enabled())")
     # an autocast region around the call changes which casts the trace records
     ctx.guard(amp.state, amp.state(), "autocast state (gc.autocast)")
-    # the fused attention kernel or the composite: sdpa_kernel around the call decides
-    ctx.guard(attention_state.state, attention_state.state(),
-              "scaled_dot_product_attention backends (graphc.nn.attention.sdpa_kernel)")
     prev = _context.set_current(ctx)
     sh.push_guard_sink(add_guard)
     try:

@@ -51,10 +51,11 @@ def _graphc(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, causal: 
 
 
 def _torch(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, causal: bool,
-           scale: float | None = None) -> list:
+           scale: float | None = None, mask: np.ndarray | None = None) -> list:
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
-    o = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal,
-                                                         scale=scale)
+    tm = None if mask is None else torch.tensor(mask)
+    o = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=tm,
+                                                         is_causal=causal, scale=scale)
     (o * torch.tensor(g)).sum().backward()
     return [o.detach().numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()]
 
@@ -125,6 +126,12 @@ def test_sdpa_kernel_setting_is_guarded() -> None:
         assert "= attention " not in fn.ir("fused")
     assert fn.compile_count == 2
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # a step without attention does not carry (or check) the guard
+    plain = gc.compile(lambda x: x * 2, dynamic=False)
+    plain(q)
+    whats = [what for _, _, what in plain.variants[-1].sig.struct_guards]
+    assert not any("sdpa_kernel" in w for w in whats)
+    assert any("sdpa_kernel" in w for _, _, w in fn.variants[-1].sig.struct_guards)
 
 
 def test_only_flash_allowed_raises_where_it_does_not_apply() -> None:
@@ -255,14 +262,6 @@ def test_ir_op_checks_its_operands() -> None:
         b.op("attention_grad", (q, q, q, g), scale=0.5, causal=False)
 
 
-def _torch_masked(q, k, v, g, mask):  # noqa: ANN001, ANN202
-    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
-    o = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv,
-                                                         attn_mask=torch.tensor(mask))
-    (o * torch.tensor(g)).sum().backward()
-    return [o.detach().numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()]
-
-
 MASKS = [
     # (q shape, k shape, mask shape, kind)
     ((2, 2, 9, 16), (2, 2, 11, 16), (9, 11), "bool"),          # one mask for every head
@@ -284,7 +283,7 @@ def test_masks_take_the_fused_kernel_and_match_torch(shape_q: tuple, shape_k: tu
         mask = (rng.standard_normal(shape_m) * 2).astype(np.float32)
         mask[rng.random(shape_m) < 0.2] = -np.inf
         mask[..., 0] = 0.0
-    want = _torch_masked(*data, mask)
+    want = _torch(*data, False, mask=mask)
     params = [gc.nn.Parameter(gc.tensor(a)) for a in data[:3]]
     gm = gc.tensor(mask)
 
@@ -406,6 +405,7 @@ def test_avx2_kernels_match_the_host_kernels() -> None:
     host = [np.asarray(fn(data[3]))] + [x.grad.numpy().copy() for x in params]
     v = fn.variants[-1]
     avx2 = CPUExecutable(v.graph, v.sig, cpu="x86-64-v3")
+    assert not avx2.wide  # the 8-lane kernels, whatever this host has
     gc.manual_seed(3)
     out = avx2.call((data[3],))
     got = [np.asarray(out.numpy() if hasattr(out, "numpy") else out)] + [

@@ -160,22 +160,27 @@ def test_sgd_steps_equal_torch_bit_for_bit_eager_and_compiled(kw):
 
     def run(lib, compiled):
         p = lib.tensor(p0.copy(), requires_grad=True)
-        opt = lib.optim.SGD([p], **kw)
-
-        def step(g):
-            opt.zero_grad()
-            (p * g).sum().backward()
-            opt.step()
-
-        if compiled:
-            step = gc.compile(step)
-        for g in grads:
-            step(lib.tensor(g))
-        return p.detach().numpy()
+        return _train(lib, p, lib.optim.SGD([p], **kw), grads, compiled)
 
     want = run(torch, False)
     np.testing.assert_array_equal(run(gc, False), want)
     np.testing.assert_array_equal(run(gc, True), want)
+
+
+def _train(lib, p, opt, grads, compiled):
+    """``p`` after one step of ``opt`` per gradient (the loss ``(p * g).sum()``), the step
+    compiled by graphc when ``compiled``."""
+
+    def step(g):
+        opt.zero_grad()
+        (p * g).sum().backward()
+        opt.step()
+
+    if compiled:
+        step = gc.compile(step)
+    for g in grads:
+        step(lib.tensor(g))
+    return p.detach().numpy()
 
 
 def test_mixed_dtypes_promote_as_torch():
@@ -219,15 +224,4 @@ def test_lerp_with_a_group_weight_compiled_equals_eager_and_torch(w):
         t.lerp_(torch.tensor(g[0]), w)
     for compiled in (False, True):
         p = gc.tensor(p0.copy(), requires_grad=True)
-        opt = _EMA([p], w)
-
-        def step(g, p=p, opt=opt):
-            opt.zero_grad()
-            (p * g).sum().backward()
-            opt.step()
-
-        if compiled:
-            step = gc.compile(step)
-        for g in grads:
-            step(gc.tensor(g))
-        np.testing.assert_array_equal(p.detach().numpy(), t.numpy())
+        np.testing.assert_array_equal(_train(gc, p, _EMA([p], w), grads, compiled), t.numpy())

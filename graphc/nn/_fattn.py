@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import amp
+from .. import _context, amp
 from .. import tensor_ops as T
 from ..attention_state import SDPBackend
 from ..attention_state import state as _backends
@@ -106,6 +106,10 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         scale = 1.0 / math.sqrt(e)
     fused = _fused_applies(q, k, v, attn_mask, dropout_p)
     allowed = _backends()
+    ctx = _context.current()
+    if ctx is not None:  # a step traced under one sdpa_kernel setting is not reused under another
+        ctx.guard(_backends, allowed, "scaled_dot_product_attention backends "
+                  "(graphc.nn.attention.sdpa_kernel)", once="sdpa_backends")
     if fused is None and SDPBackend.FLASH_ATTENTION in allowed:
         operands = [q.node, k.node, v.node]
         if attn_mask is not None:  # additive, q's dtype, broadcast to [*b, L, S] (a view)
