@@ -402,17 +402,18 @@ class CompiledFunction:
         v = self._last
         if v is not None and v.mode_ok():
             self._last_epoch = nn_module.mode_epoch[0]
-            self._fast = v.exe.call
+            self._fast = call = self._caller(v)
             try:
-                return v.exe.call(args)
+                return call(args)
             except Mismatch:
                 pass
-        arrays = [argument_array(a, i, f"arg{i}") for i, a in enumerate(args)]
+        names = self._arg_names(len(args))
+        arrays = [argument_array(a, i, names[i]) for i, a in enumerate(args)]
         v = self._select(arrays)
         self._last, self._last_epoch = v, nn_module.mode_epoch[0]
-        self._fast = v.exe.call
+        self._fast = call = self._caller(v)
         try:
-            return v.exe.call(tuple(arrays))
+            return call(tuple(arrays))
         except Mismatch:
             # the variant was selected (or just compiled) for these arguments, so only a
             # value no variant can take is left (a batch size of 0): say which
@@ -422,6 +423,32 @@ class CompiledFunction:
             shapes = ", ".join(f"{n}: {list(a.shape)}" for n, a in zip(v.sig.arg_names, arrays))
             raise ValueError(f"{self.name}(): the arguments fit no compiled variant "
                              f"({shapes})") from None
+
+    def _arg_names(self, n: int) -> list[str]:
+        """The names arguments have in errors: the function's parameters where known."""
+        from .trace import argument_names
+
+        return argument_names(self.fn, n)
+
+    def derived(self, fn: Callable[..., Any], **options: Any) -> CompiledFunction:
+        """A compiled function for ``fn`` with this one's backend and checks (the backward
+        ``graphc.compiled_grad`` builds for this function's results)."""
+        return compile(fn, device=self.device, check_finite=self.check_finite, **options)
+
+    def _caller(self, v: Variant) -> Callable[[tuple], Any]:
+        """The variant's call, through ``compiled_grad.wrap_results`` when some of its results
+        carry an autograd graph (``sig.live_outputs``)."""
+        call = v.exe.call
+        if not v.sig.live_outputs:
+            return call
+        from .compiled_grad import wrap_results
+
+        sig = v.sig
+
+        def call_live(args: tuple) -> Any:
+            return wrap_results(self, sig, args, call(args))
+
+        return call_live
 
     def run(self, *args: Any, scheduler: Any = None) -> Any:
         """Run the step once per batch of stacked arguments, all in one native call.

@@ -199,6 +199,8 @@ def _broadcast_const(full: np.ndarray) -> np.ndarray:
 def build(order: Sequence[Node], root: Node, leaves: Sequence[Node], key: Any) -> _Plan:
     """Differentiate the tape symbolically and flatten the gradient graph into a plan
     (cached under ``key`` unless it is None)."""
+    if any(n.op == "compiled_output" for n in order):
+        raise Unplannable("a compiled call's result: its backward is a native call")
     b = _SymbolicEager()
     seed = Node("input", (), root.shape, root.dtype, {"name": "seed", "kind": "leaf"})
     grads = vjp(b, [root], [seed], leaves, None, order)

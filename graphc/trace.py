@@ -86,6 +86,12 @@ class Signature:
     # parameters whose incoming ``.grad`` the step read (to accumulate into it), with whether
     # it was present: ``step.run`` checks that one step leaves the same presence behind
     grad_reads: list[tuple[Tensor, bool]] = field(default_factory=list)
+    # results that would carry an autograd graph eagerly (``graphc.compiled_grad``): their
+    # flat output indices, the tensors their gradients reach, and why the function cannot be
+    # differentiated by recomputation ("" when it can)
+    live_outputs: list[int] = field(default_factory=list)
+    grad_leaves: list[Tensor] = field(default_factory=list)
+    impure: str = ""
 
 
 _ABSENT = "absent"
@@ -130,6 +136,7 @@ class TraceContext:
         self.backward_hooks: list[Callable[[TraceContext], None]] = []
         # node id -> weak refs to the traced tensors created as views of it (``note_view``)
         self.views_of: dict[int, list[Any]] = {}
+        self.backward_roots: list[Node] = []  # the losses backward() ran from
 
     # -- naming ----------------------------------------------------------------------------
     def _unique(self, base: str) -> str:
@@ -356,6 +363,7 @@ class TraceContext:
         # retain_graph, as in PyTorch; a second forward gives a new tensor and is fine.
         if id(loss) in self.freed:
             raise RuntimeError(BACKWARD_TWICE)
+        self.backward_roots.append(root)
         if not retain_graph and any(n.rg and n.op not in NO_SAVED_VALUES for n in toposort([root])):
             self.freed.add(id(loss))
             self._keep_alive.append(loss)  # its id stays unique for the rest of the trace
@@ -394,6 +402,33 @@ class TraceContext:
                 self.grad[k] = total if st is _ABSENT else b.add(st, total)
             for hook in list(self.backward_hooks):
                 hook(self)
+
+    def vjp_values(self, outs: list[Tensor], cotangents: list[Tensor], leaves: list[Tensor]
+                   ) -> list[Tensor | None]:
+        """The gradients of ``sum(cotangent * out)`` with respect to the external tensors
+        ``leaves``, returned rather than accumulated into ``.grad`` (the backward of a
+        compiled call's results, ``graphc.compiled_grad``); None where nothing depends on
+        a leaf."""
+        from .autograd import no_grad
+
+        b = self.builder
+        roots = [o.node for o in outs]
+        keys = [id(t) for t in leaves]
+        wrt = [v for k in keys for v in self.versions.get(k, [])]
+        with no_grad():
+            seeds = [b.cast(c.node, r.dtype) for c, r in zip(cotangents, roots)]
+            grads = vjp(b, roots, seeds, wrt)
+            out: list[Tensor | None] = []
+            i = 0
+            for k in keys:
+                total = None
+                for _ in self.versions.get(k, []):
+                    g = grads[i]
+                    i += 1
+                    if g is not None:
+                        total = g if total is None else b.add(total, g)
+                out.append(None if total is None else Tensor(total, self))
+        return out
 
     # -- optimizer state and hyperparameters ----------------------------------------------
     def hyper(self, group: dict, key: str, label: str) -> Tensor:
@@ -621,16 +656,24 @@ def collect_names(fn: Callable[..., Any]) -> dict[int, str]:
     return names
 
 
-def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
-          dynamic: bool | dict[int, tuple[int, ...]] = True) -> tuple[Graph, Signature]:
-    """Trace ``fn`` on arguments of the given types; batch dims become symbols."""
+def argument_names(fn: Callable[..., Any], n: int) -> list[str]:
+    """The names ``n`` positional arguments of ``fn`` have in errors and in the IR (and in
+    an AOT header, so they stay identifiers): its parameters' names in order, ``argK``
+    past them or where the signature is unknown."""
     import inspect
 
     try:
         params = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         params = []
-    arg_names = [params[i] if i < len(params) else f"arg{i}" for i in range(len(args))]
+    return [params[i] if i < len(params) else f"arg{i}" for i in range(n)]
+
+
+def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
+          dynamic: bool | dict[int, tuple[int, ...]] = True) -> tuple[Graph, Signature]:
+    """Trace ``fn`` on arguments of the given types; batch dims become symbols."""
+
+    arg_names = argument_names(fn, len(args))
     # symbolic dims: the first dim of every input; equal sizes share a symbol
     sym_of_size: dict[int, sympy.Symbol] = {}
     arg_types: list[tuple[dt.DType, sh.Shape]] = []
@@ -681,6 +724,10 @@ def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
     ctx.sig.example_env = {s: size for size, s in sym_of_size.items()}
     g.guards = [f"{s} >= 1" for s in ctx.sig.symbols] + [
         f"{str(c).replace(' ', '')}  # {what}" for c, what in ctx.sig.shape_guards]
+    if mode:
+        from .compiled_grad import note_live_outputs
+
+        note_live_outputs(ctx, g, flat)
     return g, ctx.sig
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import sympy
 
 from graphc._context import Mismatch
+from graphc.autograd import is_grad_enabled
 from graphc.interpreter import run_graph
 from graphc.ir import Graph
 from graphc.ir import shapes as sh
@@ -30,12 +31,25 @@ def argument_array(x: Any, i: int, name: str) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
     if isinstance(x, Tensor):
+        check_argument_grad(x, name)
         return x.numpy()
     try:
         return np.asarray(x)
     except Exception as e:  # noqa: BLE001
         raise TypeError(f"argument {name!r}: expected an array or tensor, got "
                         f"{type(x).__name__}") from e
+
+
+def check_argument_grad(x: Tensor, name: str) -> None:
+    """Refuse an argument that requires grad while grad mode is on: a compiled function
+    takes its arguments as data, so eager semantics (``x.grad`` from a backward inside,
+    a result whose graph reaches ``x``) would be silently lost."""
+    if x._node.rg and is_grad_enabled():
+        raise NotImplementedError(
+            f"argument {name!r} requires grad: a compiled function takes its arguments as "
+            f"data and computes no gradient for them ({name}.grad would stay unset, and no "
+            f"result would carry {name}'s autograd graph). Pass {name}.detach(), call it "
+            "under gc.no_grad(), or compute the gradient with respect to a parameter")
 
 
 def check_shape_guards(sig: Signature, env: dict) -> None:

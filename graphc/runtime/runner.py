@@ -25,7 +25,13 @@ from graphc._context import hyper_epoch, state_epoch
 from graphc.autograd import _state as grad_mode_state
 from graphc.autograd import is_grad_enabled
 from graphc.codegen.abi import TABLE_FIXED
-from graphc.runtime.executable import Mismatch, _number_like, check_shape_guards, slow_check
+from graphc.runtime.executable import (
+    Mismatch,
+    _number_like,
+    check_argument_grad,
+    check_shape_guards,
+    slow_check,
+)
 from graphc.tensor import Tensor, _OutNode, _ScalarOutNode
 
 # references to a published .grad tensor and to its array that graphc itself holds when the
@@ -86,10 +92,12 @@ def _guard_src(cond: Any, symvar: dict[sympy.Symbol, str]) -> str:
     return "False"
 
 
-def _as_array(x: Any) -> np.ndarray:
+def _as_array(x: Any, name: str = "") -> np.ndarray:
     if isinstance(x, Tensor):
+        check_argument_grad(x, name)
         return x.numpy()
     return np.asarray(x)
+
 
 
 def _state_lookup(ns: dict[str, Any], tag: str, ref: tuple, emit: Any) -> str:
@@ -188,7 +196,7 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         # symbol at its first occurrence): fewer statements is what a small step pays for
         ns[f"DT{i}"] = dtype.np
         emit(f"    a{i} = args[{i}]")
-        emit(f"    if type(a{i}) is not NDARRAY: a{i} = _as_array(a{i})")
+        emit(f"    if type(a{i}) is not NDARRAY: a{i} = _as_array(a{i}, {sig.arg_names[i]!r})")
         emit(f"    s{i} = a{i}.shape")
         conds = [f"len(s{i}) != {len(shape)}", f"(a{i}.dtype is not DT{i} and a{i}.dtype != DT{i})"]
         for d, p in enumerate(shape):
