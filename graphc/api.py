@@ -30,7 +30,7 @@ from .ir import dtypes as dt
 from .ir import shapes as sh
 from .nn import module as nn_module
 from .runtime import compile_log, gcpause
-from .runtime.executable import Mismatch, argument_array
+from .runtime.executable import Mismatch, argument_array, argument_grads
 from .trace import Signature, trace
 
 compile_source = builtins.compile  # ``compile`` below is graphc's
@@ -40,13 +40,16 @@ _MODE_EPOCH = nn_module.mode_epoch  # bumped by train()/eval(): the fast path re
 class Variant:
     """One compiled specialisation: the graphs at each stage, the executable, the runtime."""
 
-    def __init__(self, fn: CompiledFunction, args: list[np.ndarray]) -> None:
+    def __init__(self, fn: CompiledFunction, args: list[np.ndarray],
+                 arg_grad: tuple[bool, ...] = ()) -> None:
         from graphc.passes.pipeline import run_pipeline
 
         # the collector held off: a compile's objects all live until it ends (gcpause)
         with compile_log.recording(fn.name, fn.verbose) as log, gcpause.paused():
             with log.phase("trace"):
-                self.graph_traced, self.sig = trace(fn.fn, args, fn.name, fn.dynamic)
+                self.graph_traced, self.sig = trace(fn.fn, args, fn.name, fn.dynamic,
+                                                    arg_grad=arg_grad)
+                self.sig.arg_grad_checked = not fn._forced_arg_grad
             with log.phase("passes"):
                 self.stages: dict[str, Any] = dict(run_pipeline(self.graph_traced))
                 self.graph = self.stages["optimized"]
@@ -148,6 +151,9 @@ class CompiledFunction:
         from .checks import debug_default
 
         self.check_finite = bool(check_finite)
+        # which arguments the trace treats as requiring grad whatever is passed (the
+        # backward ``graphc.compiled_grad`` compiles is called with saved arrays)
+        self._forced_arg_grad: tuple[bool, ...] = ()
         self.debug = debug_default() if debug is None else bool(debug)
         # print each compile's time per phase (GRAPHC_COMPILE_LOG=1 by default)
         self.verbose = compile_log.enabled_by_env() if verbose is None else bool(verbose)
@@ -193,10 +199,11 @@ class CompiledFunction:
 
         return backends.create(self.backend_name, graph, sig, debug=self.debug)
 
-    def _compile(self, args: list[np.ndarray]) -> Variant:
-        v = Variant(self, args)
+    def _compile(self, args: list[np.ndarray], arg_grad: tuple[bool, ...] = ()) -> Variant:
+        arg_grad = self._forced_arg_grad or arg_grad
+        v = Variant(self, args, arg_grad)
         self.variants.append(v)
-        key = self._key(args)
+        key = self._key(args, arg_grad)
         self._by_key.setdefault(key, []).append(v)
         self._by_key.move_to_end(key)
         self.compile_count += 1
@@ -205,11 +212,12 @@ class CompiledFunction:
             self._evict()
         return v
 
-    def _key(self, args: list[np.ndarray]) -> tuple:
+    def _key(self, args: list[np.ndarray], arg_grad: tuple[bool, ...] = ()) -> tuple:
         """What decides which variants can take ``args``: dtypes, ranks and the sizes that
-        are not symbolic (dispatch is a dict lookup, not a scan over every variant)."""
+        are not symbolic (dispatch is a dict lookup, not a scan over every variant), and
+        which arguments require grad (``arg_grad``, all False: empty)."""
         dyn = self.dynamic
-        key = []
+        key: list[Any] = [self._forced_arg_grad or (arg_grad if any(arg_grad) else ())]
         for a in args:
             if dyn is True or dyn is None:
                 fixed = a.shape[1:]
@@ -220,14 +228,14 @@ class CompiledFunction:
             key.append((a.dtype.str, a.ndim, fixed))
         return tuple(key)
 
-    def _select(self, args: list[np.ndarray]) -> Variant:
-        key = self._key(args)
+    def _select(self, args: list[np.ndarray], arg_grad: tuple[bool, ...] = ()) -> Variant:
+        key = self._key(args, arg_grad)
         for v in reversed(self._by_key.get(key, ())):
             if v.mode_ok() and v.exe.matches(args):
                 self._by_key.move_to_end(key)
                 return v
         self._explain_mismatch(args)
-        return self._compile(args)
+        return self._compile(args, arg_grad)
 
     def _evict(self) -> None:
         """Drop the least recently used variant (its native code and buffers go with it) and
@@ -408,12 +416,14 @@ class CompiledFunction:
             except Mismatch:
                 pass
         names = self._arg_names(len(args))
-        arrays = [argument_array(a, i, names[i]) for i, a in enumerate(args)]
-        v = self._select(arrays)
+        arg_grad = argument_grads(args)
+        arrays = [argument_array(a, i, names[i], True) for i, a in enumerate(args)]
+        v = self._select(arrays, arg_grad)
         self._last, self._last_epoch = v, nn_module.mode_epoch[0]
         self._fast = call = self._caller(v)
         try:
-            return call(tuple(arrays))
+            # results with a graph to the arguments need the caller's tensors themselves
+            return call(tuple(args) if any(v.sig.arg_grad) else tuple(arrays))
         except Mismatch:
             # the variant was selected (or just compiled) for these arguments, so only a
             # value no variant can take is left (a batch size of 0): say which
@@ -430,10 +440,13 @@ class CompiledFunction:
 
         return argument_names(self.fn, n)
 
-    def derived(self, fn: Callable[..., Any], **options: Any) -> CompiledFunction:
+    def derived(self, fn: Callable[..., Any], arg_grad: tuple[bool, ...] = (),
+                **options: Any) -> CompiledFunction:
         """A compiled function for ``fn`` with this one's backend and checks (the backward
         ``graphc.compiled_grad`` builds for this function's results)."""
-        return compile(fn, device=self.device, check_finite=self.check_finite, **options)
+        out = compile(fn, device=self.device, check_finite=self.check_finite, **options)
+        out._forced_arg_grad = tuple(arg_grad)
+        return out
 
     def _caller(self, v: Variant) -> Callable[[tuple], Any]:
         """The variant's call, through ``compiled_grad.wrap_results`` when some of its results

@@ -55,6 +55,8 @@ def note_live_outputs(ctx: Any, g: Any, flat: list[Node]) -> None:
     sig.live_outputs = live
     sig.grad_leaves = [t for k, t in ctx.ext_tensor.items()
                        if ctx.ext_input[k].rg and ctx.ext_input[k].id in reach]
+    sig.grad_args = [i for i, n in enumerate(ctx.inputs[:len(sig.arg_names)])
+                     if n.rg and n.id in reach]
     kinds = {n.attrs.get("kind") for n in g.inputs}
     if g.updates or sig.sinks or sig.grads_to_clear:
         what = sorted({s.kind for s in sig.sinks.values()}) or ["grad"]
@@ -94,12 +96,13 @@ class CallRecord:
         # the call checked and converted them already: copies of their values
         self.args = tuple(np.array(a._node._value if isinstance(a, Tensor) else a, copy=True)
                           for a in args)
-        self.leaves = list(sig.grad_leaves)
+        self.leaves = list(sig.grad_leaves)  # then the arguments ``sig.grad_args``
         # the parameters' values at the call, to detect an in-place change before backward
         self.values = [np.array(p._node._value, copy=True) for p in self.leaves] \
             if not sig.impure else []
-        self.shapes = [tuple(o.shape) for o in outs]
-        self.dtypes = [o._node._value.dtype for o in outs]
+        live = [outs[i] for i in sig.live_outputs]
+        self.shapes = [tuple(o.shape) for o in live]
+        self.dtypes = [o._node._value.dtype for o in live]
 
     def backward(self, index: int, g: np.ndarray) -> list[np.ndarray | None]:
         """The leaves' gradients for cotangent ``g`` of live result ``index``."""
@@ -119,32 +122,33 @@ class CallRecord:
         gouts[index] = np.ascontiguousarray(g, dtype=self.dtypes[index])
         from .autograd import enable_grad
 
-        bwd = _backward_function(self.fn, self.sig, len(self.args))
+        bwd = _backward_function(self.fn, self.sig, len(self.args), [
+            bool(self.sig.arg_grad and self.sig.arg_grad[i]) for i in range(len(self.args))])
         with enable_grad():
             grads = bwd(*self.args, *gouts)
         return [None if t is None else np.array(t._node._value, copy=True) for t in grads]
 
 
-def _backward_function(fn: Any, sig: Any, nargs: int) -> Any:
+def _backward_function(fn: Any, sig: Any, nargs: int, arg_grad: list[bool]) -> Any:
     """The compiled backward of ``fn`` for one traced variant's live results (cached on the
     signature): ``bwd(*args, *cotangents)`` -> the gradient of each leaf (None where no live
     result depends on it)."""
     cached = getattr(sig, "_backward", None)
     if cached is not None:
         return cached
-    live, leaves, target = list(sig.live_outputs), list(sig.grad_leaves), fn.fn
+    live, target = list(sig.live_outputs), fn.fn
+    leaves: list[Any] = [*sig.grad_leaves, *sig.grad_args]
 
     def backward(*flat: Any) -> list:
         from . import _context
 
         result = target(*flat[:nargs])
         outs = _tensors_of(result, [])
-        gouts = flat[nargs:]
-        return _context.current().vjp_values([outs[i] for i in live],
-                                             [gouts[i] for i in live], leaves)
+        return _context.current().vjp_values([outs[i] for i in live], list(flat[nargs:]),
+                                             leaves)
 
     backward.__name__ = backward.__qualname__ = f"{fn.name}_backward"
-    bwd = fn.derived(backward, dynamic=False)
+    bwd = fn.derived(backward, arg_grad=(*arg_grad, *[False] * len(live)), dynamic=False)
     sig._backward = bwd
     return bwd
 
@@ -154,7 +158,7 @@ def wrap_results(fn: Any, sig: Any, args: tuple, result: Any) -> Any:
     that routes their gradient to the leaves (see the module docstring)."""
     outs = _tensors_of(result, [])
     rec = CallRecord(fn, sig, args, outs)
-    inputs = tuple(p._node for p in rec.leaves)
+    inputs = tuple([p._node for p in rec.leaves] + [args[i]._node for i in sig.grad_args])
     for j, i in enumerate(sig.live_outputs):
         t = outs[i]
         old = t._node

@@ -91,6 +91,11 @@ class Signature:
     # differentiated by recomputation ("" when it can)
     live_outputs: list[int] = field(default_factory=list)
     grad_leaves: list[Tensor] = field(default_factory=list)
+    grad_args: list[int] = field(default_factory=list)  # argument indices among the leaves
+    arg_grad: tuple[bool, ...] = ()  # which arguments were traced as requiring grad
+    # whether a call checks that those arguments still require grad (not for a backward
+    # ``graphc.compiled_grad`` calls with saved arrays)
+    arg_grad_checked: bool = True
     impure: str = ""
 
 
@@ -364,6 +369,14 @@ class TraceContext:
         if id(loss) in self.freed:
             raise RuntimeError(BACKWARD_TWICE)
         self.backward_roots.append(root)
+        graded = [n.attrs["name"] for n in toposort([root])
+                  if n.op == "input" and n.rg and n.attrs.get("kind") == "arg"]
+        if graded:
+            raise NotImplementedError(
+                f"backward() inside a compiled function reaches argument {graded[0]!r}, "
+                "which requires grad: its .grad cannot be set by a compiled call. Pass "
+                f"{graded[0]}.detach(), or make the value a parameter (nn.Parameter) the "
+                "function reads")
         if not retain_graph and any(n.rg and n.op not in NO_SAVED_VALUES for n in toposort([root])):
             self.freed.add(id(loss))
             self._keep_alive.append(loss)  # its id stays unique for the rest of the trace
@@ -413,16 +426,18 @@ class TraceContext:
 
         b = self.builder
         roots = [o.node for o in outs]
-        keys = [id(t) for t in leaves]
-        wrt = [v for k in keys for v in self.versions.get(k, [])]
+        # a leaf: an external tensor, or an argument's index (its input node)
+        nodes = [[self.inputs[t]] if isinstance(t, int) else self.versions.get(id(t), [])
+                 for t in leaves]
+        wrt = [v for vs in nodes for v in vs]
         with no_grad():
             seeds = [b.cast(c.node, r.dtype) for c, r in zip(cotangents, roots)]
             grads = vjp(b, roots, seeds, wrt)
             out: list[Tensor | None] = []
             i = 0
-            for k in keys:
+            for vs in nodes:
                 total = None
-                for _ in self.versions.get(k, []):
+                for _ in vs:
                     g = grads[i]
                     i += 1
                     if g is not None:
@@ -670,8 +685,11 @@ def argument_names(fn: Callable[..., Any], n: int) -> list[str]:
 
 
 def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
-          dynamic: bool | dict[int, tuple[int, ...]] = True) -> tuple[Graph, Signature]:
-    """Trace ``fn`` on arguments of the given types; batch dims become symbols."""
+          dynamic: bool | dict[int, tuple[int, ...]] = True,
+          arg_grad: tuple[bool, ...] = ()) -> tuple[Graph, Signature]:
+    """Trace ``fn`` on arguments of the given types; batch dims become symbols.
+    ``arg_grad``: which arguments require grad (their inputs are differentiable: results
+    computed from them carry a graph to them, ``graphc.compiled_grad``)."""
 
     arg_names = argument_names(fn, len(args))
     # symbolic dims: the first dim of every input; equal sizes share a symbol
@@ -693,8 +711,11 @@ def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
     ctx.sig = Signature(arg_names, arg_types)
     ctx._used_names.update(arg_names)
     tensors = []
+    ctx.sig.arg_grad = tuple(arg_grad)
     for i, (dtype, shape) in enumerate(arg_types):
         node = ctx.builder.input(arg_names[i], "arg", shape, dtype)
+        if arg_grad and arg_grad[i] and dtype.is_float:
+            node.rg = True
         ctx.inputs.append(node)
         ctx.sig.sources[arg_names[i]] = Source("arg", i)
         tensors.append(Tensor(node, ctx))

@@ -168,19 +168,32 @@ def test_parameter_changed_before_backward_raises():
     assert all(g is None for g in _grads(m))
 
 
-def test_argument_that_requires_grad_is_refused_with_its_name():
-    m = _mlp()
-    fwd = gc.compile(lambda x: m(x))
-    x = gc.tensor(_x(), requires_grad=True)
-    before = [p.numpy().copy() for p in m.parameters()]
-    for _ in range(2):  # the slow path, then the compiled variant's fast path
-        with pytest.raises(NotImplementedError, match="argument 'x' requires grad"):
-            fwd(x)
-        fwd(gc.tensor(_x()))
-    with gc.no_grad():
-        assert not fwd(x).requires_grad
-    for b, p in zip(before, m.parameters()):
-        np.testing.assert_array_equal(b, p.numpy())
+def test_gradient_reaches_an_argument_that_requires_grad():
+    """A compiled block fed by eager layers (``h = emb(x); block(h)``): the gradient flows
+    through the block's result into the argument's own graph, as in torch."""
+    m = _mlp(4)
+    tm = _torch_copy(m)
+    pre = nn.Linear(4, 4)
+    tpre = torch.nn.Linear(4, 4)
+    tpre.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in pre.state_dict().items()})
+    block = gc.compile(lambda h: m(h).tanh())
+    for step in range(2):  # the slow path, then the variant's fast path
+        x = _x(seed=20 + step)
+        leaf = gc.tensor(x, requires_grad=True)
+        out = block(pre(leaf) * 2.0)
+        (out * out).sum().backward()
+        tleaf = torch.tensor(x, requires_grad=True)
+        tout = tm(tpre(tleaf) * 2.0).tanh()
+        (tout * tout).sum().backward()
+        np.testing.assert_allclose(leaf.grad.numpy(), tleaf.grad.numpy(), rtol=1e-5, atol=1e-6)
+        for p, tp in [*zip(m.parameters(), tm.parameters()),
+                      *zip(pre.parameters(), tpre.parameters())]:
+            np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-5)
+    with gc.no_grad():  # the same function without grad: another variant, plain results
+        assert not block(leaf).requires_grad
+    plain = gc.tensor(_x())  # an argument without grad: a graph to the parameters only
+    assert block(plain).requires_grad and plain.grad is None
+    assert block.compile_count == 3
 
 
 def test_argument_requiring_grad_in_a_step_with_backward_is_refused():
@@ -190,6 +203,89 @@ def test_argument_requiring_grad_in_a_step_with_backward_is_refused():
     def saliency(x):
         m(x).sum().backward()
 
-    with pytest.raises(NotImplementedError, match="argument 'x' requires grad"):
+    with pytest.raises(NotImplementedError, match="reaches argument 'x'"):
         saliency(gc.tensor(_x(), requires_grad=True))
     assert all(g is None for g in _grads(m))
+
+
+# -- random programs: a compiled forward, the backward outside, against eager ----------------
+def _forward_fn(prog: dict, params: dict):
+    """``test_fuzz``'s random program without its in-step backward: the two last values."""
+    from test_fuzz import BINARY, UNARY
+
+    f, w, m = prog["f"], params["w"], params["m"]
+
+    def fn(x, idx):
+        pool = [x, w * x]
+        for s in prog["steps"]:
+            kind = s[0]
+            if kind == "unary":
+                out = UNARY[s[1]](pool[s[2]])
+            elif kind == "binary":
+                out = BINARY[s[1]](pool[s[2]], pool[s[3]])
+            elif kind == "reduce":
+                t, dim = pool[s[2]], s[3]
+                out = (t.amax(dim, keepdim=True) if s[1] == "max"
+                       else getattr(t, s[1])(dim, keepdim=True))
+            elif kind == "matmul":
+                out = pool[s[1]] @ m
+            elif kind == "cat":
+                both = gc.cat([pool[s[1]], pool[s[2]]], dim=1)
+                out = both[:, f:] * 0.5 + both[:, :f]
+            else:
+                out = gc.gather(pool[s[1]], 1, idx)
+            if tuple(out.shape)[1:] != (f,) or out.shape[0] != pool[0].shape[0]:
+                out = out.expand(pool[0].shape[0], f)
+            pool.append(out)
+        return pool[-1], {"prev": pool[-2]}
+
+    return fn
+
+
+def _fuzz_programs():
+    from test_fuzz import programs
+
+    return programs()
+
+
+@pytest.mark.parametrize("x_grad", [False, True])
+def test_random_programs_backward_outside_equals_eager(x_grad):
+    from hypothesis import given
+    from test_fuzz import fuzz_settings
+
+    @fuzz_settings(0.5)
+    @given(_fuzz_programs())
+    def check(prog):
+        rng = np.random.default_rng(prog["seed"])
+        f = prog["f"]
+        params = {"w": nn.Parameter(rng.standard_normal(f).astype(np.float32)),
+                  "m": nn.Parameter((rng.standard_normal((f, f)) / max(f, 1))
+                                    .astype(np.float32))}
+        fn = _forward_fn(prog, params)
+        compiled = gc.compile(fn)
+        for b in prog["batches"]:
+            x = rng.standard_normal((b, f)).astype(np.float32)
+            idx = gc.tensor(rng.integers(0, max(f, 1), (b, f)))
+            c1 = gc.tensor(rng.standard_normal((b, f)).astype(np.float32))
+            c2 = gc.tensor(rng.standard_normal((b, f)).astype(np.float32))
+            runs = []
+            for call in (compiled, fn):
+                for p in params.values():
+                    p.grad = None
+                xt = gc.tensor(x, requires_grad=x_grad)
+                a, d = call(xt, idx)
+                loss = (a * c1).sum() + (d["prev"] * c2).sin().sum()
+                if loss.requires_grad:
+                    loss.backward()
+                runs.append([loss.requires_grad, loss.numpy()] + [
+                    None if t.grad is None else t.grad.numpy().copy()
+                    for t in (xt, *params.values())])
+            (rg1, v1, *g1), (rg2, v2, *g2) = runs
+            assert rg1 == rg2
+            np.testing.assert_allclose(v1, v2, rtol=2e-4, atol=1e-4)
+            for a, e in zip(g1, g2):
+                assert (a is None) == (e is None)
+                if a is not None:
+                    np.testing.assert_allclose(a, e, rtol=2e-4, atol=1e-4)
+
+    check()

@@ -25,13 +25,15 @@ from graphc.tensor import Tensor
 from graphc.trace import Signature
 
 
-def argument_array(x: Any, i: int, name: str) -> np.ndarray:
+def argument_array(x: Any, i: int, name: str, allow_grad: bool = False) -> np.ndarray:
     """A compiled call's ``i``-th argument (named ``name`` in errors) as a numpy array: arrays
-    as they are, tensors' values, anything else through ``np.asarray``."""
+    as they are, tensors' values, anything else through ``np.asarray``. ``allow_grad``: the
+    caller handles arguments that require grad (``argument_grads``)."""
     if isinstance(x, np.ndarray):
         return x
     if isinstance(x, Tensor):
-        check_argument_grad(x, name)
+        if not allow_grad:
+            check_argument_grad(x, name)
         return x.numpy()
     try:
         return np.asarray(x)
@@ -40,10 +42,18 @@ def argument_array(x: Any, i: int, name: str) -> np.ndarray:
                         f"{type(x).__name__}") from e
 
 
+def argument_grads(args: Any) -> tuple[bool, ...]:
+    """Which arguments require grad (grad mode on): the trace makes them differentiable
+    inputs (``graphc.compiled_grad``); () when none does."""
+    if not is_grad_enabled():
+        return ()
+    mask = tuple(isinstance(a, Tensor) and a._node.rg for a in args)
+    return mask if any(mask) else ()
+
+
 def check_argument_grad(x: Tensor, name: str) -> None:
-    """Refuse an argument that requires grad while grad mode is on: a compiled function
-    takes its arguments as data, so eager semantics (``x.grad`` from a backward inside,
-    a result whose graph reaches ``x``) would be silently lost."""
+    """Refuse an argument that requires grad where the caller cannot honour it (grad mode
+    on): taken as data, its eager semantics would be silently lost."""
     if x._node.rg and is_grad_enabled():
         raise NotImplementedError(
             f"argument {name!r} requires grad: a compiled function takes its arguments as "

@@ -28,7 +28,6 @@ from graphc.codegen.abi import TABLE_FIXED
 from graphc.runtime.executable import (
     Mismatch,
     _number_like,
-    check_argument_grad,
     check_shape_guards,
     slow_check,
 )
@@ -92,11 +91,19 @@ def _guard_src(cond: Any, symvar: dict[sympy.Symbol, str]) -> str:
     return "False"
 
 
-def _as_array(x: Any, name: str = "") -> np.ndarray:
+def _as_array(x: Any) -> np.ndarray:
     if isinstance(x, Tensor):
-        check_argument_grad(x, name)
+        if x._node.rg and is_grad_enabled():
+            raise Mismatch  # a variant whose trace differentiates it (``argument_grads``)
         return x.numpy()
     return np.asarray(x)
+
+
+def _grad_array(x: Any) -> np.ndarray:
+    """An argument the variant traced as requiring grad: it must still be such a tensor."""
+    if not (isinstance(x, Tensor) and x._node.rg):
+        raise Mismatch
+    return x.numpy()
 
 
 
@@ -189,14 +196,17 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
     emit = lines.append
     emit(f"    if len(args) != {len(sig.arg_types)}: raise Mismatch")
     ns["NDARRAY"] = np.ndarray
-    ns["_as_array"] = _as_array
+    ns["_as_array"], ns["_grad_array"] = _as_array, _grad_array
     symvar: dict[sympy.Symbol, str] = {}
     for i, (dtype, shape) in enumerate(sig.arg_types):
         # one condition per argument (rank, dtype, then each dimension in order, binding a
         # symbol at its first occurrence): fewer statements is what a small step pays for
         ns[f"DT{i}"] = dtype.np
         emit(f"    a{i} = args[{i}]")
-        emit(f"    if type(a{i}) is not NDARRAY: a{i} = _as_array(a{i}, {sig.arg_names[i]!r})")
+        if sig.arg_grad and sig.arg_grad[i] and sig.arg_grad_checked:
+            emit(f"    a{i} = _grad_array(a{i})")
+        else:
+            emit(f"    if type(a{i}) is not NDARRAY: a{i} = _as_array(a{i})")
         emit(f"    s{i} = a{i}.shape")
         conds = [f"len(s{i}) != {len(shape)}", f"(a{i}.dtype is not DT{i} and a{i}.dtype != DT{i})"]
         for d, p in enumerate(shape):
