@@ -37,6 +37,35 @@ compile_source = builtins.compile  # ``compile`` below is graphc's
 _MODE_EPOCH = nn_module.mode_epoch  # bumped by train()/eval(): the fast path re-checks modes
 
 
+def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, ...]) -> Any:
+    """``trace`` with ``fn``'s symbolic axes; where that fails on a shape rule and some of
+    those axes have size 0 or 1 in this call, again with those sizes fixed.
+
+    Why: a size-1 dimension broadcasts, a symbolic one cannot (a ``[1, C, 1, 1]`` scale
+    argument beside ``[N, C, H, W]`` data: ``B1`` against ``B``), so PyTorch never makes
+    sizes 0 and 1 dynamic. graphc keeps them symbolic where the trace allows it (a step
+    first called with one sample serves every batch size), and specialises them only
+    where broadcasting needs the 1 (that variant then takes that size only)."""
+    from .ir.shapes import ShapeError
+
+    try:
+        return trace(fn.fn, args, fn.name, fn.dynamic, arg_grad=arg_grad)
+    except ShapeError:
+        dyn = fn.dynamic
+        axes = {i: ((0,) if a.ndim >= 1 else ()) if dyn in (True, None) else
+                () if dyn is False else tuple(dyn.get(i, ()))
+                for i, a in enumerate(args)}
+        if isinstance(dyn, dict):  # axes given by argument name
+            names = fn._arg_names(len(args))
+            for i in range(len(args)):
+                axes[i] = tuple(dyn.get(i, dyn.get(names[i], ())))
+        kept = {i: tuple(ax for ax in ax_i if args[i].shape[ax] > 1)
+                for i, ax_i in axes.items()}
+        if kept == axes:
+            raise
+    return trace(fn.fn, args, fn.name, kept, arg_grad=arg_grad)
+
+
 class Variant:
     """One compiled specialisation: the graphs at each stage, the executable, the runtime."""
 
@@ -47,8 +76,7 @@ class Variant:
         # the collector held off: a compile's objects all live until it ends (gcpause)
         with compile_log.recording(fn.name, fn.verbose) as log, gcpause.paused():
             with log.phase("trace"):
-                self.graph_traced, self.sig = trace(fn.fn, args, fn.name, fn.dynamic,
-                                                    arg_grad=arg_grad)
+                self.graph_traced, self.sig = _trace(fn, args, arg_grad)
                 self.sig.arg_grad_checked = not fn._forced_arg_grad
             with log.phase("passes"):
                 self.stages: dict[str, Any] = dict(run_pipeline(self.graph_traced))
@@ -252,7 +280,7 @@ class CompiledFunction:
             keys = list(self._by_key) + [key]
             names = old.sig.arg_names
             varying = [names[i] for i in range(len(names))
-                       if len({k[i] for k in keys if i < len(k)}) > 1]
+                       if len({k[i + 1] for k in keys if i + 1 < len(k)}) > 1]
             import warnings
 
             warnings.warn(

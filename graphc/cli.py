@@ -228,8 +228,8 @@ class _Watch:
                 if hasattr(fn, "name"):
                     watch.note_created(fn)
 
-        def _compile(fn: Any, args: list[Any]) -> Any:
-            variant = compile_(fn, args)
+        def _compile(fn: Any, args: list[Any], *rest: Any) -> Any:
+            variant = compile_(fn, args, *rest)
             watch.note_created(fn)
             if not names_step(fn, watch.func):
                 return variant

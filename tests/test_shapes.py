@@ -284,3 +284,39 @@ def test_a_cold_compile_builds_no_symbolic_sum():
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_size_one_argument_broadcasts_against_the_batch():
+    """A ``[1, C, 1, 1]`` argument beside ``[N, C, H, W]`` data: its leading 1 would be a
+    second batch symbol that cannot broadcast, so that size is fixed (PyTorch never makes
+    sizes 0 and 1 dynamic) while the data's batch stays symbolic."""
+    rng = np.random.default_rng(0)
+    s = rng.standard_normal((1, 3, 1, 1)).astype(np.float32)
+
+    @gc.compile
+    def scale(x, s):
+        return (x * s + 1.0).sum(dim=(0, 2, 3))
+
+    for n in (8, 5, 1):
+        x = rng.standard_normal((n, 3, 4, 4)).astype(np.float32)
+        np.testing.assert_allclose(scale(x, s).numpy(), (x * s + 1.0).sum(axis=(0, 2, 3)),
+                                   rtol=1e-5, atol=1e-5)
+    assert scale.compile_count == 1
+
+    @gc.compile
+    def double(x):  # a batch of one where nothing broadcasts it: still one variant for all
+        return x * 2.0
+
+    for n in (1, 4, 9):
+        np.testing.assert_array_equal(double(np.ones((n, 3), np.float32)).numpy(),
+                                      np.full((n, 3), 2.0, np.float32))
+    assert double.compile_count == 1
+
+
+def test_shape_error_without_size_one_axes_is_raised_as_before():
+    @gc.compile
+    def bad(x, y):
+        return x + y
+
+    with pytest.raises(ValueError, match="cannot be broadcast"):
+        bad(np.ones((4, 3), np.float32), np.ones((5, 2), np.float32))
