@@ -1173,6 +1173,19 @@ class _MemoryWrites:
 
 MEMORY_WRITES = _MemoryWrites()
 
+# tensors a pending backward recomputes from (a compiled call's parameters,
+# ``graphc.compiled_grad``) -> how many such backwards: a compiled step that writes one in
+# place notes the write here, so that backward raises PyTorch's in-place error as an eager
+# tape would (steps writing other tensors pay one truth test per call)
+WATCHED: dict[int, int] = {}  # keyed by ``id``: the records keep the tensors alive
+
+
+def note_compiled_writes(tensors: Sequence[Tensor]) -> None:
+    """A compiled call wrote ``tensors`` in place: note the watched ones' memory."""
+    for t in tensors:
+        if id(t) in WATCHED:
+            MEMORY_WRITES.note(t._node._value)
+
 
 def _note_memory_write(node: Node, dst: np.ndarray) -> None:
     if "untracked" not in node.attrs:

@@ -17,19 +17,22 @@ read (the cotangents are its extra arguments), returning the gradients instead o
 same values and changes nothing, so a function that updates state (BatchNorm's running
 statistics in training mode, an optimizer, ``.grad``) or draws random numbers (dropout)
 returns results whose backward raises a clear error instead, before any ``.grad`` changes.
-Parameters are compared with their values at the call when the backward runs: one changed
-in place in between raises PyTorch's in-place modification error instead of a gradient
-taken at the new values.
+A parameter written in place between the call and its backward (an eager in-place op, or
+a compiled step: ``_tensor.WATCHED`` makes such a step note the write) raises PyTorch's
+in-place modification error instead of a gradient taken at the new values; writes through
+``.data`` are not noted, as in PyTorch.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
 
 from graphc.passes.autodiff import VJP
 
+from ._tensor import WATCHED
 from .ir import Node, toposort
 
 OP = "compiled_output"  # eager-only tape op: one result of a compiled call
@@ -87,7 +90,7 @@ class CallRecord:
     the caller may reuse their memory), the parameters' values at the call, and which
     results carry a graph."""
 
-    __slots__ = ("fn", "sig", "args", "leaves", "values", "shapes", "dtypes")
+    __slots__ = ("fn", "sig", "args", "leaves", "shapes", "dtypes", "__weakref__")
 
     def __init__(self, fn: Any, sig: Any, args: tuple, outs: list) -> None:
         from .tensor import Tensor
@@ -97,9 +100,11 @@ class CallRecord:
         self.args = tuple(np.array(a._node._value if isinstance(a, Tensor) else a, copy=True)
                           for a in args)
         self.leaves = list(sig.grad_leaves)  # then the arguments ``sig.grad_args``
-        # the parameters' values at the call, to detect an in-place change before backward
-        self.values = [np.array(p._node._value, copy=True) for p in self.leaves] \
-            if not sig.impure else []
+        if not sig.impure:  # compiled steps note their writes of these (see above)
+            for p in self.leaves:
+                WATCHED[id(p)] = WATCHED.get(id(p), 0) + 1
+            # the finalizer holds the leaves, so their ids stay theirs until it runs
+            weakref.finalize(self, _unwatch, list(self.leaves))
         live = [outs[i] for i in sig.live_outputs]
         self.shapes = [tuple(o.shape) for o in live]
         self.dtypes = [o._node._value.dtype for o in live]
@@ -111,13 +116,6 @@ class CallRecord:
                 f"backward through a result of compiled function {self.fn.name!r}: "
                 f"{self.sig.impure}. Call backward() (and the optimizer's step) inside the "
                 "compiled function, or run it eagerly")
-        for p, v in zip(self.leaves, self.values):
-            if p._node._value.shape != v.shape or not np.array_equal(
-                    p._node._value, v, equal_nan=True):
-                raise RuntimeError(
-                    "one of the variables needed for gradient computation has been modified "
-                    f"by an inplace operation: a parameter of shape {list(v.shape)} that "
-                    f"compiled function {self.fn.name!r} read was changed after the call")
         gouts = [np.zeros(s, d) for s, d in zip(self.shapes, self.dtypes)]
         gouts[index] = np.ascontiguousarray(g, dtype=self.dtypes[index])
         from .autograd import enable_grad
@@ -127,6 +125,15 @@ class CallRecord:
         with enable_grad():
             grads = bwd(*self.args, *gouts)
         return [None if t is None else np.array(t._node._value, copy=True) for t in grads]
+
+
+def _unwatch(leaves: list) -> None:
+    for p in leaves:
+        k = WATCHED.get(id(p), 0) - 1
+        if k > 0:
+            WATCHED[id(p)] = k
+        else:
+            WATCHED.pop(id(p), None)
 
 
 def _backward_function(fn: Any, sig: Any, nargs: int, arg_grad: list[bool]) -> Any:

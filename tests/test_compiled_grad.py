@@ -158,14 +158,41 @@ def test_random_function_raises_on_backward():
 
 
 def test_parameter_changed_before_backward_raises():
+    """Written in place between the call and its backward, by an eager op or by a compiled
+    optimizer step: PyTorch's in-place error, before any ``.grad`` changes."""
     m = _mlp()
+    opt = optim.SGD(m.parameters(), lr=0.1)
     fwd = gc.compile(m)
+
+    @gc.compile
+    def update():
+        opt.step()
+
+    for p in m.parameters():
+        p.grad = gc.ones_like(p)
     out = fwd(gc.tensor(_x()))
-    with gc.no_grad():
-        m[0].weight.data.mul_(2.0)  # through .data: no eager version bump, still caught
+    update()  # writes every parameter in place
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.sum().backward()
-    assert all(g is None for g in _grads(m))
+    assert all(np.all(g == 1) for g in _grads(m))
+    out = fwd(gc.tensor(_x()))
+    with gc.no_grad():
+        m[2].bias.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+    out = fwd(gc.tensor(_x()))  # an update of parameters it does not read: fine
+    other = nn.Linear(2, 2)
+    other.weight.grad, other.bias.grad = gc.ones_like(other.weight), gc.ones_like(other.bias)
+    opt2 = optim.SGD(other.parameters(), lr=0.1)
+    gc.compile(lambda: opt2.step())()
+    out.sum().backward()
+    from graphc._tensor import WATCHED
+
+    del out
+    import gc as pygc
+
+    pygc.collect()
+    assert not any(id(p) in WATCHED for p in m.parameters())  # released with the result
 
 
 def test_gradient_reaches_an_argument_that_requires_grad():

@@ -22,6 +22,7 @@ import sympy
 
 from graphc import amp
 from graphc._context import hyper_epoch, state_epoch
+from graphc._tensor import WATCHED, note_compiled_writes
 from graphc.autograd import _state as grad_mode_state
 from graphc.autograd import is_grad_enabled
 from graphc.codegen.abi import TABLE_FIXED
@@ -397,6 +398,11 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         # updates of strided tensors were written to buffers of their own (sink_buffer)
         ns["VIEWS"] = exe._view_sinks
         emit("        if VIEWS: EXE.commit_views()")
+        # parameters a pending compiled-call backward reads (``_tensor.WATCHED``)
+        ns["WATCHED"], ns["NOTE_W"] = WATCHED, note_compiled_writes
+        ns["WRITTEN"] = tuple(sig.sinks[s].ref for s, _ in g.updates
+                              if sig.sinks[s].kind == "tensor")
+        emit("        if WATCHED: NOTE_W(WRITTEN)")
     for k, p in enumerate(sig.grads_to_clear):
         ns[f"Z{k}"] = p
         emit(f"        Z{k}._grad = None")
