@@ -693,6 +693,13 @@ class Tensor:
     def tolist(self) -> Any:
         return self.numpy().tolist()
 
+    def _sympy_(self) -> Any:
+        """Not a sympy value: ``x.shape[0] / t`` (a symbolic size on the left) then falls
+        back to the tensor's reflected operator instead of sympy converting the tensor."""
+        import sympy
+
+        raise sympy.SympifyError(self)
+
     def __float__(self) -> float:
         return float(self.item())
 

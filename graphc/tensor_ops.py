@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import sympy
 
 from . import _context, amp
 from ._tensor import (
@@ -107,7 +108,15 @@ def _apply_cast(x: Tensor, dtype: dt.DType) -> Tensor:
 
 
 def _is_scalar(x: Any) -> bool:
-    return isinstance(x, (bool, int, float, np.number, np.bool_))
+    """A Python or numpy number, or a symbolic size (``x.shape[0]`` of a traced batch, an
+    integer expression the step evaluates when it runs, as PyTorch's SymInt)."""
+    return isinstance(x, (bool, int, float, np.number, np.bool_)) or (
+        isinstance(x, sympy.Expr) and x.is_integer is not False and bool(x.free_symbols))
+
+
+def _scalar_kind(v: Any) -> Any:
+    """The value ``dt.promote_scalar`` classifies: an integer for a symbolic size."""
+    return 1 if isinstance(v, sympy.Basic) else v
 
 
 def _category(d: dt.DType) -> int:
@@ -128,11 +137,11 @@ def _operands(a: Any, b: Any, op: str) -> tuple[Node, Node]:
             t = dt.promote(an.dtype, bn.dtype)
         return bld.cast(an, t), bld.cast(bn, t)
     if isinstance(a, Tensor) and _is_scalar(b):
-        t = dt.promote_scalar(a.dtype, b.item() if isinstance(b, np.generic) else b)
+        t = dt.promote_scalar(a.dtype, _scalar_kind(_py(b)))
         an = a.node
         return bld.cast(an, t), _scalar(bld, _py(b), an.shape, t)
     if isinstance(b, Tensor) and _is_scalar(a):
-        t = dt.promote_scalar(b.dtype, a.item() if isinstance(a, np.generic) else a)
+        t = dt.promote_scalar(b.dtype, _scalar_kind(_py(a)))
         bn = b.node
         return _scalar(bld, _py(a), bn.shape, t), bld.cast(bn, t)
     if isinstance(a, Tensor):

@@ -320,3 +320,27 @@ def test_shape_error_without_size_one_axes_is_raised_as_before():
 
     with pytest.raises(ValueError, match="cannot be broadcast"):
         bad(np.ones((4, 3), np.float32), np.ones((5, 2), np.float32))
+
+
+def test_symbolic_size_in_tensor_arithmetic():
+    """``loss / x.shape[0]``, ``x * x.size(0)``: a traced batch size is a symbol, and as an
+    operand it is the integer the step sees when it runs (PyTorch's SymInt), one variant
+    for every batch size; integer tensors stay integer."""
+
+    def fn(x, i):
+        n = x.shape[0]
+        return x.sum(0) / n, x * x.size(0) - n, n / (x.abs() + 1), i + n, 2 ** x.new_ones(()) * n
+
+    step = gc.compile(fn)
+    rng = np.random.default_rng(3)
+    for b in (5, 1, 12):
+        x = rng.standard_normal((b, 3)).astype(np.float32)
+        i = rng.integers(0, 9, (b,))
+        got = step(x, i)
+        want = fn(gc.tensor(x), gc.tensor(i))
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(got[0].numpy(), x.sum(0) / b, rtol=1e-6)
+        np.testing.assert_array_equal(got[3].numpy(), i + b)
+    assert step.compile_count == 1
