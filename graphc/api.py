@@ -39,7 +39,8 @@ _MODE_EPOCH = nn_module.mode_epoch  # bumped by train()/eval(): the fast path re
 
 def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, ...]) -> Any:
     """``trace`` with ``fn``'s symbolic axes; where that fails on a shape rule and some of
-    those axes have size 0 or 1 in this call, again with those sizes fixed.
+    those axes have size 0 or 1 in this call, again with those sizes fixed; where Python
+    code needs a symbolic size as a number, again with every size fixed.
 
     Why: a size-1 dimension broadcasts, a symbolic one cannot (a ``[1, C, 1, 1]`` scale
     argument beside ``[N, C, H, W]`` data: ``B1`` against ``B``), so PyTorch never makes
@@ -50,6 +51,14 @@ def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, .
 
     try:
         return trace(fn.fn, args, fn.name, fn.dynamic, arg_grad=arg_grad)
+    except TypeError:
+        # Python needed a symbolic size as a number (``int(x.shape[0])``, ``len(x)``,
+        # ``range(n)``, ``max(n, 2)``, ``n ** 0.5``): specialise this variant on the sizes,
+        # as torch.compile does for a SymInt turned into a Python int (a new size compiles
+        # a new variant). A TypeError of the code itself is raised again by that trace.
+        if fn.dynamic is False or not any(a.ndim for a in args):
+            raise
+        return trace(fn.fn, args, fn.name, False, arg_grad=arg_grad)
     except ShapeError:
         dyn = fn.dynamic
         axes = {i: ((0,) if a.ndim >= 1 else ()) if dyn in (True, None) else

@@ -115,8 +115,14 @@ def _is_scalar(x: Any) -> bool:
 
 
 def _scalar_kind(v: Any) -> Any:
-    """The value ``dt.promote_scalar`` classifies: an integer for a symbolic size."""
-    return 1 if isinstance(v, sympy.Basic) else v
+    """The value ``dt.promote_scalar`` classifies: an integer for a symbolic size (one
+    that is not an integer, ``n ** 0.5``, raises TypeError: the compile then fixes the
+    sizes, as for ``int(n)``)."""
+    if not isinstance(v, sympy.Basic):
+        return v
+    if v.is_integer is not True:
+        raise TypeError(f"the symbolic size expression {v} is not an integer")
+    return 1
 
 
 def _category(d: dt.DType) -> int:

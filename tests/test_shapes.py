@@ -344,3 +344,35 @@ def test_symbolic_size_in_tensor_arithmetic():
         np.testing.assert_allclose(got[0].numpy(), x.sum(0) / b, rtol=1e-6)
         np.testing.assert_array_equal(got[3].numpy(), i + b)
     assert step.compile_count == 1
+
+
+@pytest.mark.parametrize("name", ["int", "len", "range", "max", "arange", "sqrt"])
+def test_symbolic_size_needed_as_a_number_specialises(name):
+    """Python code that needs the batch size as a number (``int(n)``, ``len(x)``,
+    ``range(n)``, ``max(n, 2)``, ``gc.arange(n)``, ``n ** 0.5``) gets a variant per size,
+    as torch.compile specialises a SymInt turned into an int, with eager's values."""
+    fns = {
+        "int": lambda x: x * int(x.shape[0]),
+        "len": lambda x: x.sum() / len(x),
+        "range": lambda x: sum(x[i] * i for i in range(x.shape[0])),
+        "max": lambda x: x * max(x.shape[0], 2),
+        "arange": lambda x: gc.arange(x.shape[0]) * 1.0 + x.sum(1),
+        "sqrt": lambda x: x / x.shape[0] ** 0.5,
+    }
+    fn = fns[name]
+    step = gc.compile(fn)
+    rng = np.random.default_rng(1)
+    for b in (4, 1, 4, 7):
+        x = rng.standard_normal((b, 3)).astype(np.float32)
+        np.testing.assert_allclose(step(x).numpy(), fn(gc.tensor(x)).numpy(), rtol=1e-6,
+                                   atol=1e-6)
+    assert step.compile_count == 3  # sizes 4, 1 and 7
+
+
+def test_type_error_of_the_code_itself_is_raised():
+    @gc.compile
+    def bad(x):
+        return x + "a"
+
+    with pytest.raises(TypeError):
+        bad(np.ones((3, 2), np.float32))
