@@ -123,6 +123,9 @@ class Module:
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_hooks_with_kwargs", set())
         object.__setattr__(self, "_hooks_always_called", set())
+        ctx = _context.current()
+        if ctx is not None:  # built inside a compiled function: its own attributes are free
+            object.__setattr__(self, "_born_in_trace", weakref.ref(ctx))
 
     @property
     def training(self) -> bool:
@@ -145,6 +148,8 @@ class Module:
         if "_parameters" not in d:
             raise AttributeError("cannot assign before Module.__init__() call")
         params, bufs, mods = d["_parameters"], d["_buffers"], d["_modules"]
+        if _context.current() is not None:
+            _check_traced_setattr(self, name, value, bufs, params, mods)
         if name in params or name in bufs or name in mods or isinstance(
                 value, (Parameter, Module)):
             _context.bump()  # compiled steps guard on which tensors and children they used
@@ -642,6 +647,56 @@ class Module:
             body = (extra_lines[0] if len(extra_lines) == 1 and not child_lines
                     else "\n  " + "\n  ".join(lines) + "\n")
         return f"{type(self).__name__}({body})"
+
+
+_SAME_VALUE_TYPES = (bool, int, float, str, bytes, type(None), tuple, frozenset)
+_MISSING = object()
+
+
+def _check_traced_setattr(m: Module, name: str, value: Any, bufs: dict, params: dict,
+                          mods: dict) -> None:
+    """An attribute assignment while a compiled function is traced runs once, at trace
+    time, and a tensor computed in the trace would not exist after the call: refuse the
+    assignments whose eager effect a compiled call cannot repeat (before the module
+    changes), with what to write instead. Allowed: the ``training`` flag (guarded like
+    every mode read), parameters and children (guarded by identity), and a value equal to
+    the one already there (re-setting a constant, a cache of the same object)."""
+    if name == "training" or name in params or name in mods or isinstance(
+            value, (Parameter, Module)):
+        return
+    born = m.__dict__.get("_born_in_trace")
+    if born is not None and born() is _context.current():
+        return  # a module the function itself builds (``nn.MSELoss()(out, y)``)
+    what = f"{type(m).__name__}.{name}"
+    if name in bufs:
+        if value is bufs[name]:
+            return
+        raise NotImplementedError(
+            f"{what} = ... inside a compiled function rebinds the buffer {name!r}: a compiled "
+            f"call cannot repeat that (and an old reference to the buffer would see other "
+            f"values than eagerly). Update it in place, which is traced as an update: "
+            f"self.{name}.copy_(new_value), or mul_/add_/lerp_")
+    if isinstance(value, Tensor) and (value._trace is not None or value._node.rg):
+        raise NotImplementedError(
+            f"{what} = <tensor> inside a compiled function stores a tensor computed in the "
+            "call on the module: it would not exist after the call. Return it from the "
+            "compiled function instead (or keep it in a registered buffer updated in place "
+            "with copy_)")
+    old = m.__dict__.get(name, _MISSING)
+    if old is value:
+        return
+    if type(old) is type(value) and isinstance(value, _SAME_VALUE_TYPES):
+        try:
+            if bool(old == value):
+                return
+        except Exception:  # noqa: BLE001 - not comparable: treated as a change
+            pass
+    shown = repr(value) if isinstance(value, _SAME_VALUE_TYPES) else type(value).__name__
+    raise NotImplementedError(
+        f"{what} = {shown[:60]} inside a compiled function: Python side effects run once, "
+        "when the function is traced, so later calls would not repeat it. Keep a counter "
+        "in a buffer updated in place (register_buffer, then .add_(1)), or change the "
+        "attribute outside the compiled function")
 
 
 def _guard_hooks(ctx: Any, m: Module) -> None:
