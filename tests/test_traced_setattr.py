@@ -113,3 +113,47 @@ def test_a_module_built_inside_the_function_sets_its_own_attributes():
     x, y = np.ones((3, 2), np.float32), np.zeros((3, 1), np.float32)
     np.testing.assert_allclose(loss(x, y).item(),
                                nn.MSELoss()(lin(gc.tensor(x)), gc.tensor(y)).item(), rtol=1e-6)
+
+
+def test_scheduler_step_inside_a_compiled_step_raises_before_anything_moves():
+    from graphc import optim
+
+    lin = nn.Linear(3, 1)
+    opt = optim.SGD(lin.parameters(), lr=0.1)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+
+    @gc.compile
+    def step(x):
+        opt.zero_grad()
+        loss = lin(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        sched.step()
+        return loss
+
+    w = lin.weight.numpy().copy()
+    with pytest.raises(NotImplementedError, match=r"StepLR.step\(\) inside a compiled"):
+        step(_x(0))
+    assert opt.param_groups[0]["lr"] == 0.1 and sched.last_epoch == 0
+    np.testing.assert_array_equal(lin.weight.numpy(), w)
+
+
+def test_param_group_write_inside_a_compiled_step_raises():
+    from graphc import optim
+
+    lin = nn.Linear(3, 1)
+    opt = optim.SGD(lin.parameters(), lr=0.1)
+
+    @gc.compile
+    def warm(x, k: float = 0.5):
+        for g in opt.param_groups:
+            g["lr"] = 0.1  # the value already there: allowed
+        opt.zero_grad()
+        lin(x).sum().backward()
+        for g in opt.param_groups:
+            g["lr"] = 0.1 * k
+        opt.step()
+
+    with pytest.raises(NotImplementedError, match=r"param_groups\[\.\.\.\]\['lr'\]"):
+        warm(_x(0))
+    assert opt.param_groups[0]["lr"] == 0.1

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
 
+from .. import _context
 from ..tensor import Tensor
 from .optimizer import Optimizer
 
@@ -83,6 +84,16 @@ def _init_momentum(optimizer: Optimizer, base_momentum: Any, max_momentum: Any,
             group["max_momentum"] = m_top
             group["base_momentum"] = m_base
     return use_beta1, base, top
+
+
+def _refuse_in_trace(sched: Any) -> None:
+    """``scheduler.step()`` while a compiled function is traced would run once, at trace
+    time: the learning rate would not move on later calls. Raised before anything moves."""
+    if _context.current() is not None:
+        raise NotImplementedError(
+            f"{type(sched).__name__}.step() inside a compiled function runs once, when it "
+            "is traced, so the learning rate would not move on later calls: call it after "
+            "the compiled step (or pass the scheduler to step.run(..., scheduler=))")
 
 
 def _set_group_value(group: dict[str, Any], key: str, value: Any) -> None:
@@ -149,6 +160,7 @@ class LRScheduler:
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch (call after ``optimizer.step()``) and write the new lrs."""
+        _refuse_in_trace(self)
         self._step_count += 1
         if epoch is not None:
             warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
@@ -456,6 +468,7 @@ class SequentialLR(LRScheduler):
 
     def step(self) -> None:  # type: ignore[override]
         """Advance the active scheduler (restarting the next one at a milestone)."""
+        _refuse_in_trace(self)
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[idx]
@@ -509,6 +522,7 @@ class ChainedScheduler(LRScheduler):
 
     def step(self) -> None:  # type: ignore[override]
         """Step every chained scheduler, in order."""
+        _refuse_in_trace(self)
         for s in self._schedulers:
             s.step()
         self._last_lr = _group_values(self._schedulers[-1].optimizer, "lr")
@@ -569,6 +583,7 @@ class ReduceLROnPlateau(LRScheduler):
 
     def step(self, metrics: Any, epoch: int | None = None) -> None:  # type: ignore[override]
         """Record ``metrics`` for this epoch and reduce the lrs after ``patience`` bad ones."""
+        _refuse_in_trace(self)
         current = float(metrics)
         if epoch is None:
             epoch = self.last_epoch + 1
@@ -778,6 +793,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
     def step(self, epoch: Any = None) -> None:
         """Advance one epoch, or go to ``epoch`` (possibly fractional: ``epoch + i / iters``
         inside an epoch)."""
+        _refuse_in_trace(self)
         if epoch is None and self.last_epoch < 0:
             epoch = 0
         if epoch is None:

@@ -103,6 +103,23 @@ class ParamGroups(list):
     del _name
 
 
+def _refuse_traced_write(group: dict, key: Any, value: Any) -> None:
+    """A write into a parameter group while a compiled function is traced would happen once,
+    at trace time (a warm-up ``g["lr"] = ...`` would not move on later calls): refused
+    unless it stores what is already there."""
+    old = dict.get(group, key, _NO_VALUE)
+    if old is value or (_is_number(old) and _is_number(value) and old == value):
+        return
+    raise NotImplementedError(
+        f"param_groups[...][{key!r}] = ... inside a compiled function runs once, when it is "
+        "traced, so later calls would not see a new value: set hyperparameters outside the "
+        "compiled function (each call reads the numbers in param_groups), or update a "
+        "tensor hyperparameter in place (group['lr'].fill_(v))")
+
+
+_NO_VALUE = object()
+
+
 class ParamGroup(dict):
     """One entry of ``optimizer.param_groups`` (see the module docstring)."""
 
@@ -116,6 +133,8 @@ class ParamGroup(dict):
             dict.__setitem__(self, "params", Params(dict.__getitem__(self, "params")))
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if _context.current() is not None:
+            _refuse_traced_write(self, key, value)
         if key == "params":
             value = Params(value)
             _context.bump()
