@@ -78,3 +78,31 @@ class inference_mode(_Mode):
     def __init__(self, mode: bool = True) -> None:
         self._enabled = not mode
         self._inference = mode
+
+
+# ``grad``'s implementation, installed by ``graphc.engine`` (this module imports no layer
+# above it): (outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+# materialize_grads) -> tuple
+GRAD_IMPL: list[Any] = [None]
+
+
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, only_inputs: bool = True, allow_unused: bool | None = None,
+         is_grads_batched: bool = False, materialize_grads: bool = False) -> tuple:
+    """``torch.autograd.grad``: the gradients of ``sum(grad_output * output)`` with respect
+    to ``inputs``, returned (nothing is accumulated into ``.grad``), eagerly or inside a
+    compiled function. ``create_graph=True`` builds them as a differentiable graph (a
+    gradient penalty's second backward); ``retain_graph`` defaults to ``create_graph``."""
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad: is_grads_batched=True (vmap over "
+                                  "grad_outputs) is not supported")
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if retain_graph is None:
+        retain_graph = create_graph
+    return GRAD_IMPL[0](outputs, inputs, grad_outputs, retain_graph, create_graph,
+                        allow_unused, materialize_grads)
+

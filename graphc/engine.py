@@ -17,7 +17,7 @@ import numpy as np
 
 from graphc.passes.autodiff import vjp
 
-from . import _tensor, backward_plan
+from . import _context, _tensor, backward_plan
 from ._tensor import (
     _EAGER,
     GRAD_HOOKS,
@@ -27,7 +27,7 @@ from ._tensor import (
     leaf_node,
     to_array,
 )
-from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES, no_grad
+from .autograd import BACKWARD_TWICE, GRAD_IMPL, NO_SAVED_VALUES, enable_grad, no_grad
 from .interpreter import QUIET, quiet_block
 from .ir import Node, toposort
 from .ir import shapes as sh
@@ -169,4 +169,97 @@ def accumulate_grad(tensor: Tensor, g: np.ndarray) -> None:
         np.add(dst, g, out=dst)
 
 
+UNUSED = ("One of the differentiated Tensors appears to not have been used in the graph. "
+          "Set allow_unused=True if this is the desired behavior.")
+
+
+def _as_tensors(x: Any, what: str) -> list[Tensor]:
+    seq = list(x) if isinstance(x, (list, tuple)) else [x]
+    for i, t in enumerate(seq):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"autograd.grad: {what}[{i}] must be a Tensor, got "
+                            f"{type(t).__name__}")
+    return seq
+
+
+def autograd_grad(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool,
+                  create_graph: bool, allow_unused: bool, materialize: bool) -> tuple:
+    """``graphc.autograd.grad``: checks shared by both modes, then the eager tape's
+    gradients here or the trace's (``TraceContext.autograd_grad``)."""
+    outs = _as_tensors(outputs, "outputs")
+    ins = _as_tensors(inputs, "inputs")
+    if grad_outputs is None:
+        gouts: list[Any] = [None] * len(outs)
+    else:
+        gouts = list(grad_outputs) if isinstance(grad_outputs, (list, tuple)) else [
+            grad_outputs]
+        if len(gouts) != len(outs):
+            raise RuntimeError(f"grad requires one grad_output per output: got "
+                               f"{len(gouts)} grad_outputs for {len(outs)} outputs")
+    ctx = _context.current()
+    if ctx is not None:
+        return ctx.autograd_grad(outs, ins, gouts, retain_graph, create_graph, allow_unused,
+                                 materialize)
+    for i, o in enumerate(outs):
+        if not o._node.rg:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not "
+                               "have a grad_fn")
+    for t in ins:
+        if not t._node.rg:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    roots = [o._node for o in outs]
+    order = toposort(roots)
+    saved = [n for n in order if n.rg and n.op not in NO_SAVED_VALUES]
+    if any(n.freed for n in saved):
+        raise RuntimeError(BACKWARD_TWICE)
+    check_saved_versions(order)
+    seeds = []
+    for o, g in zip(outs, gouts):
+        if g is None:
+            if o._node._value.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            seeds.append(leaf_node(np.ones(o._node._value.shape, o.dtype.np)))
+        elif isinstance(g, Tensor) and create_graph:
+            if tuple(g.shape) != tuple(o.shape):
+                raise RuntimeError(f"Mismatch in shape: grad_output has a shape of "
+                                   f"{tuple(g.shape)} and output has a shape of {tuple(o.shape)}")
+            seeds.append(g._node)
+        else:
+            v = to_array(g, o.dtype)
+            if v.shape != tuple(o.shape):
+                raise RuntimeError(f"Mismatch in shape: grad_output has a shape of {v.shape} "
+                                   f"and output has a shape of {tuple(o.shape)}")
+            seeds.append(leaf_node(v))
+    # interior tensors' hooks run; retained ``.grad``s are not filled (``.grad`` is left
+    # alone: that is what autograd.grad is for)
+    hooked = GRAD_HOOKS and any(GRAD_HOOKS.get(n) for n in order)
+    with (enable_grad() if create_graph else no_grad()), quiet_block() as quiet:
+        _USER_ERR[0] = quiet.saved
+        grads = vjp(_EAGER, roots, seeds, [t._node for t in ins],
+                    _hooks_only if hooked else None, order)
+    if not retain_graph:
+        for n in saved:
+            n.freed = True
+    result: list[Tensor | None] = []
+    for t, g in zip(ins, grads):
+        if g is None:
+            if materialize:
+                result.append(Tensor._from_array(np.zeros(tuple(t.shape), t.dtype.np)))
+                continue
+            if not allow_unused:
+                raise RuntimeError(UNUSED)
+            result.append(None)
+        elif create_graph:
+            result.append(Tensor(g))
+        else:
+            result.append(Tensor._from_array(np.array(g._value, dtype=t.dtype.np, copy=True)))
+    return tuple(result)
+
+
+def _hooks_only(n: Node, g: Node) -> Node:
+    hooks = GRAD_HOOKS.get(n)
+    return run_hooks(hooks, g) if hooks else g
+
+
+GRAD_IMPL[0] = autograd_grad
 _tensor._EAGER_BACKWARD[0] = eager_backward

@@ -416,6 +416,75 @@ class TraceContext:
             for hook in list(self.backward_hooks):
                 hook(self)
 
+    def autograd_grad(self, outs: list[Tensor], ins: list[Tensor], gouts: list[Any],
+                      retain_graph: bool, create_graph: bool, allow_unused: bool,
+                      materialize: bool) -> tuple:
+        """``graphc.autograd.grad`` inside the trace: the gradients as traced tensors (with
+        ``create_graph``, differentiable ones), nothing written to ``.grad``."""
+        from contextlib import nullcontext
+
+        from .autograd import no_grad
+        from .engine import UNUSED
+
+        b = self.builder
+        roots = [o.node if o._trace is self else self.read(o) for o in outs]
+        for i, r in enumerate(roots):
+            if not r.rg:
+                raise RuntimeError(f"element {i} of tensors does not require grad and does "
+                                   "not have a grad_fn")
+        for o in outs:
+            if id(o) in self.freed:
+                raise RuntimeError(BACKWARD_TWICE)
+        if not retain_graph and any(n.rg and n.op not in NO_SAVED_VALUES
+                                    for n in toposort(roots)):
+            for o in outs:
+                self.freed.add(id(o))
+                self._keep_alive.append(o)
+        self.backward_roots.extend(roots)
+        nodes: list[list[Node]] = []
+        for t in ins:
+            if t._trace is self:
+                vs = [t.node]
+            else:
+                self.read(t)
+                vs = list(self.versions.get(id(t), []))
+            if not any(v.rg for v in vs):
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+            nodes.append(vs)
+        with (nullcontext() if create_graph else no_grad()):
+            seeds = []
+            for r, g in zip(roots, gouts):
+                if g is None:
+                    if not sh.same(sh.numel(r.shape), 1):
+                        raise RuntimeError("grad can be implicitly created only for scalar "
+                                           "outputs")
+                    seeds.append(b.const(1.0, r.shape, r.dtype))
+                else:
+                    gn = g.node if isinstance(g, Tensor) and g._trace is self else (
+                        self.read(g) if isinstance(g, Tensor) else b.const(float(g)))
+                    seeds.append(b.broadcast_to(b.cast(gn, r.dtype), r.shape))
+            grads = vjp(b, roots, seeds, [v for vs in nodes for v in vs])
+            out: list[Tensor | None] = []
+            i = 0
+            for t, vs in zip(ins, nodes):
+                total = None
+                for _ in vs:
+                    g = grads[i]
+                    i += 1
+                    if g is not None:
+                        total = g if total is None else b.add(total, g)
+                if total is None:
+                    if materialize:
+                        out.append(Tensor(b.const(0.0, t.node.shape if t._trace is self
+                                                  else tuple(t.shape), t.dtype), self))
+                        continue
+                    if not allow_unused:
+                        raise RuntimeError(UNUSED)
+                    out.append(None)
+                else:
+                    out.append(Tensor(total, self))
+        return tuple(out)
+
     def vjp_values(self, outs: list[Tensor], cotangents: list[Tensor], leaves: list[Tensor]
                    ) -> list[Tensor | None]:
         """The gradients of ``sum(cotangent * out)`` with respect to the external tensors
