@@ -463,16 +463,8 @@ class TraceContext:
                     gn = g.node if isinstance(g, Tensor) and g._trace is self else (
                         self.read(g) if isinstance(g, Tensor) else b.const(float(g)))
                     seeds.append(b.broadcast_to(b.cast(gn, r.dtype), r.shape))
-            grads = vjp(b, roots, seeds, [v for vs in nodes for v in vs])
             out: list[Tensor | None] = []
-            i = 0
-            for t, vs in zip(ins, nodes):
-                total = None
-                for _ in vs:
-                    g = grads[i]
-                    i += 1
-                    if g is not None:
-                        total = g if total is None else b.add(total, g)
+            for t, total in zip(ins, self._summed_vjp(roots, seeds, nodes)):
                 if total is None:
                     if materialize:
                         out.append(Tensor(b.const(0.0, t.node.shape if t._trace is self
@@ -498,20 +490,25 @@ class TraceContext:
         # a leaf: an external tensor, or an argument's index (its input node)
         nodes = [[self.inputs[t]] if isinstance(t, int) else self.versions.get(id(t), [])
                  for t in leaves]
-        wrt = [v for vs in nodes for v in vs]
         with no_grad():
             seeds = [b.cast(c.node, r.dtype) for c, r in zip(cotangents, roots)]
-            grads = vjp(b, roots, seeds, wrt)
-            out: list[Tensor | None] = []
-            i = 0
-            for vs in nodes:
-                total = None
-                for _ in vs:
-                    g = grads[i]
-                    i += 1
-                    if g is not None:
-                        total = g if total is None else b.add(total, g)
-                out.append(None if total is None else Tensor(total, self))
+            return [None if g is None else Tensor(g, self)
+                    for g in self._summed_vjp(roots, seeds, nodes)]
+
+    def _summed_vjp(self, roots: list[Node], seeds: list[Node], nodes: list[list[Node]]
+                    ) -> list[Node | None]:
+        """``vjp`` with respect to groups of nodes (a tensor's versions), each group's
+        gradients summed; None where no root depends on a group."""
+        b = self.builder
+        grads = iter(vjp(b, roots, seeds, [v for vs in nodes for v in vs]))
+        out: list[Node | None] = []
+        for vs in nodes:
+            total = None
+            for _ in vs:
+                g = next(grads)
+                if g is not None:
+                    total = g if total is None else b.add(total, g)
+            out.append(total)
         return out
 
     # -- optimizer state and hyperparameters ----------------------------------------------

@@ -238,32 +238,10 @@ def test_argument_requiring_grad_in_a_step_with_backward_is_refused():
 # -- random programs: a compiled forward, the backward outside, against eager ----------------
 def _forward_fn(prog: dict, params: dict):
     """``test_fuzz``'s random program without its in-step backward: the two last values."""
-    from test_fuzz import BINARY, UNARY
-
-    f, w, m = prog["f"], params["w"], params["m"]
+    from test_fuzz import program_pool
 
     def fn(x, idx):
-        pool = [x, w * x]
-        for s in prog["steps"]:
-            kind = s[0]
-            if kind == "unary":
-                out = UNARY[s[1]](pool[s[2]])
-            elif kind == "binary":
-                out = BINARY[s[1]](pool[s[2]], pool[s[3]])
-            elif kind == "reduce":
-                t, dim = pool[s[2]], s[3]
-                out = (t.amax(dim, keepdim=True) if s[1] == "max"
-                       else getattr(t, s[1])(dim, keepdim=True))
-            elif kind == "matmul":
-                out = pool[s[1]] @ m
-            elif kind == "cat":
-                both = gc.cat([pool[s[1]], pool[s[2]]], dim=1)
-                out = both[:, f:] * 0.5 + both[:, :f]
-            else:
-                out = gc.gather(pool[s[1]], 1, idx)
-            if tuple(out.shape)[1:] != (f,) or out.shape[0] != pool[0].shape[0]:
-                out = out.expand(pool[0].shape[0], f)
-            pool.append(out)
+        pool = program_pool(prog, x, idx, params["w"], params["m"])
         return pool[-1], {"prev": pool[-2]}
 
     return fn

@@ -98,41 +98,48 @@ def programs(draw: Any) -> dict[str, Any]:
 
 
 def _program_fn(prog: dict[str, Any], params: dict[str, Any]) -> Any:
-    f = prog["f"]
     w, m = params["w"], params["m"]
 
     def fn(x: Any, idx: Any) -> Any:
-        pool = [x, w * x]
-        for s in prog["steps"]:
-            kind = s[0]
-            if kind == "unary":
-                out = UNARY[s[1]](pool[s[2]])
-            elif kind == "binary":
-                out = BINARY[s[1]](pool[s[2]], pool[s[3]])
-            elif kind == "reduce":
-                t, dim = pool[s[2]], s[3]
-                if s[1] == "max":
-                    out = t.max(dim, keepdim=True)[0] if dim == 1 else t.max(dim, keepdim=True)
-                    out = out[0] if isinstance(out, tuple) else getattr(out, "values", out)
-                else:
-                    out = getattr(t, s[1])(dim, keepdim=True)
-                out = out.expand(*pool[0].shape) if out.shape[dim] == 1 else out
-            elif kind == "matmul":
-                out = pool[s[1]] @ m
-            elif kind == "cat":
-                both = gc.cat([pool[s[1]], pool[s[2]]], dim=1)
-                out = both[:, f:] * 0.5 + both[:, :f]
-            else:  # gather: per row, index columns of the tensor
-                out = gc.gather(pool[s[1]], 1, idx)
-            if tuple(out.shape)[1:] != (f,):
-                out = out.expand(pool[0].shape[0], f)
-            pool.append(out)
+        pool = program_pool(prog, x, idx, w, m)
         loss = sum((t * (k + 1) * 0.1).sum() for k, t in enumerate(pool[-2:]))
         loss = loss + (pool[1] * 0.01).sum()  # always reaches w
         loss.backward()
         return loss, pool[-1]
 
     return fn
+
+
+def program_pool(prog: dict[str, Any], x: Any, idx: Any, w: Any, m: Any) -> list:
+    """Every value of a random program on ``x`` (``idx``: gather indices; ``w``, ``m``: its
+    parameters), in order; the program's results are the last ones."""
+    f = prog["f"]
+    pool = [x, w * x]
+    for s in prog["steps"]:
+        kind = s[0]
+        if kind == "unary":
+            out = UNARY[s[1]](pool[s[2]])
+        elif kind == "binary":
+            out = BINARY[s[1]](pool[s[2]], pool[s[3]])
+        elif kind == "reduce":
+            t, dim = pool[s[2]], s[3]
+            if s[1] == "max":
+                out = t.max(dim, keepdim=True)[0] if dim == 1 else t.max(dim, keepdim=True)
+                out = out[0] if isinstance(out, tuple) else getattr(out, "values", out)
+            else:
+                out = getattr(t, s[1])(dim, keepdim=True)
+            out = out.expand(*pool[0].shape) if out.shape[dim] == 1 else out
+        elif kind == "matmul":
+            out = pool[s[1]] @ m
+        elif kind == "cat":
+            both = gc.cat([pool[s[1]], pool[s[2]]], dim=1)
+            out = both[:, f:] * 0.5 + both[:, :f]
+        else:  # gather: per row, index columns of the tensor
+            out = gc.gather(pool[s[1]], 1, idx)
+        if tuple(out.shape)[1:] != (f,):
+            out = out.expand(pool[0].shape[0], f)
+        pool.append(out)
+    return pool
 
 
 def _run_program(prog: dict[str, Any], backend: str | None) -> list[list[np.ndarray]]:
