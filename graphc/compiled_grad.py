@@ -96,9 +96,10 @@ class CallRecord:
         from .tensor import Tensor
 
         self.fn, self.sig = fn, sig
-        # the call checked and converted them already: copies of their values
-        self.args = tuple(np.array(a._node._value if isinstance(a, Tensor) else a, copy=True)
-                          for a in args)
+        # the call checked and converted them already: copies of their values (none where
+        # the backward will refuse anyway)
+        self.args = () if sig.impure else tuple(
+            np.array(a._node._value if isinstance(a, Tensor) else a, copy=True) for a in args)
         self.leaves = list(sig.grad_leaves)  # then the arguments ``sig.grad_args``
         if not sig.impure:  # compiled steps note their writes of these (see above)
             for p in self.leaves:
