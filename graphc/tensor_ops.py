@@ -389,7 +389,14 @@ def unary(op: str, x: Any) -> Tensor:
     return _wrap(builder().op(op, (n,)))
 
 
-def where(cond: Any, a: Any, b: Any) -> Tensor:
+def where(cond: Any, a: Any = None, b: Any = None) -> Any:
+    """``torch.where``: ``a`` where ``cond`` holds, else ``b``; with the condition alone,
+    ``cond.nonzero(as_tuple=True)`` (eager only: its size depends on the data)."""
+    if a is None and b is None:
+        return as_tensor(cond).nonzero(as_tuple=True)
+    if a is None or b is None:
+        raise TypeError("where() takes a condition alone or a condition and two values "
+                        "(input, other)")
     if _context.current() is None:
         v = _eager_where(cond, a, b)
         if v is not None:
