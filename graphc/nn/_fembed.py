@@ -119,8 +119,9 @@ def embedding_bag(input: Any, weight: Any, offsets: Any = None, max_norm: float 
     """``torch.nn.functional.embedding_bag``: per bag, the sum, mean or max of the weight rows
     its indices name. Bags are the rows of a 2-D input, or the runs of a 1-D input starting at
     each of ``offsets`` (``include_last_offset``: the last offset ends the last bag). An empty
-    bag gives zeros. ``per_sample_weights`` scale each row (``sum`` only). ``max_norm``,
-    ``scale_grad_by_freq`` and ``sparse=True`` raise ``NotImplementedError``."""
+    bag gives zeros. ``per_sample_weights`` scale each row (``sum`` only). ``max_norm``
+    renorms the rows read in place first, as ATen; ``scale_grad_by_freq`` and
+    ``sparse=True`` raise ``NotImplementedError``."""
     idx, w = T.as_tensor(input), T.as_tensor(weight)
     if w.dtype is dt.int64 and idx.dtype.is_float:
         warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage "
@@ -158,9 +159,6 @@ def embedding_bag(input: Any, weight: Any, offsets: Any = None, max_norm: float 
         raise ValueError("max mode does not support scaling the gradient by the frequency")
     if mode == "max" and sparse:
         raise ValueError("max mode does not support sparse weights")
-    if max_norm is not None:
-        raise NotImplementedError("embedding_bag: max_norm is not supported (PyTorch renorms "
-                                  "the looked-up weight rows in place)")
     if psw is not None and mode != "sum":
         raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. "
                                   f"per_sample_weights is only supported for mode='sum' (got "
@@ -193,6 +191,10 @@ def embedding_bag(input: Any, weight: Any, offsets: Any = None, max_norm: float 
         padding_idx = int(padding_idx) + num if padding_idx < 0 else int(padding_idx)
     flat = idx.reshape(-1).to(dt.int64)
     _check_values(flat, off, num, fast_path=mode != "max" and padding_idx is None)
+    if max_norm is not None:  # the rows the bags read, renormed in place first (as ATen)
+        from ._fnorm import embedding_renorm_
+
+        embedding_renorm_(w, flat, float(max_norm), float(norm_type))
     m = flat.shape[0]
     rows = T.gather(w, 0, flat.unsqueeze(1).expand(m, dim))  # (M, D)
     keep = None if padding_idx is None else flat != padding_idx

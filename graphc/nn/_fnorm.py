@@ -126,20 +126,38 @@ def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = F
     return x._assign(out) if inplace else out
 
 
+def embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float,
+                      norm_type: float) -> Tensor:
+    """ATen's ``embedding_renorm_``: every row of ``weight`` that ``indices`` read whose
+    ``norm_type``-norm exceeds ``max_norm`` is scaled in place by ``max_norm / (norm + 1e-7)``
+    (the norm in the weight's dtype, the comparison and the quotient in double, the product
+    in the weight's dtype, as ATen computes them), without recording a gradient. Repeated
+    indices write the same row twice."""
+    with no_grad():
+        flat = indices.reshape(-1)
+        rows = weight.index_select(0, flat)
+        norm = rows.norm(p=norm_type, dim=1, keepdim=True).double()
+        scale = (max_norm / (norm + 1e-7)).to(weight.dtype)
+        weight.index_copy_(0, flat, T.where(norm > max_norm, rows * scale, rows))
+    return weight
+
+
 def embedding(input: Any, weight: Tensor, padding_idx: int | None = None,
               max_norm: Any = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
               sparse: bool = False) -> Tensor:
     """Rows of ``weight`` by index, through the bounds-checked ``gather``; rows read at
-    ``padding_idx`` get no gradient."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
-                                  "supported")
+    ``padding_idx`` get no gradient; with ``max_norm`` the rows read are first renormed in
+    place (``embedding_renorm_``)."""
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not supported")
     idx = T.as_tensor(input)
     if idx.dtype.is_float:
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
                            f"following scalar types: Long, Int; but got {idx.dtype.name}")
     idx = idx.long()
     w = T.as_tensor(weight)
+    if max_norm is not None:
+        embedding_renorm_(w, idx, float(max_norm), float(norm_type))
     dim = w.shape[1]
     flat = idx.reshape(-1, 1).expand(-1, dim)
     out = T.gather(w, 0, flat)
