@@ -87,8 +87,8 @@ def _tensors_of(obj: Any, out: list) -> list:
 
 class CallRecord:
     """What the backward of one compiled call needs: the arguments as they were (copied:
-    the caller may reuse their memory), the parameters' values at the call, and which
-    results carry a graph."""
+    the caller may reuse their memory), the tensors its gradients go to (parameters, then
+    arguments), and the live results' shapes and dtypes (for the cotangents)."""
 
     __slots__ = ("fn", "sig", "args", "leaves", "shapes", "dtypes", "__weakref__")
 
