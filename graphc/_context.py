@@ -22,9 +22,19 @@ def current() -> Any | None:
     return _local.ctx
 
 
+# how many threads are tracing now: a compiled call tests this list item (~15 ns) before
+# the thread-local (~100 ns) to see whether it is being called from inside a trace
+TRACING = [0]
+_TRACING_LOCK = threading.Lock()
+
+
 def set_current(ctx: Any | None) -> Any | None:
     prev = _local.ctx
     _local.ctx = ctx
+    change = (ctx is not None) - (prev is not None)
+    if change:
+        with _TRACING_LOCK:
+            TRACING[0] += change
     return prev
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _context
 from .ir import dtypes as dt
 from .ir import shapes as sh
 from .nn import module as nn_module
@@ -34,6 +35,10 @@ from .runtime.executable import Mismatch, argument_array, argument_grads
 from .trace import Signature, trace
 
 compile_source = builtins.compile  # ``compile`` below is graphc's
+# the thread's trace-context holder: a compiled function called while another one is being
+# traced runs as plain Python inside that trace (torch.compile inlines nested compiled
+# code too), instead of running natively once at trace time with its result baked in
+_TRACING, _ANY_TRACING = _context._local, _context.TRACING
 _MODE_EPOCH = nn_module.mode_epoch  # bumped by train()/eval(): the fast path re-checks modes
 
 
@@ -146,6 +151,8 @@ def _named_call_class(names: tuple[str, ...], qualname: str) -> type:
                f"        raise TypeError('{qualname}() takes {len(names)} positional argument"
                f"{'' if len(names) == 1 else 's'} but ' + str({len(names)} + "
                "len(_graphc_extra)) + ' were given')\n"
+               "    if _ANY_TRACING[0] and _TRACING.ctx is not None:\n"
+               f"        return _graphc_self.fn({params})\n"
                f"    args = ({params},)\n"
                "    lock = _graphc_self._lock\n"
                "    lock.acquire()\n"
@@ -163,7 +170,8 @@ def _named_call_class(names: tuple[str, ...], qualname: str) -> type:
                "    finally:\n"
                "        _graphc_self._busy = False\n"
                "        lock.release()\n")
-        scope: dict[str, Any] = {"_MODE_EPOCH": _MODE_EPOCH, "Mismatch": Mismatch}
+        scope: dict[str, Any] = {"_MODE_EPOCH": _MODE_EPOCH, "Mismatch": Mismatch,
+                                 "_TRACING": _TRACING, "_ANY_TRACING": _ANY_TRACING}
         exec(compile_source(src, f"<graphc call wrapper of {qualname}>", "exec"), scope)
         call = scope["__call__"]
         call.__qualname__ = qualname  # what CPython's argument errors name
@@ -325,6 +333,8 @@ class CompiledFunction:
                     sh.bind(s, a.shape, env, f"argument {name!r}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _ANY_TRACING[0] and _TRACING.ctx is not None:  # called while tracing: inlined
+            return self.fn(*args, **kwargs)
         if kwargs:
             args = self._bind(args, kwargs)
         # acquire/try/finally measured ~60 ns cheaper than ``with lock`` on the seed step

@@ -294,3 +294,35 @@ def test_random_programs_backward_outside_equals_eager(x_grad):
                     np.testing.assert_allclose(a, e, rtol=2e-4, atol=1e-4)
 
     check()
+
+
+def test_a_compiled_model_inside_a_compiled_step_is_inlined():
+    """``model = gc.compile(model)`` and a compiled training step calling it (a common
+    torch.compile habit): the inner function is traced into the outer step, not run once at
+    trace time; equal to eager over several steps, one compile."""
+    m, ref = _mlp(6), _mlp(6)
+    cm = gc.compile(m)
+    inner_kw = gc.compile(lambda x, scale=1.0: m(x) * scale)  # the generic call path
+    opt, ropt = optim.SGD(m.parameters(), lr=0.1), optim.SGD(ref.parameters(), lr=0.1)
+    y = np.array([0, 2, 1, 1, 0])
+
+    @gc.compile
+    def step(x, t):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(cm(x) + inner_kw(x, scale=0.5), t)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for k in range(3):
+        x = _x(seed=30 + k)
+        loss = step(x, y)
+        ropt.zero_grad()
+        xt = gc.tensor(x)
+        rl = nn.functional.cross_entropy(ref(xt) + ref(xt) * 0.5, gc.tensor(y))
+        rl.backward()
+        ropt.step()
+        np.testing.assert_allclose(loss.item(), rl.item(), rtol=1e-5)
+    for p, r in zip(m.parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.numpy(), r.numpy(), rtol=1e-5, atol=1e-6)
+    assert step.compile_count == 1 and cm.compile_count == 0
