@@ -20,6 +20,8 @@ import functools
 import inspect
 import keyword
 import threading
+import types
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -195,6 +197,11 @@ class CompiledFunction:
             raise ValueError("check_finite: supported by the 'cpu' and 'interp' backends only")
         from .checks import debug_default
 
+        # the options again, for the per-instance functions of a compiled method (__get__)
+        self._options = {"device": device, "dynamic": dynamic, "backend": backend,
+                         "check_finite": check_finite, "debug": debug,
+                         "max_variants": max_variants, "verbose": verbose}
+        self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.check_finite = bool(check_finite)
         # which arguments the trace treats as requiring grad whatever is passed (the
         # backward ``graphc.compiled_grad`` compiles is called with saved arrays)
@@ -354,6 +361,24 @@ class CompiledFunction:
         finally:
             self._busy = False
             lock.release()
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """``@gc.compile`` on a method (``def forward(self, x)`` in a class body, which
+        ``@torch.compile`` allows): read through an instance, it is that instance's own
+        compiled function of the bound method (made on first use, kept while the instance
+        lives), so ``self`` is the object the trace reads, not an argument."""
+        if obj is None:
+            return self
+        try:
+            bound = self._bound.get(obj)
+        except TypeError:  # not weakly referenceable or not hashable
+            raise TypeError(f"gc.compile on method {self.name!r}: instances of "
+                            f"{type(obj).__name__} cannot be weakly referenced; compile the "
+                            "bound method instead (gc.compile(obj.method))") from None
+        if bound is None:
+            bound = CompiledFunction(types.MethodType(self.fn, obj), **self._options)
+            self._bound[obj] = bound
+        return bound
 
     def _reentered(self) -> None:
         """The (re-entrant) lock was acquired by the thread already inside this very step: a

@@ -326,3 +326,34 @@ def test_a_compiled_model_inside_a_compiled_step_is_inlined():
     for p, r in zip(m.parameters(), ref.parameters()):
         np.testing.assert_allclose(p.numpy(), r.numpy(), rtol=1e-5, atol=1e-6)
     assert step.compile_count == 1 and cm.compile_count == 0
+
+
+def test_compiled_method_binds_each_instance():
+    """``@gc.compile`` on ``forward`` in a class body (as ``@torch.compile`` allows): each
+    instance has its own compiled function reading its own parameters, and its results
+    train through an eager backward."""
+
+    class Net(nn.Module):
+        def __init__(self, seed):
+            super().__init__()
+            gc.manual_seed(seed)
+            self.lin = nn.Linear(4, 3)
+
+        @gc.compile
+        def forward(self, x):
+            return self.lin(x).tanh()
+
+    a, b = Net(0), Net(1)
+    x = _x()
+    for net in (a, b):
+        want = net.lin(gc.tensor(x)).tanh()
+        got = net(gc.tensor(x))
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+        got.sum().backward()
+        g = net.lin.weight.grad.numpy().copy()
+        net.lin.weight.grad = None
+        want.sum().backward()
+        np.testing.assert_allclose(g, net.lin.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert a.forward is a.forward and a.forward is not b.forward
+    assert a.forward.compile_count == 1 and b.forward.compile_count == 1
+    assert isinstance(Net.forward, gc.CompiledFunction)
