@@ -12,14 +12,25 @@ import math
 
 import numpy as np
 
+from . import _context
 from .ir.fma import fma
 from .ir.libm import libm
 
 _state: dict = {"rs": np.random.RandomState(0), "seed": 0, "calls": 0, "next_normal": None}
 
 
+def _refuse_in_trace(what: str) -> None:
+    """Reseeding while a compiled function is traced would happen once, at trace time: the
+    later calls would draw on from the stream instead of restarting it, as eagerly."""
+    if _context.current() is not None:
+        raise NotImplementedError(
+            f"{what} inside a compiled step: it would reseed once, when the step is traced, "
+            "and later calls would not restart the stream; seed between calls")
+
+
 def manual_seed(seed: int) -> None:
     """Seed parameter init, ``rand``/``randn`` and dropout (as ``torch.manual_seed``)."""
+    _refuse_in_trace("graphc.manual_seed")
     seed = int(seed)
     _state["rs"] = np.random.RandomState(seed & 0xFFFFFFFF)
     _state["seed"] = seed
@@ -281,10 +292,15 @@ class Generator:
             raise ValueError(f"Generator: device must be 'cpu' (it only produces seeds), "
                              f"got {device!r}")
         self.device = "cpu"
-        self.manual_seed(_TORCH_DEFAULT_SEED)
+        _refuse_in_trace("creating a graphc.Generator")
+        self._reset(_TORCH_DEFAULT_SEED)
 
     def manual_seed(self, seed: int) -> Generator:
         """Reset the stream to ``seed`` and return the generator (as PyTorch's does)."""
+        _refuse_in_trace("Generator.manual_seed")
+        return self._reset(seed)
+
+    def _reset(self, seed: int) -> Generator:
         self._seed = int(seed)
         self._rs = np.random.RandomState(self._seed & 0xFFFFFFFF)
         self._cache: dict = {"next_normal": None}  # normal_distribution's second sample

@@ -157,3 +157,26 @@ def test_param_group_write_inside_a_compiled_step_raises():
     with pytest.raises(NotImplementedError, match=r"param_groups\[\.\.\.\]\['lr'\]"):
         warm(_x(0))
     assert opt.param_groups[0]["lr"] == 0.1
+
+
+@pytest.mark.parametrize("how", ["manual_seed", "seed", "generator", "generator_seed"])
+def test_reseeding_inside_a_compiled_step_raises(how):
+    """Reseeding would happen once, at trace time (later calls would not restart the stream
+    as eagerly): refused, like reading or setting the generator's state."""
+
+    def fn(x):
+        if how == "manual_seed":
+            gc.manual_seed(0)
+        elif how == "seed":
+            gc.seed()
+        elif how == "generator":
+            gc.Generator()
+        else:
+            GEN.manual_seed(1)
+        return nn.functional.dropout(x, 0.5)
+
+    with pytest.raises(NotImplementedError, match="inside a compiled step"):
+        gc.compile(fn)(np.ones((2, 6), np.float32))
+
+
+GEN = gc.Generator()
