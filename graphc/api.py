@@ -186,6 +186,8 @@ def _named_call_class(names: tuple[str, ...], qualname: str) -> type:
 class CompiledFunction:
     """The callable ``gc.compile`` returns (see the module docstring)."""
 
+    _is_compiled_function = True  # what ``nn.Module`` tests to hold a compiled module
+
     def __init__(self, fn: Callable[..., Any], device: str = "cpu",
                  example_args: tuple | None = None, dynamic: Any = True,
                  backend: str | None = None, check_finite: bool = False,

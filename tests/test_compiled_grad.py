@@ -357,3 +357,46 @@ def test_compiled_method_binds_each_instance():
     assert a.forward is a.forward and a.forward is not b.forward
     assert a.forward.compile_count == 1 and b.forward.compile_count == 1
     assert isinstance(Net.forward, gc.CompiledFunction)
+
+
+def test_compiled_submodule_is_registered_and_trains():
+    """``self.enc = gc.compile(enc)`` inside a parent, or ``nn.Sequential(gc.compile(a), b)``:
+    the parent holds it as an ``OptimizedModule`` (PyTorch's name and ``_orig_mod.`` keys), so
+    ``parameters()``, ``state_dict()`` and ``eval()`` reach it (before, its parameters were
+    missing from the parent and an optimizer built from it left them untrained)."""
+    gc.manual_seed(0)
+    enc = nn.Linear(4, 6)
+    net = nn.Sequential(gc.compile(enc), nn.Tanh(), nn.Linear(6, 3))
+    ref = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+    ref.load_state_dict({k.replace("_orig_mod.", ""): v for k, v in net.state_dict().items()})
+    assert list(net.state_dict()) == ["0._orig_mod.weight", "0._orig_mod.bias", "2.weight",
+                                      "2.bias"]
+    assert type(net[0]).__name__ == "OptimizedModule" and net[0]._orig_mod is enc
+    opt, ropt = optim.SGD(net.parameters(), lr=0.2), optim.SGD(ref.parameters(), lr=0.2)
+    for k in range(3):
+        x = gc.tensor(_x(seed=40 + k))
+        opt.zero_grad()
+        net(x).pow(2).mean().backward()
+        opt.step()
+        ropt.zero_grad()
+        ref(x).pow(2).mean().backward()
+        ropt.step()
+    np.testing.assert_allclose(enc.weight.numpy(), ref[0].weight.numpy(), rtol=1e-5, atol=1e-6)
+    assert net[0].compile_count == 1
+    net.eval()
+    assert not enc.training
+
+    class Parent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = gc.compile(nn.Linear(4, 2))
+
+        def forward(self, x):
+            return self.enc(x)
+
+    p = Parent()
+    assert [n for n, _ in p.named_parameters()] == ["enc._orig_mod.weight",
+                                                    "enc._orig_mod.bias"]
+    p2 = Parent()
+    p2.load_state_dict(p.state_dict())
+    np.testing.assert_array_equal(p2(_x()).detach().numpy(), p(_x()).detach().numpy())

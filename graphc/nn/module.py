@@ -148,6 +148,7 @@ class Module:
         if "_parameters" not in d:
             raise AttributeError("cannot assign before Module.__init__() call")
         params, bufs, mods = d["_parameters"], d["_buffers"], d["_modules"]
+        value = _as_module(value)
         if _context.current() is not None:
             _check_traced_setattr(self, name, value, bufs, params, mods)
         if name in params or name in bufs or name in mods or isinstance(
@@ -249,6 +250,7 @@ class Module:
             skip.add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
+        module = _as_module(module)
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         if not isinstance(name, str):
@@ -647,6 +649,43 @@ class Module:
             body = (extra_lines[0] if len(extra_lines) == 1 and not child_lines
                     else "\n  " + "\n  ".join(lines) + "\n")
         return f"{type(self).__name__}({body})"
+
+
+class OptimizedModule(Module):
+    """What a module holds where a compiled module is assigned to it (``self.enc =
+    gc.compile(enc)``, ``nn.Sequential(gc.compile(block), ...)``), as torch.compile's
+    ``OptimizedModule``: a module whose one child ``_orig_mod`` is the compiled module, so
+    ``parameters()``, ``state_dict()`` (keys ``enc._orig_mod.weight``, as PyTorch's),
+    ``train()``/``eval()`` and ``to()`` reach it, and whose forward is the compiled call.
+    Without it the parent would not see the child's parameters at all: an optimizer built
+    from ``parent.parameters()`` would silently leave them untrained. Other attributes are
+    the compiled function's (``compile_count``, ``ir``), then the module's."""
+
+    def __init__(self, compiled: Any) -> None:
+        super().__init__()
+        object.__setattr__(self, "_compiled", compiled)
+        self._modules["_orig_mod"] = compiled.fn
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__dict__["_compiled"](*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            compiled = self.__dict__.get("_compiled")
+            if compiled is None or name.startswith("__"):
+                raise
+            return getattr(compiled, name)
+
+
+def _as_module(value: Any) -> Any:
+    """A compiled module (``gc.compile(module)``) as the ``OptimizedModule`` holding it;
+    anything else as it is."""
+    if getattr(type(value), "_is_compiled_function", False) and isinstance(
+            value.__dict__.get("fn"), Module):
+        return OptimizedModule(value)
+    return value
 
 
 _SAME_VALUE_TYPES = (bool, int, float, str, bytes, type(None), tuple, frozenset)
