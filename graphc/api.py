@@ -528,12 +528,15 @@ class CompiledFunction:
         call = v.exe.call
         if not v.sig.live_outputs:
             return call
-        from .compiled_grad import wrap_results
+        from .compiled_grad import call_recorded, wrap_results
 
         sig = v.sig
 
         def call_live(args: tuple) -> Any:
-            return wrap_results(self, sig, args, call(args))
+            if sig.draws and not sig.impure:  # the recomputing backward replays the draws
+                out, draws = call_recorded(call, args)
+                return wrap_results(self, sig, args, out, draws)
+            return wrap_results(self, sig, args, call(args), [])
 
         return call_live
 

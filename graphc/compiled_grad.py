@@ -15,8 +15,10 @@ read (the cotangents are its extra arguments), returning the gradients instead o
 ``.grad``; the eager backward then accumulates them like any other leaf's gradient (hooks,
 ``AccumulateGrad``). Recomputing is exact only when running the function again computes the
 same values and changes nothing, so a function that updates state (BatchNorm's running
-statistics in training mode, an optimizer, ``.grad``) or draws random numbers (dropout)
-returns results whose backward raises a clear error instead, before any ``.grad`` changes.
+statistics in training mode, an optimizer, ``.grad``) returns results whose backward raises
+a clear error instead, before any ``.grad`` changes. Random draws (dropout) are recorded
+while the call runs and replayed by the recomputation (``graphc.random.TAPE``): the same
+masks, and the stream moves once, as eagerly.
 A parameter written in place between the call and its backward (an eager in-place op, or
 a compiled step: ``_tensor.WATCHED`` makes such a step note the write) raises PyTorch's
 in-place modification error instead of a gradient taken at the new values; writes through
@@ -65,9 +67,7 @@ def note_live_outputs(ctx: Any, g: Any, flat: list[Node]) -> None:
         what = sorted({s.kind for s in sig.sinks.values()}) or ["grad"]
         sig.impure = ("it updates state when it runs (" + ", ".join(what) + "), so running "
                       "it again to differentiate it would update that state twice")
-    elif kinds & {"seed", "random"}:
-        sig.impure = ("it draws random numbers (dropout, rand), so running it again to "
-                      "differentiate it would draw other ones")
+    sig.draws = bool(kinds & {"seed", "random"})
 
 
 def _tensors_of(obj: Any, out: list) -> list:
@@ -90,9 +90,9 @@ class CallRecord:
     the caller may reuse their memory), the tensors its gradients go to (parameters, then
     arguments), and the live results' shapes and dtypes (for the cotangents)."""
 
-    __slots__ = ("fn", "sig", "args", "leaves", "shapes", "dtypes", "__weakref__")
+    __slots__ = ("fn", "sig", "args", "leaves", "shapes", "dtypes", "draws", "__weakref__")
 
-    def __init__(self, fn: Any, sig: Any, args: tuple, outs: list) -> None:
+    def __init__(self, fn: Any, sig: Any, args: tuple, outs: list, draws: list) -> None:
         from .tensor import Tensor
 
         self.fn, self.sig = fn, sig
@@ -101,6 +101,7 @@ class CallRecord:
         self.args = () if sig.impure else tuple(
             np.array(a._node._value if isinstance(a, Tensor) else a, copy=True) for a in args)
         self.leaves = list(sig.grad_leaves)  # then the arguments ``sig.grad_args``
+        self.draws = draws  # the call's random draws, in order (replayed by ``backward``)
         if not sig.impure:  # compiled steps note their writes of these (see above)
             for p in self.leaves:
                 WATCHED[id(p)] = WATCHED.get(id(p), 0) + 1
@@ -120,11 +121,21 @@ class CallRecord:
         gouts = [np.zeros(s, d) for s, d in zip(self.shapes, self.dtypes)]
         gouts[index] = np.ascontiguousarray(g, dtype=self.dtypes[index])
         from .autograd import enable_grad
+        from .random import TAPE
 
         bwd = _backward_function(self.fn, self.sig, len(self.args), [
             bool(self.sig.arg_grad and self.sig.arg_grad[i]) for i in range(len(self.args))])
-        with enable_grad():
-            grads = bwd(*self.args, *gouts)
+        replay = iter(self.draws)
+        prev, TAPE.replay = TAPE.replay, replay
+        try:
+            with enable_grad():
+                grads = bwd(*self.args, *gouts)
+        finally:
+            TAPE.replay = prev
+        if next(replay, None) is not None:
+            raise RuntimeError(f"backward through a result of compiled function "
+                               f"{self.fn.name!r}: its recomputation drew fewer random numbers "
+                               "than the call did")
         return [None if t is None else np.array(t._node._value, copy=True) for t in grads]
 
 
@@ -161,11 +172,23 @@ def _backward_function(fn: Any, sig: Any, nargs: int, arg_grad: list[bool]) -> A
     return bwd
 
 
-def wrap_results(fn: Any, sig: Any, args: tuple, result: Any) -> Any:
+def call_recorded(call: Any, args: tuple) -> tuple[Any, list]:
+    """``call(args)`` with its random draws recorded (``graphc.random.TAPE``)."""
+    from .random import TAPE
+
+    draws: list = []
+    prev, TAPE.record = TAPE.record, draws
+    try:
+        return call(args), draws
+    finally:
+        TAPE.record = prev
+
+
+def wrap_results(fn: Any, sig: Any, args: tuple, result: Any, draws: list) -> Any:
     """Give the live results of a compiled call (``sig.live_outputs``) the autograd node
     that routes their gradient to the leaves (see the module docstring)."""
     outs = _tensors_of(result, [])
-    rec = CallRecord(fn, sig, args, outs)
+    rec = CallRecord(fn, sig, args, outs, draws)
     inputs = tuple([p._node for p in rec.leaves] + [args[i]._node for i in sig.grad_args])
     for j, i in enumerate(sig.live_outputs):
         t = outs[i]

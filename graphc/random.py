@@ -9,6 +9,7 @@ same here makes ``gc.manual_seed(n)`` followed by building a model give PyTorch'
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -42,11 +43,35 @@ def initial_seed() -> int:
     return int(_state["seed"])
 
 
+# A compiled call's draws, recorded while it runs and replayed by the backward that
+# recomputes it (``graphc.compiled_grad``: the same dropout masks, and the stream does not
+# move twice). Per thread: ``record`` a list that the draws are appended to, ``replay`` an
+# iterator that they are taken from instead of the stream.
+TAPE = _context.thread_local(record=None, replay=None)
+
+
+class ReplayMismatch(RuntimeError):
+    """A replayed call asked for more draws than the recorded one made."""
+
+
+def _replayed() -> Any:
+    try:
+        return next(TAPE.replay)
+    except StopIteration:
+        raise ReplayMismatch("a recomputed compiled call drew more random numbers than the "
+                             "call it recomputes") from None
+
+
 def next_seed() -> int:
     """A fresh 63-bit seed for counter-based RNG ops (dropout): advances the stream."""
+    if TAPE.replay is not None:
+        return _replayed()
     rs = _state["rs"]
     hi, lo = rs.randint(0, 2**32, size=2, dtype=np.uint32)
-    return int((int(hi) << 31) ^ int(lo)) & ((1 << 63) - 1)
+    v = int((int(hi) << 31) ^ int(lo)) & ((1 << 63) - 1)
+    if TAPE.record is not None:
+        TAPE.record.append(v)
+    return v
 
 
 def next_seeds(k: int) -> np.ndarray:
@@ -266,9 +291,14 @@ class Draw:
         self.dtype, self.generator = np.dtype(dtype), generator
 
     def __call__(self, shape: tuple[int, ...]) -> np.ndarray:
+        if TAPE.replay is not None:
+            return _replayed()
         kw = {} if self.generator is None else {"rs": self.generator}
         out = self.fn(tuple(shape), *self.args, dtype=self.dtype, **kw)  # type: ignore
-        return np.ascontiguousarray(out, dtype=self.dtype)
+        out = np.ascontiguousarray(out, dtype=self.dtype)
+        if TAPE.record is not None:
+            TAPE.record.append(out)
+        return out
 
     def __repr__(self) -> str:
         return f"Draw({self.name}{self.args}, {self.dtype})"

@@ -97,6 +97,7 @@ class Signature:
     # ``graphc.compiled_grad`` calls with saved arrays)
     arg_grad_checked: bool = True
     impure: str = ""
+    draws: bool = False  # it draws random numbers (its recomputing backward replays them)
 
 
 _ABSENT = "absent"

@@ -148,13 +148,30 @@ def test_state_updating_function_raises_on_backward_and_changes_nothing():
     assert all(g is None for g in _grads(m))
 
 
-def test_random_function_raises_on_backward():
+def test_dropout_results_train_with_the_masks_of_the_call():
+    """A compiled forward with dropout: its backward recomputes with the draws the call made
+    (replayed, not drawn again), so values and gradients equal eager's under one seed, and
+    the stream moves once per call, as eagerly."""
     gc.manual_seed(0)
-    m = nn.Sequential(nn.Linear(4, 6), nn.Dropout(0.5), nn.Linear(6, 2))
-    out = gc.compile(m)(gc.tensor(_x()))
-    with pytest.raises(NotImplementedError, match="random numbers"):
-        out.sum().backward()
-    assert all(g is None for g in _grads(m))
+    m = nn.Sequential(nn.Linear(4, 16), nn.Dropout(0.5), nn.Linear(16, 2))
+    fwd = gc.compile(m)
+    x = gc.tensor(_x(6))
+    for seed in (3, 4):
+        gc.manual_seed(seed)
+        out = fwd(x)
+        (out * out).sum().backward()
+        after = gc.rand(1).item()
+        got = _grads(m)
+        m.zero_grad()
+        gc.manual_seed(seed)
+        ref = m(x)
+        (ref * ref).sum().backward()
+        np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-6,
+                                   atol=1e-6)
+        for a, b in zip(got, _grads(m)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        assert after == gc.rand(1).item()  # the same point of the stream
+        m.zero_grad()
 
 
 def test_parameter_changed_before_backward_raises():
