@@ -26,12 +26,7 @@ from graphc._tensor import WATCHED, note_compiled_writes
 from graphc.autograd import _state as grad_mode_state
 from graphc.autograd import is_grad_enabled
 from graphc.codegen.abi import TABLE_FIXED
-from graphc.runtime.executable import (
-    Mismatch,
-    _number_like,
-    check_shape_guards,
-    slow_check,
-)
+from graphc.runtime.executable import Mismatch, _number_like, check_shape_guards, slow_check
 from graphc.tensor import Tensor, _OutNode, _ScalarOutNode
 
 # references to a published .grad tensor and to its array that graphc itself holds when the
@@ -105,7 +100,6 @@ def _grad_array(x: Any) -> np.ndarray:
     if not (isinstance(x, Tensor) and x._node.rg):
         raise Mismatch
     return x.numpy()
-
 
 
 def _state_lookup(ns: dict[str, Any], tag: str, ref: tuple, emit: Any) -> str:
