@@ -34,7 +34,7 @@ from .ir import shapes as sh
 from .nn import module as nn_module
 from .runtime import compile_log, gcpause
 from .runtime.executable import Mismatch, argument_array, argument_grads
-from .trace import Signature, trace
+from .trace import Signature, symbolic_axes, trace
 
 compile_source = builtins.compile  # ``compile`` below is graphc's
 # the thread's trace-context holder: a compiled function called while another one is being
@@ -67,14 +67,7 @@ def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, .
             raise
         return trace(fn.fn, args, fn.name, False, arg_grad=arg_grad)
     except ShapeError:
-        dyn = fn.dynamic
-        axes = {i: ((0,) if a.ndim >= 1 else ()) if dyn in (True, None) else
-                () if dyn is False else tuple(dyn.get(i, ()))
-                for i, a in enumerate(args)}
-        if isinstance(dyn, dict):  # axes given by argument name
-            names = fn._arg_names(len(args))
-            for i in range(len(args)):
-                axes[i] = tuple(dyn.get(i, dyn.get(names[i], ())))
+        axes = symbolic_axes(fn.dynamic, args, fn._arg_names(len(args)))
         kept = {i: tuple(ax for ax in ax_i if args[i].shape[ax] > 1)
                 for i, ax_i in axes.items()}
         if kept == axes:

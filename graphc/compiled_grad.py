@@ -19,10 +19,10 @@ statistics in training mode, an optimizer, ``.grad``) returns results whose back
 a clear error instead, before any ``.grad`` changes. Random draws (dropout) are recorded
 while the call runs and replayed by the recomputation (``graphc.random.TAPE``): the same
 masks, and the stream moves once, as eagerly.
-A parameter written in place between the call and its backward (an eager in-place op, or
-a compiled step: ``_tensor.WATCHED`` makes such a step note the write) raises PyTorch's
-in-place modification error instead of a gradient taken at the new values; writes through
-``.data`` are not noted, as in PyTorch.
+A parameter or buffer the recomputation reads, written in place between the call and its
+backward (an eager in-place op, or a compiled step: ``_tensor.WATCHED`` makes such a step
+note the write), raises PyTorch's in-place modification error instead of a gradient taken
+at the new values; writes through ``.data`` are not noted, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -62,6 +62,10 @@ def note_live_outputs(ctx: Any, g: Any, flat: list[Node]) -> None:
                        if ctx.ext_input[k].rg and ctx.ext_input[k].id in reach]
     sig.grad_args = [i for i, n in enumerate(ctx.inputs[:len(sig.arg_names)])
                      if n.rg and n.id in reach]
+    # the other tensors the recomputation reads (buffers, frozen parameters): a write into
+    # one between the call and its backward is an in-place error too
+    sig.other_reads = [t for k, t in ctx.ext_tensor.items()
+                       if not ctx.ext_input[k].rg and ctx.ext_input[k].id in reach]
     kinds = {n.attrs.get("kind") for n in g.inputs}
     if g.updates or sig.sinks or sig.grads_to_clear:
         what = sorted({s.kind for s in sig.sinks.values()}) or ["grad"]
@@ -103,10 +107,11 @@ class CallRecord:
         self.leaves = list(sig.grad_leaves)  # then the arguments ``sig.grad_args``
         self.draws = draws  # the call's random draws, in order (replayed by ``backward``)
         if not sig.impure:  # compiled steps note their writes of these (see above)
-            for p in self.leaves:
+            read = [*self.leaves, *sig.other_reads]
+            for p in read:
                 WATCHED[id(p)] = WATCHED.get(id(p), 0) + 1
-            # the finalizer holds the leaves, so their ids stay theirs until it runs
-            weakref.finalize(self, _unwatch, list(self.leaves))
+            # the finalizer holds the tensors, so their ids stay theirs until it runs
+            weakref.finalize(self, _unwatch, read)
         live = [outs[i] for i in sig.live_outputs]
         self.shapes = [tuple(o.shape) for o in live]
         self.dtypes = [o._node._value.dtype for o in live]
@@ -189,7 +194,9 @@ def wrap_results(fn: Any, sig: Any, args: tuple, result: Any, draws: list) -> An
     that routes their gradient to the leaves (see the module docstring)."""
     outs = _tensors_of(result, [])
     rec = CallRecord(fn, sig, args, outs, draws)
-    inputs = tuple([p._node for p in rec.leaves] + [args[i]._node for i in sig.grad_args])
+    # the gradients' destinations, then the other tensors read (for the in-place checks)
+    inputs = tuple([p._node for p in rec.leaves] + [args[i]._node for i in sig.grad_args]
+                   + [t._node for t in sig.other_reads])
     for j, i in enumerate(sig.live_outputs):
         t = outs[i]
         old = t._node
@@ -208,7 +215,8 @@ def _vjp(b: Any, n: Node, g: Node) -> list:
     from ._tensor import leaf_node
 
     grads = n.attrs["call"].backward(n.attrs["index"], g._value)
-    return [None if a is None else leaf_node(a) for a in grads]
+    out = [None if a is None else leaf_node(a) for a in grads]
+    return out + [None] * (len(n.inputs) - len(out))
 
 
 VJP[OP] = _vjp

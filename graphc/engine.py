@@ -45,17 +45,7 @@ def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) ->
         if n.freed:
             raise RuntimeError(BACKWARD_TWICE)
     check_saved_versions(order)  # a value the backward needs was changed in place
-    if gradient is None:
-        if root._value.size != 1:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        seed_val = np.ones(root._value.shape, root.dtype.np)
-    else:
-        seed_val = to_array(gradient, root.dtype)
-        if seed_val.shape != root._value.shape:
-            raise RuntimeError(
-                f"Mismatch in shape: grad_output has a shape of {seed_val.shape} and output has "
-                f"a shape of {root._value.shape}"
-            )
+    seed_val = _seed_array(root, gradient)
     leaves = [n for n in order if n.op == "input" and n.rg]
     hooked = (GRAD_HOOKS or RETAINED) and any(GRAD_HOOKS.get(n) or RETAINED.get(n)
                                               for n in order)
@@ -81,6 +71,20 @@ def eager_backward(t: Tensor, gradient: Any = None, retain_graph: Any = None) ->
             if hooks:
                 g = run_hooks(hooks, leaf_node(g))._value
             accumulate_grad(tensor, g)
+
+
+def _seed_array(root: Node, gradient: Any) -> np.ndarray:
+    """The cotangent an eager backward starts ``root`` from: ones for a one-element root,
+    else ``gradient`` as an array of the root's shape and dtype (PyTorch's errors)."""
+    if gradient is None:
+        if root._value.size != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        return np.ones(root._value.shape, root.dtype.np)
+    seed = to_array(gradient, root.dtype)
+    if seed.shape != root._value.shape:
+        raise RuntimeError(f"Mismatch in shape: grad_output has a shape of {seed.shape} and "
+                           f"output has a shape of {root._value.shape}")
+    return seed
 
 
 def _planned(order: list[Node], root: Node, leaves: list[Node], seed: np.ndarray
@@ -214,22 +218,10 @@ def autograd_grad(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bo
         raise RuntimeError(BACKWARD_TWICE)
     check_saved_versions(order)
     seeds = []
-    for o, g in zip(outs, gouts):
-        if g is None:
-            if o._node._value.size != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            seeds.append(leaf_node(np.ones(o._node._value.shape, o.dtype.np)))
-        elif isinstance(g, Tensor) and create_graph:
-            if tuple(g.shape) != tuple(o.shape):
-                raise RuntimeError(f"Mismatch in shape: grad_output has a shape of "
-                                   f"{tuple(g.shape)} and output has a shape of {tuple(o.shape)}")
-            seeds.append(g._node)
-        else:
-            v = to_array(g, o.dtype)
-            if v.shape != tuple(o.shape):
-                raise RuntimeError(f"Mismatch in shape: grad_output has a shape of {v.shape} "
-                                   f"and output has a shape of {tuple(o.shape)}")
-            seeds.append(leaf_node(v))
+    for r, g in zip(roots, gouts):
+        value = _seed_array(r, g)  # PyTorch's checks of the grad_output
+        # with create_graph a tensor grad_output stays on the tape (its gradient counts)
+        seeds.append(g._node if create_graph and isinstance(g, Tensor) else leaf_node(value))
     # interior tensors' hooks run; retained ``.grad``s are not filled (``.grad`` is left
     # alone: that is what autograd.grad is for)
     hooked = GRAD_HOOKS and any(GRAD_HOOKS.get(n) for n in order)

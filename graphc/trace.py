@@ -92,6 +92,7 @@ class Signature:
     live_outputs: list[int] = field(default_factory=list)
     grad_leaves: list[Tensor] = field(default_factory=list)
     grad_args: list[int] = field(default_factory=list)  # argument indices among the leaves
+    other_reads: list[Tensor] = field(default_factory=list)  # other tensors they read
     arg_grad: tuple[bool, ...] = ()  # which arguments were traced as requiring grad
     # whether a call checks that those arguments still require grad (not for a backward
     # ``graphc.compiled_grad`` calls with saved arrays)
@@ -364,12 +365,6 @@ class TraceContext:
             raise RuntimeError(
                 "element 0 of tensors does not require grad and does not have a grad_fn"
             )
-        # Traced nodes are interned (two identical forwards are one node), so "the same
-        # graph" is judged by the loss tensor object: backward() twice on it needs
-        # retain_graph, as in PyTorch; a second forward gives a new tensor and is fine.
-        if id(loss) in self.freed:
-            raise RuntimeError(BACKWARD_TWICE)
-        self.backward_roots.append(root)
         graded = [n.attrs["name"] for n in toposort([root])
                   if n.op == "input" and n.rg and n.attrs.get("kind") == "arg"]
         if graded:
@@ -378,34 +373,18 @@ class TraceContext:
                 "which requires grad: its .grad cannot be set by a compiled call. Pass "
                 f"{graded[0]}.detach(), or make the value a parameter (nn.Parameter) the "
                 "function reads")
-        if not retain_graph and any(n.rg and n.op not in NO_SAVED_VALUES for n in toposort([root])):
-            self.freed.add(id(loss))
-            self._keep_alive.append(loss)  # its id stays unique for the rest of the trace
+        self._consume([loss], [root], retain_graph)
         b = self.builder
-        if gradient is None:
-            if not sh.same(sh.numel(root.shape), 1):
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            seed = b.const(1.0, root.shape, root.dtype)
-        else:
-            seed = b.broadcast_to(b.cast(gradient.node if isinstance(gradient, Tensor)
-                                         else b.const(float(gradient)), root.dtype), root.shape)
+        seed = self._seed(root, gradient)
         keys = [k for k, t in self.ext_tensor.items() if t._node.rg]
-        wrt = [v for k in keys for v in self.versions[k]]
         version = LEAF_HOOKS_VERSION[0]  # the leaves' hooks as traced: recompile on a change
         self.guard(lambda: LEAF_HOOKS_VERSION[0], version, "tensor hooks registered or removed",
                    once="leaf hooks")
         from .autograd import no_grad
 
         with no_grad():
-            grads = vjp(b, [root], [seed], wrt)
-            i = 0
-            for k in keys:
-                total = None
-                for _ in self.versions[k]:
-                    g = grads[i]
-                    i += 1
-                    if g is not None:
-                        total = g if total is None else b.add(total, g)
+            totals = self._summed_vjp([root], [seed], [self.versions[k] for k in keys])
+            for k, total in zip(keys, totals):
                 if total is None:
                     continue
                 p = self.ext_tensor[k]
@@ -428,42 +407,21 @@ class TraceContext:
         from .engine import UNUSED
 
         b = self.builder
-        roots = [o.node if o._trace is self else self.read(o) for o in outs]
+        roots = [o.node for o in outs]
         for i, r in enumerate(roots):
             if not r.rg:
                 raise RuntimeError(f"element {i} of tensors does not require grad and does "
                                    "not have a grad_fn")
-        for o in outs:
-            if id(o) in self.freed:
-                raise RuntimeError(BACKWARD_TWICE)
-        if not retain_graph and any(n.rg and n.op not in NO_SAVED_VALUES
-                                    for n in toposort(roots)):
-            for o in outs:
-                self.freed.add(id(o))
-                self._keep_alive.append(o)
-        self.backward_roots.extend(roots)
+        self._consume(outs, roots, retain_graph)
         nodes: list[list[Node]] = []
         for t in ins:
-            if t._trace is self:
-                vs = [t.node]
-            else:
-                self.read(t)
-                vs = list(self.versions.get(id(t), []))
+            node = t.node
+            vs = [node] if t._trace is self else list(self.versions.get(id(t), [node]))
             if not any(v.rg for v in vs):
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
             nodes.append(vs)
         with (nullcontext() if create_graph else no_grad()):
-            seeds = []
-            for r, g in zip(roots, gouts):
-                if g is None:
-                    if not sh.same(sh.numel(r.shape), 1):
-                        raise RuntimeError("grad can be implicitly created only for scalar "
-                                           "outputs")
-                    seeds.append(b.const(1.0, r.shape, r.dtype))
-                else:
-                    gn = g.node if isinstance(g, Tensor) and g._trace is self else (
-                        self.read(g) if isinstance(g, Tensor) else b.const(float(g)))
-                    seeds.append(b.broadcast_to(b.cast(gn, r.dtype), r.shape))
+            seeds = [self._seed(r, g) for r, g in zip(roots, gouts)]
             out: list[Tensor | None] = []
             for t, total in zip(ins, self._summed_vjp(roots, seeds, nodes)):
                 if total is None:
@@ -477,6 +435,33 @@ class TraceContext:
                 else:
                     out.append(Tensor(total, self))
         return tuple(out)
+
+    def _consume(self, outs: list[Tensor], roots: list[Node], retain_graph: Any) -> None:
+        """``backward()``'s and ``autograd.grad``'s bookkeeping. Traced nodes are interned
+        (two identical forwards are one node), so "the same graph" is judged by the output
+        tensor objects: a second pass through one needs ``retain_graph``, as in PyTorch (a
+        second forward gives new tensors and is fine); the roots are noted for
+        ``compiled_grad.note_live_outputs``."""
+        for o in outs:
+            if id(o) in self.freed:
+                raise RuntimeError(BACKWARD_TWICE)
+        self.backward_roots.extend(roots)
+        if not retain_graph and any(n.rg and n.op not in NO_SAVED_VALUES
+                                    for n in toposort(roots)):
+            for o in outs:
+                self.freed.add(id(o))
+                self._keep_alive.append(o)  # its id stays unique for the rest of the trace
+
+    def _seed(self, root: Node, gradient: Any) -> Node:
+        """The cotangent a backward starts ``root`` from: ones for a one-element root, else
+        ``gradient`` (a tensor or a number) cast and broadcast to it."""
+        b = self.builder
+        if gradient is None:
+            if not sh.same(sh.numel(root.shape), 1):
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            return b.const(1.0, root.shape, root.dtype)
+        g = gradient.node if isinstance(gradient, Tensor) else b.const(float(gradient))
+        return b.broadcast_to(b.cast(g, root.dtype), root.shape)
 
     def vjp_values(self, outs: list[Tensor], cotangents: list[Tensor], leaves: list[Tensor]
                    ) -> list[Tensor | None]:
@@ -751,6 +736,15 @@ def argument_names(fn: Callable[..., Any], n: int) -> list[str]:
     return [params[i] if i < len(params) else f"arg{i}" for i in range(n)]
 
 
+def symbolic_axes(dynamic: Any, args: list[np.ndarray], names: list[str]
+                  ) -> dict[int, tuple[int, ...]]:
+    """Which axes of each argument a trace makes symbolic: the first of every argument
+    (``dynamic`` true), none (false), or those a dict gives by argument index or name."""
+    if isinstance(dynamic, dict):
+        return {i: tuple(dynamic.get(i, dynamic.get(names[i], ()))) for i in range(len(args))}
+    return {i: (0,) if dynamic and a.ndim >= 1 else () for i, a in enumerate(args)}
+
+
 def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
           dynamic: bool | dict[int, tuple[int, ...]] = True,
           arg_grad: tuple[bool, ...] = ()) -> tuple[Graph, Signature]:
@@ -762,13 +756,10 @@ def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
     # symbolic dims: the first dim of every input; equal sizes share a symbol
     sym_of_size: dict[int, sympy.Symbol] = {}
     arg_types: list[tuple[dt.DType, sh.Shape]] = []
+    axes = symbolic_axes(dynamic, args, arg_names)
     for i, a in enumerate(args):
         dims: list[Any] = list(a.shape)
-        if isinstance(dynamic, dict):
-            sym_axes = dynamic.get(i, dynamic.get(arg_names[i], ()))
-        else:
-            sym_axes = (0,) if dynamic and a.ndim >= 1 else ()
-        for ax in sym_axes:
+        for ax in axes[i]:
             size = int(a.shape[ax])
             if size not in sym_of_size:
                 sym_of_size[size] = sh.symbol("B" if not sym_of_size else f"B{len(sym_of_size)}")

@@ -34,18 +34,24 @@ def _data(shape_q: tuple, shape_k: tuple, dtype: type = np.float32, seed: int = 
 
 
 def _graphc(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, causal: bool,
-            compiled: bool, scale: float | None = None, dynamic: bool = False) -> list:
+            compiled: bool, scale: float | None = None, dynamic: bool = False,
+            dropout_p: float = 0.0, fused: bool | None = None) -> list:
+    """Output and q, k, v gradients of ``sum(g * sdpa(q, k, v))``, compiled or eager;
+    ``fused``: assert whether the compiled step used the attention kernel."""
     params = [gc.nn.Parameter(gc.tensor(a)) for a in (q, k, v)]
 
     def step(go: gc.Tensor) -> gc.Tensor:
         for p in params:
             p.grad = None
-        o = F.scaled_dot_product_attention(*params, is_causal=causal, scale=scale)
+        o = F.scaled_dot_product_attention(*params, is_causal=causal, scale=scale,
+                                           dropout_p=dropout_p)
         (o * go).sum().backward()
         return o
 
     fn = gc.compile(step, dynamic=dynamic) if compiled else step
     out = fn(g if compiled else gc.tensor(g))
+    if compiled and fused is not None:
+        assert ("= attention " in fn.ir("fused")) == fused
     res = [np.asarray(out.numpy() if hasattr(out, "numpy") else out)]
     return res + [p.grad.numpy() for p in params]
 
@@ -352,33 +358,18 @@ def test_dropout_inside_the_kernel_draws_dropouts_mask(shape_q: tuple, shape_k: 
     one seed the fused step (compiled and eager) equals the composite (matmul, softmax,
     ``dropout``, matmul), values and gradients, to rounding."""
     data = _data(shape_q, shape_k, dtype, seed=21)
-    params = [gc.nn.Parameter(gc.tensor(a)) for a in data[:3]]
 
-    def step(go: gc.Tensor) -> gc.Tensor:
-        for x in params:
-            x.grad = None
-        o = F.scaled_dot_product_attention(*params, is_causal=causal, dropout_p=p)
-        (o * go).sum().backward()
-        return o
-
-    def run(compiled: bool) -> list:
+    def run(compiled: bool, fused: bool) -> list:
         gc.manual_seed(5)
-        fn = gc.compile(step, dynamic=False) if compiled else step
-        out = fn(data[3] if compiled else gc.tensor(data[3]))
-        if compiled:
-            assert ("= attention " in fn.ir("fused")) == fused
-        return [np.asarray(out.numpy() if hasattr(out, "numpy") else out)] + [
-            x.grad.numpy() for x in params]
+        return _graphc(*data, causal, compiled, dropout_p=p, fused=fused)
 
-    fused = False
     with sdpa_kernel(SDPBackend.MATH):
-        want = run(False)
-    fused = True
+        want = run(False, False)
     tol = 1e-12 if dtype == np.float64 else 2e-5
     plain = _torch(*data, causal)[0]  # without dropout: the outputs must differ
     assert np.abs(want[0] - plain).max() > 1e-2
     for compiled in (True, False):
-        _close(run(compiled), want, tol)
+        _close(run(compiled, True), want, tol)
 
 
 def test_avx2_kernels_match_the_host_kernels() -> None:

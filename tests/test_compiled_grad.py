@@ -417,3 +417,27 @@ def test_compiled_submodule_is_registered_and_trains():
     p2 = Parent()
     p2.load_state_dict(p.state_dict())
     np.testing.assert_array_equal(p2(_x()).detach().numpy(), p(_x()).detach().numpy())
+
+
+def test_buffer_changed_before_backward_raises():
+    """A buffer the recomputation reads (BatchNorm's running statistics in eval mode),
+    written between the call and its backward by an eager training forward or a compiled
+    one: PyTorch's in-place error, not a gradient taken at the new statistics."""
+    gc.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.Linear(6, 2))
+    fwd = gc.compile(m)
+    train = gc.compile(lambda x: m(x).sum())
+    x = gc.tensor(_x(8))
+    for update in ("eager", "compiled"):
+        m.eval()
+        out = fwd(x)
+        m.train()
+        with gc.no_grad():
+            m(x) if update == "eager" else train(x)  # moves the running statistics
+        m.eval()
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+        assert all(g is None for g in _grads(m))
+    out = fwd(x)  # nothing written in between: the backward runs
+    out.sum().backward()
+    assert m[0].weight.grad is not None
