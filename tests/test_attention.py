@@ -35,16 +35,18 @@ def _data(shape_q: tuple, shape_k: tuple, dtype: type = np.float32, seed: int = 
 
 def _graphc(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, causal: bool,
             compiled: bool, scale: float | None = None, dynamic: bool = False,
-            dropout_p: float = 0.0, fused: bool | None = None) -> list:
+            dropout_p: float = 0.0, fused: bool | None = None,
+            mask: np.ndarray | None = None) -> list:
     """Output and q, k, v gradients of ``sum(g * sdpa(q, k, v))``, compiled or eager;
     ``fused``: assert whether the compiled step used the attention kernel."""
     params = [gc.nn.Parameter(gc.tensor(a)) for a in (q, k, v)]
+    gmask = None if mask is None else gc.tensor(mask)
 
     def step(go: gc.Tensor) -> gc.Tensor:
         for p in params:
             p.grad = None
-        o = F.scaled_dot_product_attention(*params, is_causal=causal, scale=scale,
-                                           dropout_p=dropout_p)
+        o = F.scaled_dot_product_attention(*params, attn_mask=gmask, is_causal=causal,
+                                           scale=scale, dropout_p=dropout_p)
         (o * go).sum().backward()
         return o
 
@@ -223,27 +225,11 @@ def test_fuzz_masks_and_dropout_fused_vs_composite(batch: int, L: int, S: int, E
         mask[..., 0] = True
     elif mask_kind == "float":
         mask = rng.standard_normal((2, L, S)).astype(np.float32)
-    params = [gc.nn.Parameter(gc.tensor(a)) for a in data[:3]]
-    gmask = None if mask is None else gc.tensor(mask)
-
-    def step(go: gc.Tensor) -> gc.Tensor:
-        for x in params:
-            x.grad = None
-        o = F.scaled_dot_product_attention(*params, attn_mask=gmask, is_causal=causal,
-                                           dropout_p=p)
-        (o * go).sum().backward()
-        return o
-
-    def grads() -> list:
-        return [x.grad.numpy().copy() for x in params]
-
     gc.manual_seed(7)
     with sdpa_kernel(SDPBackend.MATH):
-        want = [step(gc.tensor(data[3])).numpy()] + grads()
+        want = _graphc(*data, causal, compiled=False, dropout_p=p, mask=mask)
     gc.manual_seed(7)
-    fn = gc.compile(step, dynamic=False)
-    got = [np.asarray(fn(data[3]))] + grads()
-    assert "= attention " in fn.ir("fused")
+    got = _graphc(*data, causal, compiled=True, dropout_p=p, mask=mask, fused=True)
     _close(got, want, 3e-5)
 
 
