@@ -28,13 +28,22 @@ TRACING = [0]
 _TRACING_LOCK = threading.Lock()
 
 
+# called with True when the first thread starts tracing and with False when the last one
+# stops (``nn._attr_guards`` routes module attribute reads through its guard only meanwhile)
+TRACING_HOOKS: list[Any] = []
+
+
 def set_current(ctx: Any | None) -> Any | None:
     prev = _local.ctx
     _local.ctx = ctx
     change = (ctx is not None) - (prev is not None)
     if change:
         with _TRACING_LOCK:
+            was = TRACING[0]
             TRACING[0] += change
+            if (was == 0) != (TRACING[0] == 0):
+                for hook in TRACING_HOOKS:
+                    hook(TRACING[0] > 0)
     return prev
 
 

@@ -6,7 +6,8 @@ gradients and one that accumulates) run the same random sequence, one eagerly an
 learning rate and other hyperparameters, structural options (momentum on/off, nesterov,
 amsgrad), ``requires_grad`` (freezing), ``add_param_group``, ``load_state_dict`` of an earlier
 snapshot, train/eval, ``zero_grad(set_to_none=False)``, ``.grad = None``, ``.data`` swaps and
-in-place ``.data`` edits, gradient hooks on parameters registered and removed. After every
+in-place ``.data`` edits, gradient hooks on parameters registered and removed, BatchNorm's
+``momentum`` and ``eps`` (plain attributes its forward reads). After every
 operation the worlds must be equal within float rounding (a third world, eager in float64,
 referees where float32 rounding is amplified), or the compiled one must have raised a clear
 exception and changed nothing.
@@ -57,6 +58,9 @@ OPS = st.one_of(
     st.tuples(st.just("data_swap"), st.integers(0, 5), st.integers(0, 99)),
     st.tuples(st.just("data_edit"), st.integers(0, 5)),
     st.tuples(st.just("hook"), st.integers(0, 5), st.sampled_from(["clamp", "scale", "remove"])),
+    st.tuples(st.just("bn_attr"), st.sampled_from([("momentum", 0.1), ("momentum", 0.5),
+                                                   ("momentum", None), ("eps", 1e-5),
+                                                   ("eps", 0.01)])),
 )
 
 
@@ -136,6 +140,8 @@ class World:
             p.data = (0.3 * rng.standard_normal(p.shape)).astype(self.dtype)
         elif kind == "data_edit":
             self.params()[op[1]].data.mul_(0.5)
+        elif kind == "bn_attr":  # a plain attribute the traced forward reads
+            setattr(self.body[2], *op[1])
         elif kind == "hook":  # a gradient hook on a parameter, or the oldest one removed
             p = self.params()[op[1]]
             if op[2] == "remove":

@@ -13,6 +13,7 @@ import numpy as np
 from .. import _context
 from .._tensor import _WeakIdMap, dtype_of, parse_to
 from ..tensor import Tensor, to_array
+from . import _attr_guards
 
 # Bumped by every train()/eval() that changes a flag: compiled steps re-check their
 # specialisation only when it moved, so the per-call cost is one integer compare.
@@ -179,6 +180,8 @@ class Module:
                                 f"'{name}' (graphc.nn.Module or None expected)")
             mods[name] = None
         else:
+            if d.get(name, _MISSING) is not value:
+                _context.bump()  # compiled steps guard the plain attributes they read
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
@@ -205,6 +208,7 @@ class Module:
                 _context.bump()
                 return
         object.__delattr__(self, name)
+        _context.bump()
 
     def _check_new_name(self, name: Any, kind: str, store: str) -> None:
         if not isinstance(name, str):
@@ -766,3 +770,4 @@ def _hooks_guarded_for(ctx: Any) -> set[int]:
 
 
 _context.named_types["module"] = Module  # the tracer names what it finds in a step's scope
+_attr_guards.install(Module)  # plain attributes a traced step reads are guarded
