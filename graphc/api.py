@@ -302,13 +302,21 @@ class CompiledFunction:
                        if len({k[i + 1] for k in keys if i + 1 < len(k)}) > 1]
             import warnings
 
+            if varying or len(set(keys)) > 1:
+                why = (f"The sizes or dtypes of {', '.join(map(repr, varying)) or 'its arguments'}"
+                       " keep changing: make those dimensions dynamic (gc.compile(fn, "
+                       "dynamic={arg: (axes,)})) or pad them to a few sizes")
+            else:  # same arguments: a guarded Python value changes from call to call
+                stale = [what for read, expected, what in old.sig.struct_guards
+                         if read() != expected]
+                which = stale[0] if stale else "a module attribute the step reads"
+                why = (f"A Python value it reads keeps changing ({which}), and each new value "
+                       "is traced anew: pass a value that changes every call as a tensor "
+                       "argument, or keep it in a buffer or an optimizer param group")
             warnings.warn(
                 f"{self.name}: more than {self.max_variants} compiled variants; the least "
-                f"recently used are dropped. The sizes or dtypes of "
-                f"{', '.join(map(repr, varying)) or 'its arguments'} keep changing: make "
-                "those dimensions dynamic (gc.compile(fn, dynamic={arg: (axes,)})) or pad "
-                "them to a few sizes (max_variants= or GRAPHC_MAX_VARIANTS raises the cap)",
-                RuntimeWarning, stacklevel=4)
+                f"recently used are dropped. {why} (max_variants= or GRAPHC_MAX_VARIANTS "
+                "raises the cap)", RuntimeWarning, stacklevel=4)
 
     def _explain_mismatch(self, args: list[np.ndarray]) -> None:
         """Raise for calls that no recompilation can make right.

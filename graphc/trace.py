@@ -137,6 +137,7 @@ class TraceContext:
         self.freed: set[int] = set()  # ids of losses a backward() without retain_graph freed
         self._keep_alive: list[Any] = []
         self._modules_seen: set[int] = set()
+        self.module_types: set[type] = set()  # classes of the modules that ran (guards)
         self._concrete: dict[int, Any] = {}  # node id -> value concretize() guarded
         self._guarded: set[tuple[int, Any]] = set()  # (id(obj), key) with a structural guard
         # called as hook(ctx) after each backward() (graphc.distributed reduces gradients)
@@ -264,6 +265,7 @@ class TraceContext:
         if key in self._modules_seen:
             return
         self._modules_seen.add(key)
+        self.module_types.add(type(m))
         d = m.__dict__
         stores = [d["_parameters"], d["_buffers"], d["_modules"]]
         snap = [tuple(st.items()) for st in stores]  # the objects themselves: ids stay valid
@@ -795,6 +797,9 @@ def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
     finally:
         sh.pop_guard_sink()
         _context.set_current(prev)
+    from ._global_guards import guard_globals
+
+    guard_globals(ctx, [fn, *ctx.module_types])  # the globals that code reads
     flat: list[Node] = []
     tree = _flatten(result, flat, ctx)
     g = ctx.finish(flat)

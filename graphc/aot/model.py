@@ -293,7 +293,9 @@ def describe(fn: Any, variant: Any, name: str) -> AotModel:
             elif expected:
                 raise AOTError(f"{what}: the step needs a gradient it never reads")
             continue
-        baked.append((what, expected))
+        gg = getattr(read, "global_guard", None)  # a module global: its value, not a snapshot
+        baked.append((what, expected if gg is None else gg[2] if isinstance(
+            gg[2], (int, float, str, bool, tuple, type(None))) else f"<{type(gg[2]).__name__}>"))
 
     optimizers: list[tuple[str, list[dict[str, Any]], list[int]]] = []
     for var, opt in optims:

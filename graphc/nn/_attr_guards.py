@@ -25,11 +25,11 @@ computed (a pre-hook's ``module.weight``) are not guarded: they do not outlive t
 
 from __future__ import annotations
 
-import math
 import weakref
 from typing import Any
 
 from .. import _context
+from .._snapshot import Unfrozen, frozen, has_mutable
 from .._tensor import Tensor
 
 _object_getattribute = object.__getattribute__
@@ -45,39 +45,7 @@ _INTERNAL = frozenset({
     "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks", "_flat_weights_names",
     "_all_weights", "_compiled",
 })
-_LEAVES = (bool, int, float, complex, str, bytes, type(None))
-_MUTABLE = (list, dict, set, bytearray)
 _MISSING = object()
-_NAN = ("nan",)
-
-
-class _Unfrozen(Exception):
-    pass
-
-
-def _frozen(v: Any) -> Any:
-    """A hashable snapshot of ``v`` that compares equal exactly when the value (and every
-    leaf's type) is the same; ``_Unfrozen`` for what has no such snapshot."""
-    t = type(v)
-    if t in _LEAVES:
-        if t is float and math.isnan(v):
-            return (t, _NAN)
-        return (t, v)
-    if t is tuple or t is list:
-        return (t, tuple(_frozen(x) for x in v))
-    if t is frozenset or t is set:
-        return (t, frozenset(_frozen(x) for x in v))
-    if t is dict:
-        return (t, tuple((_frozen(k), _frozen(x)) for k, x in v.items()))
-    raise _Unfrozen
-
-
-def _has_mutable(v: Any) -> bool:
-    if isinstance(v, _MUTABLE):
-        return True
-    if type(v) in (tuple, frozenset):
-        return any(_has_mutable(x) for x in v)
-    return False
 
 
 def _state(ctx: Any) -> dict:
@@ -96,8 +64,8 @@ def _state(ctx: Any) -> dict:
                 now = m.__dict__.get(name, _MISSING)
                 if by_value:
                     try:
-                        same = now is not _MISSING and _frozen(now) == expected
-                    except _Unfrozen:
+                        same = now is not _MISSING and frozen(now) == expected
+                    except Unfrozen:
                         same = False
                 else:
                     same = now is expected
@@ -131,11 +99,11 @@ def note(ctx: Any, m: Any, name: str, value: Any) -> None:
         st["entries"].append((ref, name, False, _MISSING))
         return
     try:
-        snap = _frozen(value)
-    except _Unfrozen:
+        snap = frozen(value)
+    except Unfrozen:
         st["entries"].append((ref, name, False, value))  # identity (keeps the object alive)
         return
-    if not _has_mutable(value):
+    if not has_mutable(value):
         st["entries"].append((ref, name, True, snap))
         return
 
@@ -144,8 +112,8 @@ def note(ctx: Any, m: Any, name: str, value: Any) -> None:
         if obj is None:
             return snap
         try:
-            return _frozen(obj.__dict__.get(name, _MISSING))
-        except _Unfrozen:
+            return frozen(obj.__dict__.get(name, _MISSING))
+        except Unfrozen:
             return _MISSING
     ctx.guard(read, snap, f"{type(m).__name__}.{name} (a {type(value).__name__} the step read)")
 

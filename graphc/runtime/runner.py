@@ -254,6 +254,11 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             ns["AMS"] = amp._local
             emit(f"    if AMS.state is not GE{k}: raise Mismatch")
             continue
+        gg = getattr(read, "global_guard", None)
+        if gg is not None:  # a module global (``_global_guards``): the traced object first
+            ns[f"GD{k}"], ns[f"GN{k}"], ns[f"GW{k}"] = gg
+            emit(f"    if GD{k}.get(GN{k}) is not GW{k} and GR{k}() != GE{k}: raise Mismatch")
+            continue
         emit(f"    if GR{k}() != GE{k}: raise Mismatch")
     if spec_keys:
         ns["GV"] = [object()] * len(sig.struct_guards)
