@@ -19,9 +19,10 @@ own modules, the standard library or the numeric libraries), the globals it load
 - modules, functions, classes and other objects are not guarded (rebinding them between
   calls is rare and their contents cannot be compared cheaply).
 
-A changed global re-traces the step; changing it back reuses the earlier variant. Not seen:
-globals read only by functions the static walk does not reach (one passed as an argument
-or held in an attribute or a container), and closure variables.
+Closure variables of that code (``t`` of an enclosing ``main()`` that rebinds it between
+calls) are guarded the same way. A changed value re-traces the step; changing it back
+reuses the earlier variant. Not seen: values read only by functions the static walk does
+not reach (one passed as an argument or held in an attribute or a container).
 """
 
 from __future__ import annotations
@@ -80,7 +81,23 @@ def _loaded_globals(code: types.CodeType) -> tuple[tuple[str, str | None], ...]:
 _ABSENT = ("graphc: global absent",)
 
 
-def _reader(d: dict, name: str) -> Any:
+class _CellView:
+    """A closure cell seen as a one-entry dict (``get``), so the call wrapper's fast path
+    and the readers take globals, attribute dicts and cells alike."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: types.CellType) -> None:
+        self.cell = cell
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self.cell.cell_contents
+        except ValueError:  # emptied (``del`` in the enclosing function)
+            return default
+
+
+def _reader(d: Any, name: str) -> Any:
     def read() -> Any:
         v = d.get(name, _ABSENT)
         if v is _ABSENT:
@@ -92,7 +109,7 @@ def _reader(d: dict, name: str) -> Any:
     return read
 
 
-def _identity_reader(d: dict, name: str) -> Any:
+def _identity_reader(d: Any, name: str) -> Any:
     def read() -> Any:
         return id(d.get(name, _ABSENT))
     return read
@@ -153,6 +170,16 @@ def guard_globals(ctx: Any, roots: list[Any]) -> None:
         g = f.__globals__
         if not _user_module(g.get("__name__")):
             continue
+        for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
+            try:  # a closure variable (``t`` of an enclosing ``main()``, rebound there)
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(v, (types.FunctionType, type)):
+                todo += _functions_of(v)
+            elif (id(cell), None) not in seen:
+                seen.add((id(cell), None))
+                _note(ctx, cell, name, v, f"closure variable {name!r} of {f.__qualname__}")
         for code in _codes(f.__code__):
             for name, attr in _loaded_globals(code):
                 if name not in g or (id(g), name, attr) in seen:
@@ -187,7 +214,11 @@ def _plain_dict(v: Any) -> dict | None:
     return d if type(d) is dict else None
 
 
-def _note(ctx: Any, g: dict, name: str, v: Any, what: str) -> None:
+def _note(ctx: Any, g: Any, name: str, v: Any, what: str) -> None:
+    """Guard ``g[name]`` (``g``: a globals or attribute dict) or a closure cell's contents
+    (``g``: the cell) at ``v``."""
+    if isinstance(g, types.CellType):
+        g = _CellView(g)
     if isinstance(v, (Tensor, np.ndarray)):
         read = _identity_reader(g, name)
         read.global_guard = (g, name, v)  # type: ignore[attr-defined]  # (keeps v alive)

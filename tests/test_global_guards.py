@@ -165,3 +165,24 @@ def test_attributes_of_a_global_config_object_are_guarded() -> None:
         assert f.compile_count == 3  # the last pair was traced first
     finally:
         CFG.width, CFG.scale = 3, 1.0
+
+
+def test_a_rebound_closure_variable_retraces() -> None:
+    """``t`` of an enclosing function, rebound there between calls (a schedule kept in a
+    local of ``main()``)."""
+    gc.manual_seed(0)
+    lin = nn.Linear(4, 3)
+    t = 1.0
+
+    @gc.compile
+    def f(x):
+        return lin(x) / t
+
+    for i in range(3):
+        t = 1.0 + i
+        np.testing.assert_allclose(f(X).numpy(), (lin(gc.tensor(X)) / t).detach().numpy(),
+                                   rtol=1e-6, atol=1e-6)
+    assert f.compile_count == 3
+    t = 1.0
+    f(X)
+    assert f.compile_count == 3

@@ -255,9 +255,12 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             emit(f"    if AMS.state is not GE{k}: raise Mismatch")
             continue
         gg = getattr(read, "global_guard", None)
-        if gg is not None:  # a module global (``_global_guards``): the traced object first
-            ns[f"GD{k}"], ns[f"GN{k}"], ns[f"GW{k}"] = gg
-            emit(f"    if GD{k}.get(GN{k}) is not GW{k} and GR{k}() != GE{k}: raise Mismatch")
+        if gg is not None:  # a global or closure variable (``_global_guards``): the traced
+            ns[f"GD{k}"], ns[f"GN{k}"], ns[f"GW{k}"] = gg  # object first, then the value
+            cell = getattr(gg[0], "cell", None)
+            now = f"GC{k}.cell_contents" if cell is not None else f"GD{k}.get(GN{k})"
+            ns[f"GC{k}"] = cell
+            emit(f"    if {now} is not GW{k} and GR{k}() != GE{k}: raise Mismatch")
             continue
         emit(f"    if GR{k}() != GE{k}: raise Mismatch")
     if spec_keys:
