@@ -29,7 +29,10 @@ import sympy
 
 from graphc.passes.autodiff import vjp
 
-from . import _context
+from . import (
+    _context,
+    _host_random,  # noqa: F401  (random and numpy.random refuse to run in traces)
+)
 from ._tensor import GRAD_HOOKS, LEAF_HOOKS_VERSION
 from .autograd import BACKWARD_TWICE, NO_SAVED_VALUES
 from .engine import run_hooks
