@@ -39,8 +39,9 @@ from ._snapshot import Unfrozen, frozen, has_mutable
 from ._tensor import Tensor
 
 # modules whose globals are implementation, not user state
-_SKIP_PREFIXES = ("graphc", "numpy", "sympy", "llvmlite", "torch", "jax", "hypothesis",
-                  "_pytest", "pytest", "pluggy", "mpmath", "typing_extensions", "importlib")
+_SKIP_TOP = frozenset({"graphc", "numpy", "sympy", "llvmlite", "torch", "jax", "jaxlib",
+                       "hypothesis", "_pytest", "pytest", "pluggy", "mpmath", "xdist",
+                       "typing_extensions", "importlib_metadata"})
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 _LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 _ATTRS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
@@ -55,7 +56,7 @@ def _user_module(name: Any) -> bool:
     hit = _MODULE_USER.get(name)
     if hit is None:
         top = name.split(".", 1)[0]
-        hit = _MODULE_USER[name] = not (top in _STDLIB or name.startswith(_SKIP_PREFIXES))
+        hit = _MODULE_USER[name] = not (top in _STDLIB or top in _SKIP_TOP)
     return hit
 
 
@@ -116,24 +117,15 @@ def _identity_reader(d: Any, name: str) -> Any:
 
 
 def _functions_of(obj: Any) -> list[types.FunctionType]:
-    """The Python functions behind a callable the trace ran: a function, a bound method, a
-    class's own methods (properties and static/class methods included), an object's
-    ``forward``/``__call__``."""
+    """The Python functions behind a callable the trace ran: a function, a bound method, the
+    methods of a class and of its user base classes, an object's ``forward``/``__call__``."""
     if isinstance(obj, types.MethodType):
         obj = obj.__func__
     if isinstance(obj, types.FunctionType):
         return [obj]
-    if isinstance(obj, type):
-        out = []
-        for v in vars(obj).values():
-            if isinstance(v, (staticmethod, classmethod)):
-                v = v.__func__
-            elif isinstance(v, property):
-                out += [f for f in (v.fget, v.fset) if isinstance(f, types.FunctionType)]
-                continue
-            if isinstance(v, types.FunctionType):
-                out.append(v)
-        return out
+    if isinstance(obj, type):  # its user classes' methods, inherited ones included
+        return [f for cls in obj.__mro__ if _user_module(cls.__module__)
+                for f in _class_functions(cls)]
     out = []
     for name in ("forward", "__call__"):
         f = getattr(type(obj), name, None)
@@ -142,6 +134,20 @@ def _functions_of(obj: Any) -> list[types.FunctionType]:
     fn = getattr(obj, "fn", None)  # a compiled function: the function it compiles
     if isinstance(fn, (types.FunctionType, types.MethodType)):
         out += _functions_of(fn)
+    return out
+
+
+def _class_functions(cls: type) -> list[types.FunctionType]:
+    """A class's own functions: methods, static and class methods, property accessors."""
+    out = []
+    for v in vars(cls).values():
+        if isinstance(v, (staticmethod, classmethod)):
+            v = v.__func__
+        elif isinstance(v, property):
+            out += [f for f in (v.fget, v.fset) if isinstance(f, types.FunctionType)]
+            continue
+        if isinstance(v, types.FunctionType):
+            out.append(v)
     return out
 
 

@@ -186,3 +186,34 @@ def test_a_rebound_closure_variable_retraces() -> None:
     t = 1.0
     f(X)
     assert f.compile_count == 3
+
+
+BASE_SCALE = 1.0
+
+
+class _Base(nn.Module):
+    def scaled(self, y):
+        return y * BASE_SCALE
+
+
+class _Child(_Base):
+    def __init__(self) -> None:
+        super().__init__()
+        gc.manual_seed(0)
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.scaled(self.lin(x))
+
+
+def test_globals_of_inherited_user_methods_are_guarded() -> None:
+    global BASE_SCALE
+    m = _Child()
+    f = gc.compile(m)
+    try:
+        for s in (1.0, 4.0):
+            BASE_SCALE = s
+            _check(m, f)
+        assert f.compile_count == 2
+    finally:
+        BASE_SCALE = 1.0
