@@ -219,6 +219,7 @@ class CompiledFunction:
         self._by_key: OrderedDict[tuple, list[Variant]] = OrderedDict()  # LRU by arg key
         self.max_variants = _max_variants(max_variants)
         self._evict_warned = False
+        self._values_warned = False  # ``_note_value_variants``
         self._last: Variant | None = None
         self._last_epoch = -1
         self._fast: Callable[[tuple], Any] | None = None  # the last variant's call wrapper
@@ -255,9 +256,32 @@ class CompiledFunction:
         self._by_key.move_to_end(key)
         self.compile_count += 1
         self._last, self._last_epoch = v, nn_module.mode_epoch[0]
+        if v.sig.arg_values:
+            self._note_value_variants(v, self._by_key[key])
         if len(self.variants) > self.max_variants:
             self._evict()
         return v
+
+    VALUE_VARIANTS_WARN = 8  # torch.compile's recompile limit
+
+    def _note_value_variants(self, v: Variant, group: list[Variant]) -> None:
+        """Say once when arguments used as Python values have taken many values: each one
+        compiled a variant of its own (a step counter passed that way recompiles every
+        call)."""
+        if self._values_warned:
+            return
+        seen = {tuple(sorted(u.sig.arg_values.items())) for u in group if u.sig.arg_values}
+        if len(seen) < self.VALUE_VARIANTS_WARN:
+            return
+        self._values_warned = True
+        names = ", ".join(repr(v.sig.arg_names[i]) for i in v.sig.arg_values)
+        import warnings
+
+        warnings.warn(
+            f"{self.name}: {len(seen)} variants compiled for values of {names}, which the "
+            "step uses as Python values (a loop count, a flag), so each new value compiles "
+            "again: pass a value that changes often as a tensor and keep it in tensor ops, "
+            "or bind it outside (functools.partial)", RuntimeWarning, stacklevel=4)
 
     def _key(self, args: list[np.ndarray], arg_grad: tuple[bool, ...] = ()) -> tuple:
         """What decides which variants can take ``args``: dtypes, ranks and the sizes that
@@ -309,6 +333,8 @@ class CompiledFunction:
             else:  # same arguments: a guarded Python value changes from call to call
                 stale = [what for read, expected, what in old.sig.struct_guards
                          if read() != expected]
+                stale += [f"argument {names[i]!r}, used as a Python value"
+                          for i in old.sig.arg_values]
                 which = stale[0] if stale else "a module attribute the step reads"
                 why = (f"A Python value it reads keeps changing ({which}), and each new value "
                        "is traced anew: pass a value that changes every call as a tensor "

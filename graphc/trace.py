@@ -97,6 +97,9 @@ class Signature:
     grad_args: list[int] = field(default_factory=list)  # argument indices among the leaves
     other_reads: list[Tensor] = field(default_factory=list)  # other tensors they read
     arg_grad: tuple[bool, ...] = ()  # which arguments were traced as requiring grad
+    # Python bool/int arguments the trace needed as Python values (``range(n)``, ``if
+    # train:``): index -> the value this variant is specialised on (``concretize``)
+    arg_values: dict[int, Any] = field(default_factory=dict)
     # whether a call checks that those arguments still require grad (not for a backward
     # ``graphc.compiled_grad`` calls with saved arrays)
     arg_grad_checked: bool = True
@@ -141,6 +144,7 @@ class TraceContext:
         self._keep_alive: list[Any] = []
         self._modules_seen: set[int] = set()
         self.module_types: set[type] = set()  # classes of the modules that ran (guards)
+        self.example_args: list[np.ndarray] | None = None  # the traced call's arguments
         self._concrete: dict[int, Any] = {}  # node id -> value concretize() guarded
         self._guarded: set[tuple[int, Any]] = set()  # (id(obj), key) with a structural guard
         # called as hook(ctx) after each backward() (graphc.distributed reduces gradients)
@@ -291,6 +295,21 @@ class TraceContext:
         self.data_aliases[id(alias)] = (alias, t)  # the alias is kept alive: ids stay unique
         return alias
 
+    def _value_arg(self, n: Node) -> bool:
+        """Whether input ``n`` is a bool or integer argument passed as one value (a Python
+        ``True`` or ``3``, a 0-d array): one a variant can be specialised on."""
+        src = self.sig.sources[n.attrs["name"]] if self.sig is not None else None
+        if src is None or src.kind != "arg" or self.example_args is None:
+            return False
+        a = self.example_args[src.ref]
+        return a.shape == () and (a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer))
+
+    def _scalar_tensor(self, n: Node) -> bool:
+        """Whether input ``n`` is a one-element tensor the step reads (its value can be
+        guarded like a specialised argument's)."""
+        src = self.sig.sources[n.attrs["name"]] if self.sig is not None else None
+        return src is not None and src.kind == "tensor" and src.ref._node._value.size == 1
+
     def concretize(self, t: Tensor) -> Any:
         """A Python number for a traced 0-d/1-element tensor (``float()``, ``bool()``, ``if``).
 
@@ -312,12 +331,38 @@ class TraceContext:
         sig = self.sig
         leaves = [n for n in toposort([node]) if n.op == "input"]
         bad = [n for n in leaves if sig.sources[n.attrs["name"]].kind != "hyper"]
+        args = [n for n in bad if self._value_arg(n)]
+        if args and len(bad) == len(leaves) and all(
+                n in args or self._scalar_tensor(n) for n in bad):
+            # a Python bool or int passed as an argument and used as one (``range(n)``,
+            # ``if train:``): specialise the variant on its value, as torch.compile does;
+            # the call wrapper compares it at every call (another value: another variant).
+            # One-element tensors beside it (``n % 2`` makes the 2 one) are guarded on their
+            # values likewise
+            feeds = {}
+            for n in bad:
+                src = sig.sources[n.attrs["name"]]
+                if n in args:
+                    feeds[n.attrs["name"]] = self.example_args[src.ref]
+                    sig.arg_values[src.ref] = self.example_args[src.ref].item()
+                    continue
+                t = src.ref
+                feeds[n.attrs["name"]] = t._node._value
+                self.guard(lambda t=t: t._node._value.item(), t._node._value.item(),
+                           f"the value of {n.attrs['name']!r}", once=(id(t), "value"))
+            value = run_graph(Graph("concretize", leaves, [node], []), feeds)[0][0]
+            value = self._concrete[node.id] = value.reshape(()).item()
+            return value
         if bad:
+            hint = ""
+            if sig.sources[bad[0].attrs["name"]].kind == "arg":
+                hint = (" (a bool or int argument used as a Python value specialises the "
+                        "step on it; bind any other, a float, outside: functools.partial)")
             raise RuntimeError(
                 f"converting a traced tensor to a Python value (bool(), float(), int(), "
                 f".item() or an `if` on it) needs {bad[0].attrs['name']!r}, whose value exists "
                 "only when the compiled step runs; keep the computation in tensor ops "
-                "(gc.where, clamp, ...) instead of Python control flow")
+                f"(gc.where, clamp, ...) instead of Python control flow{hint}")
         sub = Graph("concretize", leaves, [node], [])
         refs = [sig.sources[n.attrs["name"]].ref for n in leaves]
 
@@ -772,6 +817,7 @@ def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
         arg_types.append((dt.from_numpy(a.dtype), tuple(dims)))
     ctx = TraceContext(name, collect_names(fn))
     ctx.sig = Signature(arg_names, arg_types)
+    ctx.example_args = list(args)
     ctx._used_names.update(arg_names)
     tensors = []
     ctx.sig.arg_grad = tuple(arg_grad)

@@ -131,6 +131,12 @@ def describe(fn: Any, variant: Any, name: str) -> AotModel:
     if sig.collectives:
         raise AOTError(f"{name}: a DistributedDataParallel step reduces gradients between "
                        "processes; ahead-of-time builds do not support that")
+    if sig.arg_values:
+        which = ", ".join(repr(sig.arg_names[i]) for i in sig.arg_values)
+        raise AOTError(f"{name}: the step uses argument(s) {which} as Python values (a "
+                       "flag or count it branches or loops on), so its code holds only the "
+                       "values traced; a C caller could pass another. Bind them in Python "
+                       "(functools.partial) before building")
     for n in list(g.inputs) + list(g.outputs):
         if n.dtype.name == "bfloat16":
             # inside the step (autocast) bf16 is fine; at the C boundary it would need a C

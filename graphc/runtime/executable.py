@@ -167,6 +167,8 @@ class Runtime:
                     return False
         if not all(read() == expected for read, expected, _ in sig.struct_guards):
             return False
+        if any(args[i].item() != v for i, v in sig.arg_values.items()):
+            return False
         try:
             slow_check(sig)
         except Mismatch:

@@ -213,6 +213,9 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             else:
                 conds.append(f"s{i}[{d}] != {_pyexpr(p, symvar)}")
         emit(f"    if {' or '.join(conds)}: raise Mismatch")
+        if i in sig.arg_values:  # a bool/int the variant is specialised on (trace)
+            ns[f"AV{i}"] = sig.arg_values[i]
+            emit(f"    if a{i}.item() != AV{i}: raise Mismatch")
     for j, s in enumerate(exe.symbols):
         emit(f"    if LAST[{j}] != {symvar[s]}: LAST[{j}] = SYM[{j}] = {symvar[s]}")
     if sig.shape_guards:
