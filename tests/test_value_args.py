@@ -101,3 +101,11 @@ def test_many_values_of_a_value_argument_warn_once() -> None:
             f(X, n)
     msgs = [str(w.message) for w in caught if "uses as Python values" in str(w.message)]
     assert len(msgs) == 1 and "'n'" in msgs[0], msgs
+
+
+@pytest.mark.parametrize("value", ["eval", None])
+def test_string_and_none_arguments_raise_naming_the_argument(value) -> None:
+    f = gc.compile(lambda x, mode: x * 2)
+    with pytest.raises(TypeError, match="argument 'mode': expected an array, a tensor, a "
+                                        "number or a bool, got (str|NoneType)"):
+        f(X, value)
