@@ -331,9 +331,9 @@ class TraceContext:
         sig = self.sig
         leaves = [n for n in toposort([node]) if n.op == "input"]
         bad = [n for n in leaves if sig.sources[n.attrs["name"]].kind != "hyper"]
-        args = [n for n in bad if self._value_arg(n)]
+        args = {n.id for n in bad if self._value_arg(n)}
         if args and len(bad) == len(leaves) and all(
-                n in args or self._scalar_tensor(n) for n in bad):
+                n.id in args or self._scalar_tensor(n) for n in bad):
             # a Python bool or int passed as an argument and used as one (``range(n)``,
             # ``if train:``): specialise the variant on its value, as torch.compile does;
             # the call wrapper compares it at every call (another value: another variant).
@@ -342,7 +342,7 @@ class TraceContext:
             feeds = {}
             for n in bad:
                 src = sig.sources[n.attrs["name"]]
-                if n in args:
+                if n.id in args:
                     feeds[n.attrs["name"]] = self.example_args[src.ref]
                     sig.arg_values[src.ref] = self.example_args[src.ref].item()
                     continue
@@ -846,6 +846,7 @@ def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
     finally:
         sh.pop_guard_sink()
         _context.set_current(prev)
+        ctx.example_args = None  # (a batch: not kept alive by the context)
     from ._global_guards import guard_globals
 
     guard_globals(ctx, [fn, *ctx.module_types])  # the globals that code reads

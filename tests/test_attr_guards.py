@@ -6,6 +6,7 @@ attribute costs no re-trace, and changing it back reuses the first compiled vari
 
 import numpy as np
 import pytest
+from _steps import train_step
 
 import graphc as gc
 from graphc import nn, optim
@@ -104,14 +105,7 @@ def test_dropout_rate_changed_between_training_steps_matches_eager() -> None:
 
     def run(compiled: bool) -> list[float]:
         model, opt = build()
-
-        def step(a, b):
-            opt.zero_grad()
-            loss = F.mse_loss(model(a), b)
-            loss.backward()
-            opt.step()
-            return loss
-
+        step = train_step(model, opt, F.mse_loss)
         fn = gc.compile(step) if compiled else step
         gc.manual_seed(7)
         out = []

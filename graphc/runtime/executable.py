@@ -41,10 +41,11 @@ def argument_array(x: Any, i: int, name: str, allow_grad: bool = False) -> np.nd
         raise TypeError(f"argument {name!r}: expected an array or tensor, got "
                         f"{type(x).__name__}") from e
     if a.dtype.kind in "OUSV":  # a string, None, an object: nothing a step can take as data
-        raise TypeError(f"argument {name!r}: expected an array, a tensor, a number or a bool, "
-                        f"got {type(x).__name__} ({x!r:.40}); a compiled function takes its "
-                        "arguments as data: bind a mode string or an option outside "
-                        "(functools.partial(fn, mode=...)), one compiled function per value")
+        raise TypeError(f"argument {name!r}: {type(x).__name__} is not supported (expected "
+                        f"an array, a tensor, a number or a bool, got {x!r:.40}); a compiled "
+                        "function takes its arguments as data: bind a mode string or an "
+                        "option outside (functools.partial(fn, mode=...)), one compiled "
+                        "function per value")
     return a
 
 
