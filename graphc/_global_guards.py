@@ -28,6 +28,7 @@ not reach (one passed as an argument or held in an attribute or a container).
 from __future__ import annotations
 
 import dis
+import functools
 import sys
 import types
 from collections.abc import Iterator
@@ -35,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ._snapshot import Unfrozen, frozen, has_mutable
+from ._snapshot import ABSENT, Unfrozen, entry_reader, frozen, has_mutable
 from ._tensor import Tensor
 
 # modules whose globals are implementation, not user state
@@ -79,7 +80,6 @@ def _loaded_globals(code: types.CodeType) -> tuple[tuple[str, str | None], ...]:
     return names
 
 
-_ABSENT = ("graphc: global absent",)
 
 
 class _CellView:
@@ -98,27 +98,17 @@ class _CellView:
             return default
 
 
-def _reader(d: Any, name: str) -> Any:
-    def read() -> Any:
-        v = d.get(name, _ABSENT)
-        if v is _ABSENT:
-            return _ABSENT
-        try:
-            return frozen(v)
-        except Unfrozen:
-            return _ABSENT
-    return read
-
-
 def _identity_reader(d: Any, name: str) -> Any:
     def read() -> Any:
-        return id(d.get(name, _ABSENT))
+        return id(d.get(name, ABSENT))
     return read
 
 
 def _functions_of(obj: Any) -> list[types.FunctionType]:
     """The Python functions behind a callable the trace ran: a function, a bound method, the
     methods of a class and of its user base classes, an object's ``forward``/``__call__``."""
+    if isinstance(obj, functools.partial):  # ``gc.compile(functools.partial(step, ...))``
+        return _functions_of(obj.func)
     if isinstance(obj, types.MethodType):
         obj = obj.__func__
     if isinstance(obj, types.FunctionType):
@@ -236,7 +226,7 @@ def _note(ctx: Any, g: Any, name: str, v: Any, what: str) -> None:
         snap = frozen(v)
     except Unfrozen:
         return
-    read = _reader(g, name)
+    read = entry_reader(g, name)
     if not has_mutable(v):  # the runner's fast path: identity first (``runner``)
         read.global_guard = (g, name, v)  # type: ignore[attr-defined]
     ctx.guard(read, snap, what)

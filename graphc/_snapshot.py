@@ -46,3 +46,21 @@ def has_mutable(v: Any) -> bool:
     if type(v) in (tuple, frozenset):
         return any(has_mutable(x) for x in v)
     return False
+
+
+ABSENT = ("graphc: absent",)  # what ``entry_reader`` gives for a missing or unfrozen entry
+
+
+def entry_reader(d: Any, name: str) -> Any:
+    """A guard's ``read``: the snapshot of ``d.get(name)`` (``d``: a ``__dict__``, a module's
+    globals, anything with ``get``), ``ABSENT`` when the entry is missing or has no
+    snapshot."""
+    def read() -> Any:
+        v = d.get(name, ABSENT)
+        if v is ABSENT:
+            return ABSENT
+        try:
+            return frozen(v)
+        except Unfrozen:
+            return ABSENT
+    return read

@@ -212,3 +212,27 @@ def test_globals_of_inherited_user_methods_are_guarded() -> None:
         assert f.compile_count == 2
     finally:
         BASE_SCALE = 1.0
+
+
+def test_globals_of_a_compiled_partial_are_guarded() -> None:
+    """``gc.compile(functools.partial(step, ...))``, what the errors suggest for options:
+    the wrapped function's globals are guarded too."""
+    import functools
+
+    global SCALE
+    gc.manual_seed(0)
+    lin = nn.Linear(4, 3)
+
+    def body(x, shift):
+        return _helper(lin(x)) + shift
+
+    f = gc.compile(functools.partial(body, shift=1.0))
+    try:
+        for s in (2.0, 5.0):
+            SCALE = s
+            np.testing.assert_allclose(
+                f(X).numpy(), (_helper(lin(gc.tensor(X))) + 1.0).detach().numpy(),
+                rtol=1e-6, atol=1e-6)
+        assert f.compile_count == 2
+    finally:
+        SCALE = 2.0

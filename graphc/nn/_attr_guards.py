@@ -29,7 +29,7 @@ import weakref
 from typing import Any
 
 from .. import _context
-from .._snapshot import Unfrozen, frozen, has_mutable
+from .._snapshot import Unfrozen, entry_reader, frozen, has_mutable
 from .._tensor import Tensor
 
 _object_getattribute = object.__getattribute__
@@ -106,16 +106,9 @@ def note(ctx: Any, m: Any, name: str, value: Any) -> None:
     if not has_mutable(value):
         st["entries"].append((ref, name, True, snap))
         return
-
-    def read() -> Any:  # changes in place move no epoch: compared at every call
-        obj = ref()
-        if obj is None:
-            return snap
-        try:
-            return frozen(obj.__dict__.get(name, _MISSING))
-        except Unfrozen:
-            return _MISSING
-    ctx.guard(read, snap, f"{type(m).__name__}.{name} (a {type(value).__name__} the step read)")
+    # changes in place move no epoch: compared at every call
+    ctx.guard(entry_reader(d, name), snap,
+              f"{type(m).__name__}.{name} (a {type(value).__name__} the step read)")
 
 
 def traced_getattribute(self: Any, name: str) -> Any:
