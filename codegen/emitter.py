@@ -120,6 +120,9 @@ class KernelEmitter:
 
     debug = False  # bounds checks (set per instance; subclasses with their own __init__: off)
     split_range: tuple[ir.Value, ir.Value] | None = None  # see ``split`` below
+    # the extent ``split_range`` divides when it is not the first non-1 dim of the first
+    # member's shape (a channel group splits its channels: ``codegen.channel_groups``)
+    split_extent: Any = None
     names_node = False  # its code stores a node index (error reports): not shareable
     # the LLVM optimisation level of the module it is compiled in (``llvm_objects.LEVELS``):
     # O3 for loops LLVM vectorises; a family whose kernel is vector code written out by
@@ -518,7 +521,7 @@ class KernelEmitter:
         symvals = {s: b.load(b.gep(syms, [i64(i)], inbounds=True), name=s.name)
                    for i, s in enumerate(self.L.symbols)}
         sym = SymEmitter(b, symvals)
-        n0 = sym(shape[d0])
+        n0 = sym(shape[d0] if self.split_extent is None else self.split_extent)
         args = list(fn.args)
         checked = self.err_block is not None  # may stop with an error (an index check)
         # a checked kernel's second half records its error in a record of its own (code,

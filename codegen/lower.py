@@ -33,6 +33,7 @@ from graphc.ir import shapes as sh
 
 from . import options
 from .abi import ERR_NONFINITE, ERR_OK, ERR_SCRATCH, PROFILE_SYMBOL, RUN2_SYMBOL, TABLE_FIXED
+from .channel_groups import emit_channel_group, full_shape
 from .elementwise import ELEMENT_RULES
 from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
 from .families import KERNELS, kernel_for
@@ -474,13 +475,23 @@ class Lowering:
         arguments, in order). ``codegen.loop`` calls it for a scan body's units."""
         p = self.plan
         n = unit[0]
-        label = n.op if len(unit) == 1 else "group"
+        gi = p.group_of.get(n.id)
+        passes = p.passes.get(gi) if gi is not None else None
+        label = n.op if len(unit) == 1 else "group" if passes is None else "channels"
         key = self._kernel_key(unit, label)
         kfn = self._kernel_by_key.get(key) if key is not None else None
         if kfn is None or VERIFY_KERNEL_KEYS:
             kern = kernel_for(n) if len(unit) == 1 else None
             split = self._split_work(n, kern)
-            if len(unit) > 1:
+            if passes is not None:
+                full = full_shape(unit)
+                size = sh.numel(full)
+                split = None if isinstance(size, int) and size < ELEM_PAR_MIN else full
+                k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_channels",
+                                  group=unit, split=split)
+                k.split_extent = full[1]
+                emit_channel_group(k, passes)
+            elif len(unit) > 1:
                 k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_group",
                                   group=unit,
                                   split=split)

@@ -15,5 +15,8 @@ LOOP_GROUPS = True
 # GRAPHC_CONV_WINOGRAD=0 keeps every convolution on the implicit GEMM (to compare the two;
 # read once, at import)
 WINOGRAD = os.environ.get("GRAPHC_CONV_WINOGRAD", "1") != "0"
+# GRAPHC_CHANNEL_GROUPS=0 runs batch norm's reductions and passes as separate kernels
+# instead of channel by channel (``codegen.channel_groups``; to compare)
+CHANNEL_GROUPS = os.environ.get("GRAPHC_CHANNEL_GROUPS", "1") != "0"
 
-__all__ = ["LOOP_GROUPS", "WINOGRAD"]
+__all__ = ["LOOP_GROUPS", "WINOGRAD", "CHANNEL_GROUPS"]

@@ -47,6 +47,10 @@ def format_plan(g: Graph, p: Plan, note: Callable[[Node], str | None] | None = N
             grp = p.groups[gi]
             if n.op == "scan":
                 lines += _scan_lines(n, p, len(grp) - 1)
+            elif gi in p.passes:
+                over = next((m.inputs[0] for m in grp if m.op == "sum"), n)
+                lines.append(f"channel group of {len(grp)} (channel by channel, "
+                             f"{len(set(p.passes[gi]))} passes over {type_str(over)}):")
             else:
                 lines.append(f"loop group of {len(grp)} (one loop over {type_str(n)}):")
         inline = [x for x in closure_of(n, mat) if x is not n]

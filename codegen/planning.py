@@ -28,7 +28,9 @@ from graphc.ir import Graph, Node
 from graphc.ir import ops as gops
 from graphc.ir import shapes as sh
 
+from . import options
 from .abi import align
+from .channel_groups import plan_channel_groups
 from .elementwise import ELEMENT_RULES
 from .families import KERNELS, kernel_for
 from .views import VIEW_OPS, closure_of, strided_view
@@ -71,6 +73,8 @@ class Plan:
     # scan id -> the plan of its body (``codegen.loop``); the scan and its scan_out nodes
     # are one unit in ``groups`` (the loop writes every result), the scan itself virtual
     bodies: dict[int, Plan] = field(default_factory=dict)
+    # channel groups (``codegen.channel_groups``): group index -> each member's pass
+    passes: dict[int, list[int]] = field(default_factory=dict)
 
     def units(self) -> list[list[Node]]:
         """Kernels in execution order: a loop group, or a single materialized node."""
@@ -193,6 +197,9 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
     if not debug:
         _plan_direct_writes(p, mat)
         if loop_groups:
+            if options.CHANNEL_GROUPS:
+                plan_channel_groups(p, mat, _may_fail(p, mat),
+                                    {n.id: reads_of(n, mat) for n in p.materialized})
             _plan_groups(p, mat)
     needs: list[Any] = []
     for n in scans:
@@ -346,6 +353,13 @@ def _plan_direct_writes(p: Plan, mat: set[int]) -> None:
         p.direct[v.id] = j
 
 
+def _may_fail(p: Plan, mat: set[int]) -> set[int]:
+    """Ids of the kernels that may stop early: index checks, check_finite flags."""
+    flags = {n.id for n in p.graph.meta.get("finite_flags", ())}
+    return flags | {n.id for n in p.materialized
+                    if any(x.op in CHECKED_OPS for x in closure_of(n, mat))}
+
+
 def _is_scalar(n: Node) -> bool:
     return all(isinstance(d, int) and d == 1 for d in n.shape)
 
@@ -417,7 +431,7 @@ def _plan_groups(p: Plan, mat: set[int]) -> None:
     runs: list[list[Node]] = []
     cur: list[Node] = []
     for n in p.materialized:
-        if _groupable(n, mat, flags):
+        if n.id not in p.group_of and _groupable(n, mat, flags):
             if cur and fits(cur, n):
                 cur.append(n)
                 continue

@@ -173,11 +173,24 @@ def cascade_sum(k: Any, t: ir.Type, run_loops: Callable[[Callable[[], None]], No
     elements. ``start``/``step``: the PTX per-thread strided loop (``tid``, ``ntid``); each
     thread's chunk of ``block`` iterations is then one leaf of its pairwise tree.
     """
+    return cascade_sums(k, t, run_loops, extent, lambda j: [element(j)], 1, start, step,
+                        block)[0]
+
+
+def cascade_sums(k: Any, t: ir.Type, run_loops: Callable[[Callable[[], None]], None],
+                 extent: ir.Value, elements: Callable[[ir.Value], list[ir.Value]],
+                 count: int, start: ir.Value | None = None, step: ir.Value | None = None,
+                 block: int = BLOCK) -> list[ir.Value]:
+    """``cascade_sum`` of ``count`` sums in one loop: ``elements(j)`` gives the j-th
+    element of each (and may store other values at j: a channel group's members,
+    ``codegen.channel_groups``); each sum has its own block accumulator and cascade, and
+    all share the block boundaries, so each is summed exactly as ``cascade_sum`` sums it."""
     b = k.b
-    cas = Cascade(k, t)
-    part = k.alloca(t)
+    cas = [Cascade(k, t) for _ in range(count)]
+    part = [k.alloca(t) for _ in range(count)]
     filled = k.alloca(I64)
-    cas.reset()
+    for c in cas:
+        c.reset()
     b.store(i64(0), filled)
     span = i64(block) if step is None else b.mul(step, i64(block))
 
@@ -186,22 +199,29 @@ def cascade_sum(k: Any, t: ir.Type, run_loops: Callable[[Callable[[], None]], No
     def body() -> None:
         with for_range(b, first, extent, name="blk", step=span) as c0:
             hi = _umin(b, b.add(c0, span), extent)
-            b.store(fconst(t, 0.0), part)
+            for p in part:
+                b.store(fconst(t, 0.0), p)
             with for_range(b, c0, hi, name="run", step=step) as j:
-                b.store(b.fadd(b.load(part), element(j), flags=REDUCE_FLAGS), part)
-            blk = cas.blk_ptr(i64(0))
-            b.store(b.fadd(b.load(blk), b.load(part)), blk)
+                for p, v in zip(part, elements(j), strict=True):
+                    b.store(b.fadd(b.load(p), v, flags=REDUCE_FLAGS), p)
+            for c, p in zip(cas, part):
+                blk = c.blk_ptr(i64(0))
+                b.store(b.fadd(b.load(blk), b.load(p)), blk)
             n = b.sub(hi, c0)
             got = b.add(b.load(filled), n if step is None else i64(block))
             b.store(got, filled)
             with b.if_then(b.icmp_signed(">=", got, i64(block))):
-                cas.push()
+                for c in cas:
+                    c.push()
                 b.store(i64(0), filled)
 
     run_loops(body)
-    cas.push()
-    cas.fold()
-    return b.load(cas.blk_ptr(i64(0)))
+    out = []
+    for c in cas:
+        c.push()
+        c.fold()
+        out.append(b.load(c.blk_ptr(i64(0))))
+    return out
 
 
 def outer_sum(k: Any) -> None:
@@ -420,4 +440,4 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
 KERNEL = register(Kernel("reduce", ("sum", "max"), kernel(direct)))
 
 __all__ = ["kernel", "direct", "combine", "init", "KERNEL", "Cascade", "cascade_sum",
-           "outer_sum", "fits_one_block", "BLOCK"]
+           "cascade_sums", "outer_sum", "fits_one_block", "BLOCK"]

@@ -162,6 +162,7 @@ class CPUExecutable(GuardMixin, Runtime):
         self.loop_groups = codegen_options.LOOP_GROUPS
         target += "" if self.loop_groups else "|no-loop-groups"
         target += "" if codegen_options.WINOGRAD else "|no-winograd"
+        target += "" if codegen_options.CHANNEL_GROUPS else "|no-channel-groups"
         self.profiling = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
         target += "|profile" if self.profiling else ""
         # the printed graph groups inputs by kind; the native table follows the inputs' (and

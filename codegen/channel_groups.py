@@ -1,0 +1,324 @@
+"""Channel groups: a normalisation's reductions and elementwise passes run channel by channel.
+
+Batch norm over an ``[N, C, H, W]`` activation is a run of whole-tensor passes with
+per-channel reductions between them. Forward (batch statistics): ``sum(x)``, the mean,
+``sum((x - mean)^2)``, the variance, then ``relu(x * scale + shift)``: three reads of ``x``.
+Backward (the closed form of ``graphc/nn/_fnorm.py``, after a ReLU): the masked gradient
+``g = where(y <= 0, 0, dy)``, ``sum(g * (x - mean))``, ``sum(g)``, then ``dx``: ``g`` is
+written once and read three times, ``x`` read twice. As separate kernels each pass streams
+the whole tensor (8 MB for ResNet-18's first stage at batch 32) from memory again.
+
+A channel group runs such a run of kernels with the channel loop outermost: for each channel
+(the two threads take halves of the channels), its members in *passes* over that channel's
+``N x H x W`` elements. A pass computes every elementwise member whose operands are ready
+and accumulates every reduction whose input is; a member that reads a reduction (or a
+per-channel value computed from one) starts the next pass, after the reductions of the
+channel are complete and its per-channel members (the mean, ``1 / sqrt(var + eps)``) are
+computed. So the backward above is two passes (the mask, both sums; then ``dx``) and the
+forward three, and later passes of a channel read its slab while it is still in L2 (one
+channel of ResNet-18's second stage at batch 32 is 128 KB per tensor).
+
+Which runs qualify (``plan_channel_groups``): consecutive kernels of the plan that are
+elementwise kernels of one shape ``S`` (rank 3 or more, channels on axis 1), float ``sum``
+reductions of an ``S``-shaped input over every axis but 1 (kept), and elementwise kernels of
+the reduced shape ``[1, C, 1, ...]``; every read of an earlier member must be at the
+reader's own index (elementwise ops only in between) or, for a reduced-shape member, at the
+reader's channel (elementwise ops and one ``expand`` of the reduced shape). Kernels that
+may stop early (index checks, ``check_finite`` flags) and in-place state updates never
+join. A run needs a reduction and another member. Every member keeps its buffer.
+
+Values: elementwise members compute exactly what their own kernels compute. The sums add
+blocked and pairwise (``reduce.cascade_sums``), as the ``sum`` kernel adds an expression over
+``(n, h, w)``; a sum of a buffer, which that kernel reads as runs of ``h * w``, may round
+differently in the last bits. Each channel is computed whole by one thread: results are
+bit-identical for any thread count. ``options.CHANNEL_GROUPS = False``
+(``GRAPHC_CHANNEL_GROUPS=0``) plans no channel groups, to compare.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+
+from graphc.ir import Node
+from graphc.ir import dtypes as dt
+from graphc.ir import ops as gops
+from graphc.ir import shapes as sh
+
+from .elementwise import ELEMENT_RULES
+from .emitter import KernelEmitter
+from .families import KERNELS
+from .llvm_util import for_range, i64, reg_type
+from .reduce import cascade_sums
+from .views import VIEW_OPS
+
+FULL, RED, CHAN = "full", "red", "chan"
+
+
+def _kind(n: Node, full: tuple | None) -> tuple[str, tuple] | None:
+    """(kind, full shape) of a kernel that may be a channel-group member, else None."""
+    if n.op == "sum" and n.dtype in (dt.float32, dt.float64):
+        x = n.inputs[0]
+        nd = len(x.shape)
+        if (nd >= 3 and x.dtype is n.dtype and len(n.shape) == nd
+                and set(n.attrs["axes"]) == set(range(nd)) - {1}
+                and not sh.same(x.shape[1], 1)
+                and (full is None or _same(x.shape, full))):
+            return RED, tuple(x.shape)
+        return None
+    if n.op in KERNELS or n.op in VIEW_OPS or n.op not in ELEMENT_RULES:
+        return None
+    if full is None:
+        nd = len(n.shape)
+        if nd >= 3 and not sh.same(n.shape[1], 1):
+            return FULL, tuple(n.shape)
+        return None
+    if _same(n.shape, full):
+        return FULL, full
+    if _same(n.shape, _reduced(full)):
+        return CHAN, full
+    return None
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(sh.same(x, y) for x, y in zip(a, b))
+
+
+def _reduced(full: tuple) -> tuple:
+    return tuple(d if i == 1 else 1 for i, d in enumerate(full))
+
+
+def _reads_ok(root: Node, e: Node, e_kind: str, full: tuple, mat: set[int]) -> bool:
+    """Whether every read of member ``e`` in the inline cone of ``root`` (a value at some
+    index of ``full``, or of the reduced shape) is at that index (``e`` of the same shape:
+    elementwise ops only on the way) or at its channel (``e`` of the reduced shape:
+    elementwise ops and expands of the reduced shape to the full one)."""
+    red = _reduced(full)
+    memo: dict[int, bool] = {}
+
+    def reaches(x: Node) -> bool:
+        if x is e:
+            return True
+        if x.op == "input" or (x.id in mat and x is not root):
+            return False
+        if x.id not in memo:
+            memo[x.id] = any(reaches(y) for y in x.inputs)
+        return memo[x.id]
+
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        x = stack.pop()
+        if x is e or x.id in seen or not reaches(x):
+            continue
+        seen.add(x.id)
+        if x.op == "expand":
+            if e_kind == FULL or not (_same(x.inputs[0].shape, red) and _same(x.shape, full)):
+                return False
+        elif x is not root and gops.OP_INFO[x.op].kind != "elementwise":
+            return False
+        elif x is root and x.op not in ELEMENT_RULES:
+            return False
+        stack.extend(x.inputs)
+    return True
+
+
+def _flat(root: Node, full: tuple, mat: set[int]) -> bool:
+    """Whether the value of ``root`` (of shape ``full``) can be computed at the index
+    ``(n, c, 0, ..., j)``, ``j`` running over the trailing dims as one run: every buffer
+    its inline cone reads at the full shape is contiguous, everything else is broadcast
+    through an ``expand`` from a shape whose trailing dims are 1 (those indices are 0 there
+    either way), and nothing between reads an index but through those (no views, no
+    ``iota``)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        x = stack.pop()
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        if x is not root and (x.op == "input" or x.id in mat):
+            if not (_same(x.shape, full) or all(sh.same(d, 1) for d in x.shape[2:])):
+                return False
+            continue
+        if x.op == "expand":
+            if not all(sh.same(d, 1) for d in x.inputs[0].shape[2:]):
+                return False
+            continue
+        if x.op in ("const",):
+            continue
+        if (x.op not in ELEMENT_RULES or x.op in ("iota", "gather")
+                or gops.OP_INFO[x.op].kind != "elementwise" or not _same(x.shape, full)):
+            return False
+        stack.extend(x.inputs)
+    return True
+
+
+def plan_channel_groups(p: Any, mat: set[int], may_fail: set[int],
+                        reads: dict[int, list[Node]]) -> None:
+    """Find the channel groups of plan ``p`` (see the module docstring) and record them as
+    groups (``p.groups``, ``p.group_of``) with each member's pass (``p.passes``).
+    ``may_fail``: ids of kernels that may stop early; ``reads``: the buffers each kernel
+    reads (``planning.reads_of``)."""
+    i = 0
+    seq = p.materialized
+    while i < len(seq):
+        run, kinds, phases = _grow(seq, i, p, mat, may_fail, reads)
+        if run and any(k == RED for k in kinds) and len(run) >= 2:
+            gi = len(p.groups)
+            p.groups.append(run)
+            p.passes[gi] = phases
+            for m in run:
+                p.group_of[m.id] = gi
+            i += len(run)
+        else:
+            i += 1
+
+
+def _grow(seq: list[Node], i: int, p: Any, mat: set[int], may_fail: set[int],
+          reads: dict[int, list[Node]]) -> tuple[list[Node], list[str], list[int]]:
+    """The longest run of kernels from ``seq[i]`` that can be one channel group, with each
+    member's kind and pass. A member's pass is the latest of the passes its reads need:
+    a full-shaped member read at the same index, the same pass (its value is in a
+    register); a sum or a per-channel value, the pass after the one that completes it.
+    Passes never go back along the run, so the members keep their order."""
+    run: list[Node] = []
+    kinds: list[str] = []
+    phases: list[int] = []
+    full: tuple | None = None
+    cur = 0
+    for n in seq[i:]:
+        if n.id in may_fail or n.id in p.direct or n.id in p.group_of:
+            break
+        got = _kind(n, full)
+        if got is None or (not run and got[0] == CHAN):
+            break
+        kind, shape = got
+        full = shape  # (a run that starts at a full member keeps it if a sum follows)
+        root = n.inputs[0] if kind == RED else n
+        if kind == RED and (root.op == "input" or root.id in mat):
+            if not _same(root.shape, full):  # a sum of a buffer: contiguous
+                break
+        elif kind != CHAN and not _flat(root, full, mat):
+            break
+        index = {m.id: j for j, m in enumerate(run)}
+        phase = cur
+        ok = True
+        for x in reads[n.id]:
+            j = index.get(x.id)
+            if j is None:
+                continue
+            ek = kinds[j]
+            if kind == CHAN and ek == FULL:
+                ok = False
+                break
+            if kind == RED and root is x:
+                phase = max(phase, phases[j])
+                continue
+            if not _reads_ok(root, x, ek, full, mat):
+                ok = False
+                break
+            if kind == CHAN:
+                phase = max(phase, phases[j])
+            else:
+                phase = max(phase, phases[j] + (0 if ek == FULL else 1))
+        if not ok:
+            break
+        run.append(n)
+        kinds.append(kind)
+        phases.append(phase)
+        cur = phase
+    # a run must hold a reduction (else it is an ordinary loop group's business)
+    while run and RED not in kinds:
+        run.pop()
+        kinds.pop()
+        phases.pop()
+    return run, kinds, phases
+
+
+def full_shape(unit: list[Node]) -> tuple:
+    """The full shape a channel group's passes run over."""
+    for m in unit:
+        if m.op == "sum":
+            return tuple(m.inputs[0].shape)
+    return tuple(unit[0].shape)
+
+
+def emit_channel_group(k: KernelEmitter, phases: list[int]) -> None:
+    """One kernel for a channel group: for each channel (``k.split_range``: a thread's
+    share of the channels), its passes in order (``phases``: each member's pass)."""
+    members = k.members
+    full = full_shape(members)
+    b = k.b
+    for m in members:  # later passes read earlier members from their buffers
+        if m.id in k.outs:
+            k.ptr[m.id] = k.outs[m.id]
+    lo, hi = k.split_range if k.split_range is not None else (i64(0), k.sym(full[1]))
+    t = reg_type(next(m for m in members if m.op == "sum").dtype)
+    # the trailing dims as one run of h * w elements at index (n, c, 0, ..., j): every
+    # value read is contiguous there or broadcast from a per-channel one (``_flat``)
+    run = k.sym(sh.numel(full[2:]))
+
+    with for_range(b, lo, hi, name="chan") as c:
+        for ph in sorted(set(phases)):
+            here = [m for m, q in zip(members, phases) if q == ph]
+            _emit_pass(k, c, here, full, t, run)
+    k.cache.clear()
+    k.node = members[0]
+    k.out = k.outs.get(members[0].id)
+
+
+def _emit_pass(k: KernelEmitter, c: ir.Value, here: list[Node], full: tuple, t: ir.Type,
+               run: ir.Value) -> None:
+    """One pass of a channel group over channel ``c``: its full-shaped members computed and
+    stored at each index ``(n, c, 0, ..., j)``, its sums accumulated there and stored at
+    ``c``, then its per-channel members computed at ``c``."""
+    b = k.b
+    nd = len(full)
+    inner = nd - 1
+    sums = [m for m in here if m.op == "sum"]
+    elem = [m for m in here if m.op != "sum" and _same(m.shape, full)]
+    chans = [m for m in here if m.op != "sum" and not _same(m.shape, full)]
+    idx: list[Any] = [i64(0)] * nd
+    idx[1] = c
+    at_c = [i64(0) if d != 1 else c for d in range(nd)]
+
+    def store(m: Node, at: list[Any], v: ir.Value) -> None:
+        k.node, k.out = m, k.outs[m.id]
+        k.store_out(at, v)
+
+    def values(j: ir.Value) -> list[ir.Value]:
+        k.cache.clear()
+        at = list(idx)
+        at[inner] = j
+        for m in elem:
+            k.node, k.out = m, k.outs[m.id]
+            v = k.compute(m, at)
+            k.cache[m.id] = v
+            store(m, at, v)
+        out = [k.value(m.inputs[0], at) for m in sums]
+        k.cache.clear()
+        return out
+
+    def images(body: Any) -> None:
+        with for_range(b, i64(0), k.sym(full[0]), name="img") as n:
+            idx[0] = n
+            body()
+
+    if sums:
+        totals = cascade_sums(k, t, images, run, values, len(sums))
+        for m, v in zip(sums, totals):
+            store(m, at_c, v)
+    elif elem:
+        def plane() -> None:
+            with for_range(b, i64(0), run, name="run") as j:
+                values(j)
+
+        images(plane)
+    for m in chans:
+        k.cache.clear()
+        store(m, at_c, k.compute(m, at_c))
+
+
+__all__ = ["plan_channel_groups", "emit_channel_group", "full_shape"]

@@ -1,0 +1,289 @@
+"""Channel groups (``codegen/channel_groups.py``): batch norm's reductions and elementwise
+passes run channel by channel, in passes. A step planned with them must compute what the
+separate kernels compute (the sums may round differently in the last bits), what the
+interpreter and PyTorch compute, bit-identically for one and two threads; runs whose reads
+are not at the reader's index or channel must not be grouped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _steps import compiled_train_step
+from graphc.codegen import options
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import graphc as gc
+from graphc import nn, optim
+
+
+class Block(nn.Module):
+    """A ResNet basic block (conv-BN-ReLU-conv-BN, identity added, ReLU) and a head."""
+
+    def __init__(self, c: int, dtype=None) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, padding=1, bias=False, dtype=dtype)
+        self.bn0 = nn.BatchNorm2d(c, dtype=dtype)
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False, dtype=dtype)
+        self.bn1 = nn.BatchNorm2d(c, dtype=dtype)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False, dtype=dtype)
+        self.bn2 = nn.BatchNorm2d(c, dtype=dtype)
+        self.head = nn.Linear(c, 4, dtype=dtype)
+
+    def forward(self, x):
+        x = gc.relu(self.bn0(self.stem(x)))
+        y = gc.relu(self.bn1(self.conv1(x)))
+        y = gc.relu(self.bn2(self.conv2(y)) + x)
+        return self.head(y.mean((2, 3)))
+
+
+def _train(groups: bool, monkeypatch, dtype=np.float32, backend: str | None = None,
+           channels: int = 6, steps: int = 4):
+    monkeypatch.setattr(options, "CHANNEL_GROUPS", groups)
+    gc.manual_seed(0)
+    model = Block(channels, dtype=gc.float64 if dtype == np.float64 else None)
+    opt = optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+    step = compiled_train_step(model, opt, nn.CrossEntropyLoss(), backend=backend)
+    rng = np.random.default_rng(1)
+    losses = []
+    for i in range(steps):
+        x = rng.standard_normal((5 + i % 2, 3, 10, 9)).astype(dtype)  # a symbolic batch
+        y = rng.integers(0, 4, len(x))
+        losses.append(float(step(x, y)))
+    return losses, {k: np.array(v) for k, v in model.state_dict().items()}, step
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_step_matches_separate_kernels_and_interpreter(dtype, monkeypatch):
+    l0, s0, _ = _train(False, monkeypatch, dtype)
+    l1, s1, step = _train(True, monkeypatch, dtype)
+    li, si, _ = _train(True, monkeypatch, dtype, backend="interp")
+    text = step.ir("fused")
+    # forward: sum(x), the mean, sum((x - mean)^2), the variance, normalise + ReLU
+    assert "3 passes over" in text
+    # backward: the masked gradient and both sums in one pass, then dx
+    assert "2 passes over" in text
+    assert text.count("channel group of") >= 6
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(l1, l0, **tol)
+    np.testing.assert_allclose(l1, li, rtol=1e-4 if dtype == np.float32 else 1e-10)
+    for k in s0:
+        np.testing.assert_allclose(s1[k], s0[k], **tol, err_msg=k)
+        np.testing.assert_allclose(s1[k], si[k], rtol=1e-3 if dtype == np.float32 else 1e-9,
+                                   atol=1e-5 if dtype == np.float32 else 1e-12, err_msg=k)
+
+
+def test_step_matches_torch(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(options, "CHANNEL_GROUPS", True)
+    gc.manual_seed(0)
+    model = Block(6)
+
+    class TBlock(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            tn = torch.nn
+            self.stem, self.bn0 = tn.Conv2d(3, 6, 3, padding=1, bias=False), tn.BatchNorm2d(6)
+            self.conv1, self.bn1 = tn.Conv2d(6, 6, 3, padding=1, bias=False), tn.BatchNorm2d(6)
+            self.conv2, self.bn2 = tn.Conv2d(6, 6, 3, padding=1, bias=False), tn.BatchNorm2d(6)
+            self.head = tn.Linear(6, 4)
+
+        def forward(self, x):
+            x = torch.relu(self.bn0(self.stem(x)))
+            y = torch.relu(self.bn1(self.conv1(x)))
+            y = torch.relu(self.bn2(self.conv2(y)) + x)
+            return self.head(y.mean((2, 3)))
+
+    tm = TBlock()
+    tm.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in model.state_dict().items()})
+    opt = optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    topt = torch.optim.SGD(tm.parameters(), lr=0.05, momentum=0.9)
+    step = compiled_train_step(model, opt, nn.CrossEntropyLoss())
+    rng = np.random.default_rng(2)
+    for _ in range(5):
+        x = rng.standard_normal((8, 3, 12, 12)).astype(np.float32)
+        y = rng.integers(0, 4, 8)
+        loss = float(step(x, y))
+        topt.zero_grad()
+        tl = torch.nn.functional.cross_entropy(tm(torch.from_numpy(x)), torch.from_numpy(y))
+        tl.backward()
+        topt.step()
+        assert abs(loss - tl.item()) < 1e-5 * max(1.0, abs(loss))
+    assert "channel group of" in step.ir("fused")
+    for k, v in tm.state_dict().items():
+        np.testing.assert_allclose(np.array(model.state_dict()[k]), v.numpy(), rtol=1e-4,
+                                   atol=1e-5, err_msg=k)
+
+
+def test_statistics_of_an_offset_batch_stay_precise(monkeypatch):
+    """Values near 1000 with unit spread: the variance is a small difference of large
+    numbers unless the mean is subtracted first; the grouped passes keep the two-pass
+    formula (and the blocked sums), so the statistics match float64."""
+    monkeypatch.setattr(options, "CHANNEL_GROUPS", True)
+    bn = nn.BatchNorm2d(3, momentum=1.0)
+    f = gc.compile(lambda x: gc.relu(bn(x)))
+    x = (1000 + np.random.default_rng(3).standard_normal((16, 3, 32, 32))).astype(np.float32)
+    out = np.array(f(x))
+    assert "channel group of" in f.ir("fused")
+    x64 = x.astype(np.float64)
+    mean = x64.mean((0, 2, 3))
+    var = x64.var((0, 2, 3), ddof=1)
+    np.testing.assert_allclose(np.array(bn.running_mean), mean, rtol=1e-6)
+    np.testing.assert_allclose(np.array(bn.running_var), var, rtol=1e-4)
+    ref = np.maximum((x64 - mean[:, None, None]) / np.sqrt(x64.var((0, 2, 3))[:, None, None]
+                                                           + bn.eps), 0)
+    np.testing.assert_allclose(out, ref, atol=2e-3)
+
+
+def test_reads_at_another_index_are_not_grouped(monkeypatch):
+    """A pass that reads a member mirrored (``flip``) or transposed cannot run channel by
+    channel at the same index; such kernels stay separate, and the values are right."""
+    monkeypatch.setattr(options, "CHANNEL_GROUPS", True)
+
+    def f(x):
+        c = x - x.mean((0, 2, 3), keepdim=True)
+        z = c * c.flip(3)
+        return z.sum((0, 2, 3), keepdim=True) * 2 + c.transpose(2, 3).sum((0, 2, 3),
+                                                                           keepdim=True)
+
+    x = np.random.default_rng(4).standard_normal((4, 3, 6, 6)).astype(np.float32)
+    cf = gc.compile(f)
+    got = np.array(cf(x))
+    want = np.array(gc.compile(f, backend="interp")(x))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    plan = cf.variants[0].exe.lowering.plan
+    for gi, grp in enumerate(plan.groups):
+        if gi in plan.passes:
+            assert not any(m.op == "mul" and m.shape == (4, 3, 6, 6) for m in grp)
+
+
+_THREADS = r'''
+import numpy as np, graphc as gc
+from graphc import nn, optim
+gc.manual_seed(0)
+m = nn.Sequential(nn.Conv2d(3, 5, 3, padding=1, bias=False), nn.BatchNorm2d(5), nn.ReLU(),
+                  nn.Conv2d(5, 7, 3, padding=1), nn.BatchNorm2d(7), nn.ReLU(),
+                  nn.Flatten(), nn.Linear(7 * 16 * 16, 3))
+opt = optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+lf = nn.CrossEntropyLoss()
+@gc.compile
+def step(x, y):
+    opt.zero_grad(); loss = lf(m(x), y); loss.backward(); opt.step(); return loss
+rng = np.random.default_rng(0)
+out = {}
+for b in (64, 3):
+    x = rng.standard_normal((b, 3, 16, 16)).astype(np.float32)
+    y = rng.integers(0, 3, b)
+    for i in range(2):
+        out[f"b{b}.{i}"] = np.asarray(step(x, y))
+assert "channel group of" in step.ir("fused")
+for k, v in m.state_dict().items():
+    out[k] = np.asarray(v)
+np.savez(OUT, **out)
+'''
+
+
+def test_two_threads_bit_identical_to_one(tmp_path):
+    """Each channel is computed whole by one thread (the two take halves of the channels,
+    5 and 7 of them here: uneven), so one and two threads agree bit for bit."""
+    res = []
+    for threads in (1, 2):
+        out = tmp_path / f"t{threads}.npz"
+        env = {**os.environ, "GRAPHC_NUM_THREADS": str(threads), "GRAPHC_CACHE": "0"}
+        env.pop("GRAPHC_DEBUG", None)
+        env.pop("GRAPHC_CHANNEL_GROUPS", None)
+        r = subprocess.run([sys.executable, "-c", f"OUT = {str(out)!r}\n" + _THREADS],
+                           env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        with np.load(out) as z:
+            res.append({k: z[k] for k in z.files})
+    a, b = res
+    assert a.keys() == b.keys() and len(a) > 8
+    for k in a:
+        assert np.array_equal(a[k], b[k]), k
+
+
+# -- random programs ------------------------------------------------------------------------
+# A program is a list of steps over values of shape [N, C, H, W] ("full") or [1, C, 1, 1]
+# ("per channel"): elementwise ops of earlier values (a per-channel value broadcast), sums
+# over (0, 2, 3), per-channel arithmetic, and now and then a read at another index (a flip)
+# that must keep its kernels apart. Values that are used twice get buffers, so runs of
+# kernels of the kinds channel groups take appear in many arrangements.
+
+_OPS = ["add", "sub", "mul", "relu", "where", "sum", "sum", "sum", "chan", "chan", "flip"]
+
+
+@st.composite
+def _programs(draw):
+    n = draw(st.integers(3, 10))
+    prog = []
+    kinds = ["full"]
+    for _ in range(n):
+        op = draw(st.sampled_from(_OPS))
+        fulls = [i for i, k in enumerate(kinds) if k == "full"]
+        chans = [i for i, k in enumerate(kinds) if k == "chan"]
+        a = draw(st.sampled_from(fulls))
+        if op in ("add", "sub", "mul", "where"):
+            b = draw(st.sampled_from(chans if chans and draw(st.booleans()) else fulls))
+            prog.append((op, a, b))
+            kinds.append("full")
+        elif op in ("relu", "flip"):
+            prog.append((op, a, None))
+            kinds.append("full")
+        elif op == "sum":
+            prog.append((op, a, None))
+            kinds.append("chan")
+        elif chans:
+            prog.append((op, draw(st.sampled_from(chans)), None))
+            kinds.append("chan")
+    outs = draw(st.lists(st.integers(1, len(kinds) - 1), min_size=1, max_size=3)) \
+        if len(kinds) > 1 else [0]
+    return prog, kinds, outs
+
+
+def _run_program(prog, kinds, outs, x):
+    vals = [x]
+    for op, a, b in prog:
+        u = vals[a]
+        if op == "add":
+            vals.append(u + vals[b])
+        elif op == "sub":
+            vals.append(u - vals[b])
+        elif op == "mul":
+            vals.append(u * vals[b])
+        elif op == "where":
+            vals.append(gc.where(vals[b] > 0, u, 0.5 * u))
+        elif op == "relu":
+            vals.append(gc.relu(u))
+        elif op == "flip":
+            vals.append(u.flip(3))
+        elif op == "sum":
+            vals.append(u.sum((0, 2, 3), keepdim=True) / 16.0)
+        else:  # per-channel arithmetic
+            vals.append(u * u + 1.0)
+    return [vals[i] for i in outs]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_programs(), st.integers(1, 4))
+def test_random_programs_match_separate_kernels_and_interpreter(program, batch):
+    prog, kinds, outs = program
+    x = np.random.default_rng(batch).standard_normal((batch, 3, 4, 4)).astype(np.float32)
+    res = {}
+    saved = options.CHANNEL_GROUPS
+    try:
+        for mode in ("groups", "separate", "interp"):
+            options.CHANNEL_GROUPS = mode != "separate"
+            f = gc.compile(lambda t: _run_program(prog, kinds, outs, t),
+                           backend="interp" if mode == "interp" else None)
+            res[mode] = [np.array(v) for v in f(x)]
+    finally:
+        options.CHANNEL_GROUPS = saved
+    for g, s, i in zip(res["groups"], res["separate"], res["interp"]):
+        scale = max(1.0, float(np.abs(i).max()))
+        np.testing.assert_allclose(g, s, rtol=1e-5, atol=1e-5 * scale)
+        np.testing.assert_allclose(g, i, rtol=1e-4, atol=1e-4 * scale)
