@@ -119,6 +119,12 @@ def geometry(n: Node) -> Geometry | None:
         return None
     if n.dtype not in (dt.bfloat16, dt.float32):
         return None
+    return conv_geometry(n)
+
+
+def conv_geometry(n: Node) -> Geometry | None:
+    """The convolution behind conv node ``n`` (any of ``OPS``, any dtype) when it has one
+    group and every size but the batch is static (``codegen.conv_gemm`` shares it)."""
     a = n.attrs
     if a["groups"] != 1:
         return None
@@ -509,5 +515,5 @@ def emit(k: Any, features: str | None) -> bool:
     return True
 
 
-__all__ = ["Geometry", "geometry", "gemm_kernel", "native", "describe", "workspace_bytes",
-           "emit", "OPS", "ISAS"]
+__all__ = ["Geometry", "geometry", "conv_geometry", "gemm_kernel", "native", "describe",
+           "workspace_bytes", "emit", "OPS", "ISAS"]

@@ -15,8 +15,11 @@ LOOP_GROUPS = True
 # GRAPHC_CONV_WINOGRAD=0 keeps every convolution on the implicit GEMM (to compare the two;
 # read once, at import)
 WINOGRAD = os.environ.get("GRAPHC_CONV_WINOGRAD", "1") != "0"
+# GRAPHC_CONV_GEMM=0 keeps convolutions with many channels on small maps on the implicit
+# GEMM instead of batched im2col products (``codegen.conv_gemm``; to compare)
+CONV_GEMM = os.environ.get("GRAPHC_CONV_GEMM", "1") != "0"
 # GRAPHC_CHANNEL_GROUPS=0 runs batch norm's reductions and passes as separate kernels
 # instead of channel by channel (``codegen.channel_groups``; to compare)
 CHANNEL_GROUPS = os.environ.get("GRAPHC_CHANNEL_GROUPS", "1") != "0"
 
-__all__ = ["LOOP_GROUPS", "WINOGRAD", "CHANNEL_GROUPS"]
+__all__ = ["LOOP_GROUPS", "WINOGRAD", "CONV_GEMM", "CHANNEL_GROUPS"]

@@ -163,6 +163,7 @@ class CPUExecutable(GuardMixin, Runtime):
         target += "" if self.loop_groups else "|no-loop-groups"
         target += "" if codegen_options.WINOGRAD else "|no-winograd"
         target += "" if codegen_options.CHANNEL_GROUPS else "|no-channel-groups"
+        target += "" if codegen_options.CONV_GEMM else "|no-conv-gemm"
         self.profiling = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
         target += "|profile" if self.profiling else ""
         # the printed graph groups inputs by kind; the native table follows the inputs' (and

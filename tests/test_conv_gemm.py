@@ -1,0 +1,186 @@
+"""Convolutions with many channels on small maps as batched im2col GEMMs
+(``codegen/conv_gemm.py``): forward, input and weight gradients equal PyTorch's, for every
+stride, padding, dilation and kernel shape the path takes, in float32 and float64, with
+batches split into several chunks of images or fewer images than a chunk holds, and
+bit-identical for one and two threads.
+
+The path serves convolutions whose weight is more than half of L2; the small cases here run
+with a 64 KiB L2 (as ``GRAPHC_CPU_CACHES`` would set it) so that 32-64 channels take it."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from graphc.codegen import conv_gemm, hostinfo, options
+
+import graphc as gc
+import graphc.nn.functional as F
+from graphc import nn, optim
+from graphc.runtime import cpu as runtime_cpu
+
+torch = pytest.importorskip("torch")
+
+SMALL_L2 = hostinfo.Caches(32 << 10, 64 << 10, "test")
+
+
+@pytest.fixture
+def small_l2(monkeypatch):
+    monkeypatch.setattr(hostinfo, "host_caches", lambda: SMALL_L2)
+    monkeypatch.setattr(runtime_cpu, "host_caches", lambda: SMALL_L2)
+
+
+# (cin, cout, h, w, kernel, stride, padding, dilation)
+CASES = [
+    (32, 48, 6, 6, (3, 3), 1, 1, 1),    # several chunks of 14 images at batch 20
+    (40, 24, 5, 7, (3, 3), 2, 1, 1),    # strided (forward and weight gradient only)
+    (128, 96, 4, 4, (1, 1), 1, 0, 1),   # 1x1
+    (64, 48, 7, 6, (3, 1), 1, (1, 0), 1),  # a non-square kernel
+    (24, 40, 8, 8, (3, 3), 1, 2, 2),    # dilation
+    (16, 48, 9, 9, (5, 5), 2, 2, 1),    # 5x5, stride 2, odd map
+]
+
+
+def _run(case, batch, dtype):
+    cin, cout, h, w, k, s, p, d = case
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch, cin, h, w)).astype(dtype)
+    w0 = (rng.standard_normal((cout, cin) + k) * 0.1).astype(dtype)
+    holder = nn.Module()
+    holder.w = nn.Parameter(gc.from_numpy(w0.copy()))
+    holder.x = nn.Parameter(gc.from_numpy(x.copy()))
+    opt = optim.SGD([holder.w, holder.x], lr=0.0)
+    tx = torch.from_numpy(x).requires_grad_()
+    tw = torch.from_numpy(w0).requires_grad_()
+    ty = torch.nn.functional.conv2d(tx, tw, stride=s, padding=p, dilation=d)
+    gy = np.random.default_rng(99).standard_normal(ty.shape).astype(dtype)
+    ty.backward(torch.from_numpy(gy))
+
+    @gc.compile(dynamic=False)  # the input is a parameter: its batch is static
+    def step(g):
+        opt.zero_grad()
+        y = F.conv2d(holder.x, holder.w, stride=s, padding=p, dilation=d)
+        (y * g).sum().backward()
+        return y
+
+    y = step(gy)
+    dx = holder.x.grad
+    text = step.ir("fused")
+    return ({"forward": (np.array(y), ty.detach().numpy()),
+             "input grad": (np.array(dx), tx.grad.numpy()),
+             "weight grad": (np.array(holder.w.grad), tw.grad.numpy())}, text)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:4])) + f"k{c[4]}s{c[5]}")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matches_torch(case, dtype, small_l2):
+    tol = dict(rtol=2e-4, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    for batch in (20, 3, 1):
+        got, text = _run(case, batch, dtype)
+        assert "batched im2col + gemm" in text, text
+        for name, (a, b) in got.items():
+            np.testing.assert_allclose(a, b, **tol, err_msg=f"{name}, batch {batch}")
+
+
+def test_which_convolutions_take_the_path(small_l2):
+    """Small weights stay on the implicit GEMM, large maps too; Winograd keeps 3x3
+    stride-1 convolutions whose transformed weight fits L2; strided input gradients keep
+    the phase kernels."""
+    from graphc.ir import Builder
+    from graphc.ir import dtypes as dt
+
+    g = Builder()
+    names = itertools.count()
+
+    def node(op, cin, cout, hw, k=3, s=1, p=1):
+        shape = (4, cin, hw, hw)
+        x = g.input(f"x{next(names)}", "arg", shape, dt.float32)
+        w = g.input(f"w{next(names)}", "param", (cout, cin, k, k), dt.float32)
+        a = dict(stride=(s, s), padding=(p, p), dilation=(1, 1), groups=1)
+        y = g.op("conv2d", [x, w], **a)
+        if op == "conv2d":
+            return y
+        if op == "conv2d_input_grad":
+            return g.op(op, [y, w], input_shape=shape, **a)
+        return g.op(op, [x, y], weight_shape=tuple(w.shape), **a)
+
+    with hostinfo.tuned_for(SMALL_L2):
+        assert conv_gemm.plan(node("conv2d", 32, 48, 6)) is not None
+        assert conv_gemm.plan(node("conv2d", 8, 8, 6)) is None  # the weight fits
+        assert conv_gemm.plan(node("conv2d", 32, 48, 16)) is None  # 256 positions
+        assert conv_gemm.plan(node("conv2d", 8, 16, 6)) is None
+        # Winograd's 16 * 16 * 8 * 4 B = 16 KiB transformed weight fits a 64 KiB L2
+        assert conv_gemm.plan(node("conv2d", 16, 8, 6)) is None
+    with hostinfo.tuned_for(hostinfo.Caches(32 << 10, 1 << 20, "test")):
+        assert conv_gemm.plan(node("conv2d", 512, 512, 4)) is not None
+        assert conv_gemm.plan(node("conv2d_weight_grad", 512, 512, 4)) is not None
+        assert conv_gemm.plan(node("conv2d_input_grad", 512, 512, 4)) is not None
+        assert conv_gemm.plan(node("conv2d_input_grad", 256, 512, 8, s=2)) is None
+        assert conv_gemm.plan(node("conv2d", 128, 128, 8)) is None  # Winograd's U: 1 MiB
+        assert conv_gemm.plan(node("conv2d", 128, 128, 64)) is None
+
+
+def test_off_switch_gives_the_implicit_gemm(small_l2, monkeypatch):
+    monkeypatch.setattr(options, "CONV_GEMM", False)
+    got, text = _run(CASES[0], 5, np.float32)
+    assert "batched im2col" not in text
+    for name, (a, b) in got.items():
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4, err_msg=name)
+
+
+def test_real_size_last_stage_matches_torch():
+    """ResNet-18's last stage at full width (512 channels, 4x4), with the host's caches."""
+    got, text = _run((512, 512, 4, 4, (3, 3), 1, 1, 1), 2, np.float32)
+    assert "batched im2col + gemm" in text
+    for name, (a, b) in got.items():
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3, err_msg=name)
+
+
+_THREADS = r'''
+import numpy as np, graphc as gc
+import graphc.nn.functional as F
+from graphc import nn, optim
+gc.manual_seed(0)
+m = nn.Sequential(nn.Conv2d(32, 48, 3, padding=1), nn.ReLU(), nn.Conv2d(48, 40, 3, padding=1),
+                  nn.ReLU(), nn.Conv2d(40, 48, 3, stride=2, padding=1), nn.Flatten(),
+                  nn.Linear(48 * 3 * 3, 5))
+opt = optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+lf = nn.CrossEntropyLoss()
+@gc.compile
+def step(x, y):
+    opt.zero_grad(); loss = lf(m(x), y); loss.backward(); opt.step(); return loss
+rng = np.random.default_rng(0)
+out = {}
+for b in (40, 3):
+    x = rng.standard_normal((b, 32, 6, 6)).astype(np.float32)
+    y = rng.integers(0, 5, b)
+    for i in range(2):
+        out[f"b{b}.{i}"] = np.asarray(step(x, y))
+assert "batched im2col + gemm" in step.ir("fused")
+for k, v in m.state_dict().items():
+    out[k] = np.asarray(v)
+np.savez(OUT, **out)
+'''
+
+
+def test_two_threads_bit_identical_to_one(tmp_path):
+    res = []
+    for threads in (1, 2):
+        out = tmp_path / f"t{threads}.npz"
+        env = {**os.environ, "GRAPHC_NUM_THREADS": str(threads), "GRAPHC_CACHE": "0",
+               "GRAPHC_CPU_CACHES": "l1d=32K,l2=64K"}
+        env.pop("GRAPHC_DEBUG", None)
+        env.pop("GRAPHC_CONV_GEMM", None)
+        r = subprocess.run([sys.executable, "-c", f"OUT = {str(out)!r}\n" + _THREADS],
+                           env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        with np.load(out) as z:
+            res.append({k: z[k] for k in z.files})
+    a, b = res
+    assert a.keys() == b.keys() and len(a) > 4
+    for k in a:
+        assert np.array_equal(a[k], b[k]), k
