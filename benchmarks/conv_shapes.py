@@ -1,4 +1,5 @@
-"""``python -m benchmarks.conv_shapes [--threads 1,2] [--batch 32] [--size 64] [--blocks 5]``
+"""``python -m benchmarks.conv_shapes [--threads 1,2] [--batch 32] [--size 64] [--blocks 5]
+[--widths 16,32,64,128]``
 
 Every distinct convolution of the ``resnet18`` workload (``benchmarks.resnet``: ResNet-18 with
 widths 16-32-64-128 on one-channel ``size`` x ``size`` images), timed in graphc and in PyTorch
@@ -50,12 +51,14 @@ DIRECTIONS = ("forward", "input grad", "weight grad")
 Shape = tuple[int, int, int, int, int, int, int]  # cin, cout, h, w, kernel, stride, padding
 
 
-def distinct_shapes(size: int) -> list[tuple[Shape, int]]:
-    """The ResNet's convolutions on ``size`` x ``size`` inputs, each distinct shape once with
-    how many times a forward pass runs it, in forward order."""
-    from .resnet import conv_shapes
+def distinct_shapes(size: int, widths: tuple[int, ...] | None = None
+                    ) -> list[tuple[Shape, int]]:
+    """The ResNet's convolutions on ``size`` x ``size`` inputs (``widths``: the four stages'
+    channels, the workload's by default), each distinct shape once with how many times a
+    forward pass runs it, in forward order."""
+    from .resnet import WIDTHS, conv_shapes
 
-    every = conv_shapes(size)
+    every = conv_shapes(size, widths or WIDTHS)
     counts = Counter(every)
     return [(s, counts[s]) for s in dict.fromkeys(every)]
 
@@ -132,7 +135,8 @@ def _torch_fns(torch: Any, shape: Shape, x: np.ndarray, gy: np.ndarray, w0: np.n
             "weight grad": lambda: conv_bwd(*args, [False, True, False])}
 
 
-def measure(batch: int, size: int, blocks: int) -> list[dict[str, Any]]:
+def measure(batch: int, size: int, blocks: int, widths: tuple[int, ...] | None = None
+            ) -> list[dict[str, Any]]:
     """Time every shape and direction in this process (threads already configured)."""
     try:
         import torch
@@ -140,7 +144,7 @@ def measure(batch: int, size: int, blocks: int) -> list[dict[str, Any]]:
         torch = None
     rows = []
     rng = np.random.default_rng(0)
-    for idx, (shape, count) in enumerate(distinct_shapes(size)):
+    for idx, (shape, count) in enumerate(distinct_shapes(size, widths)):
         cin, cout, h, w_, k, _, _ = shape
         oh, ow = _out_hw(shape)
         x = rng.standard_normal((batch, cin, h, w_)).astype(np.float32)
@@ -181,7 +185,8 @@ def _child_env(threads: int) -> dict[str, str]:
     return env
 
 
-def child(threads: int, batch: int, size: int, blocks: int) -> int:
+def child(threads: int, batch: int, size: int, blocks: int,
+          widths: tuple[int, ...] | None = None) -> int:
     """Measure at ``threads`` threads (environment set by the parent); print JSON."""
     if threads == 1 and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -192,7 +197,7 @@ def child(threads: int, batch: int, size: int, blocks: int) -> int:
         version = torch.__version__
     except ImportError:
         version = "absent"
-    rows = measure(batch, size, blocks)
+    rows = measure(batch, size, blocks, widths)
     print(json.dumps({"threads": threads, "torch": version, "rows": rows}))
     return 0
 
@@ -232,7 +237,7 @@ def report(results: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.conv_shapes",
-                                 description=__doc__.splitlines()[2].strip(),
+                                 description=__doc__.splitlines()[3].strip(),
                                  epilog="See the module docstring for how each direction is "
                                         "measured.")
     ap.add_argument("--threads", default="1,2",
@@ -241,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=64, help="input height and width (default 64)")
     ap.add_argument("--blocks", type=int, default=5,
                     help="timed blocks per system, shape and direction (default 5; medians)")
+    ap.add_argument("--widths", default=None,
+                    help="the four stages' channels, comma-separated (default the workload's "
+                         "16,32,64,128; torchvision's ResNet-18 has 64,128,256,512)")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     try:
@@ -251,18 +259,29 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--threads: expected positive thread counts, got {a.threads!r}")
     if min(a.batch, a.size, a.blocks) < 1:
         ap.error("--batch, --size and --blocks must be positive")
+    widths = None
+    if a.widths is not None:
+        try:
+            widths = tuple(int(w) for w in a.widths.split(","))
+        except ValueError:
+            widths = ()
+        if len(widths) != 4 or min(widths) < 1:
+            ap.error(f"--widths: expected four positive channel counts, got {a.widths!r}")
     if a.child is not None:
-        return child(a.child, a.batch, a.size, a.blocks)
+        return child(a.child, a.batch, a.size, a.blocks, widths)
     from .compile_time import host_cpu
+    from .resnet import WIDTHS
 
     print(f"host: {host_cpu()}")
-    print(f"resnet18 convolutions, batch {a.batch}, {a.size}x{a.size} inputs, float32")
+    print(f"resnet18 convolutions, widths {','.join(map(str, widths or WIDTHS))}, batch "
+          f"{a.batch}, {a.size}x{a.size} inputs, float32")
     results = []
     for n in threads:
         t0 = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-m", "benchmarks.conv_shapes", "--child", str(n), "--batch",
-             str(a.batch), "--size", str(a.size), "--blocks", str(a.blocks)],
+             str(a.batch), "--size", str(a.size), "--blocks", str(a.blocks)]
+            + ([] if widths is None else ["--widths", ",".join(map(str, widths))]),
             capture_output=True, text=True, cwd=ROOT, env=_child_env(n), check=False)
         if proc.returncode != 0:
             print(proc.stdout + proc.stderr, file=sys.stderr)
