@@ -95,7 +95,7 @@ from llvmlite import ir
 from graphc.ir import Node
 from graphc.ir import shapes as sh
 
-from . import conv_bf16, conv_gemm, options
+from . import conv_bf16, conv_gemm, options, wino_gemm
 from .abi import ALIGN, align
 from .conv_direct import DIRECT
 from .gemm_bf16 import bf16_features
@@ -251,6 +251,8 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
     kern = conv_bf16.gemm_kernel(n, "f32", bf16_features())
     if kern is not None:  # bf16 operands on the matrix units
         return conv_bf16.workspace_bytes(n, kern.isa)
+    if wino_gemm.plan(n) is not None:  # 3x3 stride 1, U larger than L2: batched Winograd
+        return wino_gemm.workspace(n, wide)
     if conv_gemm.plan(n) is not None:  # many channels on small maps
         return conv_gemm.workspace(n, wide)
     p = problem(n, wide)
@@ -1891,6 +1893,8 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
 
     def emit(k: Any) -> None:
         if conv_bf16.emit(k, bf16_features()):  # bf16 operands: im2col + the bf16 GEMM
+            return
+        if wino_gemm.emit(k):  # 3x3 stride 1 with many channels: batched Winograd
             return
         if conv_gemm.emit(k):  # many channels on small maps: batched im2col + the GEMM
             return

@@ -16,7 +16,7 @@ from graphc.ir import Node
 from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 
-from . import conv_bf16, conv_gemm
+from . import conv_bf16, conv_gemm, wino_gemm
 from .abi import align
 from .emitter import KernelEmitter
 from .gemm import choose_tile, degenerate_product, emit_gemm_call, workspace_bytes
@@ -47,7 +47,8 @@ def describe(n: Node, wide: bool) -> str | None:
     """The GEMM variant a bf16 product or convolution runs on, for ``ir("fused")`` and
     ``graphc dump``."""
     if n.op in conv_bf16.OPS:
-        return conv_bf16.describe(n, bf16_features()) or conv_gemm.describe(n)
+        return (conv_bf16.describe(n, bf16_features()) or wino_gemm.describe(n)
+                or conv_gemm.describe(n))
     kern = bf16_kernel(n, wide) if n.op == "matmul" else None
     if kern is None:
         return None

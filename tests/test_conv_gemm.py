@@ -1,11 +1,13 @@
-"""Convolutions with many channels on small maps as batched im2col GEMMs
-(``codegen/conv_gemm.py``): forward, input and weight gradients equal PyTorch's, for every
-stride, padding, dilation and kernel shape the path takes, in float32 and float64, with
-batches split into several chunks of images or fewer images than a chunk holds, and
-bit-identical for one and two threads.
+"""Convolutions with many channels as products on the float GEMM over chunks of images:
+batched im2col (``codegen/conv_gemm.py``) and batched Winograd F(2x2, 3x3)
+(``codegen/wino_gemm.py``). Forward, input and weight gradients equal PyTorch's, for every
+stride, padding, dilation and kernel shape the paths take, odd map sizes, in float32 and
+float64, with batches split into several chunks of images or fewer images than a chunk
+holds, and bit-identical for one and two threads.
 
-The path serves convolutions whose weight is more than half of L2; the small cases here run
-with a 64 KiB L2 (as ``GRAPHC_CPU_CACHES`` would set it) so that 32-64 channels take it."""
+The paths serve convolutions whose (transformed) weight does not fit L2; the small cases
+here run with a 64 KiB L2 (as ``GRAPHC_CPU_CACHES`` would set it) so that 32-64 channels
+take them."""
 
 from __future__ import annotations
 
@@ -34,14 +36,21 @@ def small_l2(monkeypatch):
     monkeypatch.setattr(runtime_cpu, "host_caches", lambda: SMALL_L2)
 
 
-# (cin, cout, h, w, kernel, stride, padding, dilation)
+# (cin, cout, h, w, kernel, stride, padding, dilation): batched im2col ...
 CASES = [
-    (32, 48, 6, 6, (3, 3), 1, 1, 1),    # several chunks of 14 images at batch 20
     (40, 24, 5, 7, (3, 3), 2, 1, 1),    # strided (forward and weight gradient only)
     (128, 96, 4, 4, (1, 1), 1, 0, 1),   # 1x1
     (64, 48, 7, 6, (3, 1), 1, (1, 0), 1),  # a non-square kernel
     (24, 40, 8, 8, (3, 3), 1, 2, 2),    # dilation
     (16, 48, 9, 9, (5, 5), 2, 2, 1),    # 5x5, stride 2, odd map
+    (48, 40, 3, 3, (3, 3), 1, 3, 1),    # 3x3 stride 1 padded by 3: not Winograd's
+]
+# ... and batched Winograd (3x3 stride 1, padding 0-2; the weight gradient is im2col's)
+WINO_CASES = [
+    (32, 48, 6, 6, (3, 3), 1, 1, 1),
+    (48, 32, 5, 7, (3, 3), 1, 0, 1),    # odd result map, no padding (input gradient: 2)
+    (32, 40, 7, 6, (3, 3), 1, 2, 1),    # padding 2 (input gradient: 0)
+    (32, 48, 30, 30, (3, 3), 1, 1, 1),  # 225 tiles an image: chunks of 2 images
 ]
 
 
@@ -75,13 +84,29 @@ def _run(case, batch, dtype):
              "weight grad": (np.array(holder.w.grad), tw.grad.numpy())}, text)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:4])) + f"k{c[4]}s{c[5]}")
+def _positions(case):
+    """Result positions of an image."""
+    _, _, h, w, k, s, p, d = case
+    ph, pw = (p, p) if isinstance(p, int) else p
+    oh = (h + 2 * ph - d * (k[0] - 1) - 1) // s + 1
+    return oh * ((w + 2 * pw - d * (k[1] - 1) - 1) // s + 1)
+
+
+def _ids(c):
+    return "x".join(map(str, c[:4])) + f"k{c[4][0]}{c[4][1]}s{c[5]}p{c[6]}"
+
+
+@pytest.mark.parametrize("case", CASES + WINO_CASES, ids=_ids)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_matches_torch(case, dtype, small_l2):
     tol = dict(rtol=2e-4, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
-    for batch in (20, 3, 1):
+    wino = case in WINO_CASES
+    for batch in ((20, 3, 1) if case[2] < 30 else (5, 1)):
         got, text = _run(case, batch, dtype)
-        assert "batched im2col + gemm" in text, text
+        # (the weight gradient is im2col's on small maps)
+        im2col = not wino or _positions(case) <= conv_gemm.SMALL_MAP
+        assert ("batched im2col + gemm" in text) == im2col, text
+        assert ("Winograd F(2x2, 3x3), 16 gemm products" in text) == wino, text
         for name, (a, b) in got.items():
             np.testing.assert_allclose(a, b, **tol, err_msg=f"{name}, batch {batch}")
 
@@ -160,7 +185,8 @@ for b in (40, 3):
     y = rng.integers(0, 5, b)
     for i in range(2):
         out[f"b{b}.{i}"] = np.asarray(step(x, y))
-assert "batched im2col + gemm" in step.ir("fused")
+text = step.ir("fused")
+assert "batched im2col + gemm" in text and "Winograd F(2x2, 3x3), 16 gemm" in text
 for k, v in m.state_dict().items():
     out[k] = np.asarray(v)
 np.savez(OUT, **out)
