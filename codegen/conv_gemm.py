@@ -9,7 +9,8 @@ weight from memory: measured on Zen 4, one thread, batch 8, those convolutions r
 
 Here such a convolution is a few real GEMMs (``codegen.gemm``: packed, cache-blocked, split
 over the two threads like any product), over *chunks of images*, so the weight is read once
-per chunk:
+per chunk. The copies around the products (im2col, ``dY`` gathered, results scattered,
+col2im) run on both threads, halves of the chunk's images, each thread with its own grid:
 
 - ``conv2d``: ``col[K, q]`` (``K = C*KH*KW`` taps, ``q`` = the chunk's images x ``P``
   positions) is copied out of each image's zero-bordered grid (``conv_bf16._im2col``), then
@@ -62,6 +63,7 @@ from .conv_bf16 import (
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .hostinfo import current_caches
 from .llvm_util import I8, I8P, I64, for_range, i64, mem_type
+from .parallel import KernelTask
 
 OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 SMALL_MAP = 64  # positions an image has at most (8x8)
@@ -110,7 +112,8 @@ def _layout(n: Node, g: Geometry, wide: bool) -> dict[str, int]:
     m, nn, k = _gemm_dims(n, g, q)
     tile = choose_tile(nn, wide, it)
     areas = [("gemm", 2 * align(workspace_bytes(m, nn, k, tile, it))),
-             ("grid", it * g.grid), ("col", it * g.K * q), ("mat", it * g.OC * q)]
+             ("grid", 2 * align(it * g.grid)), ("col", it * g.K * q),
+             ("mat", it * g.OC * q)]
     if n.op != "conv2d_weight_grad":
         areas.append(("weight", it * g.OC * g.K))
     else:
@@ -181,41 +184,88 @@ def _chunks(b: ir.IRBuilder, nimg: ir.Value, nb: int) -> Any:
         yield i0, b.select(b.icmp_signed("<", left, i64(nb)), left, i64(nb))
 
 
+def _images(k: Any, suffix: str, values: list[ir.Value], cnt: ir.Value, body: Any) -> None:
+    """``body(task, lo, hi)`` on the two threads, each with half of the chunk's ``cnt``
+    images (a thread task reading ``values`` from the kernel)."""
+    task = KernelTask(k, suffix, [*values, cnt])
+    lo, hi = task.split(task[cnt])
+    body(task, lo, hi)
+    task.finish()
+    task.dispatch(k.b.icmp_signed(">=", cnt, i64(2)))
+
+
+def _grids(k: Any, g: Geometry, area: dict, zero: bool) -> list[ir.Value]:
+    """The two threads' grids (zeroed once when their borders stay zero)."""
+    b = k.b
+    size = k.node.dtype.itemsize * g.grid
+    raw = b.bitcast(area["grid"], I8P)
+    grids = [area["grid"], _at(b, raw, align(size), area["grid"].type.pointee)]
+    if zero:
+        for grid in grids:
+            _memset0(b, grid, size)
+    return grids
+
+
+def _fill_cols(k: Any, g: Geometry, x: _Operand, grids: list[ir.Value], col: ir.Value,
+               q: int, i0: ir.Value, cnt: ir.Value, extra: Any = None,
+               extra_values: tuple = ()) -> None:
+    """The chunk's images into ``col`` (each thread its half, through its own grid);
+    ``extra(task, lo, hi)`` adds more per-image work to the same task, reading
+    ``extra_values`` from the kernel."""
+    def body(task: KernelTask, lo: ir.Value, hi: ir.Value) -> None:
+        tb = task.b
+        grid = tb.select(task.first, task[grids[0]], task[grids[1]])
+        xt = x.in_task(task)
+        with for_range(tb, lo, hi, name="ci") as i:
+            _fill_grid(tb, g, grid, xt, tb.add(task[i0], i))
+            _im2col(tb, g, grid, task[col], q, _lin(tb, (i, g.P)))
+        if extra is not None:
+            extra(task, lo, hi)
+
+    _images(k, "cols", [*x.values(), *grids, col, i0, *extra_values], cnt, body)
+
+
 def _forward(k: Any, g: Geometry, area: dict, nb: int, q: int, nimg: ir.Value,
              gemm: Any) -> None:
     n = k.node
     b = k.b
     x, w = _Operand(k, n.inputs[0]), _Operand(k, n.inputs[1])
     wptr, wrow = _weight_matrix(k, g, w, area["weight"])
-    _memset0(b, area["grid"], n.dtype.itemsize * g.grid)
+    grids = _grids(k, g, area, True)
     for i0, cnt in _chunks(b, nimg, nb):
-        with for_range(b, i64(0), cnt, name="ci") as i:
-            _fill_grid(b, g, area["grid"], x, b.add(i0, i))
-            _im2col(b, g, area["grid"], area["col"], q, _lin(b, (i, g.P)))
+        _fill_cols(k, g, x, grids, area["col"], q, i0, cnt)
         gemm([wptr, wrow, i64(1), area["col"], i64(q), i64(1), area["mat"], i64(q),
               i64(g.OC), _lin(b, (cnt, g.P)), i64(g.K)])
-        # Y[o, i*P + p] -> out[i0 + i, o, p]
-        with for_range(b, i64(0), cnt, name="si") as i:
-            with for_range(b, i64(0), i64(g.OC), name="so") as o:
-                src = _lin(b, (o, q), (i, g.P))
-                dst = _lin(b, (b.add(i0, i), g.OC * g.P), (o, g.P))
-                with for_range(b, i64(0), i64(g.P), name="sp") as p:
-                    v = b.load(_gep(b, area["mat"], b.add(src, p)))
-                    b.store(v, _gep(b, k.out, b.add(dst, p)))
+
+        def scatter(task: KernelTask, lo: ir.Value, hi: ir.Value, i0: ir.Value = i0) -> None:
+            # Y[o, i*P + p] -> out[i0 + i, o, p]
+            tb = task.b
+            with for_range(tb, lo, hi, name="si") as i:
+                with for_range(tb, i64(0), i64(g.OC), name="so") as o:
+                    src = _lin(tb, (o, q), (i, g.P))
+                    dst = _lin(tb, (tb.add(task[i0], i), g.OC * g.P), (o, g.P))
+                    with for_range(tb, i64(0), i64(g.P), name="sp") as p:
+                        v = tb.load(_gep(tb, task[area["mat"]], tb.add(src, p)))
+                        tb.store(v, _gep(tb, task[k.out], tb.add(dst, p)))
+
+        _images(k, "out", [area["mat"], k.out, i0], cnt, scatter)
 
 
-def _gather_dy(b: ir.IRBuilder, g: Geometry, dy: _Operand, dst: ir.Value, q: int,
-               i0: ir.Value, cnt: ir.Value) -> None:
-    """The chunk's ``dY`` images as ``[O][q]`` (image ``i`` at columns ``i*P ...``)."""
-    s0, s1, s2, s3 = dy.ir
-    with for_range(b, i64(0), cnt, name="yi") as i:
-        with for_range(b, i64(0), i64(g.OC), name="yo") as o:
-            with for_range(b, i64(0), i64(g.OH), name="yh") as oh:
-                src = _lin(b, (b.add(i0, i), s0), (o, s1), (oh, s2))
-                d = _lin(b, (o, q), (i, g.P), (oh, g.OW))
-                with for_range(b, i64(0), i64(g.OW), name="yw") as ow:
-                    v = b.load(_gep(b, dy.ptr, b.add(src, _lin(b, (ow, s3)))))
-                    b.store(v, _gep(b, dst, b.add(d, ow)))
+def _gather_dy(task: KernelTask, g: Geometry, dy: _Operand, dst: ir.Value, q: int,
+               i0: ir.Value, lo: ir.Value, hi: ir.Value) -> None:
+    """The chunk's ``dY`` images ``lo <= i < hi`` as ``[O][q]`` (image ``i`` at columns
+    ``i*P ...``), in ``task`` (``dy``, ``dst`` and ``i0`` as the kernel has them)."""
+    tb = task.b
+    d_t = dy.in_task(task)
+    s0, s1, s2, s3 = d_t.ir
+    with for_range(tb, lo, hi, name="yi") as i:
+        with for_range(tb, i64(0), i64(g.OC), name="yo") as o:
+            with for_range(tb, i64(0), i64(g.OH), name="yh") as oh:
+                src = _lin(tb, (tb.add(task[i0], i), s0), (o, s1), (oh, s2))
+                d = _lin(tb, (o, q), (i, g.P), (oh, g.OW))
+                with for_range(tb, i64(0), i64(g.OW), name="yw") as ow:
+                    v = tb.load(_gep(tb, d_t.ptr, tb.add(src, _lin(tb, (ow, s3)))))
+                    tb.store(v, _gep(tb, task[dst], tb.add(d, ow)))
 
 
 def _input_grad(k: Any, g: Geometry, area: dict, nb: int, q: int, nimg: ir.Value,
@@ -225,22 +275,33 @@ def _input_grad(k: Any, g: Geometry, area: dict, nb: int, q: int, nimg: ir.Value
     dy, w = _Operand(k, n.inputs[0]), _Operand(k, n.inputs[1])
     wptr, wrow = _weight_matrix(k, g, w, area["weight"])
     it = n.dtype.itemsize
+    grids = _grids(k, g, area, False)
     for i0, cnt in _chunks(b, nimg, nb):
-        _gather_dy(b, g, dy, area["mat"], q, i0, cnt)
+        _images(k, "dy", [*dy.values(), area["mat"], i0], cnt,
+                lambda task, lo, hi, i0=i0: _gather_dy(task, g, dy, area["mat"], q, i0,
+                                                       lo, hi))
         # dcol[K, q] = W^T @ dY: A[r, o] = W[o, r]
         gemm([wptr, i64(1), wrow, area["mat"], i64(q), i64(1), area["col"], i64(q),
               i64(g.K), _lin(b, (cnt, g.P)), i64(g.OC)])
-        with for_range(b, i64(0), cnt, name="fi") as i:
-            _memset0(b, area["grid"], it * g.grid)
-            col = _gep(b, area["col"], _lin(b, (i, g.P)))
-            _col2im(b, g, col, q, area["grid"], i64(0), i64(g.OH))
-            with for_range(b, i64(0), i64(g.C), name="oc") as c:
-                with for_range(b, i64(0), i64(g.H), name="oh") as h:
-                    s = b.add(_lin(b, (c, g.Hp * g.Wp), (h, g.Wp)), i64(g.ph * g.Wp + g.pw))
-                    d = _lin(b, (b.add(i0, i), g.C * g.H * g.W), (c, g.H * g.W), (h, g.W))
-                    with for_range(b, i64(0), i64(g.W), name="ow") as ww:
-                        v = b.load(_gep(b, area["grid"], b.add(s, ww)))
-                        b.store(v, _gep(b, k.out, b.add(d, ww)))
+
+        def col2im(task: KernelTask, lo: ir.Value, hi: ir.Value, i0: ir.Value = i0) -> None:
+            tb = task.b
+            grid = tb.select(task.first, task[grids[0]], task[grids[1]])
+            with for_range(tb, lo, hi, name="fi") as i:
+                _memset0(tb, grid, it * g.grid)
+                col = _gep(tb, task[area["col"]], _lin(tb, (i, g.P)))
+                _col2im(tb, g, col, q, grid, i64(0), i64(g.OH))
+                with for_range(tb, i64(0), i64(g.C), name="oc") as c:
+                    with for_range(tb, i64(0), i64(g.H), name="oh") as h:
+                        s = tb.add(_lin(tb, (c, g.Hp * g.Wp), (h, g.Wp)),
+                                   i64(g.ph * g.Wp + g.pw))
+                        d = _lin(tb, (tb.add(task[i0], i), g.C * g.H * g.W), (c, g.H * g.W),
+                                 (h, g.W))
+                        with for_range(tb, i64(0), i64(g.W), name="ow") as ww:
+                            v = tb.load(_gep(tb, grid, tb.add(s, ww)))
+                            tb.store(v, _gep(tb, task[k.out], tb.add(d, ww)))
+
+        _images(k, "dx", [*grids, area["col"], k.out, i0], cnt, col2im)
 
 
 def _weight_grad(k: Any, g: Geometry, area: dict, nb: int, q: int, nimg: ir.Value,
@@ -248,22 +309,27 @@ def _weight_grad(k: Any, g: Geometry, area: dict, nb: int, q: int, nimg: ir.Valu
     n = k.node
     b = k.b
     x, dy = _Operand(k, n.inputs[0]), _Operand(k, n.inputs[1])
-    _memset0(b, area["grid"], n.dtype.itemsize * g.grid)
+    grids = _grids(k, g, area, True)
     total = g.OC * g.K
     for i0, cnt in _chunks(b, nimg, nb):
-        with for_range(b, i64(0), cnt, name="ci") as i:
-            _fill_grid(b, g, area["grid"], x, b.add(i0, i))
-            _im2col(b, g, area["grid"], area["col"], q, _lin(b, (i, g.P)))
-        _gather_dy(b, g, dy, area["mat"], q, i0, cnt)
+        _fill_cols(k, g, x, grids, area["col"], q, i0, cnt,
+                   lambda task, lo, hi, i0=i0: _gather_dy(task, g, dy, area["mat"], q, i0,
+                                                          lo, hi),
+                   (*dy.values(), area["mat"]))
         first = b.icmp_signed("==", i0, i64(0))
         # the first chunk's product is dW; later ones go to tmp and are added
         dst = b.select(first, k.out, area["tmp"])
         gemm([area["mat"], i64(q), i64(1), area["col"], i64(1), i64(q), dst, i64(g.K),
               i64(g.OC), i64(g.K), _lin(b, (cnt, g.P))])
         with b.if_then(b.not_(first)):
-            with for_range(b, i64(0), i64(total), name="acc") as j:
-                p = _gep(b, k.out, j)
-                b.store(b.fadd(b.load(p), b.load(_gep(b, area["tmp"], j))), p)
+            task = KernelTask(k, "acc", [k.out, area["tmp"]])
+            tb = task.b
+            lo, hi = task.split(i64(total))
+            with for_range(tb, lo, hi, name="acc") as j:
+                p = _gep(tb, task[k.out], j)
+                tb.store(tb.fadd(tb.load(p), tb.load(_gep(tb, task[area["tmp"]], j))), p)
+            task.finish()
+            task.dispatch(ir.Constant(ir.IntType(1), total >= 1 << 15))
     # no images: the gradient is zero
     with b.if_then(b.icmp_signed("<=", nimg, i64(0))):
         _memset0(b, k.out, n.dtype.itemsize * total)

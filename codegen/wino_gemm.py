@@ -172,7 +172,7 @@ def emit(k: Any) -> bool:
     task.dispatch(ir.Constant(ir.IntType(1), v.M >= 2))
     nimg = k.sym(n.shape[0])
     gsize = it * v.S * v.GH * v.GW
-    grids = [area["grid"], _at(b, area["grid"], align(gsize), elt)]
+    grids = [area["grid"], _at(b, b.bitcast(area["grid"], I8P), align(gsize), elt)]
     for grid in grids:
         _memset0(b, grid, gsize)
     with for_range(b, i64(0), nimg, name="chunk", step=i64(nb)) as i0:
