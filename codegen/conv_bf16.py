@@ -187,12 +187,28 @@ def _part_layout(n: Node, g: Geometry, isa: str) -> dict[str, int]:
         areas = [("gemm", workspace_bytes_bf16(g.OC, g.K, q, isa)), ("grid", 2 * g.grid),
                  ("col", 2 * g.K * q), ("dy", 2 * g.OC * q), ("tmp", 4 * g.OC * g.K),
                  ("acc", 4 * g.OC * g.K)]
+    return area_offsets(areas)
+
+
+def area_offsets(areas: list[tuple[str, Any]]) -> dict[str, int]:
+    """Byte offsets of ``(name, bytes)`` areas laid out one after the other, each aligned;
+    ``"end"``: the total (``codegen.conv_gemm`` and ``codegen.wino_gemm`` lay out theirs
+    the same way)."""
     out, at = {}, 0
     for name, size in areas:
         out[name] = at
         at += align(int(size))
     out["end"] = at
     return out
+
+
+def carve(b: ir.IRBuilder, work: ir.Value, layout: dict[str, int], elt: ir.Type
+          ) -> dict[str, ir.Value]:
+    """The areas of ``layout`` in the kernel's workspace ``work`` (aligned first) as
+    ``elt`` pointers, the GEMM's packing area (``"gemm"``) as bytes."""
+    base = b.inttoptr(b.and_(b.add(b.ptrtoint(work, I64), i64(ALIGN - 1)), i64(-ALIGN)), I8P)
+    return {name: _at(b, base, off, I8 if name == "gemm" else elt)
+            for name, off in layout.items() if name != "end"}
 
 
 def _prefix_bytes(n: Node, g: Geometry) -> int:
@@ -515,5 +531,5 @@ def emit(k: Any, features: str | None) -> bool:
     return True
 
 
-__all__ = ["Geometry", "geometry", "conv_geometry", "gemm_kernel", "native", "describe",
-           "workspace_bytes", "emit", "OPS", "ISAS"]
+__all__ = ["Geometry", "geometry", "conv_geometry", "area_offsets", "carve", "gemm_kernel",
+           "native", "describe", "workspace_bytes", "emit", "OPS", "ISAS"]

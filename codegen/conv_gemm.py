@@ -58,11 +58,13 @@ from .conv_bf16 import (
     _memset0,
     _Operand,
     _weight_matrix,
+    area_offsets,
+    carve,
     conv_geometry,
 )
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .hostinfo import current_caches
-from .llvm_util import I8, I8P, I64, for_range, i64, mem_type
+from .llvm_util import I8P, for_range, i64, mem_type
 from .parallel import KernelTask
 
 OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
@@ -118,12 +120,7 @@ def _layout(n: Node, g: Geometry, wide: bool) -> dict[str, int]:
         areas.append(("weight", it * g.OC * g.K))
     else:
         areas.append(("tmp", it * g.OC * g.K))
-    out, at = {}, 0
-    for name, size in areas:
-        out[name] = at
-        at += align(int(size))
-    out["end"] = at
-    return out
+    return area_offsets(areas)
 
 
 def workspace(n: Node, wide: bool) -> int:
@@ -150,13 +147,10 @@ def emit(k: Any) -> bool:
     if g is None:
         return False
     b = k.b
-    base = b.inttoptr(b.and_(b.add(b.ptrtoint(k.work, I64), i64(ALIGN - 1)), i64(-ALIGN)),
-                      I8P)
     lay = _layout(n, g, k.L.wide)
     elt = mem_type(n.dtype)
     it = n.dtype.itemsize
-    area = {name: _at(b, base, off, I8 if name == "gemm" else elt)
-            for name, off in lay.items() if name != "end"}
+    area = carve(b, k.work, lay, elt)
     nb = images_per_chunk(g, it)
     q = nb * g.P
     m, nn, kk = _gemm_dims(n, g, q)

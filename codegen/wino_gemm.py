@@ -44,10 +44,20 @@ from graphc.ir import dtypes as dt
 
 from . import options
 from .abi import ALIGN, align
-from .conv_bf16 import Geometry, _at, _gep, _lin, _memset0, _Operand, conv_geometry
+from .conv_bf16 import (
+    Geometry,
+    _at,
+    _gep,
+    _lin,
+    _memset0,
+    _Operand,
+    area_offsets,
+    carve,
+    conv_geometry,
+)
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .hostinfo import current_caches
-from .llvm_util import I8, I8P, I64, for_range, i64, mem_type
+from .llvm_util import I8P, for_range, i64, mem_type
 from .parallel import KernelTask
 
 OPS = ("conv2d", "conv2d_input_grad")
@@ -103,12 +113,7 @@ def _layout(n: Node, v: View, wide: bool) -> dict[str, int]:
     areas = [("gemm", 2 * align(workspace_bytes(v.M, t, v.S, tile, it))),
              ("u", 16 * v.M * v.S * it), ("v", 16 * v.S * t * it), ("m", 16 * v.M * t * it),
              ("grid", 2 * align(v.S * v.GH * v.GW * it))]
-    out, at = {}, 0
-    for name, size in areas:
-        out[name] = at
-        at += align(int(size))
-    out["end"] = at
-    return out
+    return area_offsets(areas)
 
 
 def workspace(n: Node, wide: bool) -> int:
@@ -154,11 +159,8 @@ def emit(k: Any) -> bool:
     b = k.b
     it = n.dtype.itemsize
     elt = mem_type(n.dtype)
-    base = b.inttoptr(b.and_(b.add(b.ptrtoint(k.work, I64), i64(ALIGN - 1)), i64(-ALIGN)),
-                      I8P)
     lay = _layout(n, v, k.L.wide)
-    area = {name: _at(b, base, off, I8 if name == "gemm" else elt)
-            for name, off in lay.items() if name != "end"}
+    area = carve(b, k.work, lay, elt)
     nb = v.images_per_chunk(it)
     tmax = nb * v.TT
     tile = choose_tile(tmax, k.L.wide, it)

@@ -6,13 +6,10 @@ are not at the reader's index or channel must not be grouped."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from _steps import compiled_train_step
+from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import options
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -190,21 +187,8 @@ np.savez(OUT, **out)
 def test_two_threads_bit_identical_to_one(tmp_path):
     """Each channel is computed whole by one thread (the two take halves of the channels,
     5 and 7 of them here: uneven), so one and two threads agree bit for bit."""
-    res = []
-    for threads in (1, 2):
-        out = tmp_path / f"t{threads}.npz"
-        env = {**os.environ, "GRAPHC_NUM_THREADS": str(threads), "GRAPHC_CACHE": "0"}
-        env.pop("GRAPHC_DEBUG", None)
-        env.pop("GRAPHC_CHANNEL_GROUPS", None)
-        r = subprocess.run([sys.executable, "-c", f"OUT = {str(out)!r}\n" + _THREADS],
-                           env=env, capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, r.stderr
-        with np.load(out) as z:
-            res.append({k: z[k] for k in z.files})
-    a, b = res
-    assert a.keys() == b.keys() and len(a) > 8
-    for k in a:
-        assert np.array_equal(a[k], b[k]), k
+    runs = run_per_thread_count(tmp_path, _THREADS, drop=("GRAPHC_CHANNEL_GROUPS",))
+    assert_bit_identical(runs, min_arrays=5)
 
 
 # -- random programs ------------------------------------------------------------------------

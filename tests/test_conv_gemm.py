@@ -12,12 +12,10 @@ take them."""
 from __future__ import annotations
 
 import itertools
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import conv_gemm, hostinfo, options
 
 import graphc as gc
@@ -194,22 +192,9 @@ np.savez(OUT, **out)
 
 
 def test_two_threads_bit_identical_to_one(tmp_path):
-    res = []
-    for threads in (1, 2):
-        out = tmp_path / f"t{threads}.npz"
-        env = {**os.environ, "GRAPHC_NUM_THREADS": str(threads), "GRAPHC_CACHE": "0",
-               "GRAPHC_CPU_CACHES": "l1d=32K,l2=64K"}
-        env.pop("GRAPHC_DEBUG", None)
-        env.pop("GRAPHC_CONV_GEMM", None)
-        r = subprocess.run([sys.executable, "-c", f"OUT = {str(out)!r}\n" + _THREADS],
-                           env=env, capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, r.stderr
-        with np.load(out) as z:
-            res.append({k: z[k] for k in z.files})
-    a, b = res
-    assert a.keys() == b.keys() and len(a) > 4
-    for k in a:
-        assert np.array_equal(a[k], b[k]), k
+    runs = run_per_thread_count(tmp_path, _THREADS, drop=("GRAPHC_CONV_GEMM",),
+                                env={"GRAPHC_CPU_CACHES": "l1d=32K,l2=64K"})
+    assert_bit_identical(runs, min_arrays=5)
 
 
 GUARD = 1 << 20
