@@ -22,17 +22,19 @@ col2im) run on both threads, halves of the chunk's images, each thread with its 
   chunk's product written into ``dW``, later ones added.
 
 Which convolutions (``plan``): float32 or float64, one group, static sizes but the batch,
-outside debug builds, where the weight (``O*K`` elements) is more than half of L2 and an
-image has at most ``SMALL_MAP`` positions; not where Winograd's transformed weight (16
-elements per filter) fits L2 (its 2.25x fewer multiplies win: 128 -> 128 at 8x8, batch 32,
-162 against 100 GFLOP/s), nor strided input gradients (the phase kernels waste nothing
-there: 128 -> 256 at 14x14 stride 2, 99 against 74). Measured against the kernels they
-replace (Zen 4, one thread, batch 8, GFLOP/s forward / input gradient / weight gradient):
-512 -> 512 at 4x4 45 / 40 / 53 -> 107 / 72 / 95, at 7x7 35 / 32 / 73 -> 99 / 77 / 100;
-256 -> 256 at 7x7 70 / 70 / 95 -> 99 / 95 / 106; 256 -> 512 8x8 stride 2 forward 48 -> 104,
-weight gradient 67 -> 97. A chunk holds up to ``POSITIONS`` positions (and its ``col`` at
-most ``COL_BYTES``). The GEMM's results depend only on its K blocks, so
-the thread count does not change them; chunks run in order, so neither does the batch's
+outside debug builds, where the weight (``O*K`` elements) takes half of L2 or more and an
+image has at most ``SMALL_MAP`` positions (256 -> 512 1x1 stride 2 on 8x8, a 512 KiB weight
+in a 1 MiB L2: forward 72 -> 94, weight gradient 73 -> 100 GFLOP/s); not where Winograd's
+transformed weight (16 elements per filter) fits L2 (its 2.25x fewer multiplies win:
+128 -> 128 at 8x8, batch 32, 162 against 100 GFLOP/s), nor strided input gradients (the
+phase kernels waste nothing there: 128 -> 256 at 14x14 stride 2, 99 against 74). Measured
+against the kernels they replace (Zen 4, one thread, batch 8, GFLOP/s forward / input
+gradient / weight gradient): 512 -> 512 at 4x4 45 / 40 / 53 -> 107 / 72 / 95, at 7x7
+35 / 32 / 73 -> 99 / 77 / 100; 256 -> 256 at 7x7 70 / 70 / 95 -> 99 / 95 / 106; 256 -> 512
+8x8 stride 2 forward 48 -> 104, weight gradient 67 -> 97 (the 3x3 stride-1 ones now run
+batched Winograd, ``codegen.wino_gemm``). A chunk holds up to ``POSITIONS`` positions
+(and its ``col`` at most ``COL_BYTES``). The GEMM's results depend only on its K blocks,
+so the thread count does not change them; chunks run in order, so neither does the batch's
 split into chunks for a given batch size.
 """
 
@@ -82,7 +84,7 @@ def plan(n: Node) -> Geometry | None:
     if g is None:
         return None
     it, l2 = n.dtype.itemsize, current_caches().l2
-    if g.OC * g.K * it <= l2 // 2 or g.P > SMALL_MAP:
+    if g.OC * g.K * it < l2 // 2 or g.P > SMALL_MAP:
         return None  # the implicit GEMM's weight stays in L2, or its tiles fill
     if ((g.KH, g.KW, g.sh, g.sw, g.dh, g.dw) == (3, 3, 1, 1, 1, 1)
             and 16 * g.C * g.OC * it <= l2):
