@@ -24,7 +24,7 @@ col2im) run on both threads, halves of the chunk's images, each thread with its 
 Which convolutions (``plan``): float32 or float64, one group, static sizes but the batch,
 outside debug builds, where the weight (``O*K`` elements) takes half of L2 or more and an
 image has at most ``SMALL_MAP`` positions (256 -> 512 1x1 stride 2 on 8x8, a 512 KiB weight
-in a 1 MiB L2: forward 72 -> 94, weight gradient 73 -> 100 GFLOP/s); not where Winograd's
+in a 1 MiB L2, batch 32: forward 83 -> 96, weight gradient 88 -> 100 GFLOP/s); not where Winograd's
 transformed weight (16 elements per filter) fits L2 (its 2.25x fewer multiplies win:
 128 -> 128 at 8x8, batch 32, 162 against 100 GFLOP/s), nor strided input gradients (the
 phase kernels waste nothing there: 128 -> 256 at 14x14 stride 2, 99 against 74). Measured

@@ -251,7 +251,10 @@ def _plan_table(p: Any, g: Any, env: dict) -> str:
             '<th>fuses inline</th><th>reads</th><th>source</th></tr>']
     for i, n in enumerate(p.materialized):
         gi = p.group_of.get(n.id)
-        if gi is not None and p.groups[gi][0] is n:
+        if gi is not None and p.groups[gi][0] is n and gi in p.passes:
+            rows.append(f'<tr class="gh"><td colspan="6">channel group of {len(p.groups[gi])}:'
+                        f' channel by channel, {len(set(p.passes[gi]))} passes</td></tr>')
+        elif gi is not None and p.groups[gi][0] is n:
             rows.append(f'<tr class="gh"><td colspan="6">loop group of {len(p.groups[gi])}: '
                         f'one loop over {_e(type_str(n))}</td></tr>')
         if n.id in p.direct:
