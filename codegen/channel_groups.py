@@ -164,8 +164,8 @@ def plan_channel_groups(p: Any, mat: set[int], may_fail: set[int],
     i = 0
     seq = p.materialized
     while i < len(seq):
-        run, kinds, phases = _grow(seq, i, p, mat, may_fail, reads)
-        if run and any(k == RED for k in kinds) and len(run) >= 2:
+        run, phases = _grow(seq, i, p, mat, may_fail, reads)
+        if len(run) >= 2:  # (a run holds a sum)
             gi = len(p.groups)
             p.groups.append(run)
             p.passes[gi] = phases
@@ -177,11 +177,11 @@ def plan_channel_groups(p: Any, mat: set[int], may_fail: set[int],
 
 
 def _grow(seq: list[Node], i: int, p: Any, mat: set[int], may_fail: set[int],
-          reads: dict[int, list[Node]]) -> tuple[list[Node], list[str], list[int]]:
+          reads: dict[int, list[Node]]) -> tuple[list[Node], list[int]]:
     """The longest run of kernels from ``seq[i]`` that can be one channel group, with each
-    member's kind and pass. A member's pass is the latest of the passes its reads need:
-    a full-shaped member read at the same index, the same pass (its value is in a
-    register); a sum or a per-channel value, the pass after the one that completes it.
+    member's pass (no run without a sum). A member's pass is the latest of the passes its
+    reads need: a full-shaped member read at the same index, the same pass (its value is in
+    a register); a sum or a per-channel value, the pass after the one that completes it.
     Passes never go back along the run, so the members keep their order."""
     run: list[Node] = []
     kinds: list[str] = []
@@ -194,8 +194,7 @@ def _grow(seq: list[Node], i: int, p: Any, mat: set[int], may_fail: set[int],
         got = _kind(n, full)
         if got is None or (not run and got[0] == CHAN):
             break
-        kind, shape = got
-        full = shape  # (a run that starts at a full member keeps it if a sum follows)
+        kind, full = got
         root = n.inputs[0] if kind == RED else n
         if kind == RED and (root.op == "input" or root.id in mat):
             if not _same(root.shape, full):  # a sum of a buffer: contiguous
@@ -234,7 +233,7 @@ def _grow(seq: list[Node], i: int, p: Any, mat: set[int], may_fail: set[int],
         run.pop()
         kinds.pop()
         phases.pop()
-    return run, kinds, phases
+    return run, phases
 
 
 def full_shape(unit: list[Node]) -> tuple:

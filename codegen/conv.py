@@ -96,6 +96,7 @@ from graphc.ir import Node
 from graphc.ir import shapes as sh
 
 from . import conv_bf16, conv_gemm, options, wino_gemm
+from . import winograd as wino
 from .abi import ALIGN, align
 from .conv_direct import DIRECT
 from .gemm_bf16 import bf16_features
@@ -1486,9 +1487,6 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
 # ---------------------------------------------------------------------------------------
 # Winograd F(2x2, 3x3): 3x3 stride-1 convolutions at 16 multiplies per 2x2 outputs
 # ---------------------------------------------------------------------------------------
-_BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
-_G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
-_AT = ((1, 1, 1, 0), (0, 1, -1, -1))
 # bytes of transformed input a block of tiles may take (the block's V and M stay in L2)
 WINO_BLOCK_BYTES = 96 * 1024
 # fewer source or result channels than this: the transforms cost more than the multiplies
@@ -1663,11 +1661,11 @@ def _emit_winograd(k: Any, w: Wino) -> bool:
                               _mul(b, i64(fw), wst[3]))
                     row.append(b.load(_gep(b, wp, wi)))
                 g.append(row)
-            gg = [[_lin(b, elt, _G[i], [g[r][j] for r in range(3)]) for j in range(3)]
+            gg = [[wino.lin(b, wino.G[i], [g[r][j] for r in range(3)]) for j in range(3)]
                   for i in range(4)]
             for i in range(4):
                 for j in range(4):
-                    u = _lin(b, elt, _G[j], gg[i])
+                    u = wino.lin(b, wino.G[j], gg[i])
                     dst = _add(b, _mul(b, _add(b, _mul(b, i64(i * 4 + j), w.S), s), mp), m)
                     b.store(u, _gep(b, upack, dst))
 
@@ -1680,27 +1678,6 @@ def _emit_winograd(k: Any, w: Wino) -> bool:
     task.dispatch(b.and_(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)),
                          b.icmp_signed(">=", nimg, i64(2))))
     return True
-
-
-def _lin(b: ir.IRBuilder, elt: ir.Type, coef: tuple, xs: list[ir.Value]) -> ir.Value:
-    """``sum coef[i] * xs[i]`` with the zero terms left out and +-1 as adds/subtractions."""
-    out = None
-    for c, x in zip(coef, xs):
-        if c == 0:
-            continue
-        if c not in (1, -1):
-            x = b.fmul(x, ir.Constant(x.type, _splat_const(x.type, float(c))))
-            c = 1
-        if out is None:
-            out = x if c == 1 else b.fsub(ir.Constant(x.type, _splat_const(x.type, 0.0)), x)
-        else:
-            out = b.fadd(out, x) if c == 1 else b.fsub(out, x)
-    assert out is not None
-    return out
-
-
-def _splat_const(t: ir.Type, v: float) -> Any:
-    return [v] * t.count if isinstance(t, ir.VectorType) else v
 
 
 def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir.Value],
@@ -1750,10 +1727,10 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
                             d = [[vec.load(_gep(b, grid, _add(b, base, i64(
                                 ((r % 2) * 2 + c % 2) * w.phase_elems + (r // 2) * w.wg
                                 + c // 2)))) for c in range(4)] for r in range(4)]
-                        tmp = [[_lin(b, elt, _BT[j], d[r]) for j in range(4)] for r in range(4)]
+                        tmp = [[wino.lin(b, wino.BT[j], d[r]) for j in range(4)] for r in range(4)]
                         for i in range(4):
                             for j in range(4):
-                                v = _lin(b, elt, _BT[i], [tmp[r][j] for r in range(4)])
+                                v = wino.lin(b, wino.BT[i], [tmp[r][j] for r in range(4)])
                                 dst = _mul(b, _add(b, _mul(b, _add(b, _mul(b, i64(i * 4 + j),
                                                                          w.S), s), qb), qq), L)
                                 b.store(v, b.bitcast(_gep(b, vbuf, dst), vec.vt.as_pointer()),
@@ -1792,9 +1769,9 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
                     with for_range(b, i64(0), qn, name="oq") as qq:
                         mv = [vec.load(_gep(b, mbuf, _mul(b, _add(b, _mul(b, _add(
                             b, _mul(b, i64(xi), mp), m), qb), qq), L))) for xi in range(16)]
-                        tm = [[_lin(b, elt, _AT[i], [mv[r * 4 + c] for r in range(4)])
+                        tm = [[wino.lin(b, wino.AT[i], [mv[r * 4 + c] for r in range(4)])
                                for c in range(4)] for i in range(2)]
-                        y = [[_lin(b, elt, _AT[j], tm[i]) for j in range(2)] for i in range(2)]
+                        y = [[wino.lin(b, wino.AT[j], tm[i]) for j in range(2)] for i in range(2)]
                         q = _add(b, q0, qq)
                         if w.flat:
                             _store_tiles(b, w, y, out, ch, q)
@@ -1873,18 +1850,8 @@ def _store_tiles(b: ir.IRBuilder, w: Wino, y: list, out: ir.Value, ch: ir.Value,
                     oh = _add(b, _mul(b, th, 2), i64(a))
                     ow = _add(b, _mul(b, tw, 2), i64(c))
                     v = b.extract_element(y[a][c], ir.Constant(I32, lane))
-                    ok = None
-                    if a and w.OH % 2:
-                        ok = b.icmp_signed("<", oh, i64(w.OH))
-                    if c and w.OW % 2:
-                        okc = b.icmp_signed("<", ow, i64(w.OW))
-                        ok = okc if ok is None else b.and_(ok, okc)
                     dst = _gep(b, out, _add(b, base, _mul(b, oh, w.OW), ow))
-                    if ok is None:
-                        b.store(v, dst)
-                    else:
-                        with b.if_then(ok):
-                            b.store(v, dst)
+                    wino.store_output(b, v, dst, a, c, oh, ow, w.OH, w.OW)
 
 
 def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:

@@ -482,8 +482,7 @@ class Lowering:
         kfn = self._kernel_by_key.get(key) if key is not None else None
         if kfn is None or VERIFY_KERNEL_KEYS:
             kern = kernel_for(n) if len(unit) == 1 else None
-            split = self._split_work(n, kern)
-            if passes is not None:
+            if passes is not None:  # split over the channels (``codegen.channel_groups``)
                 full = full_shape(unit)
                 size = sh.numel(full)
                 split = None if isinstance(size, int) and size < ELEM_PAR_MIN else full
@@ -494,11 +493,11 @@ class Lowering:
             elif len(unit) > 1:
                 k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_group",
                                   group=unit,
-                                  split=split)
+                                  split=self._split_work(n, kern))
                 emit_group(k)
             else:
                 k = KernelEmitter(self, n, f"{self.name_prefix}k{p.node_index[n.id]}_{n.op}",
-                                  split=split)
+                                  split=self._split_work(n, kern))
                 kern.emit(k) if kern is not None else emit_elementwise(k)
             k.finish()
             emitted = self._dedup(k.fn, label, k.level)

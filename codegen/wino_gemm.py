@@ -43,6 +43,7 @@ from graphc.ir import Node
 from graphc.ir import dtypes as dt
 
 from . import options
+from . import winograd as wino
 from .abi import ALIGN, align
 from .conv_bf16 import (
     Geometry,
@@ -63,9 +64,6 @@ from .parallel import KernelTask
 OPS = ("conv2d", "conv2d_input_grad")
 TILES = 512  # 2x2 tiles a chunk of images aims at
 V_BYTES = 4 << 20  # the most a chunk's transformed input takes
-_BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
-_G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
-_AT = ((1, 1, 1, 0), (0, 1, -1, -1))
 
 
 class View:
@@ -129,23 +127,6 @@ def describe(n: Node) -> str | None:
     nb = v.images_per_chunk(n.dtype.itemsize)
     return (f"conv: Winograd F(2x2, 3x3), 16 gemm products over chunks of {nb} images "
             f"({nb * v.TT} tiles)")
-
-
-def _lin_comb(b: ir.IRBuilder, coef: tuple, xs: list[ir.Value]) -> ir.Value:
-    """``sum coef[i] * xs[i]``, zero terms left out, +-1 as additions and subtractions."""
-    out = None
-    for c, x in zip(coef, xs):
-        if c == 0:
-            continue
-        if c not in (1, -1):
-            x = b.fmul(x, ir.Constant(x.type, float(c)))
-            c = 1
-        if out is None:
-            out = x if c == 1 else b.fsub(ir.Constant(x.type, 0.0), x)
-        else:
-            out = b.fadd(out, x) if c == 1 else b.fsub(out, x)
-    assert out is not None
-    return out
 
 
 def emit(k: Any) -> bool:
@@ -219,12 +200,12 @@ def _transform_filters(b: ir.IRBuilder, v: View, w: _Operand, u: ir.Value, lo: i
                                                                         else kh), s2),
                                              (i64(2 - kw if v.igrad else kw), s3))))
                   for kw in range(3)] for kh in range(3)]
-            gg = [[_lin_comb(b, _G[i], [g[r][j] for r in range(3)]) for j in range(3)]
+            gg = [[wino.lin(b, wino.G[i], [g[r][j] for r in range(3)]) for j in range(3)]
                   for i in range(4)]
             for i in range(4):
                 for j in range(4):
                     dst = _lin(b, (i64(i * 4 + j), v.M * v.S), (m, v.S), (s, 1))
-                    b.store(_lin_comb(b, _G[j], gg[i]), _gep(b, u, dst))
+                    b.store(wino.lin(b, wino.G[j], gg[i]), _gep(b, u, dst))
 
 
 def _fill_grid(b: ir.IRBuilder, v: View, grid: ir.Value, x: _Operand, img: ir.Value
@@ -250,11 +231,11 @@ def _transform_tiles(b: ir.IRBuilder, v: View, grid: ir.Value, vbuf: ir.Value, t
                 at = _lin(b, (s, v.GH * v.GW), (th, 2 * v.GW), (tw, 2))
                 d = [[b.load(_gep(b, grid, b.add(at, i64(r * v.GW + c)))) for c in range(4)]
                      for r in range(4)]
-                tmp = [[_lin_comb(b, _BT[j], d[r]) for j in range(4)] for r in range(4)]
+                tmp = [[wino.lin(b, wino.BT[j], d[r]) for j in range(4)] for r in range(4)]
                 t = b.add(t0, _lin(b, (th, v.TW), (tw, 1)))
                 for i in range(4):
                     for j in range(4):
-                        val = _lin_comb(b, _BT[i], [tmp[r][j] for r in range(4)])
+                        val = wino.lin(b, wino.BT[i], [tmp[r][j] for r in range(4)])
                         dst = b.add(_lin(b, (i64(i * 4 + j), v.S * tmax), (s, tmax)), t)
                         b.store(val, _gep(b, vbuf, dst))
 
@@ -272,25 +253,15 @@ def _outputs(b: ir.IRBuilder, v: View, mbuf: ir.Value, tmax: int, out: ir.Value,
                     mv = [b.load(_gep(b, mbuf, b.add(_lin(b, (i64(xi), v.M * tmax),
                                                              (m, tmax)), t)))
                           for xi in range(16)]
-                    tm = [[_lin_comb(b, _AT[a], [mv[r * 4 + c] for r in range(4)])
+                    tm = [[wino.lin(b, wino.AT[a], [mv[r * 4 + c] for r in range(4)])
                            for c in range(4)] for a in range(2)]
                     for a in range(2):
                         for c in range(2):
-                            y = _lin_comb(b, _AT[c], tm[a])
+                            y = wino.lin(b, wino.AT[c], tm[a])
                             oh = _lin(b, (th, 2), (i64(a), 1))
                             ow = _lin(b, (tw, 2), (i64(c), 1))
                             dst = _gep(b, out, b.add(plane, _lin(b, (oh, v.Wd), (ow, 1))))
-                            ok = None
-                            if a and v.Hd % 2:
-                                ok = b.icmp_signed("<", oh, i64(v.Hd))
-                            if c and v.Wd % 2:
-                                okc = b.icmp_signed("<", ow, i64(v.Wd))
-                                ok = okc if ok is None else b.and_(ok, okc)
-                            if ok is None:
-                                b.store(y, dst)
-                            else:
-                                with b.if_then(ok):
-                                    b.store(y, dst)
+                            wino.store_output(b, y, dst, a, c, oh, ow, v.Hd, v.Wd)
 
 
 __all__ = ["plan", "workspace", "describe", "emit", "View", "OPS", "TILES", "V_BYTES"]
