@@ -95,7 +95,7 @@ from llvmlite import ir
 from graphc.ir import Node
 from graphc.ir import shapes as sh
 
-from . import conv_bf16, conv_gemm, options, wino_gemm
+from . import conv_bf16, conv_gemm, options, wino_gemm, wino_wgrad
 from . import winograd as wino
 from .abi import ALIGN, align
 from .conv_direct import DIRECT
@@ -105,6 +105,8 @@ from .kernels import Kernel, register
 from .llvm_util import F32, I1, I8, I8P, I32, I64, VOID, declare, for_range, i64, mem_type
 from .parallel import CONV_PAR_MIN_MACS
 from .parallel import KernelTask as _Task
+from .vecops import V as _V
+from .vecops import transpose_block as _transpose_block
 from .views import strided_view
 
 OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
@@ -254,6 +256,8 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
         return conv_bf16.workspace_bytes(n, kern.isa)
     if wino_gemm.plan(n) is not None:  # 3x3 stride 1, U larger than L2: batched Winograd
         return wino_gemm.workspace(n, wide)
+    if wino_wgrad.plan(n, wide) is not None:  # 3x3 stride-1 weight gradients: Winograd
+        return wino_wgrad.workspace(n, wide)
     if conv_gemm.plan(n) is not None:  # many channels on small maps
         return conv_gemm.workspace(n, wide)
     p = problem(n, wide)
@@ -278,58 +282,6 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
 # ---------------------------------------------------------------------------------------
 # emission helpers
 # ---------------------------------------------------------------------------------------
-class _V:
-    """Vector helpers for one element type and width."""
-
-    def __init__(self, b: ir.IRBuilder, mod: ir.Module, elt: ir.Type, lanes: int) -> None:
-        self.b, self.elt, self.lanes = b, elt, lanes
-        self.vt = ir.VectorType(elt, lanes)
-        sfx = f"v{lanes}{'f32' if elt == F32 else 'f64'}"
-        self.fma = declare(mod, f"llvm.fmuladd.{sfx}", self.vt, [self.vt] * 3)
-        ep = elt.as_pointer()
-        mt = ir.VectorType(I1, lanes)
-        self.mload = declare(mod, f"llvm.masked.load.{sfx}.p0", self.vt, [ep, mt, self.vt])
-        self.mstore = declare(mod, f"llvm.masked.store.{sfx}.p0", ir.VoidType(),
-                              [self.vt, ep, mt])
-        self.zero = ir.Constant(self.vt, [0.0] * lanes)
-        self.iota = ir.Constant(ir.VectorType(I32, lanes), list(range(lanes)))
-
-    def splat(self, v: ir.Value) -> ir.Value:
-        b = self.b
-        one = b.insert_element(ir.Constant(self.vt, ir.Undefined), v, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, ir.Constant(self.vt, ir.Undefined),
-                                ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
-
-    def load(self, p: ir.Value) -> ir.Value:
-        return self.b.load(self.b.bitcast(p, self.vt.as_pointer()), align=4)
-
-    def const_mask(self, n: int) -> ir.Constant:
-        return ir.Constant(ir.VectorType(I1, self.lanes), [int(i < n) for i in range(self.lanes)])
-
-    def mask(self, n: ir.Value) -> ir.Value:
-        """Lanes ``< n`` (a run-time i64)."""
-        b = self.b
-        n32 = b.trunc(n, I32)
-        one = b.insert_element(ir.Constant(self.iota.type, ir.Undefined), n32,
-                               ir.Constant(I32, 0))
-        sp = b.shuffle_vector(one, ir.Constant(self.iota.type, ir.Undefined),
-                              ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
-        return b.icmp_signed("<", self.iota, sp)
-
-    def hsum(self, v: ir.Value) -> ir.Value:
-        b = self.b
-        w = self.lanes
-        while w > 1:
-            h = w // 2
-            undef = ir.Constant(ir.VectorType(self.elt, w), ir.Undefined)
-            lo = b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, h), list(range(h))))
-            hi = b.shuffle_vector(v, undef,
-                                  ir.Constant(ir.VectorType(I32, h), list(range(h, w))))
-            v = b.fadd(lo, hi)
-            w = h
-        return b.extract_element(v, ir.Constant(I32, 0))
-
-
 def _gep(b: ir.IRBuilder, p: ir.Value, i: ir.Value) -> ir.Value:
     return b.gep(p, [i], inbounds=True)
 
@@ -933,27 +885,6 @@ def _transpose_dy_blocks(b: ir.IRBuilder, p: Problem, dst: ir.Value, gp: ir.Valu
                 for j in range(n):
                     out = _gep(b, dst, _add(b, _mul(b, _add(b, q0, i64(j)), _mpad(p)), m0))
                     b.store(ts[j], b.bitcast(out, vec.vt.as_pointer()), align=4)
-
-
-def _transpose_block(b: ir.IRBuilder, vs: list[ir.Value]) -> list[ir.Value]:
-    """The transpose of ``n`` vectors of ``n`` lanes (``n`` a power of two): one stage per
-    bit of the index swaps that bit between row and column, ``n`` two-input shuffles a
-    stage (``n log n`` in all, which x86 lowers to unpack/permute instructions)."""
-    n = len(vs)
-    vs = list(vs)
-    bit = 1
-    while bit < n:
-        lo = [c if not c & bit else n + (c ^ bit) for c in range(n)]
-        hi = [c | bit if not c & bit else n + c for c in range(n)]
-        lo_m = ir.Constant(ir.VectorType(I32, n), lo)
-        hi_m = ir.Constant(ir.VectorType(I32, n), hi)
-        for r in range(n):
-            if r & bit:
-                continue
-            a, c = vs[r], vs[r | bit]
-            vs[r], vs[r | bit] = b.shuffle_vector(a, c, lo_m), b.shuffle_vector(a, c, hi_m)
-        bit <<= 1
-    return vs
 
 
 def _wgrad_passes(b: ir.IRBuilder, p: Problem, nimg: ir.Value, lo: ir.Value,
@@ -1862,6 +1793,8 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
         if conv_bf16.emit(k, bf16_features()):  # bf16 operands: im2col + the bf16 GEMM
             return
         if wino_gemm.emit(k):  # 3x3 stride 1 with many channels: batched Winograd
+            return
+        if wino_wgrad.emit(k):  # 3x3 stride-1 weight gradients: Winograd on the GEMM
             return
         if conv_gemm.emit(k):  # many channels on small maps: batched im2col + the GEMM
             return

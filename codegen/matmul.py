@@ -16,7 +16,7 @@ from graphc.ir import Node
 from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 
-from . import conv_bf16, conv_gemm, wino_gemm
+from . import conv_bf16, conv_gemm, wino_gemm, wino_wgrad
 from .abi import align
 from .emitter import KernelEmitter
 from .gemm import choose_tile, degenerate_product, emit_gemm_call, workspace_bytes
@@ -48,7 +48,7 @@ def describe(n: Node, wide: bool) -> str | None:
     ``graphc dump``."""
     if n.op in conv_bf16.OPS:
         return (conv_bf16.describe(n, bf16_features()) or wino_gemm.describe(n)
-                or conv_gemm.describe(n))
+                or wino_wgrad.describe(n, wide) or conv_gemm.describe(n))
     kern = bf16_kernel(n, wide) if n.op == "matmul" else None
     if kern is None:
         return None

@@ -21,5 +21,8 @@ CONV_GEMM = os.environ.get("GRAPHC_CONV_GEMM", "1") != "0"
 # GRAPHC_CHANNEL_GROUPS=0 runs batch norm's reductions and passes as separate kernels
 # instead of channel by channel (``codegen.channel_groups``; to compare)
 CHANNEL_GROUPS = os.environ.get("GRAPHC_CHANNEL_GROUPS", "1") != "0"
+# GRAPHC_WINOGRAD_WGRAD=0 keeps 3x3 stride-1 weight gradients on the direct kernels
+# (``codegen.wino_wgrad``; to compare the two)
+WINOGRAD_WGRAD = os.environ.get("GRAPHC_WINOGRAD_WGRAD", "1") != "0"
 
-__all__ = ["LOOP_GROUPS", "WINOGRAD", "CONV_GEMM", "CHANNEL_GROUPS"]
+__all__ = ["LOOP_GROUPS", "WINOGRAD", "CONV_GEMM", "CHANNEL_GROUPS", "WINOGRAD_WGRAD"]

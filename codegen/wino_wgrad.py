@@ -1,0 +1,388 @@
+"""Weight gradients of 3x3 stride-1 convolutions as Winograd F(2x2, 3x3), the 16 products
+on the float GEMM.
+
+The forward of a tile is ``Y = A^T (U * V) A`` with ``U = G g G^T`` the transformed filter
+and ``V = B^T d B`` the transformed 4x4 input tile (``codegen.winograd``). ``Y`` is linear in
+``U``, so the gradient of a filter is
+
+    dg = G^T (sum over tiles of (A dY A^T) * V) G
+
+with ``dY`` the tile's 2x2 block of the output gradient: per position ``xi`` of the 4x4
+transformed tiles, one product ``dU[xi] = Md[xi] @ V[xi]^T`` (result channels x tiles
+times tiles x source channels), summed over the batch. That is 16 multiply-adds per 2x2
+outputs and channel pair where the direct weight gradient takes 36 (2.25x fewer), as in
+oneDNN's Winograd backward-weights kernels.
+
+Layout. The products run over the tiles (their K), so both transformed operands keep the
+*channels* contiguous: ``V[xi][t][s]`` and ``Md[xi][t][m]``, channel counts rounded up to a
+vector (``Sp``, ``Mp``). Each image is first copied channels-last into zero-bordered grids
+(``X`` padded by the convolution's padding, ``dY`` past an odd edge by zeros), so every
+transform reads and writes whole vectors of channels: 16 vector loads, the additions and 16
+vector stores per tile and vector of channels, where the lanes-over-tiles transforms of the
+forward kernels need shuffles. ``Md`` is the GEMM's A read in place (contiguous columns),
+``V`` its row-major B.
+
+Threads and blocks. The two threads take halves of the batch (``KernelTask``'s parts), each
+with its own grids, blocks and ``dU``; a part runs its tiles a *block* at a time (whole
+images, or rows of one image when an image's tiles are many), the block's ``V`` and ``Md``
+sized to stay in L2 between the transforms that write them and the products that read them;
+each block's 16 products (single-threaded GEMMs, K = the block's tiles) are added to the
+part's ``dU``. The final ``G^T (dU_0 + dU_1) G`` splits the result channels. The parts are
+the same whether one thread runs both or two run one each, so results do not depend on the
+thread count. Splitting the images rather than each GEMM: the products of few channels
+(16 x 16 results) do not split well, and the transforms then scale too (128 -> 128 channels
+on 8x8 maps, two threads: 280 -> 304 GFLOP/s-equivalent; 16 -> 16 on 64x64: 82 -> 118).
+A batch of one image runs on one thread.
+
+Values are the direct sums up to rounding (the transforms only add, subtract and halve;
+float32 errs about half as much as PyTorch's direct sums against float64, measured);
+non-finite inputs give non-finite gradients.
+
+Which weight gradients (``plan``): 3x3, stride 1, no dilation, one group, padding at most 2,
+float32 or float64, static sizes but the batch, at least ``MIN_CHANNELS`` source and result
+channels and ``dU`` within L2 (larger weights: the batched im2col products of
+``codegen.conv_gemm`` or the direct kernels), outside debug builds, when
+``options.WINOGRAD`` and ``options.WINOGRAD_WGRAD`` are on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+
+from graphc.ir import Node
+from graphc.ir import dtypes as dt
+
+from . import options
+from . import winograd as wino
+from .abi import ALIGN, align
+from .conv_bf16 import (
+    Geometry,
+    _at,
+    _gep,
+    _lin,
+    _memset0,
+    _Operand,
+    area_offsets,
+    carve,
+    conv_geometry,
+)
+from .gemm import choose_tile, emit_gemm_call, workspace_bytes
+from .hostinfo import current_caches
+from .llvm_util import I8, I8P, for_range, i64, mem_type
+from .parallel import CONV_PAR_MIN_MACS, KernelTask
+from .vecops import V, transpose_block
+
+OPS = ("conv2d_weight_grad",)
+MIN_CHANNELS = 16  # fewer source or result channels: the direct kernel (measured, see RESULTS)
+MIN_TILES = 256  # tiles a block has at least (the products' K; fewer and C's loads and
+# stores dominate them: 128 -> 128 channels on 8x8 maps 3.6 ms with blocks of 32, 3.1 ms with
+# 256, one Zen 4 core)
+
+# G^T's rows: column ``k`` of G, applied to the four transformed positions
+GT = tuple(tuple(wino.G[i][k] for i in range(4)) for k in range(3))
+# A's rows (A = (A^T)^T): element i of A g for a 2-vector g
+A = tuple(tuple(wino.AT[a][i] for a in range(2)) for i in range(4))
+
+
+class View:
+    """The weight gradient's sizes: ``S`` source channels on ``H x W`` (padded by ``ph,
+    pw``), ``M`` result channels on ``OH x OW``, ``L`` lanes a vector."""
+
+    def __init__(self, g: Geometry, lanes: int) -> None:
+        self.S, self.M = g.C, g.OC
+        self.H, self.W, self.OH, self.OW = g.H, g.W, g.OH, g.OW
+        self.ph, self.pw = g.ph, g.pw
+        self.L = lanes
+        self.Sp, self.Mp = -(-self.S // lanes) * lanes, -(-self.M // lanes) * lanes
+        self.TH, self.TW = -(-self.OH // 2), -(-self.OW // 2)
+        self.TT = self.TH * self.TW  # tiles an image
+        self.GH, self.GW = 2 * self.TH + 2, 2 * self.TW + 2  # X's grid: every tile's rows
+
+    def blocks(self, itemsize: int) -> tuple[int, int]:
+        """``(images, tile rows)`` a block of tiles takes: as many tiles as keep its ``V``
+        and ``Md`` within half of L2 (the products read them right after the transforms
+        wrote them), but ``MIN_TILES`` at least; whole images where one fits, else rows of
+        one image."""
+        per_tile = 16 * itemsize * (self.Sp + self.Mp)
+        tiles = max(MIN_TILES, current_caches().l2 // 2 // per_tile)
+        if self.TT > tiles:
+            return 1, max(1, tiles // self.TW)
+        return tiles // self.TT, self.TH
+
+    def block_tiles(self, itemsize: int) -> int:
+        nb, rows = self.blocks(itemsize)
+        return nb * rows * self.TW
+
+    def strides(self, itemsize: int) -> tuple[int, int]:
+        """Elements from one position ``xi`` of ``V`` and of ``Md`` to the next: a block's
+        tiles and one cache line more. Without the line the 16 positions a tile's transform
+        stores to lie a multiple of 4 KiB apart, in one set of L1 (8 ways): 16 -> 16
+        channels on 64x64 maps spent 2.6 ms of 6.4 in the transforms, 1.0 ms with it (one
+        Zen 4 core)."""
+        t, pad = self.block_tiles(itemsize), 64 // itemsize
+        return t * self.Sp + pad, t * self.Mp + pad
+
+
+def _lanes(n: Node, wide: bool) -> int:
+    return (64 if wide else 32) // n.dtype.itemsize
+
+
+def plan(n: Node, wide: bool = True) -> View | None:
+    """The Winograd view of weight-gradient node ``n`` when this path runs it, else None."""
+    if (not (options.WINOGRAD and options.WINOGRAD_WGRAD) or n.op not in OPS
+            or n.dtype not in (dt.float32, dt.float64)
+            or any(x.dtype is not n.dtype for x in n.inputs)):
+        return None
+    g = conv_geometry(n)
+    if g is None or (g.KH, g.KW, g.sh, g.sw, g.dh, g.dw) != (3, 3, 1, 1, 1, 1):
+        return None
+    if not (0 <= g.ph <= 2 and 0 <= g.pw <= 2) or min(g.C, g.OC) < MIN_CHANNELS:
+        return None
+    if g.OH < 1 or g.OW < 1 or 16 * g.C * g.OC * n.dtype.itemsize > current_caches().l2:
+        return None  # each thread's 16 sums of the weight's size (dU) stay within L2
+    return View(g, _lanes(n, wide))
+
+
+def _layout(n: Node, v: View, wide: bool) -> dict[str, int]:
+    """One part's areas (each of the two parts has its own, ``part`` bytes apart)."""
+    it = n.dtype.itemsize
+    t = v.block_tiles(it)
+    vs, ms = v.strides(it)
+    tile = choose_tile(v.S, wide, it)
+    areas = [("gemm", workspace_bytes(v.M, v.S, t, tile, it)),
+             ("du", 16 * v.M * v.S * it), ("tmp", 16 * v.M * v.S * it),
+             ("v", 16 * vs * it), ("md", 16 * ms * it),
+             ("gx", v.GH * v.GW * v.Sp * it), ("gd", 4 * v.TT * v.Mp * it)]
+    return area_offsets(areas)
+
+
+def workspace(n: Node, wide: bool) -> int:
+    v = plan(n, wide)
+    assert v is not None
+    return ALIGN + 2 * _layout(n, v, wide)["end"]
+
+
+def describe(n: Node, wide: bool = True) -> str | None:
+    v = plan(n, wide)
+    if v is None:
+        return None
+    nb, rows = v.blocks(n.dtype.itemsize)
+    what = f"{nb} images" if rows == v.TH else f"{rows} of {v.TH} tile rows of an image"
+    return (f"conv weight grad: Winograd F(2x2, 3x3), 16 gemm products per thread over "
+            f"blocks of {what} ({v.block_tiles(n.dtype.itemsize)} tiles)")
+
+
+def emit(k: Any) -> bool:
+    """Fill conv kernel ``k`` with this path; False when it does not serve the node."""
+    n = k.node
+    if getattr(k, "debug", False):
+        return False
+    wide = k.L.wide
+    v = plan(n, wide)
+    if v is None:
+        return False
+    b = k.b
+    it = n.dtype.itemsize
+    elt = mem_type(n.dtype)
+    lay = _layout(n, v, wide)
+    parts = [carve(b, k.work, lay, elt)]
+    parts.append(carve(b, _at(b, b.bitcast(parts[0]["gemm"], I8P), lay["end"], I8), lay, elt))
+    x, dy = _Operand(k, n.inputs[0]), _Operand(k, n.inputs[1])
+    nimg = k.sym(n.inputs[0].shape[0])
+    names = ("gemm", "du", "tmp", "v", "md", "gx", "gd")
+    task = KernelTask(k, "ww", [*x.values(), *dy.values(),
+                                *(p[a] for p in parts for a in names), nimg])
+    tb = task.b
+    area = {a: tb.select(task.first, task[parts[0][a]], task[parts[1][a]]) for a in names}
+    lo, hi = task.split(task[nimg])
+    _part(task, v, lay, elt, area, x.in_task(task), dy.in_task(task), lo, hi)
+    task.finish()
+    macs = b.mul(nimg, i64(16 * v.M * v.S * v.TT))
+    task.dispatch(b.and_(b.icmp_signed(">=", nimg, i64(2)),
+                         b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS))))
+    with b.if_else(b.icmp_signed("<=", nimg, i64(0))) as (empty, some):
+        with empty:  # no images: the gradient is zero
+            _memset0(b, k.out, it * v.M * v.S * 9)
+        with some:
+            task = KernelTask(k, "wwg", [parts[0]["du"], parts[1]["du"], k.out])
+            lo, hi = task.split(i64(v.M))
+            _filters(task.b, v, [task[parts[0]["du"]], task[parts[1]["du"]]], task[k.out],
+                     lo, hi)
+            task.finish()
+            task.dispatch(ir.Constant(ir.IntType(1), v.M * v.S >= 1 << 12))
+    return True
+
+
+def _part(task: KernelTask, v: View, lay: dict[str, int], elt: ir.Type, area: dict,
+          x: _Operand, dy: _Operand, lo: ir.Value, hi: ir.Value) -> None:
+    """One part's images ``lo <= i < hi``, a block of tiles at a time: the block's tiles
+    into ``V`` and ``Md``, the 16 products into ``tmp``, added to the part's ``dU`` (zero
+    for a part without images)."""
+    b = task.b
+    it = 4 if isinstance(elt, ir.FloatType) else 8
+    vec = V(b, b.module, elt, v.L)
+    nb, rows = v.blocks(it)
+    vs, ms = v.strides(it)
+    tile = choose_tile(v.S, task.k.L.wide, it)
+    total = 16 * v.M * v.S
+    _memset0(b, area["gx"], v.GH * v.GW * v.Sp * it)
+    _memset0(b, area["gd"], 4 * v.TT * v.Mp * it)
+    _memset0(b, area["du"], total * it)
+
+    def fill(img: ir.Value) -> None:
+        _fill_x(b, v, vec, area["gx"], x, img)
+        _fill_dy(b, v, vec, area["gd"], dy, img)
+
+    def products(tiles: ir.Value) -> None:
+        with for_range(b, i64(0), i64(16), name="xi") as xi:
+            emit_gemm_call(
+                b, task.k.L.module, task.alloca, tile, elt,
+                [_gep(b, area["md"], _lin(b, (xi, ms))), i64(1), i64(v.Mp),
+                 _gep(b, area["v"], _lin(b, (xi, vs))), i64(v.Sp), i64(1),
+                 _gep(b, area["tmp"], _lin(b, (xi, v.M * v.S))), i64(v.S),
+                 i64(v.M), i64(v.S), tiles],
+                b.bitcast(area["gemm"], I8P), i64(align(lay["du"])), None)
+        with for_range(b, i64(0), i64(total), name="acc") as j:
+            p = _gep(b, area["du"], j)
+            b.store(b.fadd(b.load(p), b.load(_gep(b, area["tmp"], j))), p)
+
+    if rows == v.TH:  # blocks of whole images
+        with for_range(b, lo, hi, name="chunk", step=i64(nb)) as i0:
+            left = b.sub(hi, i0)
+            cnt = b.select(b.icmp_signed("<", left, i64(nb)), left, i64(nb))
+            with for_range(b, i64(0), cnt, name="wi") as i:
+                fill(b.add(i0, i))
+                _transform(b, v, vec.vt, area, v.strides(it), i64(0), i64(v.TH), _lin(b, (i, v.TT)))
+            products(_lin(b, (cnt, v.TT)))
+        return
+    with for_range(b, lo, hi, name="wi") as img:  # blocks of rows of one image
+        fill(img)
+        with for_range(b, i64(0), i64(v.TH), name="rows", step=i64(rows)) as r0:
+            left = b.sub(i64(v.TH), r0)
+            cnt = b.select(b.icmp_signed("<", left, i64(rows)), left, i64(rows))
+            _transform(b, v, vec.vt, area, v.strides(it), r0, b.add(r0, cnt), i64(0))
+            products(_lin(b, (cnt, v.TW)))
+
+
+def _fill_x(b: ir.IRBuilder, v: View, vec: V, grid: ir.Value, x: _Operand, img: ir.Value
+            ) -> None:
+    """Image ``img`` of ``x`` channels-last into the grid's interior (the border and the
+    channels past ``S`` stay zero)."""
+    _fill(b, vec, x, img, v.S, v.Sp, v.H, v.W, grid,
+          lambda h: _lin(b, (b.add(h, i64(v.ph)), v.GW * v.Sp), (i64(v.pw), v.Sp)))
+
+
+def _fill_dy(b: ir.IRBuilder, v: View, vec: V, grid: ir.Value, dy: _Operand, img: ir.Value
+             ) -> None:
+    """Image ``img`` of ``dY`` channels-last into a ``2TH x 2TW`` grid (the row and column
+    past an odd edge and the channels past ``M`` stay zero)."""
+    _fill(b, vec, dy, img, v.M, v.Mp, v.OH, v.OW, grid,
+          lambda h: _lin(b, (h, 2 * v.TW * v.Mp)))
+
+
+def _fill(b: ir.IRBuilder, vec: V, src: _Operand, img: ir.Value, C: int, Cp: int,
+          rows: int, cols: int, grid: ir.Value, row_at: Any) -> None:
+    """Element ``(c, h, w)`` of image ``img`` of ``src`` (``C x rows x cols``) to
+    ``grid[row_at(h) + w * Cp + c]``. Where the source's rows are contiguous, in ``L x L``
+    blocks (``L`` channels of ``L`` columns, the last block of a row loaded under a mask,
+    channels past ``C`` read as zero) transposed in registers: stored element by element,
+    each store would go to a new cache line."""
+    s0, s1, s2, s3 = src.ir
+    if not (isinstance(s3, ir.Constant) and s3.constant == 1):
+        with for_range(b, i64(0), i64(C), name="fc") as c:
+            with for_range(b, i64(0), i64(rows), name="fh") as h:
+                at = _lin(b, (img, s0), (c, s1), (h, s2))
+                dst = b.add(row_at(h), c)
+                with for_range(b, i64(0), i64(cols), name="fw") as w:
+                    val = b.load(_gep(b, src.ptr, b.add(at, _lin(b, (w, s3)))))
+                    b.store(val, _gep(b, grid, b.add(dst, _lin(b, (w, Cp)))))
+        return
+    L = vec.lanes
+    with for_range(b, i64(0), i64(Cp // L), name="fcb") as cb:
+        c0 = _lin(b, (cb, L))
+        chans = []
+        for i in range(L):  # past C: the last channel's row, zeroed
+            c = b.add(c0, i64(i))
+            real = b.icmp_signed("<", c, i64(C))
+            c = b.select(real, c, i64(C - 1))
+            chans.append((_gep(b, src.ptr, _lin(b, (img, s0), (c, s1))), real))
+        with for_range(b, i64(0), i64(rows), name="fh") as h:
+            roff = _lin(b, (h, s2))
+            dst = b.add(row_at(h), c0)
+
+            def block(w0: ir.Value, n: int) -> None:
+                vs = []
+                for row, real in chans:
+                    ptr = _gep(b, row, b.add(roff, w0))
+                    val = (vec.load(ptr) if n == L else
+                           b.call(vec.mload, [ptr, vec.const_mask(n), vec.zero]))
+                    vs.append(b.select(real, val, vec.zero))
+                for j, t in enumerate(transpose_block(b, vs)[:n]):
+                    at = b.add(dst, _lin(b, (b.add(w0, i64(j)), Cp)))
+                    b.store(t, b.bitcast(_gep(b, grid, at), vec.vt.as_pointer()), align=4)
+
+            if cols // L:
+                with for_range(b, i64(0), i64(cols // L), name="fwb") as wb:
+                    block(_lin(b, (wb, L)), L)
+            if cols % L:
+                block(i64(cols // L * L), cols % L)
+
+
+def _vec(b: ir.IRBuilder, vt: ir.VectorType, base: ir.Value, at: ir.Value) -> ir.Value:
+    return b.bitcast(_gep(b, base, at), vt.as_pointer())
+
+
+def _transform(b: ir.IRBuilder, v: View, vt: ir.VectorType, area: dict,
+               strides: tuple[int, int],
+               th0: ir.Value, th1: ir.Value, t0: ir.Value) -> None:
+    """The grids' tile rows ``th0 <= th < th1``, tile ``(th, tw)`` at
+    ``t = t0 + (th - th0) * TW + tw``: ``V[xi][t][s] = (B^T d B)[xi]`` and
+    ``Md[xi][t][m] = (A g A^T)[xi]``, a vector of channels at a time."""
+    gx, gd, vbuf, mbuf = area["gx"], area["gd"], area["v"], area["md"]
+    vs, ms = strides
+    L, al = v.L, 4 if isinstance(vt.element, ir.FloatType) else 8
+    with for_range(b, th0, th1, name="th") as th:
+        with for_range(b, i64(0), i64(v.TW), name="tw") as tw:
+            t = b.add(t0, _lin(b, (b.sub(th, th0), v.TW), (tw, 1)))
+            with for_range(b, i64(0), i64(v.Sp // L), name="sv") as sv:
+                at = _lin(b, (th, 2 * v.GW * v.Sp), (tw, 2 * v.Sp), (sv, L))
+                d = [[b.load(_vec(b, vt, gx, b.add(at, i64((r * v.GW + c) * v.Sp))), align=al)
+                      for c in range(4)] for r in range(4)]
+                tmp = [[wino.lin(b, wino.BT[j], d[r]) for j in range(4)] for r in range(4)]
+                for i in range(4):
+                    for j in range(4):
+                        val = wino.lin(b, wino.BT[i], [tmp[r][j] for r in range(4)])
+                        dst = _lin(b, (i64(i * 4 + j), vs), (t, v.Sp), (sv, L))
+                        b.store(val, _vec(b, vt, vbuf, dst), align=al)
+            with for_range(b, i64(0), i64(v.Mp // L), name="mv") as mv:
+                at = _lin(b, (th, 4 * v.TW * v.Mp), (tw, 2 * v.Mp), (mv, L))
+                g = [[b.load(_vec(b, vt, gd, b.add(at, i64((a * 2 * v.TW + c) * v.Mp))),
+                             align=al) for c in range(2)] for a in range(2)]
+                tmp = [[wino.lin(b, A[j], g[a]) for j in range(4)] for a in range(2)]
+                for i in range(4):
+                    for j in range(4):
+                        val = wino.lin(b, A[i], [tmp[a][j] for a in range(2)])
+                        dst = _lin(b, (i64(i * 4 + j), ms), (t, v.Mp), (mv, L))
+                        b.store(val, _vec(b, vt, mbuf, dst), align=al)
+
+
+def _filters(b: ir.IRBuilder, v: View, dus: list[ir.Value], out: ir.Value, lo: ir.Value,
+             hi: ir.Value) -> None:
+    """``dW[m][s] = G^T dU[.][m][s] G`` for the result channels ``lo <= m < hi``, ``dU``
+    the sum of the two parts'."""
+    with for_range(b, lo, hi, name="fm") as m:
+        with for_range(b, i64(0), i64(v.S), name="fs") as s:
+            at = _lin(b, (m, v.S), (s, 1))
+            u = [[b.fadd(*(b.load(_gep(b, du, b.add(at, i64((i * 4 + j) * v.M * v.S))))
+                           for du in dus)) for j in range(4)] for i in range(4)]
+            e = [[wino.lin(b, GT[kw], u[i]) for kw in range(3)] for i in range(4)]
+            base = _lin(b, (m, v.S * 9), (s, 9))
+            for kh in range(3):
+                for kw in range(3):
+                    val = wino.lin(b, GT[kh], [e[i][kw] for i in range(4)])
+                    b.store(val, _gep(b, out, b.add(base, i64(kh * 3 + kw))))
+
+
+__all__ = ["plan", "workspace", "describe", "emit", "View", "OPS", "MIN_CHANNELS", "MIN_TILES"]

@@ -1,0 +1,226 @@
+"""Weight gradients of 3x3 stride-1 convolutions as Winograd F(2x2, 3x3) on the float GEMM
+(``codegen/wino_wgrad.py``): equal to PyTorch's for paddings 0-2, odd maps, channel counts
+that are not whole vectors, batches split unevenly over the two threads' parts and into
+blocks (whole images, and rows of one image with a partial last block), strided operands,
+float32 and float64; non-finite inputs stay non-finite; bit-identical for one and two
+threads; the workspace holds every area; the switch turns it off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _threads import assert_bit_identical, run_per_thread_count
+from graphc.codegen import hostinfo, options, wino_wgrad
+
+import graphc as gc
+import graphc.nn.functional as F
+from graphc import nn, optim
+from graphc.runtime import cpu as runtime_cpu
+
+torch = pytest.importorskip("torch")
+
+CACHES = hostinfo.Caches(32 << 10, 1 << 20, "test")  # 1 MiB of L2: the blocks below
+WINO = "conv weight grad: Winograd F(2x2, 3x3)"
+
+
+@pytest.fixture(autouse=True)
+def caches(monkeypatch):
+    monkeypatch.setattr(hostinfo, "host_caches", lambda: CACHES)
+    monkeypatch.setattr(runtime_cpu, "host_caches", lambda: CACHES)
+
+
+def _grads(cin, cout, h, w, pad, batch, dtype, transpose=False, x=None):
+    """(graphc's weight gradient, PyTorch's, the fused IR) of ``sum(conv2d(x, W) * g)``."""
+    rng = np.random.default_rng(batch + cin)
+    if x is None:
+        x = rng.standard_normal((batch, cin, w, h) if transpose else (batch, cin, h, w))
+        x = x.astype(dtype)
+    w0 = (rng.standard_normal((cout, cin, 3, 3)) * 0.1).astype(dtype)
+    holder = nn.Module()
+    holder.w = nn.Parameter(gc.from_numpy(w0.copy()))
+    opt = optim.SGD([holder.w], lr=0.0)
+    tx = torch.from_numpy(x)
+    tx = tx.transpose(2, 3) if transpose else tx
+    tw = torch.from_numpy(w0).requires_grad_()
+    ty = torch.nn.functional.conv2d(tx, tw, padding=pad)
+    gy = rng.standard_normal(ty.shape).astype(dtype)
+    ty.backward(torch.from_numpy(gy))
+
+    @gc.compile(dynamic=False)
+    def step(xx, g):
+        opt.zero_grad()
+        xx = xx.transpose(2, 3) if transpose else xx
+        (F.conv2d(xx, holder.w, padding=pad) * g).sum().backward()
+
+    step(gc.from_numpy(x), gy)
+    return np.array(holder.w.grad), tw.grad.numpy(), step.ir("fused")
+
+
+# (cin, cout, h, w, padding, batches)
+CASES = [
+    (16, 16, 8, 8, 1, (1, 3)),
+    (32, 48, 6, 6, 1, (5,)),
+    (48, 32, 5, 7, 0, (4,)),          # odd result map, no padding
+    (32, 40, 7, 6, 2, (3,)),          # padding 2
+    (17, 20, 9, 5, 1, (2, 7)),        # channels that are not whole vectors
+    (24, 16, 3, 3, 2, (1,)),
+    (16, 16, 1, 1, 1, (3,)),          # one tile, three of its four outputs past the map
+    (32, 32, 8, 8, 1, (20, 40)),      # blocks of 16 images: parts of 10 (one partial
+                                      # block), of 20 (a full and a partial block)
+    (16, 24, 46, 46, 1, (2,)),        # blocks of 11 of an image's 23 tile rows (11, 11, 1)
+    (16, 16, 5, 6, (1, 2), (3,)),     # rectangular, padded unevenly
+]
+
+
+def _case_id(c):
+    pad = "".join(map(str, c[4])) if isinstance(c[4], tuple) else c[4]
+    return f"{c[0]}x{c[1]}x{c[2]}x{c[3]}p{pad}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matches_torch(case, dtype):
+    cin, cout, h, w, pad, batches = case
+    for batch in batches:
+        got, want, text = _grads(cin, cout, h, w, pad, batch, dtype)
+        assert WINO in text, text
+        # sums of thousands of terms: float32 rounding grows with the largest of them
+        eps = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, want, rtol=10 * eps,
+                                   atol=eps * (1 + np.abs(want).max()), err_msg=f"batch {batch}")
+
+
+@pytest.mark.parametrize("case", [(16, 24, 46, 46, 1, 2), (128, 128, 8, 8, 1, 32)])
+def test_float32_as_accurate_as_torch(case):
+    """Against float64, graphc's float32 gradient errs no more than PyTorch's float32 one
+    (the blocked sums of the products; measured: about half of it)."""
+    cin, cout, h, w, pad, batch = case
+    x = np.random.default_rng(7).standard_normal((batch, cin, h, w))
+    got, want32, text = _grads(cin, cout, h, w, pad, batch, np.float32, x=x.astype(np.float32))
+    _, want64, _ = _grads(cin, cout, h, w, pad, batch, np.float64, x=x)
+    assert WINO in text
+    assert np.abs(got - want64).max() <= np.abs(want32 - want64).max()
+
+
+def test_row_blocks_and_image_blocks():
+    """The plans the cases above rely on: rows of one image with a partial last block,
+    and whole images."""
+    from graphc.ir import Builder
+    from graphc.ir import dtypes as dt
+
+    def view(cin, cout, hw, batch=2):
+        g = Builder()
+        x = g.input("x", "arg", (batch, cin, hw, hw), dt.float32)
+        w = g.input("w", "param", (cout, cin, 3, 3), dt.float32)
+        a = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
+        y = g.op("conv2d", [x, w], **a)
+        return wino_wgrad.plan(g.op("conv2d_weight_grad", [x, y], weight_shape=(cout, cin, 3, 3),
+                                    **a))
+
+    v = view(16, 24, 46)
+    assert (v.TH, v.blocks(4)) == (23, (1, 11))
+    v = view(32, 32, 8)
+    assert v.blocks(4) == (16, 4)
+    assert view(8, 32, 8) is None  # fewer than MIN_CHANNELS source channels
+    assert view(256, 256, 8) is None  # dU past L2
+
+
+def test_strided_operand():
+    """An input seen through a transposed view (its rows not contiguous): the element-wise
+    channels-last copy."""
+    got, want, text = _grads(16, 20, 9, 6, 1, 3, np.float32, transpose=True)
+    assert WINO in text
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_non_finite_inputs_stay_non_finite():
+    """An infinite input element makes the gradient of its channel's filters non-finite,
+    as PyTorch's; the other channels' stay finite and equal."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 16, 8, 8)).astype(np.float32)
+    x[1, 5, 3, 4] = np.inf
+    got, want, text = _grads(16, 16, 8, 8, 1, 2, np.float32, x=x)
+    assert WINO in text
+    bad = ~np.isfinite(want)
+    assert bad[:, 5].any() and not bad[:, np.arange(16) != 5].any()
+    assert (~np.isfinite(got) == bad).all()
+    np.testing.assert_allclose(got[~bad], want[~bad], rtol=1e-4, atol=1e-4)
+
+
+def test_switch_off(monkeypatch):
+    monkeypatch.setattr(options, "WINOGRAD_WGRAD", False)
+    got, want, text = _grads(32, 32, 8, 8, 1, 3, np.float32)
+    assert WINO not in text
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+_THREADS = r'''
+import numpy as np, graphc as gc
+from graphc import nn, optim
+gc.manual_seed(0)
+m = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 24, 3, padding=1),
+                  nn.ReLU(), nn.Conv2d(24, 20, 3, padding=0), nn.Flatten(),
+                  nn.Linear(20 * 14 * 14, 5))
+opt = optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+lf = nn.CrossEntropyLoss()
+@gc.compile
+def step(x, y):
+    opt.zero_grad(); loss = lf(m(x), y); loss.backward(); opt.step(); return loss
+rng = np.random.default_rng(0)
+out = {}
+for b in (9, 1):
+    x = rng.standard_normal((b, 3, 16, 16)).astype(np.float32)
+    y = rng.integers(0, 5, b)
+    for i in range(2):
+        out[f"b{b}.{i}"] = np.asarray(step(x, y))
+assert "conv weight grad: Winograd F(2x2, 3x3)" in step.ir("fused")
+for k, v in m.state_dict().items():
+    out[k] = np.asarray(v)
+np.savez(OUT, **out)
+'''
+
+
+def test_two_threads_bit_identical_to_one(tmp_path):
+    runs = run_per_thread_count(tmp_path, _THREADS, env={"GRAPHC_CPU_CACHES": "l1d=32K,l2=1M"},
+                                drop=("GRAPHC_WINOGRAD_WGRAD", "GRAPHC_CONV_WINOGRAD"))
+    assert_bit_identical(runs, min_arrays=5)
+
+
+GUARD = 1 << 20
+
+
+def _guarded_scratch(self, nbytes: int) -> None:
+    """``CPUExecutable._set_scratch`` with its bytes set to 0xA5 (and a megabyte more)."""
+    self.scratch = np.full(int(nbytes) + 64 + GUARD, 0xA5, np.uint8)
+    base = self.scratch.ctypes.data
+    aligned = (base + 63) // 64 * 64
+    self.table[1] = aligned
+    self.info[0] = int(nbytes)
+    self.arena_at = aligned - base
+
+
+@pytest.mark.parametrize("cin,cout,hw", [(16, 24, 46), (17, 20, 9)])
+def test_kernel_stays_inside_its_workspace(cin, cout, hw, monkeypatch):
+    """The two parts' areas (grids, V, Md, dU, the GEMM's packing) lie inside the arena
+    the plan reserves: no byte past it is written."""
+    monkeypatch.setattr(runtime_cpu.CPUExecutable, "_set_scratch", _guarded_scratch)
+    rng = np.random.default_rng(0)
+    gc.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.Flatten())
+    opt = optim.SGD(m.parameters(), lr=0.01)
+
+    @gc.compile
+    def step(x):
+        opt.zero_grad()
+        loss = (m(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(rng.standard_normal((3, cin, hw, hw)).astype(np.float32))
+    exe = step.variants[-1].exe
+    assert WINO in step.ir("fused")
+    need = int(exe.info[1])
+    assert 0 < need < int(exe.info[0])
+    tail = exe.scratch[exe.arena_at + need:]
+    assert (tail == 0xA5).all(), f"{int((tail != 0xA5).sum())} bytes written past the arena"
