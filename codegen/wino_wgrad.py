@@ -22,17 +22,27 @@ vector stores per tile and vector of channels, where the lanes-over-tiles transf
 forward kernels need shuffles. ``Md`` is the GEMM's A read in place (contiguous columns),
 ``V`` its row-major B.
 
-Threads and blocks. The two threads take halves of the batch (``KernelTask``'s parts), each
-with its own grids, blocks and ``dU``; a part runs its tiles a *block* at a time (whole
-images, or rows of one image when an image's tiles are many), the block's ``V`` and ``Md``
-sized to stay in L2 between the transforms that write them and the products that read them;
-each block's 16 products (single-threaded GEMMs, K = the block's tiles) are added to the
-part's ``dU``. The final ``G^T (dU_0 + dU_1) G`` splits the result channels. The parts are
-the same whether one thread runs both or two run one each, so results do not depend on the
-thread count. Splitting the images rather than each GEMM: the products of few channels
-(16 x 16 results) do not split well, and the transforms then scale too (128 -> 128 channels
-on 8x8 maps, two threads: 280 -> 304 GFLOP/s-equivalent; 16 -> 16 on 64x64: 82 -> 118).
-A batch of one image runs on one thread.
+Threads and blocks. The tiles go a *block* at a time (whole images, or rows of one image
+when an image's tiles are many), the block's ``V`` and ``Md`` sized to stay in L2 between
+the transforms that write them and the products that read them. Two modes:
+
+- *a dU per thread* (``dU``, 16 times the weight, fits L2): the two threads take halves of
+  the batch (``KernelTask``'s parts), each with its own grids, blocks and ``dU``, and run
+  each block's 16 products as single-threaded GEMMs. Splitting the images rather than each
+  GEMM: products of few channels (16 x 16 results) do not split well, and the transforms
+  then scale too (two threads, 128 -> 128 channels on 8x8 maps: 280 -> 304
+  GFLOP/s-equivalent; 16 -> 16 on 64x64: 82 -> 118). A batch of one image runs on one
+  thread.
+- *shared* (larger weights): one ``dU``; per block the two threads transform halves of its
+  images (or tile rows) into their own grids and the shared ``V`` and ``Md``, and the
+  products split over the threads like any GEMM. (256 -> 256 channels on 8x8 maps, batch
+  32: 23.5 -> 12.8 ms on one Zen 4 core, 11.9 -> 6.9 ms on two; 512 -> 512 on 4x4:
+  24.9 -> 13.8 and 12.4 -> 7.5 ms.)
+
+A block's products go to ``tmp`` and are added to ``dU`` (in the shared mode the first
+block's go to ``dU`` itself). The final ``G^T dU G`` splits the result channels. The parts
+are the same whether one thread runs both or two run one each, so results do not depend on
+the thread count.
 
 Values are the direct sums up to rounding (the transforms only add, subtract and halve;
 float32 errs about half as much as PyTorch's direct sums against float64, measured);
@@ -40,9 +50,8 @@ non-finite inputs give non-finite gradients.
 
 Which weight gradients (``plan``): 3x3, stride 1, no dilation, one group, padding at most 2,
 float32 or float64, static sizes but the batch, at least ``MIN_CHANNELS`` source and result
-channels and ``dU`` within L2 (larger weights: the batched im2col products of
-``codegen.conv_gemm`` or the direct kernels), outside debug builds, when
-``options.WINOGRAD`` and ``options.WINOGRAD_WGRAD`` are on.
+channels, outside debug builds, when ``options.WINOGRAD`` and ``options.WINOGRAD_WGRAD`` are
+on.
 """
 
 from __future__ import annotations
@@ -90,8 +99,10 @@ class View:
     """The weight gradient's sizes: ``S`` source channels on ``H x W`` (padded by ``ph,
     pw``), ``M`` result channels on ``OH x OW``, ``L`` lanes a vector."""
 
-    def __init__(self, g: Geometry, lanes: int) -> None:
+    def __init__(self, g: Geometry, lanes: int, itemsize: int) -> None:
         self.S, self.M = g.C, g.OC
+        # each thread its own dU where that fits L2, else one dU and the GEMMs split
+        self.shared = 16 * self.S * self.M * itemsize > current_caches().l2
         self.H, self.W, self.OH, self.OW = g.H, g.W, g.OH, g.OW
         self.ph, self.pw = g.ph, g.pw
         self.L = lanes
@@ -104,7 +115,9 @@ class View:
         """``(images, tile rows)`` a block of tiles takes: as many tiles as keep its ``V``
         and ``Md`` within half of L2 (the products read them right after the transforms
         wrote them), but ``MIN_TILES`` at least; whole images where one fits, else rows of
-        one image."""
+        one image. (Many channels, the shared mode: 256 -> 256 channels on 8x8 maps and
+        512 -> 512 on 4x4 ran as fast with blocks of 256 tiles as with 512 or 1024, and
+        with V and Md capped at 8, 16 or 32 MB; the smallest is taken.)"""
         per_tile = 16 * itemsize * (self.Sp + self.Mp)
         tiles = max(MIN_TILES, current_caches().l2 // 2 // per_tile)
         if self.TT > tiles:
@@ -140,28 +153,37 @@ def plan(n: Node, wide: bool = True) -> View | None:
         return None
     if not (0 <= g.ph <= 2 and 0 <= g.pw <= 2) or min(g.C, g.OC) < MIN_CHANNELS:
         return None
-    if g.OH < 1 or g.OW < 1 or 16 * g.C * g.OC * n.dtype.itemsize > current_caches().l2:
-        return None  # each thread's 16 sums of the weight's size (dU) stay within L2
-    return View(g, _lanes(n, wide))
+    if g.OH < 1 or g.OW < 1:
+        return None
+    return View(g, _lanes(n, wide), n.dtype.itemsize)
 
 
 def _layout(n: Node, v: View, wide: bool) -> dict[str, int]:
-    """One part's areas (each of the two parts has its own, ``part`` bytes apart)."""
+    """One part's areas; each of the two parts has its own (``end`` bytes apart), but in
+    the shared mode only the first part's GEMM area (twice the size: the GEMM's two
+    threads), ``dU``, ``tmp``, ``V`` and ``Md`` are used."""
     it = n.dtype.itemsize
     t = v.block_tiles(it)
     vs, ms = v.strides(it)
     tile = choose_tile(v.S, wide, it)
-    areas = [("gemm", workspace_bytes(v.M, v.S, t, tile, it)),
+    gemm = workspace_bytes(v.M, v.S, t, tile, it)
+    areas = [("gemm", 2 * align(gemm) if v.shared else gemm),
              ("du", 16 * v.M * v.S * it), ("tmp", 16 * v.M * v.S * it),
              ("v", 16 * vs * it), ("md", 16 * ms * it),
              ("gx", v.GH * v.GW * v.Sp * it), ("gd", 4 * v.TT * v.Mp * it)]
     return area_offsets(areas)
 
 
+def _part_bytes(n: Node, v: View, wide: bool) -> int:
+    lay = _layout(n, v, wide)
+    # the shared mode's second part: its grids only
+    return lay["end"] - lay["gx"] if v.shared else lay["end"]
+
+
 def workspace(n: Node, wide: bool) -> int:
     v = plan(n, wide)
     assert v is not None
-    return ALIGN + 2 * _layout(n, v, wide)["end"]
+    return ALIGN + _layout(n, v, wide)["end"] + _part_bytes(n, v, wide)
 
 
 def describe(n: Node, wide: bool = True) -> str | None:
@@ -170,7 +192,8 @@ def describe(n: Node, wide: bool = True) -> str | None:
         return None
     nb, rows = v.blocks(n.dtype.itemsize)
     what = f"{nb} images" if rows == v.TH else f"{rows} of {v.TH} tile rows of an image"
-    return (f"conv weight grad: Winograd F(2x2, 3x3), 16 gemm products per thread over "
+    how = "split over the threads" if v.shared else "per thread"
+    return (f"conv weight grad: Winograd F(2x2, 3x3), 16 gemm products {how} over "
             f"blocks of {what} ({v.block_tiles(n.dtype.itemsize)} tiles)")
 
 
@@ -188,31 +211,55 @@ def emit(k: Any) -> bool:
     elt = mem_type(n.dtype)
     lay = _layout(n, v, wide)
     parts = [carve(b, k.work, lay, elt)]
-    parts.append(carve(b, _at(b, b.bitcast(parts[0]["gemm"], I8P), lay["end"], I8), lay, elt))
+    second = _at(b, b.bitcast(parts[0]["gemm"], I8P), lay["end"], I8)
+    parts.append({a: _at(b, second, off - lay["gx"] * v.shared, I8 if a == "gemm" else elt)
+                  for a, off in lay.items() if a != "end" and (a in ("gx", "gd")
+                                                               or not v.shared)})
     x, dy = _Operand(k, n.inputs[0]), _Operand(k, n.inputs[1])
     nimg = k.sym(n.inputs[0].shape[0])
-    names = ("gemm", "du", "tmp", "v", "md", "gx", "gd")
-    task = KernelTask(k, "ww", [*x.values(), *dy.values(),
-                                *(p[a] for p in parts for a in names), nimg])
-    tb = task.b
-    area = {a: tb.select(task.first, task[parts[0][a]], task[parts[1][a]]) for a in names}
-    lo, hi = task.split(task[nimg])
-    _part(task, v, lay, elt, area, x.in_task(task), dy.in_task(task), lo, hi)
-    task.finish()
-    macs = b.mul(nimg, i64(16 * v.M * v.S * v.TT))
-    task.dispatch(b.and_(b.icmp_signed(">=", nimg, i64(2)),
-                         b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS))))
+    if v.shared:
+        _shared(k, v, lay, elt, parts, x, dy, nimg)
+        dus = [parts[0]["du"]]
+    else:
+        names = ("gemm", "du", "tmp", "v", "md", "gx", "gd")
+        task = KernelTask(k, "ww", [*x.values(), *dy.values(),
+                                    *(p[a] for p in parts for a in names), nimg])
+        tb = task.b
+        area = {a: tb.select(task.first, task[parts[0][a]], task[parts[1][a]])
+                for a in names}
+        lo, hi = task.split(task[nimg])
+        _part(task, v, lay, elt, area, x.in_task(task), dy.in_task(task), lo, hi)
+        task.finish()
+        macs = b.mul(nimg, i64(16 * v.M * v.S * v.TT))
+        task.dispatch(b.and_(b.icmp_signed(">=", nimg, i64(2)),
+                             b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS))))
+        dus = [parts[0]["du"], parts[1]["du"]]
     with b.if_else(b.icmp_signed("<=", nimg, i64(0))) as (empty, some):
         with empty:  # no images: the gradient is zero
             _memset0(b, k.out, it * v.M * v.S * 9)
         with some:
-            task = KernelTask(k, "wwg", [parts[0]["du"], parts[1]["du"], k.out])
+            task = KernelTask(k, "wwg", [*dus, k.out])
             lo, hi = task.split(i64(v.M))
-            _filters(task.b, v, [task[parts[0]["du"]], task[parts[1]["du"]]], task[k.out],
-                     lo, hi)
+            _filters(task.b, v, [task[d] for d in dus], task[k.out], lo, hi)
             task.finish()
             task.dispatch(ir.Constant(ir.IntType(1), v.M * v.S >= 1 << 12))
     return True
+
+
+def _products(b: ir.IRBuilder, k: Any, v: View, tile: Any, elt: ir.Type, area: dict,
+              dst: ir.Value, tiles: ir.Value, work: ir.Value, work_bytes: int,
+              run2: Any, alloca: Any) -> None:
+    """``dst[xi] = Md[xi] @ V[xi]^T`` for the 16 positions, K = ``tiles``."""
+    it = 4 if isinstance(elt, ir.FloatType) else 8
+    vs, ms = v.strides(it)
+    with for_range(b, i64(0), i64(16), name="xi") as xi:
+        emit_gemm_call(
+            b, k.L.module, alloca, tile, elt,
+            [_gep(b, area["md"], _lin(b, (xi, ms))), i64(1), i64(v.Mp),
+             _gep(b, area["v"], _lin(b, (xi, vs))), i64(v.Sp), i64(1),
+             _gep(b, dst, _lin(b, (xi, v.M * v.S))), i64(v.S),
+             i64(v.M), i64(v.S), tiles],
+            work, i64(work_bytes), run2)
 
 
 def _part(task: KernelTask, v: View, lay: dict[str, int], elt: ir.Type, area: dict,
@@ -224,26 +271,15 @@ def _part(task: KernelTask, v: View, lay: dict[str, int], elt: ir.Type, area: di
     it = 4 if isinstance(elt, ir.FloatType) else 8
     vec = V(b, b.module, elt, v.L)
     nb, rows = v.blocks(it)
-    vs, ms = v.strides(it)
     tile = choose_tile(v.S, task.k.L.wide, it)
     total = 16 * v.M * v.S
     _memset0(b, area["gx"], v.GH * v.GW * v.Sp * it)
     _memset0(b, area["gd"], 4 * v.TT * v.Mp * it)
     _memset0(b, area["du"], total * it)
 
-    def fill(img: ir.Value) -> None:
-        _fill_x(b, v, vec, area["gx"], x, img)
-        _fill_dy(b, v, vec, area["gd"], dy, img)
-
     def products(tiles: ir.Value) -> None:
-        with for_range(b, i64(0), i64(16), name="xi") as xi:
-            emit_gemm_call(
-                b, task.k.L.module, task.alloca, tile, elt,
-                [_gep(b, area["md"], _lin(b, (xi, ms))), i64(1), i64(v.Mp),
-                 _gep(b, area["v"], _lin(b, (xi, vs))), i64(v.Sp), i64(1),
-                 _gep(b, area["tmp"], _lin(b, (xi, v.M * v.S))), i64(v.S),
-                 i64(v.M), i64(v.S), tiles],
-                b.bitcast(area["gemm"], I8P), i64(align(lay["du"])), None)
+        _products(b, task.k, v, tile, elt, area, area["tmp"], tiles,
+                  b.bitcast(area["gemm"], I8P), align(lay["du"]), None, task.alloca)
         with for_range(b, i64(0), i64(total), name="acc") as j:
             p = _gep(b, area["du"], j)
             b.store(b.fadd(b.load(p), b.load(_gep(b, area["tmp"], j))), p)
@@ -253,46 +289,115 @@ def _part(task: KernelTask, v: View, lay: dict[str, int], elt: ir.Type, area: di
             left = b.sub(hi, i0)
             cnt = b.select(b.icmp_signed("<", left, i64(nb)), left, i64(nb))
             with for_range(b, i64(0), cnt, name="wi") as i:
-                fill(b.add(i0, i))
-                _transform(b, v, vec.vt, area, v.strides(it), i64(0), i64(v.TH), _lin(b, (i, v.TT)))
+                _tiles(b, v, vec, area, x, dy, b.add(i0, i), i64(0), i64(v.TH),
+                       _lin(b, (i, v.TT)))
             products(_lin(b, (cnt, v.TT)))
         return
     with for_range(b, lo, hi, name="wi") as img:  # blocks of rows of one image
-        fill(img)
         with for_range(b, i64(0), i64(v.TH), name="rows", step=i64(rows)) as r0:
             left = b.sub(i64(v.TH), r0)
             cnt = b.select(b.icmp_signed("<", left, i64(rows)), left, i64(rows))
-            _transform(b, v, vec.vt, area, v.strides(it), r0, b.add(r0, cnt), i64(0))
+            _tiles(b, v, vec, area, x, dy, img, r0, b.add(r0, cnt), i64(0))
             products(_lin(b, (cnt, v.TW)))
 
 
-def _fill_x(b: ir.IRBuilder, v: View, vec: V, grid: ir.Value, x: _Operand, img: ir.Value
-            ) -> None:
-    """Image ``img`` of ``x`` channels-last into the grid's interior (the border and the
-    channels past ``S`` stay zero)."""
-    _fill(b, vec, x, img, v.S, v.Sp, v.H, v.W, grid,
+def _shared(k: Any, v: View, lay: dict[str, int], elt: ir.Type, parts: list[dict],
+            x: _Operand, dy: _Operand, nimg: ir.Value) -> None:
+    """The shared mode: the whole batch a block at a time; per block, the two threads
+    transform halves of its images (or of its tile rows), the 16 products split over the
+    threads like any GEMM, the first block's into ``dU``, later ones' into ``tmp`` and
+    added (the two threads taking halves)."""
+    b = k.b
+    it = 4 if isinstance(elt, ir.FloatType) else 8
+    nb, rows = v.blocks(it)
+    area = parts[0]
+    tile = choose_tile(v.S, k.L.wide, it)
+    total = 16 * v.M * v.S
+    gemm_bytes = align(workspace_bytes(v.M, v.S, v.block_tiles(it), tile, it))
+    grids = [(p["gx"], p["gd"]) for p in parts]
+    for gx, gd in grids:
+        _memset0(b, gx, v.GH * v.GW * v.Sp * it)
+        _memset0(b, gd, 4 * v.TT * v.Mp * it)
+
+    def block(img: ir.Value, r0: ir.Value, count: ir.Value, whole: bool,
+              first: ir.Value) -> None:
+        """The block from image ``img`` (``count`` images from it, or ``count`` tile rows
+        of it from row ``r0``): transforms, products, accumulation."""
+        task = KernelTask(k, "wwt", [*x.values(), *dy.values(), *grids[0], *grids[1],
+                                     area["v"], area["md"], img, r0, count])
+        tb = task.b
+        vec = V(tb, tb.module, elt, v.L)
+        tarea = {"gx": tb.select(task.first, task[grids[0][0]], task[grids[1][0]]),
+                 "gd": tb.select(task.first, task[grids[0][1]], task[grids[1][1]]),
+                 "v": task[area["v"]], "md": task[area["md"]]}
+        lo, hi = task.split(task[count])
+        xo, do = x.in_task(task), dy.in_task(task)
+        if whole:
+            with for_range(tb, lo, hi, name="wi") as i:
+                _tiles(tb, v, vec, tarea, xo, do, tb.add(task[img], i), i64(0), i64(v.TH),
+                       _lin(tb, (i, v.TT)))
+        else:
+            with tb.if_then(tb.icmp_signed("<", lo, hi)):
+                _tiles(tb, v, vec, tarea, xo, do, task[img], tb.add(task[r0], lo),
+                       tb.add(task[r0], hi), _lin(tb, (lo, v.TW)))
+        task.finish()
+        task.dispatch(b.icmp_signed(">=", count, i64(2)))
+        dst = b.select(first, area["du"], area["tmp"])
+        tiles = _lin(b, (count, v.TT if whole else v.TW))
+        _products(b, k, v, tile, elt, area, dst, tiles, area["gemm"], gemm_bytes,
+                  k.L.run2_global(), k.alloca)
+        with b.if_then(b.not_(first)):
+            task = KernelTask(k, "wwa", [area["du"], area["tmp"]])
+            tb = task.b
+            lo, hi = task.split(i64(total))
+            with for_range(tb, lo, hi, name="acc") as j:
+                p = _gep(tb, task[area["du"]], j)
+                tb.store(tb.fadd(tb.load(p), tb.load(_gep(tb, task[area["tmp"]], j))), p)
+            task.finish()
+            task.dispatch(ir.Constant(ir.IntType(1), total >= 1 << 15))
+
+    if rows == v.TH:  # blocks of whole images
+        with for_range(b, i64(0), nimg, name="chunk", step=i64(nb)) as i0:
+            left = b.sub(nimg, i0)
+            cnt = b.select(b.icmp_signed("<", left, i64(nb)), left, i64(nb))
+            block(i0, i64(0), cnt, True, b.icmp_signed("==", i0, i64(0)))
+        return
+    with for_range(b, i64(0), nimg, name="wi") as img:  # blocks of rows of one image
+        with for_range(b, i64(0), i64(v.TH), name="rows", step=i64(rows)) as r0:
+            left = b.sub(i64(v.TH), r0)
+            cnt = b.select(b.icmp_signed("<", left, i64(rows)), left, i64(rows))
+            block(img, r0, cnt, False, b.icmp_signed("==", b.or_(img, r0), i64(0)))
+
+
+def _tiles(b: ir.IRBuilder, v: View, vec: V, area: dict, x: _Operand, dy: _Operand,
+           img: ir.Value, r0: ir.Value, r1: ir.Value, t0: ir.Value) -> None:
+    """Tile rows ``r0 <= th < r1`` of image ``img``: the rows of ``X`` and ``dY`` they
+    read copied into the grids, then transformed into ``V`` and ``Md`` from ``t0``."""
+    h0 = b.sub(_lin(b, (r0, 2)), i64(v.ph))
+    h1 = b.sub(_lin(b, (r1, 2)), i64(v.ph - 2))
+    h0 = b.select(b.icmp_signed("<", h0, i64(0)), i64(0), h0)
+    h1 = b.select(b.icmp_signed(">", h1, i64(v.H)), i64(v.H), h1)
+    _fill(b, vec, x, img, v.S, v.Sp, h0, h1, v.W, area["gx"],
           lambda h: _lin(b, (b.add(h, i64(v.ph)), v.GW * v.Sp), (i64(v.pw), v.Sp)))
-
-
-def _fill_dy(b: ir.IRBuilder, v: View, vec: V, grid: ir.Value, dy: _Operand, img: ir.Value
-             ) -> None:
-    """Image ``img`` of ``dY`` channels-last into a ``2TH x 2TW`` grid (the row and column
-    past an odd edge and the channels past ``M`` stay zero)."""
-    _fill(b, vec, dy, img, v.M, v.Mp, v.OH, v.OW, grid,
+    d1 = _lin(b, (r1, 2))
+    d1 = b.select(b.icmp_signed(">", d1, i64(v.OH)), i64(v.OH), d1)
+    _fill(b, vec, dy, img, v.M, v.Mp, _lin(b, (r0, 2)), d1, v.OW, area["gd"],
           lambda h: _lin(b, (h, 2 * v.TW * v.Mp)))
+    it = 4 if isinstance(vec.elt, ir.FloatType) else 8
+    _transform(b, v, vec.vt, area, v.strides(it), r0, r1, t0)
 
 
 def _fill(b: ir.IRBuilder, vec: V, src: _Operand, img: ir.Value, C: int, Cp: int,
-          rows: int, cols: int, grid: ir.Value, row_at: Any) -> None:
+          h0: ir.Value, h1: ir.Value, cols: int, grid: ir.Value, row_at: Any) -> None:
     """Element ``(c, h, w)`` of image ``img`` of ``src`` (``C x rows x cols``) to
-    ``grid[row_at(h) + w * Cp + c]``. Where the source's rows are contiguous, in ``L x L``
-    blocks (``L`` channels of ``L`` columns, the last block of a row loaded under a mask,
-    channels past ``C`` read as zero) transposed in registers: stored element by element,
-    each store would go to a new cache line."""
+    ``grid[row_at(h) + w * Cp + c]``, for the rows ``h0 <= h < h1``. Where the source's
+    rows are contiguous, in ``L x L`` blocks (``L`` channels of ``L`` columns, the last
+    block of a row loaded under a mask, channels past ``C`` read as zero) transposed in
+    registers: stored element by element, each store would go to a new cache line."""
     s0, s1, s2, s3 = src.ir
     if not (isinstance(s3, ir.Constant) and s3.constant == 1):
         with for_range(b, i64(0), i64(C), name="fc") as c:
-            with for_range(b, i64(0), i64(rows), name="fh") as h:
+            with for_range(b, h0, h1, name="fh") as h:
                 at = _lin(b, (img, s0), (c, s1), (h, s2))
                 dst = b.add(row_at(h), c)
                 with for_range(b, i64(0), i64(cols), name="fw") as w:
@@ -308,7 +413,7 @@ def _fill(b: ir.IRBuilder, vec: V, src: _Operand, img: ir.Value, C: int, Cp: int
             real = b.icmp_signed("<", c, i64(C))
             c = b.select(real, c, i64(C - 1))
             chans.append((_gep(b, src.ptr, _lin(b, (img, s0), (c, s1))), real))
-        with for_range(b, i64(0), i64(rows), name="fh") as h:
+        with for_range(b, h0, h1, name="fh") as h:
             roff = _lin(b, (h, s2))
             dst = b.add(row_at(h), c0)
 
@@ -371,12 +476,17 @@ def _transform(b: ir.IRBuilder, v: View, vt: ir.VectorType, area: dict,
 def _filters(b: ir.IRBuilder, v: View, dus: list[ir.Value], out: ir.Value, lo: ir.Value,
              hi: ir.Value) -> None:
     """``dW[m][s] = G^T dU[.][m][s] G`` for the result channels ``lo <= m < hi``, ``dU``
-    the sum of the two parts'."""
+    the sum of ``dus`` (the two parts' or the shared one)."""
+
+    def load(at: ir.Value) -> ir.Value:
+        vals = [b.load(_gep(b, du, at)) for du in dus]
+        return vals[0] if len(vals) == 1 else b.fadd(*vals)
+
     with for_range(b, lo, hi, name="fm") as m:
         with for_range(b, i64(0), i64(v.S), name="fs") as s:
             at = _lin(b, (m, v.S), (s, 1))
-            u = [[b.fadd(*(b.load(_gep(b, du, b.add(at, i64((i * 4 + j) * v.M * v.S))))
-                           for du in dus)) for j in range(4)] for i in range(4)]
+            u = [[load(b.add(at, i64((i * 4 + j) * v.M * v.S))) for j in range(4)]
+                 for i in range(4)]
             e = [[wino.lin(b, GT[kw], u[i]) for kw in range(3)] for i in range(4)]
             base = _lin(b, (m, v.S * 9), (s, 9))
             for kh in range(3):

@@ -43,7 +43,8 @@ CASES = [
     (16, 48, 9, 9, (5, 5), 2, 2, 1),    # 5x5, stride 2, odd map
     (48, 40, 3, 3, (3, 3), 1, 3, 1),    # 3x3 stride 1 padded by 3: not Winograd's
 ]
-# ... and batched Winograd (3x3 stride 1, padding 0-2; the weight gradient is im2col's)
+# ... and batched Winograd (3x3 stride 1, padding 0-2; the weight gradient is
+# ``codegen/wino_wgrad.py``'s)
 WINO_CASES = [
     (32, 48, 6, 6, (3, 3), 1, 1, 1),
     (48, 32, 5, 7, (3, 3), 1, 0, 1),    # odd result map, no padding (input gradient: 2)
@@ -82,14 +83,6 @@ def _run(case, batch, dtype):
              "weight grad": (np.array(holder.w.grad), tw.grad.numpy())}, text)
 
 
-def _positions(case):
-    """Result positions of an image."""
-    _, _, h, w, k, s, p, d = case
-    ph, pw = (p, p) if isinstance(p, int) else p
-    oh = (h + 2 * ph - d * (k[0] - 1) - 1) // s + 1
-    return oh * ((w + 2 * pw - d * (k[1] - 1) - 1) // s + 1)
-
-
 def _ids(c):
     return "x".join(map(str, c[:4])) + f"k{c[4][0]}{c[4][1]}s{c[5]}p{c[6]}"
 
@@ -101,10 +94,10 @@ def test_matches_torch(case, dtype, small_l2):
     wino = case in WINO_CASES
     for batch in ((20, 3, 1) if case[2] < 30 else (5, 1)):
         got, text = _run(case, batch, dtype)
-        # (the weight gradient is im2col's on small maps)
-        im2col = not wino or _positions(case) <= conv_gemm.SMALL_MAP
-        assert ("batched im2col + gemm" in text) == im2col, text
-        assert ("Winograd F(2x2, 3x3), 16 gemm products" in text) == wino, text
+        # (the weight gradient is Winograd's too: ``codegen/wino_wgrad.py``)
+        assert ("batched im2col + gemm" in text) == (not wino), text
+        assert ("Winograd F(2x2, 3x3), 16 gemm products over" in text) == wino, text
+        assert ("conv weight grad: Winograd" in text) == wino, text
         for name, (a, b) in got.items():
             np.testing.assert_allclose(a, b, **tol, err_msg=f"{name}, batch {batch}")
 
@@ -158,7 +151,8 @@ def test_off_switch_gives_the_implicit_gemm(small_l2, monkeypatch):
 def test_real_size_last_stage_matches_torch():
     """ResNet-18's last stage at full width (512 channels, 4x4), with the host's caches."""
     got, text = _run((512, 512, 4, 4, (3, 3), 1, 1, 1), 2, np.float32)
-    assert "batched im2col + gemm" in text
+    assert "Winograd F(2x2, 3x3), 16 gemm products over" in text
+    assert "conv weight grad: Winograd F(2x2, 3x3), 16 gemm products split" in text
     for name, (a, b) in got.items():
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3, err_msg=name)
 

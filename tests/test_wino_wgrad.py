@@ -1,7 +1,8 @@
 """Weight gradients of 3x3 stride-1 convolutions as Winograd F(2x2, 3x3) on the float GEMM
 (``codegen/wino_wgrad.py``): equal to PyTorch's for paddings 0-2, odd maps, channel counts
 that are not whole vectors, batches split unevenly over the two threads' parts and into
-blocks (whole images, and rows of one image with a partial last block), strided operands,
+blocks (whole images, and rows of one image with a partial last block), in both modes (a
+``dU`` per thread, and one shared ``dU`` with the products split), strided operands,
 float32 and float64; non-finite inputs stay non-finite; bit-identical for one and two
 threads; the workspace holds every area; the switch turns it off."""
 
@@ -27,6 +28,17 @@ WINO = "conv weight grad: Winograd F(2x2, 3x3)"
 def caches(monkeypatch):
     monkeypatch.setattr(hostinfo, "host_caches", lambda: CACHES)
     monkeypatch.setattr(runtime_cpu, "host_caches", lambda: CACHES)
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """The shared mode on small problems: a 64 KiB L2 (``dU`` of 32 x 48 channels: 96 KiB)
+    and blocks of 27 tiles (no disk cache: the block size is not part of its key)."""
+    small = hostinfo.Caches(32 << 10, 64 << 10, "test")
+    monkeypatch.setattr(hostinfo, "host_caches", lambda: small)
+    monkeypatch.setattr(runtime_cpu, "host_caches", lambda: small)
+    monkeypatch.setattr(wino_wgrad, "MIN_TILES", 27)
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
 
 
 def _grads(cin, cout, h, w, pad, batch, dtype, transpose=False, x=None):
@@ -79,11 +91,12 @@ def _case_id(c):
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_matches_torch(case, dtype):
+def test_matches_torch(case, dtype, shared=False):
     cin, cout, h, w, pad, batches = case
     for batch in batches:
         got, want, text = _grads(cin, cout, h, w, pad, batch, dtype)
         assert WINO in text, text
+        assert ("split over the threads" in text) == shared, text
         # sums of thousands of terms: float32 rounding grows with the largest of them
         eps = 1e-5 if dtype == np.float32 else 1e-12
         np.testing.assert_allclose(got, want, rtol=10 * eps,
@@ -100,6 +113,21 @@ def test_float32_as_accurate_as_torch(case):
     _, want64, _ = _grads(cin, cout, h, w, pad, batch, np.float64, x=x)
     assert WINO in text
     assert np.abs(got - want64).max() <= np.abs(want32 - want64).max()
+
+
+# the shared mode, blocks of 27 tiles (``small_blocks``)
+SHARED_CASES = [
+    (32, 48, 6, 6, 1, (5, 20, 1)),    # blocks of 3 images: 3 + 2, seven blocks, one image
+    (40, 32, 14, 14, 1, (2,)),        # blocks of 3 of 7 tile rows (3, 3, 1), split between
+                                      # the threads
+    (33, 40, 5, 7, 0, (3,)),          # odd map, channels that are not whole vectors
+]
+
+
+@pytest.mark.parametrize("case", SHARED_CASES, ids=_case_id)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_shared_mode_matches_torch(case, dtype, small_blocks):
+    test_matches_torch(case, dtype, shared=True)
 
 
 def test_row_blocks_and_image_blocks():
@@ -120,9 +148,11 @@ def test_row_blocks_and_image_blocks():
     v = view(16, 24, 46)
     assert (v.TH, v.blocks(4)) == (23, (1, 11))
     v = view(32, 32, 8)
-    assert v.blocks(4) == (16, 4)
+    assert v.blocks(4) == (16, 4) and not v.shared
     assert view(8, 32, 8) is None  # fewer than MIN_CHANNELS source channels
-    assert view(256, 256, 8) is None  # dU past L2
+    assert not view(128, 128, 8).shared  # dU: 1 MiB, as L2
+    v = view(256, 256, 8)  # dU: 4 MiB
+    assert v.shared and v.blocks(4) == (16, 4)  # MIN_TILES
 
 
 def test_strided_operand():
@@ -180,8 +210,9 @@ np.savez(OUT, **out)
 '''
 
 
-def test_two_threads_bit_identical_to_one(tmp_path):
-    runs = run_per_thread_count(tmp_path, _THREADS, env={"GRAPHC_CPU_CACHES": "l1d=32K,l2=1M"},
+@pytest.mark.parametrize("l2", ["1M", "16K"])  # a dU per thread; shared (24 KiB and more)
+def test_two_threads_bit_identical_to_one(tmp_path, l2):
+    runs = run_per_thread_count(tmp_path, _THREADS, env={"GRAPHC_CPU_CACHES": f"l1d=32K,l2={l2}"},
                                 drop=("GRAPHC_WINOGRAD_WGRAD", "GRAPHC_CONV_WINOGRAD"))
     assert_bit_identical(runs, min_arrays=5)
 
@@ -199,11 +230,15 @@ def _guarded_scratch(self, nbytes: int) -> None:
     self.arena_at = aligned - base
 
 
-@pytest.mark.parametrize("cin,cout,hw", [(16, 24, 46), (17, 20, 9)])
-def test_kernel_stays_inside_its_workspace(cin, cout, hw, monkeypatch):
+@pytest.mark.parametrize("cin,cout,hw,l2", [(16, 24, 46, 1 << 20), (17, 20, 9, 1 << 20),
+                                           (33, 40, 14, 64 << 10)])
+def test_kernel_stays_inside_its_workspace(cin, cout, hw, l2, monkeypatch):
     """The two parts' areas (grids, V, Md, dU, the GEMM's packing) lie inside the arena
     the plan reserves: no byte past it is written."""
     monkeypatch.setattr(runtime_cpu.CPUExecutable, "_set_scratch", _guarded_scratch)
+    caches = hostinfo.Caches(32 << 10, l2, "test")
+    monkeypatch.setattr(hostinfo, "host_caches", lambda: caches)
+    monkeypatch.setattr(runtime_cpu, "host_caches", lambda: caches)
     rng = np.random.default_rng(0)
     gc.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.Flatten())
