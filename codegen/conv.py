@@ -254,7 +254,7 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
     kern = conv_bf16.gemm_kernel(n, "f32", bf16_features())
     if kern is not None:  # bf16 operands on the matrix units
         return conv_bf16.workspace_bytes(n, kern.isa)
-    if wino_gemm.plan(n) is not None:  # 3x3 stride 1, U larger than L2: batched Winograd
+    if wino_gemm.plan(n) is not None:  # 3x3 stride 1, U past L2 or 64+ channels: batched Winograd
         return wino_gemm.workspace(n, wide)
     if wino_wgrad.plan(n, wide) is not None:  # 3x3 stride-1 weight gradients: Winograd
         return wino_wgrad.workspace(n, wide)
@@ -1792,7 +1792,7 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
     def emit(k: Any) -> None:
         if conv_bf16.emit(k, bf16_features()):  # bf16 operands: im2col + the bf16 GEMM
             return
-        if wino_gemm.emit(k):  # 3x3 stride 1 with many channels: batched Winograd
+        if wino_gemm.emit(k):  # 3x3 stride 1, 64+ channels: batched Winograd
             return
         if wino_wgrad.emit(k):  # 3x3 stride-1 weight gradients: Winograd on the GEMM
             return

@@ -192,9 +192,9 @@ def describe(n: Node, wide: bool = True) -> str | None:
         return None
     nb, rows = v.blocks(n.dtype.itemsize)
     what = f"{nb} images" if rows == v.TH else f"{rows} of {v.TH} tile rows of an image"
-    how = "split over the threads" if v.shared else "per thread"
-    return (f"conv weight grad: Winograd F(2x2, 3x3), 16 gemm products {how} over "
-            f"blocks of {what} ({v.block_tiles(n.dtype.itemsize)} tiles)")
+    how = "split over the threads" if v.shared else "on each thread's half of the batch"
+    return (f"conv weight grad: Winograd F(2x2, 3x3) channels-last, blocks of {what} "
+            f"({v.block_tiles(n.dtype.itemsize)} tiles), 16 gemm products a block {how}")
 
 
 def emit(k: Any) -> bool:
@@ -377,17 +377,17 @@ def _tiles(b: ir.IRBuilder, v: View, vec: V, area: dict, x: _Operand, dy: _Opera
     h1 = b.sub(_lin(b, (r1, 2)), i64(v.ph - 2))
     h0 = b.select(b.icmp_signed("<", h0, i64(0)), i64(0), h0)
     h1 = b.select(b.icmp_signed(">", h1, i64(v.H)), i64(v.H), h1)
-    _fill(b, vec, x, img, v.S, v.Sp, h0, h1, v.W, area["gx"],
+    fill(b, vec, x, img, v.S, v.Sp, h0, h1, v.W, area["gx"],
           lambda h: _lin(b, (b.add(h, i64(v.ph)), v.GW * v.Sp), (i64(v.pw), v.Sp)))
     d1 = _lin(b, (r1, 2))
     d1 = b.select(b.icmp_signed(">", d1, i64(v.OH)), i64(v.OH), d1)
-    _fill(b, vec, dy, img, v.M, v.Mp, _lin(b, (r0, 2)), d1, v.OW, area["gd"],
+    fill(b, vec, dy, img, v.M, v.Mp, _lin(b, (r0, 2)), d1, v.OW, area["gd"],
           lambda h: _lin(b, (h, 2 * v.TW * v.Mp)))
     it = 4 if isinstance(vec.elt, ir.FloatType) else 8
     _transform(b, v, vec.vt, area, v.strides(it), r0, r1, t0)
 
 
-def _fill(b: ir.IRBuilder, vec: V, src: _Operand, img: ir.Value, C: int, Cp: int,
+def fill(b: ir.IRBuilder, vec: V, src: _Operand, img: ir.Value, C: int, Cp: int,
           h0: ir.Value, h1: ir.Value, cols: int, grid: ir.Value, row_at: Any) -> None:
     """Element ``(c, h, w)`` of image ``img`` of ``src`` (``C x rows x cols``) to
     ``grid[row_at(h) + w * Cp + c]``, for the rows ``h0 <= h < h1``. Where the source's
@@ -451,16 +451,7 @@ def _transform(b: ir.IRBuilder, v: View, vt: ir.VectorType, area: dict,
     with for_range(b, th0, th1, name="th") as th:
         with for_range(b, i64(0), i64(v.TW), name="tw") as tw:
             t = b.add(t0, _lin(b, (b.sub(th, th0), v.TW), (tw, 1)))
-            with for_range(b, i64(0), i64(v.Sp // L), name="sv") as sv:
-                at = _lin(b, (th, 2 * v.GW * v.Sp), (tw, 2 * v.Sp), (sv, L))
-                d = [[b.load(_vec(b, vt, gx, b.add(at, i64((r * v.GW + c) * v.Sp))), align=al)
-                      for c in range(4)] for r in range(4)]
-                tmp = [[wino.lin(b, wino.BT[j], d[r]) for j in range(4)] for r in range(4)]
-                for i in range(4):
-                    for j in range(4):
-                        val = wino.lin(b, wino.BT[i], [tmp[r][j] for r in range(4)])
-                        dst = _lin(b, (i64(i * 4 + j), vs), (t, v.Sp), (sv, L))
-                        b.store(val, _vec(b, vt, vbuf, dst), align=al)
+            input_tile(b, vt, gx, vbuf, vs, v.GW, v.Sp, th, tw, t)
             with for_range(b, i64(0), i64(v.Mp // L), name="mv") as mv:
                 at = _lin(b, (th, 4 * v.TW * v.Mp), (tw, 2 * v.Mp), (mv, L))
                 g = [[b.load(_vec(b, vt, gd, b.add(at, i64((a * 2 * v.TW + c) * v.Mp))),
@@ -471,6 +462,26 @@ def _transform(b: ir.IRBuilder, v: View, vt: ir.VectorType, area: dict,
                         val = wino.lin(b, A[i], [tmp[a][j] for a in range(2)])
                         dst = _lin(b, (i64(i * 4 + j), ms), (t, v.Mp), (mv, L))
                         b.store(val, _vec(b, vt, mbuf, dst), align=al)
+
+
+def input_tile(b: ir.IRBuilder, vt: ir.VectorType, gx: ir.Value, vbuf: ir.Value, vs: int,
+               GW: int, Sp: int, th: ir.Value, tw: ir.Value, t: ir.Value) -> None:  # noqa: N803
+    """``V[xi][t][s] = (B^T d B)[xi]`` of the 4x4 tile at rows ``2 th``, columns ``2 tw`` of
+    a channels-last grid ``gx`` (rows of ``GW`` positions of ``Sp`` channels), a vector of
+    channels at a time; ``vs``: elements from one ``xi`` to the next (``codegen.wino_gemm``
+    transforms its inputs with it too)."""
+    L = vt.count
+    al = 4 if isinstance(vt.element, ir.FloatType) else 8
+    with for_range(b, i64(0), i64(Sp // L), name="sv") as sv:
+        at = _lin(b, (th, 2 * GW * Sp), (tw, 2 * Sp), (sv, L))
+        d = [[b.load(_vec(b, vt, gx, b.add(at, i64((r * GW + c) * Sp))), align=al)
+              for c in range(4)] for r in range(4)]
+        tmp = [[wino.lin(b, wino.BT[j], d[r]) for j in range(4)] for r in range(4)]
+        for i in range(4):
+            for j in range(4):
+                val = wino.lin(b, wino.BT[i], [tmp[r][j] for r in range(4)])
+                dst = _lin(b, (i64(i * 4 + j), vs), (t, Sp), (sv, L))
+                b.store(val, _vec(b, vt, vbuf, dst), align=al)
 
 
 def _filters(b: ir.IRBuilder, v: View, dus: list[ir.Value], out: ir.Value, lo: ir.Value,
@@ -495,4 +506,5 @@ def _filters(b: ir.IRBuilder, v: View, dus: list[ir.Value], out: ir.Value, lo: i
                     b.store(val, _gep(b, out, b.add(base, i64(kh * 3 + kw))))
 
 
-__all__ = ["plan", "workspace", "describe", "emit", "View", "OPS", "MIN_CHANNELS", "MIN_TILES"]
+__all__ = ["fill", "input_tile", "plan", "workspace", "describe", "emit", "View", "OPS",
+           "MIN_CHANNELS", "MIN_TILES"]

@@ -96,7 +96,7 @@ def test_matches_torch(case, dtype, small_l2):
         got, text = _run(case, batch, dtype)
         # (the weight gradient is Winograd's too: ``codegen/wino_wgrad.py``)
         assert ("batched im2col + gemm" in text) == (not wino), text
-        assert ("Winograd F(2x2, 3x3), 16 gemm products over" in text) == wino, text
+        assert ("conv: Winograd F(2x2, 3x3) channels-last" in text) == wino, text
         assert ("conv weight grad: Winograd" in text) == wino, text
         for name, (a, b) in got.items():
             np.testing.assert_allclose(a, b, **tol, err_msg=f"{name}, batch {batch}")
@@ -140,6 +140,31 @@ def test_which_convolutions_take_the_path(small_l2):
         assert conv_gemm.plan(node("conv2d", 128, 128, 64)) is None
 
 
+# batched Winograd with each thread's half of the batch (64+ channels, U within a 1 MiB L2)
+PART_CASES = [
+    (64, 64, 8, 8, (3, 3), 1, 1, 1),
+    (72, 80, 7, 9, (3, 3), 1, 2, 1),    # channels that are not whole vectors, odd map
+    (64, 64, 40, 40, (3, 3), 1, 1, 1),  # 400 tiles an image: blocks of 12 of 20 tile rows
+]
+
+
+@pytest.mark.parametrize("case", PART_CASES, ids=_ids)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_winograd_per_thread_matches_torch(case, dtype, monkeypatch):
+    caches = hostinfo.Caches(32 << 10, 1 << 20, "test")
+    monkeypatch.setattr(hostinfo, "host_caches", lambda: caches)
+    monkeypatch.setattr(runtime_cpu, "host_caches", lambda: caches)
+    eps = 1e-5 if dtype == np.float32 else 1e-12
+    for batch in ((5, 1) if case[2] < 40 else (2,)):
+        got, text = _run(case, batch, dtype)
+        assert "conv: Winograd F(2x2, 3x3) channels-last" in text, text
+        assert "on each thread's half of the batch" in text, text
+        assert ("blocks of 12 of 20 tile rows" in text) == (case[2] == 40), text
+        for name, (a, b) in got.items():
+            np.testing.assert_allclose(a, b, rtol=10 * eps, atol=eps * (1 + np.abs(b).max()),
+                                       err_msg=f"{name}, batch {batch}")
+
+
 def test_off_switch_gives_the_implicit_gemm(small_l2, monkeypatch):
     monkeypatch.setattr(options, "CONV_GEMM", False)
     got, text = _run(CASES[0], 5, np.float32)
@@ -151,8 +176,8 @@ def test_off_switch_gives_the_implicit_gemm(small_l2, monkeypatch):
 def test_real_size_last_stage_matches_torch():
     """ResNet-18's last stage at full width (512 channels, 4x4), with the host's caches."""
     got, text = _run((512, 512, 4, 4, (3, 3), 1, 1, 1), 2, np.float32)
-    assert "Winograd F(2x2, 3x3), 16 gemm products over" in text
-    assert "conv weight grad: Winograd F(2x2, 3x3), 16 gemm products split" in text
+    assert "conv: Winograd F(2x2, 3x3) channels-last" in text
+    assert "conv weight grad: Winograd F(2x2, 3x3) channels-last" in text
     for name, (a, b) in got.items():
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3, err_msg=name)
 
@@ -178,7 +203,7 @@ for b in (40, 3):
     for i in range(2):
         out[f"b{b}.{i}"] = np.asarray(step(x, y))
 text = step.ir("fused")
-assert "batched im2col + gemm" in text and "Winograd F(2x2, 3x3), 16 gemm" in text
+assert "batched im2col + gemm" in text and "Winograd F(2x2, 3x3) channels-last" in text
 for k, v in m.state_dict().items():
     out[k] = np.asarray(v)
 np.savez(OUT, **out)

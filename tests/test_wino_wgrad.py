@@ -188,9 +188,9 @@ _THREADS = r'''
 import numpy as np, graphc as gc
 from graphc import nn, optim
 gc.manual_seed(0)
-m = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 24, 3, padding=1),
-                  nn.ReLU(), nn.Conv2d(24, 20, 3, padding=0), nn.Flatten(),
-                  nn.Linear(20 * 14 * 14, 5))
+m = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 64, 3, padding=1),
+                  nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+                  nn.Conv2d(64, 20, 3, padding=0), nn.Flatten(), nn.Linear(20 * 14 * 14, 5))
 opt = optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
 lf = nn.CrossEntropyLoss()
 @gc.compile
@@ -203,14 +203,17 @@ for b in (9, 1):
     y = rng.integers(0, 5, b)
     for i in range(2):
         out[f"b{b}.{i}"] = np.asarray(step(x, y))
-assert "conv weight grad: Winograd F(2x2, 3x3)" in step.ir("fused")
+text = step.ir("fused")
+assert "conv weight grad: Winograd F(2x2, 3x3)" in text
+assert "conv: Winograd F(2x2, 3x3) channels-last" in text  # the 64 -> 64 forward
 for k, v in m.state_dict().items():
     out[k] = np.asarray(v)
 np.savez(OUT, **out)
 '''
 
 
-@pytest.mark.parametrize("l2", ["1M", "16K"])  # a dU per thread; shared (24 KiB and more)
+# a dU per thread (and the 64 -> 64 forward on each thread's images); shared
+@pytest.mark.parametrize("l2", ["1M", "16K"])
 def test_two_threads_bit_identical_to_one(tmp_path, l2):
     runs = run_per_thread_count(tmp_path, _THREADS, env={"GRAPHC_CPU_CACHES": f"l1d=32K,l2={l2}"},
                                 drop=("GRAPHC_WINOGRAD_WGRAD", "GRAPHC_CONV_WINOGRAD"))
