@@ -22,7 +22,7 @@ oneDNN's and NNPACK's Winograd kernels) do, with the channels contiguous as in
    buffer, transposed back in registers into the result's rows.
 
 A block's ``V`` and ``Mo`` are sized to stay in L2 between the transforms and the products
-(``MIN_TILES`` tiles at least), each ``xi``'s rows a cache line past a multiple of 4 KiB.
+(``wino_wgrad.MIN_TILES`` tiles at least), each ``xi``'s rows a cache line past a multiple of 4 KiB.
 Two modes, as for the weight gradient: where ``U`` fits L2 each thread takes half of the
 batch with its own grid, blocks and single-threaded products (small products do not split
 well: 16 -> 16 channels on 64x64 maps took 21 ms on two threads with each product split,
@@ -69,10 +69,9 @@ from .hostinfo import current_caches
 from .llvm_util import I8, I8P, for_range, i64, mem_type
 from .parallel import CONV_PAR_MIN_MACS, KernelTask
 from .vecops import V, transpose_block
-from .wino_wgrad import fill, input_tile
+from .wino_wgrad import TileBlocks, fill, input_tile
 
 OPS = ("conv2d", "conv2d_input_grad")
-MIN_TILES = 256  # tiles a block has at least (the products' rows)
 # fewer source or result channels, and U within L2: ``codegen.conv``'s per-image Winograd
 # kernel. Measured, batch 32, one / two Zen 4 cores, ms per forward (per-image -> here):
 # 16 -> 16 on 64x64 4.5 -> 4.8 / 2.5 -> 2.2, 32 -> 32 on 32x32 3.7 -> 3.6 / 1.9 -> 2.0,
@@ -80,7 +79,7 @@ MIN_TILES = 256  # tiles a block has at least (the products' rows)
 MIN_CHANNELS = 64
 
 
-class View:
+class View(TileBlocks):
     """The convolution as a stride-1 3x3 one from ``S`` source channels on an ``Hs x Ws``
     map padded by ``(qh, qw)`` to ``M`` result channels on ``Hd x Wd``; ``L`` lanes a
     vector, channel counts rounded up to vectors (``Sp``, ``Mp``)."""
@@ -104,26 +103,6 @@ class View:
         # split each block's (shared mode); else each thread takes half of the images with
         # its own blocks and single-threaded products (see the module docstring)
         self.shared = 16 * self.S * self.M * itemsize > current_caches().l2
-
-    def blocks(self, itemsize: int) -> tuple[int, int]:
-        """``(images, tile rows)`` a block of tiles takes: as many tiles as keep its ``V``
-        and ``Mo`` within half of L2, but ``MIN_TILES`` at least; whole images where one
-        fits, else rows of one image."""
-        per_tile = 16 * itemsize * (self.Sp + self.Mp)
-        tiles = max(MIN_TILES, current_caches().l2 // 2 // per_tile)
-        if self.TT > tiles:
-            return 1, max(1, tiles // self.TW)
-        return tiles // self.TT, self.TH
-
-    def block_tiles(self, itemsize: int) -> int:
-        nb, rows = self.blocks(itemsize)
-        return nb * rows * self.TW
-
-    def strides(self, itemsize: int) -> tuple[int, int]:
-        """Elements from one position ``xi`` of ``V`` and of ``Mo`` to the next: a block's
-        tiles and a cache line (see ``codegen.wino_wgrad.View.strides``)."""
-        t, pad = self.block_tiles(itemsize), 64 // itemsize
-        return t * self.Sp + pad, t * self.Mp + pad
 
 
 def plan(n: Node, wide: bool = True) -> View | None:
@@ -166,13 +145,7 @@ def workspace(n: Node, wide: bool) -> int:
 
 def describe(n: Node, wide: bool = True) -> str | None:
     v = plan(n, wide)
-    if v is None:
-        return None
-    nb, rows = v.blocks(n.dtype.itemsize)
-    what = f"{nb} images" if rows == v.TH else f"{rows} of {v.TH} tile rows of an image"
-    how = "split over the threads" if v.shared else "on each thread's half of the batch"
-    return (f"conv: Winograd F(2x2, 3x3) channels-last, blocks of {what} "
-            f"({v.block_tiles(n.dtype.itemsize)} tiles), 16 gemm products a block {how}")
+    return None if v is None else v.describe("conv", n.dtype.itemsize)
 
 
 def emit(k: Any) -> bool:
@@ -463,4 +436,4 @@ def _vec(b: ir.IRBuilder, vt: ir.VectorType, base: ir.Value, at: ir.Value) -> ir
     return b.bitcast(_gep(b, base, at), vt.as_pointer())
 
 
-__all__ = ["plan", "workspace", "describe", "emit", "View", "OPS", "MIN_TILES", "MIN_CHANNELS"]
+__all__ = ["plan", "workspace", "describe", "emit", "View", "OPS", "MIN_CHANNELS"]

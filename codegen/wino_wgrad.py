@@ -95,21 +95,18 @@ GT = tuple(tuple(wino.G[i][k] for i in range(4)) for k in range(3))
 A = tuple(tuple(wino.AT[a][i] for a in range(2)) for i in range(4))
 
 
-class View:
-    """The weight gradient's sizes: ``S`` source channels on ``H x W`` (padded by ``ph,
-    pw``), ``M`` result channels on ``OH x OW``, ``L`` lanes a vector."""
+class TileBlocks:
+    """Blocks of 2x2 tiles (``TH x TW`` an image, ``TT`` in all) and the channels-last
+    ``V``/second operand they fill, ``Sp`` and ``Mp`` channels a tile; shared with the
+    forward's ``codegen.wino_gemm.View``. ``shared``: one block at a time for both threads
+    (else each thread its own half of the batch)."""
 
-    def __init__(self, g: Geometry, lanes: int, itemsize: int) -> None:
-        self.S, self.M = g.C, g.OC
-        # each thread its own dU where that fits L2, else one dU and the GEMMs split
-        self.shared = 16 * self.S * self.M * itemsize > current_caches().l2
-        self.H, self.W, self.OH, self.OW = g.H, g.W, g.OH, g.OW
-        self.ph, self.pw = g.ph, g.pw
-        self.L = lanes
-        self.Sp, self.Mp = -(-self.S // lanes) * lanes, -(-self.M // lanes) * lanes
-        self.TH, self.TW = -(-self.OH // 2), -(-self.OW // 2)
-        self.TT = self.TH * self.TW  # tiles an image
-        self.GH, self.GW = 2 * self.TH + 2, 2 * self.TW + 2  # X's grid: every tile's rows
+    Sp: int
+    Mp: int
+    TH: int
+    TW: int
+    TT: int
+    shared: bool
 
     def blocks(self, itemsize: int) -> tuple[int, int]:
         """``(images, tile rows)`` a block of tiles takes: as many tiles as keep its ``V``
@@ -137,6 +134,30 @@ class View:
         t, pad = self.block_tiles(itemsize), 64 // itemsize
         return t * self.Sp + pad, t * self.Mp + pad
 
+    def describe(self, what: str, itemsize: int) -> str:
+        """The path as ``ir("fused")`` and ``graphc dump`` show it."""
+        nb, rows = self.blocks(itemsize)
+        blocks = f"{nb} images" if rows == self.TH else f"{rows} of {self.TH} tile rows of an image"
+        how = "split over the threads" if self.shared else "on each thread's half of the batch"
+        return (f"{what}: Winograd F(2x2, 3x3) channels-last, blocks of {blocks} "
+                f"({self.block_tiles(itemsize)} tiles), 16 gemm products a block {how}")
+
+
+class View(TileBlocks):
+    """The weight gradient's sizes: ``S`` source channels on ``H x W`` (padded by ``ph,
+    pw``), ``M`` result channels on ``OH x OW``, ``L`` lanes a vector."""
+
+    def __init__(self, g: Geometry, lanes: int, itemsize: int) -> None:
+        self.S, self.M = g.C, g.OC
+        # each thread its own dU where that fits L2, else one dU and the GEMMs split
+        self.shared = 16 * self.S * self.M * itemsize > current_caches().l2
+        self.H, self.W, self.OH, self.OW = g.H, g.W, g.OH, g.OW
+        self.ph, self.pw = g.ph, g.pw
+        self.L = lanes
+        self.Sp, self.Mp = -(-self.S // lanes) * lanes, -(-self.M // lanes) * lanes
+        self.TH, self.TW = -(-self.OH // 2), -(-self.OW // 2)
+        self.TT = self.TH * self.TW  # tiles an image
+        self.GH, self.GW = 2 * self.TH + 2, 2 * self.TW + 2  # X's grid: every tile's rows
 
 def _lanes(n: Node, wide: bool) -> int:
     return (64 if wide else 32) // n.dtype.itemsize
@@ -188,13 +209,7 @@ def workspace(n: Node, wide: bool) -> int:
 
 def describe(n: Node, wide: bool = True) -> str | None:
     v = plan(n, wide)
-    if v is None:
-        return None
-    nb, rows = v.blocks(n.dtype.itemsize)
-    what = f"{nb} images" if rows == v.TH else f"{rows} of {v.TH} tile rows of an image"
-    how = "split over the threads" if v.shared else "on each thread's half of the batch"
-    return (f"conv weight grad: Winograd F(2x2, 3x3) channels-last, blocks of {what} "
-            f"({v.block_tiles(n.dtype.itemsize)} tiles), 16 gemm products a block {how}")
+    return None if v is None else v.describe("conv weight grad", n.dtype.itemsize)
 
 
 def emit(k: Any) -> bool:
@@ -506,5 +521,5 @@ def _filters(b: ir.IRBuilder, v: View, dus: list[ir.Value], out: ir.Value, lo: i
                     b.store(val, _gep(b, out, b.add(base, i64(kh * 3 + kw))))
 
 
-__all__ = ["fill", "input_tile", "plan", "workspace", "describe", "emit", "View", "OPS",
-           "MIN_CHANNELS", "MIN_TILES"]
+__all__ = ["TileBlocks", "fill", "input_tile", "plan", "workspace", "describe", "emit", "View",
+           "OPS", "MIN_CHANNELS", "MIN_TILES"]
