@@ -93,6 +93,7 @@ from typing import Any
 from llvmlite import ir
 
 from graphc.ir import Node
+from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 
 from . import conv_bf16, conv_gemm, options, wino_gemm, wino_wgrad
@@ -1783,6 +1784,17 @@ def _store_tiles(b: ir.IRBuilder, w: Wino, y: list, out: ir.Value, ch: ir.Value,
                     v = b.extract_element(y[a][c], ir.Constant(I32, lane))
                     dst = _gep(b, out, _add(b, base, _mul(b, oh, w.OW), ow))
                     wino.store_output(b, v, dst, a, c, oh, ow, w.OH, w.OW)
+
+
+def winograd_in_float32(n: Node, wide: bool) -> bool:
+    """Whether conv node ``n`` (bf16 operands) would run as Winograd F(2x2, 3x3) if its
+    operands were float32 (``codegen.conv_bf16.native``: where only AVX512-BF16 is there,
+    those convolutions are faster in float32 than as bf16 products)."""
+    f32 = Node(n.op, tuple(Node(x.op, (), x.shape, dt.float32, {}) for x in n.inputs),
+               n.shape, dt.float32, n.attrs)
+    if n.op == "conv2d_weight_grad":
+        return wino_wgrad.plan(f32, wide) is not None
+    return wino_gemm.plan(f32, wide) is not None or winograd(f32, wide) is not None
 
 
 def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:

@@ -27,6 +27,7 @@ import sys
 import numpy as np
 import pytest
 from _torch import torch
+from graphc.codegen import options
 from graphc.codegen.gemm_bf16 import ISAS, bf16_isa
 
 import graphc as gc
@@ -117,6 +118,10 @@ def _close(got, want, ulps, what):
 @pytest.mark.parametrize("geom", GEOMETRIES, ids=[_ids(g) for g in GEOMETRIES])
 def test_matrix_unit_convs_match_float32_path_and_torch(geom, isa, monkeypatch):
     _skip_unless(isa)
+    # the bf16 products for every geometry (by default, AVX512-BF16 hosts convolve 3x3
+    # stride-1 ones as float32 Winograd: ``test_winograd_in_float32_where_it_is_faster``)
+    monkeypatch.setattr(options, "BF16_WINOGRAD", False)
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
     got, fused = _graphc_step(geom, isa, monkeypatch)
     assert fused.count(f"conv: im2col + bf16 gemm on {isa}") == 3, fused
     ref, ref_fused = _graphc_step(geom, "generic", monkeypatch)
@@ -128,6 +133,26 @@ def test_matrix_unit_convs_match_float32_path_and_torch(geom, isa, monkeypatch):
         assert np.isfinite(a).all(), name
         _close(a, r, 1, f"{name} against the float32 path")
         _close(a, t, 3, f"{name} against torch.autocast")
+
+
+@pytest.mark.parametrize("geom", [g for g in GEOMETRIES if g[5] == (3, 3) and g[6:9] == (1, 1, 1)
+                                  and min(g[1], g[4]) >= 16],
+                         ids=lambda g: _ids(g))
+def test_winograd_in_float32_where_it_is_faster(geom, monkeypatch):
+    """On an AVX512-BF16 host (no AMX), bf16 3x3 stride-1 convolutions the float32 kernels
+    run as Winograd are computed in float32 between casts: as close to ``torch.autocast``
+    as the bf16 products are, and the result is bf16 as autocast's."""
+    _skip_unless("avx512bf16")
+    got, fused = _graphc_step(geom, "avx512bf16", monkeypatch)
+    assert "im2col + bf16 gemm" not in fused, fused
+    for op in ("conv2d", "conv2d_input_grad", "conv2d_weight_grad"):
+        assert f"= {op} : f32" in fused, (op, fused)  # in float32, between casts
+    assert "conv weight grad: Winograd F(2x2, 3x3)" in fused, fused
+    want = _torch_step(geom)
+    for name, a, t in zip(("y", "dx", "dw", "db"), got, want):
+        if a is not None:
+            assert np.isfinite(a).all(), name
+            _close(a, t, 3, f"{name} against torch.autocast")
 
 
 @pytest.mark.parametrize("isa", PATH_ISAS)
