@@ -1788,7 +1788,7 @@ def _store_tiles(b: ir.IRBuilder, w: Wino, y: list, out: ir.Value, ch: ir.Value,
 
 def winograd_in_float32(n: Node, wide: bool) -> bool:
     """Whether conv node ``n`` (bf16 operands) would run as Winograd F(2x2, 3x3) if its
-    operands were float32 (``codegen.conv_bf16.native``: where only AVX512-BF16 is there,
+    operands were float32 (``codegen.matmul.bf16_native``: where only AVX512-BF16 is there,
     those convolutions are faster in float32 than as bf16 products)."""
     f32 = Node(n.op, tuple(Node(x.op, (), x.shape, dt.float32, {}) for x in n.inputs),
                n.shape, dt.float32, n.attrs)

@@ -46,7 +46,6 @@ from graphc.ir import Node
 from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 
-from . import options
 from .abi import ALIGN, align
 from .gemm_bf16 import Bf16Gemm, emit_gemm_bf16_call, workspace_bytes_bf16
 from .hostinfo import BF16_CONV_OPS
@@ -157,25 +156,10 @@ def gemm_kernel(n: Node, out: str, features: str | None) -> Bf16Gemm | None:
 
 
 def native(n: Node, features: str | None) -> bool:
-    """For ``codegen.legalize``: whether the CPU backend convolves ``n``'s bf16 operands as
-    they are (``features``: the target's LLVM feature string, None for this host).
-
-    Not where only AVX512-BF16 is there and the float32 kernels would run ``n`` as
-    Winograd F(2x2, 3x3): its 2.25x fewer multiply-adds beat ``vdpbf16ps``'s two per lane,
-    so ``n`` is computed in float32 between casts (the operands are bf16 values either way,
-    the products accumulate in float32 either way, and the result is rounded to its dtype
-    as PyTorch's autocast convolution's is). Measured, the ``resnet18`` workload under
-    ``--autocast bf16`` on a Zen 4 host: 236 -> 207 ms on one thread, 128 -> 114-116 ms on
-    two (PyTorch autocast: 224-231 and 134-147 ms). AMX tiles keep every convolution;
-    ``options.BF16_WINOGRAD`` off keeps them all too."""
-    kern = gemm_kernel(n, "f32", features)
-    if kern is None:
-        return False
-    if kern.isa == "amx" or not options.BF16_WINOGRAD:
-        return True
-    from .conv import winograd_in_float32  # (conv imports this module)
-
-    return not winograd_in_float32(n, kern.wide)
+    """Whether the CPU backend can convolve ``n``'s bf16 operands as they are
+    (``features``: the target's LLVM feature string, None for this host); whether it does
+    is ``codegen.matmul.bf16_native``'s call."""
+    return gemm_kernel(n, "f32", features) is not None
 
 
 def describe(n: Node, features: str | None) -> str | None:

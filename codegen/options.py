@@ -25,7 +25,7 @@ CHANNEL_GROUPS = os.environ.get("GRAPHC_CHANNEL_GROUPS", "1") != "0"
 # (``codegen.wino_wgrad``; to compare the two)
 WINOGRAD_WGRAD = os.environ.get("GRAPHC_WINOGRAD_WGRAD", "1") != "0"
 # GRAPHC_BF16_WINOGRAD=0 keeps bf16 3x3 stride-1 convolutions on the bf16 products where only
-# AVX512-BF16 is there, instead of float32 Winograd between casts (``codegen.conv_bf16.native``)
+# AVX512-BF16 is there, instead of float32 Winograd between casts (``codegen.matmul.bf16_native``)
 BF16_WINOGRAD = os.environ.get("GRAPHC_BF16_WINOGRAD", "1") != "0"
 
 __all__ = ["LOOP_GROUPS", "WINOGRAD", "CONV_GEMM", "CHANNEL_GROUPS", "WINOGRAD_WGRAD",

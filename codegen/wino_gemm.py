@@ -249,8 +249,9 @@ def _part(task: KernelTask, v: View, elt: ir.Type, area: dict, src: _Operand,
                              it)
     _memset0(b, area["grid"], v.GH * v.GW * v.Sp * it)
 
-    def block(img: ir.Value, r0: ir.Value, r1: ir.Value, t0: ir.Value, tiles: ir.Value,
-              run: Any) -> None:
+    def block(tiles: ir.Value, run: Any) -> None:
+        """A block of ``tiles``; ``run(fn)`` calls ``fn(image, r0, r1, t0)`` for each of
+        its images (or its rows of one image)."""
         run(lambda im, a, z, t: _source_tiles(b, v, vec, src, area["grid"], area["v"], im, a,
                                               z, t))
         _products(b, task.k, v, elt, area, tiles, wbytes, None, task.alloca)
@@ -266,15 +267,14 @@ def _part(task: KernelTask, v: View, elt: ir.Type, area: dict, src: _Operand,
                 with for_range(b, i64(0), cnt, name="wi") as i:
                     fn(b.add(i0, i), i64(0), i64(v.TH), _lin(b, (i, v.TT)))
 
-            block(i0, i64(0), i64(v.TH), i64(0), _lin(b, (cnt, v.TT)), each)
+            block(_lin(b, (cnt, v.TT)), each)
         return
     with for_range(b, lo, hi, name="wi") as img:  # blocks of rows of one image
         with for_range(b, i64(0), i64(v.TH), name="rows", step=i64(rows)) as r0:
             left = b.sub(i64(v.TH), r0)
             cnt = b.select(b.icmp_signed("<", left, i64(rows)), left, i64(rows))
             r1 = b.add(r0, cnt)
-            block(img, r0, r1, i64(0), _lin(b, (cnt, v.TW)),
-                  lambda fn, img=img, r0=r0, r1=r1: fn(img, r0, r1, i64(0)))
+            block(_lin(b, (cnt, v.TW)), lambda fn, img=img, r0=r0, r1=r1: fn(img, r0, r1, i64(0)))
 
 
 def _shared(k: Any, v: View, elt: ir.Type, area: dict, parts: list[dict], src: _Operand,

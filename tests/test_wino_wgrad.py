@@ -262,3 +262,40 @@ def test_kernel_stays_inside_its_workspace(cin, cout, hw, l2, monkeypatch):
     assert 0 < need < int(exe.info[0])
     tail = exe.scratch[exe.arena_at + need:]
     assert (tail == 0xA5).all(), f"{int((tail != 0xA5).sum())} bytes written past the arena"
+
+
+def test_avx2_kernels_match_the_host_kernels():
+    """The 256-bit build (8 lanes: x86-64-v3, as on AVX2 hosts; 8x8 register transposes)
+    of both Winograd paths computes what the host's build does: same step, same inputs."""
+    from graphc.runtime.cpu import CPUExecutable
+
+    rng = np.random.default_rng(5)
+    gc.manual_seed(0)
+    convs = [nn.Conv2d(20, 64, 3, padding=1, bias=False),
+             nn.Conv2d(64, 72, 3, padding=1, bias=False),
+             nn.Conv2d(72, 24, 3, padding=2, bias=False)]
+    params = [c.weight for c in convs]
+    x = rng.standard_normal((3, 20, 13, 11)).astype(np.float32)
+
+    def step(xx):
+        for p in params:
+            p.grad = None
+        y = xx
+        for c in convs:
+            y = F.relu(c(y))
+        (y * y).mean().backward()
+        return y
+
+    fn = gc.compile(step, dynamic=False)
+    host = [np.asarray(fn(x))] + [p.grad.numpy().copy() for p in params]
+    text = fn.ir("fused")
+    assert "conv: Winograd F(2x2, 3x3) channels-last" in text, text
+    assert "conv weight grad: Winograd F(2x2, 3x3)" in text, text
+    v = fn.variants[-1]
+    avx2 = CPUExecutable(v.graph, v.sig, cpu="x86-64-v3")
+    assert not avx2.wide
+    out = avx2.call((x,))
+    got = [np.asarray(out.numpy() if hasattr(out, "numpy") else out)] + [
+        p.grad.numpy() for p in params]
+    for a, b in zip(got, host):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * (1 + np.abs(b).max()))
