@@ -107,8 +107,8 @@ from .llvm_util import F32, I1, I8, I8P, I32, I64, VOID, declare, for_range, i64
 from .parallel import CONV_PAR_MIN_MACS
 from .parallel import KernelTask as _Task
 from .vecops import V as _V
-from .vecops import transpose_block as _transpose_block
 from .views import strided_view
+from .wino_wgrad import fill
 
 OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 
@@ -830,62 +830,12 @@ def _transpose_dy(b: ir.IRBuilder, p: Problem, dst: ir.Value, gp: ir.Value,
                   gst: list[ir.Value], nb: ir.Value, g: ir.Value, elt: ir.Type) -> None:
     """Image ``nb``'s ``dY`` of group ``g`` as ``[position][channel]`` (rows of ``_mpad``
     channels, the padding zero): the channel-vector weight gradient reads a whole vector of
-    channels per position. Where ``dY``'s rows are contiguous, in ``lanes x lanes`` blocks
-    (``lanes`` channels of ``lanes`` positions of a row) transposed in registers
-    (``_transpose_block``): element by element, each store went to a new cache line, which
-    took 30-40 % of a 16- or 32-channel weight gradient at 32x32-64x64 (Xeon, one thread)."""
+    channels per position. The channels-last copy of the Winograd paths
+    (``wino_wgrad.fill``: register transposes where ``dY``'s rows are contiguous)."""
     mp = _mpad(p)
-    base = _mul(b, nb, gst[0])
-    if isinstance(gst[3], ir.Constant) and gst[3].constant == 1:
-        _transpose_dy_blocks(b, p, dst, gp, gst, base, g, elt)
-        return
-    if mp > p.M:
-        with for_range(b, i64(0), i64(p.OH * p.OW), name="tz") as q:
-            _zero_fill(b, _gep(b, dst, _add(b, _mul(b, q, mp), i64(p.M))), mp - p.M, elt)
-    with for_range(b, i64(0), i64(p.M), name="tm") as m:
-        src = _gep(b, gp, _add(b, base, _mul(b, _add(b, _mul(b, g, p.M), m), gst[1])))
-        with for_range(b, i64(0), i64(p.OH), name="toh") as oh:
-            row = _gep(b, src, _mul(b, oh, gst[2]))
-            drow = _add(b, _mul(b, oh, p.OW * mp), m)
-            for ow in range(p.OW):
-                v = b.load(_gep(b, row, _mul(b, i64(ow), gst[3])))
-                b.store(v, _gep(b, dst, _add(b, drow, i64(ow * mp))))
-
-
-def _transpose_dy_blocks(b: ir.IRBuilder, p: Problem, dst: ir.Value, gp: ir.Value,
-                         gst: list[ir.Value], base: ir.Value, g: ir.Value,
-                         elt: ir.Type) -> None:
-    """``_transpose_dy`` for unit column stride: per output row, per block of ``lanes``
-    channels (those past ``M`` read as zero: the padding), per block of ``lanes`` columns
-    (the last one loaded under a mask, never past the row), ``lanes`` vector loads, a
-    register transpose, and one vector store per real position."""
-    L = p.lanes
-    vec = _V(b, b.module, elt, L)
-    nmb = _mpad(p) // L
-    with for_range(b, i64(0), i64(nmb), name="tmb") as mb:
-        m0 = _mul(b, mb, L)
-        chans = []
-        for i in range(L):  # channel rows of the block; past M: the last one, zeroed below
-            m = _add(b, m0, i64(i))
-            real = b.icmp_signed("<", m, i64(p.M))
-            m = b.select(real, m, i64(p.M - 1))
-            row = _gep(b, gp, _add(b, base, _mul(b, _add(b, _mul(b, g, p.M), m), gst[1])))
-            chans.append((row, real))
-        with for_range(b, i64(0), i64(p.OH), name="toh") as oh:
-            roff = _mul(b, oh, gst[2])
-            for ow0 in range(0, p.OW, L):
-                n = min(L, p.OW - ow0)
-                vs = []
-                for row, real in chans:
-                    ptr = _gep(b, row, _add(b, roff, i64(ow0)))
-                    v = (vec.load(ptr) if n == L else
-                         b.call(vec.mload, [ptr, vec.const_mask(n), vec.zero]))
-                    vs.append(b.select(real, v, vec.zero))
-                ts = _transpose_block(b, vs)
-                q0 = _add(b, _mul(b, oh, p.OW), i64(ow0))
-                for j in range(n):
-                    out = _gep(b, dst, _add(b, _mul(b, _add(b, q0, i64(j)), _mpad(p)), m0))
-                    b.store(ts[j], b.bitcast(out, vec.vt.as_pointer()), align=4)
+    group = _gep(b, gp, _mul(b, _mul(b, g, p.M), gst[1]))  # the group's first channel
+    fill(b, _V(b, b.module, elt, p.lanes), group, gst, nb, p.M, mp, i64(0), i64(p.OH), p.OW,
+         dst, lambda h: _mul(b, h, p.OW * mp))
 
 
 def _wgrad_passes(b: ir.IRBuilder, p: Problem, nimg: ir.Value, lo: ir.Value,

@@ -65,7 +65,6 @@ from .conv_bf16 import (
     conv_geometry,
 )
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
-from .hostinfo import current_caches
 from .llvm_util import I8, I8P, for_range, i64, mem_type
 from .parallel import CONV_PAR_MIN_MACS, KernelTask
 from .vecops import V, transpose_block
@@ -87,22 +86,14 @@ class View(TileBlocks):
     def __init__(self, n: Node, g: Geometry, lanes: int, itemsize: int) -> None:
         self.igrad = n.op == "conv2d_input_grad"
         if self.igrad:
-            self.S, self.M = g.OC, g.C
+            S, M = g.OC, g.C
             self.Hs, self.Ws, self.Hd, self.Wd = g.OH, g.OW, g.H, g.W
             self.qh, self.qw = 2 - g.ph, 2 - g.pw
         else:
-            self.S, self.M = g.C, g.OC
+            S, M = g.C, g.OC
             self.Hs, self.Ws, self.Hd, self.Wd = g.H, g.W, g.OH, g.OW
             self.qh, self.qw = g.ph, g.pw
-        self.L = lanes
-        self.Sp, self.Mp = -(-self.S // lanes) * lanes, -(-self.M // lanes) * lanes
-        self.TH, self.TW = -(-self.Hd // 2), -(-self.Wd // 2)
-        self.TT = self.TH * self.TW  # tiles an image
-        self.GH, self.GW = 2 * self.TH + 2, 2 * self.TW + 2  # the grid: every tile's rows
-        # U (16 times the weight) past L2: the products are large, and the two threads
-        # split each block's (shared mode); else each thread takes half of the images with
-        # its own blocks and single-threaded products (see the module docstring)
-        self.shared = 16 * self.S * self.M * itemsize > current_caches().l2
+        super().__init__(S, M, self.Hd, self.Wd, lanes, itemsize)
 
 
 def plan(n: Node, wide: bool = True) -> View | None:
@@ -124,8 +115,8 @@ def _layout(n: Node, v: View, wide: bool) -> dict[str, int]:
     """``u`` and the first part's areas; the second part's (``part`` bytes on) are its own
     ``grid`` and ``ybuf`` in the shared mode, all of them otherwise."""
     it = n.dtype.itemsize
-    t = v.block_tiles(it)
-    vs, ms = v.strides(it)
+    t = v.block_tiles()
+    vs, ms = v.strides()
     tile = choose_tile(v.M, wide, it)
     gemm = workspace_bytes(t, v.M, v.S, tile, it)
     lay = area_offsets([("u", 16 * v.S * v.Mp * it),
@@ -145,7 +136,7 @@ def workspace(n: Node, wide: bool) -> int:
 
 def describe(n: Node, wide: bool = True) -> str | None:
     v = plan(n, wide)
-    return None if v is None else v.describe("conv", n.dtype.itemsize)
+    return None if v is None else v.describe("conv")
 
 
 def emit(k: Any) -> bool:
@@ -197,13 +188,13 @@ def _source_tiles(b: ir.IRBuilder, v: View, vec: V, src: _Operand, grid: ir.Valu
                   t0: ir.Value) -> None:
     """Tile rows ``r0 <= th < r1`` of image ``img``: the source rows they read copied
     channels-last into ``grid``, each tile transformed into ``V`` from ``t0``."""
-    vs = v.strides(4 if isinstance(vec.elt, ir.FloatType) else 8)[0]
+    vs = v.strides()[0]
     h0 = b.sub(_lin(b, (r0, 2)), i64(v.qh))
     h1 = b.sub(_lin(b, (r1, 2)), i64(v.qh - 2))
     h0 = b.select(b.icmp_signed("<", h0, i64(0)), i64(0), h0)
     top = min(v.Hs, v.GH - v.qh)
     h1 = b.select(b.icmp_signed(">", h1, i64(top)), i64(top), h1)
-    fill(b, vec, src, img, v.S, v.Sp, h0, h1, min(v.Ws, v.GW - v.qw), grid,
+    fill(b, vec, src.ptr, src.ir, img, v.S, v.Sp, h0, h1, min(v.Ws, v.GW - v.qw), grid,
          lambda h: _lin(b, (b.add(h, i64(v.qh)), v.GW * v.Sp), (i64(v.qw), v.Sp)))
     with for_range(b, r0, r1, name="th") as th:
         with for_range(b, i64(0), i64(v.TW), name="tw") as tw:
@@ -216,7 +207,7 @@ def _result_rows(b: ir.IRBuilder, v: View, vec: V, mo: ir.Value, ybuf: ir.Value,
                  t0: ir.Value) -> None:
     """Tile rows ``r0 <= th < r1`` of image ``img``: the output transform of their tiles
     (from ``Mo`` at ``t0``) and the rows stored."""
-    ms = v.strides(4 if isinstance(vec.elt, ir.FloatType) else 8)[1]
+    ms = v.strides()[1]
     with for_range(b, r0, r1, name="oh") as th:
         _output_row(b, v, vec, mo, ms, b.add(t0, _lin(b, (b.sub(th, r0), v.TW))), ybuf)
         _store_rows(b, v, vec, ybuf, out, img, th)
@@ -225,9 +216,8 @@ def _result_rows(b: ir.IRBuilder, v: View, vec: V, mo: ir.Value, ybuf: ir.Value,
 def _products(b: ir.IRBuilder, k: Any, v: View, elt: ir.Type, area: dict, tiles: ir.Value,
               work_bytes: int, run2: Any, alloca: Any) -> None:
     """``Mo[xi] = V[xi] @ U[xi]`` for the 16 positions, the block's ``tiles`` rows."""
-    it = 4 if isinstance(elt, ir.FloatType) else 8
-    vs, ms = v.strides(it)
-    tile = choose_tile(v.M, k.L.wide, it)
+    vs, ms = v.strides()
+    tile = choose_tile(v.M, k.L.wide, v.itemsize)
     with for_range(b, i64(0), i64(16), name="xi") as xi:
         emit_gemm_call(
             b, k.L.module, alloca, tile, elt,
@@ -242,39 +232,21 @@ def _part(task: KernelTask, v: View, elt: ir.Type, area: dict, src: _Operand,
     """One part's images ``lo <= i < hi``, a block at a time: input transform, the 16
     single-threaded products, output transform."""
     b = task.b
-    it = 4 if isinstance(elt, ir.FloatType) else 8
+    it = v.itemsize
     vec = V(b, b.module, elt, v.L)
-    nb, rows = v.blocks(it)
-    wbytes = workspace_bytes(v.block_tiles(it), v.M, v.S, choose_tile(v.M, task.k.L.wide, it),
+    wbytes = workspace_bytes(v.block_tiles(), v.M, v.S, choose_tile(v.M, task.k.L.wide, it),
                              it)
     _memset0(b, area["grid"], v.GH * v.GW * v.Sp * it)
 
-    def block(tiles: ir.Value, run: Any) -> None:
-        """A block of ``tiles``; ``run(fn)`` calls ``fn(image, r0, r1, t0)`` for each of
-        its images (or its rows of one image)."""
-        run(lambda im, a, z, t: _source_tiles(b, v, vec, src, area["grid"], area["v"], im, a,
-                                              z, t))
-        _products(b, task.k, v, elt, area, tiles, wbytes, None, task.alloca)
-        run(lambda im, a, z, t: _result_rows(b, v, vec, area["mo"], area["ybuf"], out, im,
-                                             a, z, t))
+    def block(img: ir.Value, r0: ir.Value, count: ir.Value, whole: bool) -> None:
+        v.for_tiles(b, img, r0, i64(0), count, whole, lambda im, a, z, t: _source_tiles(
+            b, v, vec, src, area["grid"], area["v"], im, a, z, t))
+        _products(b, task.k, v, elt, area, v.tiles_of(b, count, whole), wbytes, None,
+                  task.alloca)
+        v.for_tiles(b, img, r0, i64(0), count, whole, lambda im, a, z, t: _result_rows(
+            b, v, vec, area["mo"], area["ybuf"], out, im, a, z, t))
 
-    if rows == v.TH:  # blocks of whole images
-        with for_range(b, lo, hi, name="chunk", step=i64(nb)) as i0:
-            left = b.sub(hi, i0)
-            cnt = b.select(b.icmp_signed("<", left, i64(nb)), left, i64(nb))
-
-            def each(fn: Any, i0: ir.Value = i0, cnt: ir.Value = cnt) -> None:
-                with for_range(b, i64(0), cnt, name="wi") as i:
-                    fn(b.add(i0, i), i64(0), i64(v.TH), _lin(b, (i, v.TT)))
-
-            block(_lin(b, (cnt, v.TT)), each)
-        return
-    with for_range(b, lo, hi, name="wi") as img:  # blocks of rows of one image
-        with for_range(b, i64(0), i64(v.TH), name="rows", step=i64(rows)) as r0:
-            left = b.sub(i64(v.TH), r0)
-            cnt = b.select(b.icmp_signed("<", left, i64(rows)), left, i64(rows))
-            r1 = b.add(r0, cnt)
-            block(_lin(b, (cnt, v.TW)), lambda fn, img=img, r0=r0, r1=r1: fn(img, r0, r1, i64(0)))
+    v.for_blocks(b, lo, hi, block)
 
 
 def _shared(k: Any, v: View, elt: ir.Type, area: dict, parts: list[dict], src: _Operand,
@@ -283,10 +255,9 @@ def _shared(k: Any, v: View, elt: ir.Type, area: dict, parts: list[dict], src: _
     transform halves of its images (or tile rows) with their own grids, the 16 products
     split over the threads like any GEMM, then the threads transform halves back."""
     b = k.b
-    it = 4 if isinstance(elt, ir.FloatType) else 8
-    nb, rows = v.blocks(it)
-    wbytes = align(workspace_bytes(v.block_tiles(it), v.M, v.S,
-                                   choose_tile(v.M, k.L.wide, it), it))
+    it = v.itemsize
+    wbytes = align(workspace_bytes(v.block_tiles(), v.M, v.S, choose_tile(v.M, k.L.wide, it),
+                                   it))
     grids = [p["grid"] for p in parts]
     ybufs = [p["ybuf"] for p in parts]
     for grid in grids:
@@ -298,14 +269,8 @@ def _shared(k: Any, v: View, elt: ir.Type, area: dict, parts: list[dict], src: _
             tb = task.b
             vec = V(tb, tb.module, elt, v.L)
             lo, hi = task.split(task[count])
-            if whole:
-                with for_range(tb, lo, hi, name="bi") as i:
-                    body(task, vec, tb.add(task[img], i), i64(0), i64(v.TH),
-                         _lin(tb, (i, v.TT)))
-            else:
-                with tb.if_then(tb.icmp_signed("<", lo, hi)):
-                    body(task, vec, task[img], tb.add(task[r0], lo), tb.add(task[r0], hi),
-                         _lin(tb, (lo, v.TW)))
+            v.for_tiles(tb, task[img], task[r0], lo, hi, whole,
+                        lambda im, a, z, t: body(task, vec, im, a, z, t))
             task.finish()
             task.dispatch(b.icmp_signed(">=", count, i64(2)))
 
@@ -322,21 +287,11 @@ def _shared(k: Any, v: View, elt: ir.Type, area: dict, parts: list[dict], src: _
             _result_rows(tb, v, vec, task[area["mo"]], ybuf, task[k.out], im, a, z, t0)
 
         split("wgv", [*src.values(), *grids, area["v"]], transform)
-        _products(b, k, v, elt, area, _lin(b, (count, v.TT if whole else v.TW)), wbytes,
+        _products(b, k, v, elt, area, v.tiles_of(b, count, whole), wbytes,
                   k.L.run2_global(), k.alloca)
         split("wgo", [area["mo"], *ybufs, k.out], output)
 
-    if rows == v.TH:  # blocks of whole images
-        with for_range(b, i64(0), nimg, name="chunk", step=i64(nb)) as i0:
-            left = b.sub(nimg, i0)
-            block(i0, i64(0), b.select(b.icmp_signed("<", left, i64(nb)), left, i64(nb)),
-                  True)
-        return
-    with for_range(b, i64(0), nimg, name="wi") as img:  # blocks of rows of one image
-        with for_range(b, i64(0), i64(v.TH), name="rows", step=i64(rows)) as r0:
-            left = b.sub(i64(v.TH), r0)
-            block(img, r0, b.select(b.icmp_signed("<", left, i64(rows)), left, i64(rows)),
-                  False)
+    v.for_blocks(b, i64(0), nimg, block)
 
 
 def _transform_filters(b: ir.IRBuilder, v: View, w: _Operand, u: ir.Value, lo: ir.Value,

@@ -15,6 +15,7 @@ import itertools
 
 import numpy as np
 import pytest
+from _arena import assert_nothing_past_arena, guard_scratch
 from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import conv_gemm, hostinfo, options
 
@@ -216,25 +217,12 @@ def test_two_threads_bit_identical_to_one(tmp_path):
     assert_bit_identical(runs, min_arrays=5)
 
 
-GUARD = 1 << 20
-
-
-def _guarded_scratch(self, nbytes: int) -> None:
-    """``CPUExecutable._set_scratch`` with its bytes set to 0xA5 (and a megabyte more)."""
-    self.scratch = np.full(int(nbytes) + 64 + GUARD, 0xA5, np.uint8)
-    base = self.scratch.ctypes.data
-    aligned = (base + 63) // 64 * 64
-    self.table[1] = aligned
-    self.info[0] = int(nbytes)
-    self.arena_at = aligned - base
-
-
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], WINO_CASES[0], WINO_CASES[3]], ids=_ids)
 def test_kernels_stay_inside_their_workspace(case, small_l2, monkeypatch):
     """Every area of the two paths' workspaces (two threads' grids, the chunk's matrices,
     the GEMM's packing) lies inside the arena the plan reserves: no byte past the size the
     step asked for is written (a second grid was once placed past it)."""
-    monkeypatch.setattr(runtime_cpu.CPUExecutable, "_set_scratch", _guarded_scratch)
+    guard_scratch(monkeypatch)
     cin, cout, h, w, k, s, p, d = case
     rng = np.random.default_rng(0)
     gc.manual_seed(0)
@@ -252,7 +240,4 @@ def test_kernels_stay_inside_their_workspace(case, small_l2, monkeypatch):
     step(rng.standard_normal((5, cin, h, w)).astype(np.float32))
     exe = step.variants[-1].exe
     assert "gemm" in step.ir("fused")
-    need = int(exe.info[1])  # what the step asked for (the arena got twice that)
-    assert 0 < need < int(exe.info[0])
-    tail = exe.scratch[exe.arena_at + need:]
-    assert (tail == 0xA5).all(), f"{int((tail != 0xA5).sum())} bytes written past the arena"
+    assert_nothing_past_arena(exe)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _arena import assert_nothing_past_arena, guard_scratch
 from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import hostinfo, options, wino_wgrad
 
@@ -146,13 +147,13 @@ def test_row_blocks_and_image_blocks():
                                     **a))
 
     v = view(16, 24, 46)
-    assert (v.TH, v.blocks(4)) == (23, (1, 11))
+    assert (v.TH, v.blocks()) == (23, (1, 11))
     v = view(32, 32, 8)
-    assert v.blocks(4) == (16, 4) and not v.shared
+    assert v.blocks() == (16, 4) and not v.shared
     assert view(8, 32, 8) is None  # fewer than MIN_CHANNELS source channels
     assert not view(128, 128, 8).shared  # dU: 1 MiB, as L2
     v = view(256, 256, 8)  # dU: 4 MiB
-    assert v.shared and v.blocks(4) == (16, 4)  # MIN_TILES
+    assert v.shared and v.blocks() == (16, 4)  # MIN_TILES
 
 
 def test_strided_operand():
@@ -161,6 +162,32 @@ def test_strided_operand():
     got, want, text = _grads(16, 20, 9, 6, 1, 3, np.float32, transpose=True)
     assert WINO in text
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cin,cout,stride", [(17, 20, 1), (16, 20, 2), (8, 20, 1)])
+def test_output_gradient_through_a_transpose(cin, cout, stride):
+    """The output gradient reaches the weight gradient through a transpose: the
+    channels-last copy (``wino_wgrad.fill``, shared by the Winograd path and the direct
+    channel-vector weight gradient of ``codegen.conv``) reads it as it is laid out."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, cin, 9, 9)).astype(np.float32)
+    w0 = (rng.standard_normal((cout, cin, 3, 3)) * 0.1).astype(np.float32)
+    holder = nn.Module()
+    holder.w = nn.Parameter(gc.from_numpy(w0.copy()))
+    opt = optim.SGD([holder.w], lr=0.0)
+    tw = torch.from_numpy(w0).requires_grad_()
+    ty = torch.nn.functional.conv2d(torch.from_numpy(x), tw, stride=stride, padding=1)
+    g = rng.standard_normal(ty.transpose(2, 3).shape).astype(np.float32)
+    (ty.transpose(2, 3) * torch.from_numpy(g)).sum().backward()
+
+    @gc.compile(dynamic=False)
+    def step(xx, gg):
+        opt.zero_grad()
+        (F.conv2d(xx, holder.w, stride=stride, padding=1).transpose(2, 3) * gg).sum().backward()
+
+    step(gc.from_numpy(x), g)
+    assert (WINO in step.ir("fused")) == (stride == 1 and cin >= 16)
+    np.testing.assert_allclose(np.array(holder.w.grad), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_non_finite_inputs_stay_non_finite():
@@ -220,25 +247,12 @@ def test_two_threads_bit_identical_to_one(tmp_path, l2):
     assert_bit_identical(runs, min_arrays=5)
 
 
-GUARD = 1 << 20
-
-
-def _guarded_scratch(self, nbytes: int) -> None:
-    """``CPUExecutable._set_scratch`` with its bytes set to 0xA5 (and a megabyte more)."""
-    self.scratch = np.full(int(nbytes) + 64 + GUARD, 0xA5, np.uint8)
-    base = self.scratch.ctypes.data
-    aligned = (base + 63) // 64 * 64
-    self.table[1] = aligned
-    self.info[0] = int(nbytes)
-    self.arena_at = aligned - base
-
-
 @pytest.mark.parametrize("cin,cout,hw,l2", [(16, 24, 46, 1 << 20), (17, 20, 9, 1 << 20),
                                            (33, 40, 14, 64 << 10)])
 def test_kernel_stays_inside_its_workspace(cin, cout, hw, l2, monkeypatch):
     """The two parts' areas (grids, V, Md, dU, the GEMM's packing) lie inside the arena
     the plan reserves: no byte past it is written."""
-    monkeypatch.setattr(runtime_cpu.CPUExecutable, "_set_scratch", _guarded_scratch)
+    guard_scratch(monkeypatch)
     caches = hostinfo.Caches(32 << 10, l2, "test")
     monkeypatch.setattr(hostinfo, "host_caches", lambda: caches)
     monkeypatch.setattr(runtime_cpu, "host_caches", lambda: caches)
@@ -258,10 +272,7 @@ def test_kernel_stays_inside_its_workspace(cin, cout, hw, l2, monkeypatch):
     step(rng.standard_normal((3, cin, hw, hw)).astype(np.float32))
     exe = step.variants[-1].exe
     assert WINO in step.ir("fused")
-    need = int(exe.info[1])
-    assert 0 < need < int(exe.info[0])
-    tail = exe.scratch[exe.arena_at + need:]
-    assert (tail == 0xA5).all(), f"{int((tail != 0xA5).sum())} bytes written past the arena"
+    assert_nothing_past_arena(exe)
 
 
 def test_avx2_kernels_match_the_host_kernels():
@@ -294,6 +305,9 @@ def test_avx2_kernels_match_the_host_kernels():
     v = fn.variants[-1]
     avx2 = CPUExecutable(v.graph, v.sig, cpu="x86-64-v3")
     assert not avx2.wide
+    avx2_text = avx2.stages()["fused"]()
+    assert "conv: Winograd F(2x2, 3x3) channels-last" in avx2_text, avx2_text
+    assert avx2_text.count("conv weight grad: Winograd F(2x2, 3x3)") == 3, avx2_text
     out = avx2.call((x,))
     got = [np.asarray(out.numpy() if hasattr(out, "numpy") else out)] + [
         p.grad.numpy() for p in params]

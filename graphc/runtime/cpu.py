@@ -398,8 +398,10 @@ class CPUExecutable(GuardMixin, Runtime):
             from graphc.codegen.matmul import describe as describe_matmul
             from graphc.codegen.plan_text import format_plan
 
-            return format_plan(self.graph, self.lowering.plan,
-                               lambda n: describe_matmul(n, self.wide))
+            # the kernels' choices follow the caches the code was generated for
+            with tuned_for(self.caches):
+                return format_plan(self.graph, self.lowering.plan,
+                                   lambda n: describe_matmul(n, self.wide))
 
         return {"fused": fused,
                 "llvm": lambda: str(self.mod) + self._lib_text(str),
