@@ -206,10 +206,29 @@ def main(argv: list[str] | None = None) -> int:
                + (f" {j * 1e6:>8.1f} {j / g:>6.2f}" if jax_steps else ""))
         print(row)
         rows.append(row)
+    pool_line = _pool_line()
+    if pool_line:
+        print(pool_line)
+        rows.append(pool_line)
     if a.write:
         with open(a.write, "a") as f:
             f.write(f"\n```\n{head}\n" + "\n".join(rows) + "\n```\n")
     return 0
+
+
+def _pool_line() -> str | None:
+    """How graphc's second thread fared (``graphc.runtime.pool.stats``): two-thread timings on
+    a shared machine move with it, so the table says how many dispatches found the worker late
+    (its core taken by another process or the hypervisor) and how many ran on one thread
+    because of that."""
+    from graphc.runtime import pool
+
+    st = pool.stats()
+    if st is None:
+        return None
+    return (f"graphc pool: {st['parallel']} two-thread dispatches, {st['late']} with the worker "
+            f"late ({st['late_ns'] / 1e6:.1f} ms waited), {st['held']} run on one thread in "
+            f"{st['holds']} holds")
 
 
 if __name__ == "__main__":

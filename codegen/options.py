@@ -28,5 +28,9 @@ WINOGRAD_WGRAD = os.environ.get("GRAPHC_WINOGRAD_WGRAD", "1") != "0"
 # AVX512-BF16 is there, instead of float32 Winograd between casts (``codegen.matmul.bf16_native``)
 BF16_WINOGRAD = os.environ.get("GRAPHC_BF16_WINOGRAD", "1") != "0"
 
-__all__ = ["LOOP_GROUPS", "WINOGRAD", "CONV_GEMM", "CHANNEL_GROUPS", "WINOGRAD_WGRAD",
+# GRAPHC_POOL_HOLD=0: the thread pool keeps splitting work over both threads after its worker
+# was late (``codegen.parallel``: the late-worker hold; to compare)
+POOL_HOLD = os.environ.get("GRAPHC_POOL_HOLD", "1") != "0"
+
+__all__ = ["POOL_HOLD", "LOOP_GROUPS", "WINOGRAD", "CONV_GEMM", "CHANNEL_GROUPS", "WINOGRAD_WGRAD",
            "BF16_WINOGRAD"]

@@ -26,15 +26,17 @@ def _pool_object(tm: Any) -> bytes:
     """The pool's object code for this host, from the compile cache when an earlier process
     compiled it (as every step's objects are): generating and compiling the module cost
     ~20 ms of the first call of every process, a step found in the disk cache included."""
+    from graphc.codegen import options
     from graphc.codegen.llvm_objects import host_cpu
 
     cpu, feats = host_cpu()
-    k = cache.key("thread-pool", f"{tm.triple}|{cpu}|{feats}")
+    hold = options.POOL_HOLD
+    k = cache.key("thread-pool", f"{tm.triple}|{cpu}|{feats}|hold={hold}")
     obj = cache.load(k)
     if obj is None:
         from graphc.codegen.parallel import pool_module
 
-        mod = llvm.parse_assembly(str(pool_module(tm.triple)))
+        mod = llvm.parse_assembly(str(pool_module(tm.triple, hold)))
         mod.verify()
         obj = tm.emit_object(mod)
         cache.store(k, obj)
@@ -52,6 +54,8 @@ class _Pool:
         self._start = ctypes.CFUNCTYPE(ctypes.c_int32)(
             self.engine.get_function_address("graphc_pool_start"))
         self._stop = ctypes.CFUNCTYPE(None)(self.engine.get_function_address("graphc_pool_stop"))
+        self._stats = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_int64))(
+            self.engine.get_function_address("graphc_pool_stats"))
         self.running = self._start() == 0
         if self.running:
             atexit.register(self.stop)
@@ -60,6 +64,14 @@ class _Pool:
         if self.running:
             self.running = False
             self._stop()
+
+
+    def stats(self) -> dict[str, int]:
+        from graphc.codegen.parallel import STATS
+
+        out = (ctypes.c_int64 * len(STATS))()
+        self._stats(out)
+        return dict(zip(STATS, out, strict=True))
 
 
 _pool: _Pool | None = None
@@ -102,4 +114,13 @@ def dispatch_address() -> int:
     return _pool.run2 if _pool.running else 0
 
 
-__all__ = ["dispatch_address", "threads", "usable_cpus"]
+def stats() -> dict[str, int] | None:
+    """The pool's dispatch counters since the process started it (None when it has not):
+    ``parallel`` dispatches that ran on both threads, ``late`` ones among them (the worker's
+    half finished long after the caller's: its core was taken), ``held`` ones that ran both
+    halves on the caller because a late one came shortly before (``codegen.parallel``)."""
+    with _lock:
+        return None if _pool is None or not _pool.running else _pool.stats()
+
+
+__all__ = ["dispatch_address", "threads", "usable_cpus", "stats"]
