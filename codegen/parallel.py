@@ -36,11 +36,11 @@ the last hold's end doubles the hold (up to ``HOLD_MAX_NS``); a held dispatch wh
 takes longer than ``HOLD_BIG_NS`` ends the hold at once, since a stall costs such a task less
 than losing its second thread (a step of large GEMMs keeps both threads). Held or not, every
 part runs the same code on the same data, so results stay bit-identical. The clock is
-``CLOCK_MONOTONIC`` (a vDSO call), read three times a dispatch. Measured on that VM: the GPT
-step with the busy loop 5.55-5.77 -> 4.93-5.12 ms and mlp_small 1144 -> 664 us, and no change
-without it (GPT 2.50 against 2.53 ms). ``graphc_pool_stats`` reads the counters
-(``STATS``; ``graphc.runtime.pool.stats``); ``GRAPHC_POOL_HOLD=0`` (``options.POOL_HOLD``)
-counts but never holds.
+``CLOCK_MONOTONIC`` (a vDSO call), read three times a dispatch. Measured on that VM (GPT step
+alone in its process, alternating runs): with the busy loop 5.55-5.97 ms without the hold,
+4.51-5.12 ms with it, 4.45-4.52 ms on one thread; without the busy loop 2.53 against 2.50
+ms. ``graphc_pool_stats`` reads the counters (``STATS``; ``graphc.runtime.pool.stats``);
+``GRAPHC_POOL_HOLD=0`` (``options.POOL_HOLD``) counts but never holds.
 """
 
 from __future__ import annotations
@@ -353,7 +353,7 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     self_run = run2.append_basic_block("self_run")
     wait2 = run2.append_basic_block("wait")
     waited = run2.append_basic_block("waited")
-    late = run2.append_basic_block("late")
+    start_hold = run2.append_basic_block("start_hold")
     fin = run2.append_basic_block("fin")
     b.cbranch(mine_got, self_run, wait2)
     b.position_at_end(self_run)
@@ -393,10 +393,10 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     bal = b.select(b.icmp_signed(">", bal, i64(CREDIT_NS)), i64(CREDIT_NS), bal)
     b.store(bal, hv["balance"])
     b.cbranch(b.and_(ir.Constant(ir.IntType(1), int(hold)), b.icmp_signed("<", bal, i64(0))),
-              late, fin)
+              start_hold, fin)
     # in debt: hold for HOLD_FACTOR times the debt; a debt run up within one hold's length of
     # the last hold's end (the worker is still not getting its core) doubles that hold
-    b.position_at_end(late)
+    b.position_at_end(start_hold)
     bump(b, "n_holds")
     last_end, last_len = b.load(hv["hold_until"]), b.load(hv["hold"])
     recent = b.and_(b.icmp_signed(">", last_len, i64(0)),
@@ -412,7 +412,7 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     b.position_at_end(fin)
     b.store_atomic(ir.Constant(I32, 0), busy, "release", 4)
     b.ret_void()
-    # the counters, for tests and reports: parallel dispatches, late ones, held ones
+    # the counters (``STATS``), for tests and reports
     stats = ir.Function(mod, ir.FunctionType(VOID, [I64.as_pointer()]), "graphc_pool_stats")
     b = ir.IRBuilder(stats.append_basic_block("entry"))
     for i, name in enumerate(STATS):
