@@ -288,11 +288,17 @@ def test_rank_deficient() -> None:
     _close(linalg.matrix_rank(gc.tensor(a)), torch.linalg.matrix_rank(ta), 0, 0)
     _close(linalg.pinv(gc.tensor(a)), torch.linalg.pinv(ta), 1e-12, 1e-12)
     b = rng.standard_normal((3, 6, 2))
-    got, want = linalg.lstsq(gc.tensor(a), gc.tensor(b)), torch.linalg.lstsq(ta, torch.tensor(b))
+    # an explicit rcond: a[0]'s dependent column leaves |R[3,3]| (gelsy's pivoted QR) and its
+    # last singular value at rounding level, about a tenth of the default rcond (eps * 6),
+    # where PyTorch's threaded LAPACK has once ranked it 4 (a different solution); 1e-10
+    # decides the rank by a margin of a million either way
+    rc = 1e-10
+    got = linalg.lstsq(gc.tensor(a), gc.tensor(b), rcond=rc)
+    want = torch.linalg.lstsq(ta, torch.tensor(b), rcond=rc)
     _close(got.solution, want.solution, 1e-12, 1e-12)
     _close(got.rank, want.rank, 0, 0)
-    got = linalg.lstsq(gc.tensor(a), gc.tensor(b), driver="gelsd")
-    want = torch.linalg.lstsq(ta, torch.tensor(b), driver="gelsd")
+    got = linalg.lstsq(gc.tensor(a), gc.tensor(b), rcond=rc, driver="gelsd")
+    want = torch.linalg.lstsq(ta, torch.tensor(b), rcond=rc, driver="gelsd")
     for x, y in zip(got, want):
         _close(x, y, 1e-12, 1e-12)  # residuals empty: not every matrix has full rank
     ea = np.zeros((2, 3, 3))
