@@ -19,8 +19,8 @@ compare-and-swap on ``busy``, and a caller that finds it taken (another Python t
 another compiled step, with the GIL released) runs both parts itself. Part 1 is *claimed* with
 a compare-and-swap: if the worker has not claimed it by the time the caller finishes part 0
 (its core is busy with another process, or it is asleep), the caller runs part 1 itself. The
-worker spins ~50 µs after each task (steps issue several GEMMs back to back), then blocks in
-``futex(FUTEX_WAIT)``; ``run2`` wakes it only when it sleeps.
+worker spins ``SPIN_NS`` (100 µs, timed by the clock) after each task (steps issue kernels
+back to back), then blocks in ``futex(FUTEX_WAIT)``; ``run2`` wakes it only when it sleeps.
 
 The late-worker hold. A part the worker has claimed must be waited for, and a worker whose
 core is taken away while it runs one (another process on that core, the hypervisor stealing
@@ -52,7 +52,11 @@ from llvmlite import ir
 
 from .llvm_util import I8P, I32, I64, VOID, declare, i64
 
-_SPIN_LIMIT = 200_000  # pause iterations before sleeping (~50 µs)
+# how long the worker spins after a task before it sleeps, and how many pauses apart it reads
+# the clock meanwhile (a fixed count of 200,000 pauses was meant as ~50 us and took 5 ms on
+# Zen 4, spinning a core away after every step)
+SPIN_NS = 100_000
+SPIN_CHECK = 256
 # the late-worker hold (module docstring): the credit a run of good dispatches may bank, how
 # many times its debt a hold lasts, the longest hold; a wait counts as late (in the
 # counters only) past the caller's own half and this many ns
@@ -228,11 +232,13 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
         b.call(syscall, [ir.Constant(I64, SYS_FUTEX), gen, ir.Constant(I32, op), val,
                          ir.Constant(I8P, None)])
 
+    now = _clock_function(mod)
     # worker loop
     worker = ir.Function(mod, ir.FunctionType(I8P, [I8P]), "graphc_pool_worker")
     b = ir.IRBuilder(worker.append_basic_block("entry"))
     seen = b.alloca(I32)
     spins = b.alloca(I64)
+    spin_start = b.alloca(I64)
     b.store(ir.Constant(I32, 0), seen)
     wait = worker.append_basic_block("wait")
     check_stop = worker.append_basic_block("check_stop")
@@ -249,11 +255,19 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     b.position_at_end(check_stop)
     b.cbranch(b.icmp_unsigned("!=", b.load_atomic(stop, "acquire", 4), ir.Constant(I32, 0)),
               exit_, run)
+    # spin for SPIN_NS of time (a pause lasts 10-140 cycles, by CPU), reading the clock
+    # when the spin starts and every SPIN_CHECK pauses
     b.position_at_end(spin)
     n = b.add(b.load(spins), ir.Constant(I64, 1))
     b.store(n, spins)
+    with b.if_then(b.icmp_unsigned("==", n, ir.Constant(I64, 1))):
+        b.store(b.call(now, []), spin_start)
     b.call(pause, [])
-    b.cbranch(b.icmp_unsigned("<", n, ir.Constant(I64, _SPIN_LIMIT)), wait, sleep)
+    clock = worker.append_basic_block("clock")
+    b.cbranch(b.icmp_unsigned("==", b.and_(n, i64(SPIN_CHECK - 1)), i64(0)), clock, wait)
+    b.position_at_end(clock)
+    spent = b.sub(b.call(now, []), b.load(spin_start))
+    b.cbranch(b.icmp_signed("<", spent, i64(SPIN_NS)), wait, sleep)
     b.position_at_end(sleep)
     b.store_atomic(ir.Constant(I32, 1), sleeping, "seq_cst", 4)
     g2 = b.load_atomic(gen, "seq_cst", 4)
@@ -285,8 +299,6 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     for name, v in hv.items():
         v.initializer = ir.Constant(I64, CREDIT_NS if name == "balance" else 0)
         v.linkage = "internal"
-    now = _clock_function(mod)
-
     def bump(b: ir.IRBuilder, name: str) -> None:
         b.store(b.add(b.load(hv[name]), i64(1)), hv[name])
 
