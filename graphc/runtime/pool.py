@@ -116,9 +116,12 @@ def dispatch_address() -> int:
 
 def stats() -> dict[str, int] | None:
     """The pool's dispatch counters since the process started it (None when it has not):
-    ``parallel`` dispatches that ran on both threads, ``late`` ones among them (the worker's
-    half finished long after the caller's: its core was taken), ``held`` ones that ran both
-    halves on the caller because a late one came shortly before (``codegen.parallel``)."""
+    ``parallel`` dispatches offered to the worker (it runs part 1 unless the caller, done with
+    part 0 first, takes it back), ``late`` ones among them (the worker's half finished more
+    than the caller's own half, and 0.2 ms, after the caller's: its core was taken),
+    ``late_ns`` the time waited past the caller's own half in those, ``held`` dispatches run
+    on the caller alone during a hold and ``holds`` the holds started (the late-worker hold,
+    ``codegen.parallel``)."""
     with _lock:
         return None if _pool is None or not _pool.running else _pool.stats()
 
