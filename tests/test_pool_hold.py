@@ -1,6 +1,7 @@
 """The thread pool's late-worker hold (``codegen.parallel``): a dispatch whose worker half
 finishes long after the caller's puts the pool on one thread for a while, a long half ends
-that early, ``GRAPHC_POOL_HOLD=0`` never holds, and the counters say what happened.
+that early, ``GRAPHC_POOL_HOLD=0`` never holds, and the counters say what happened. Also:
+the idle worker stops spinning after ``SPIN_NS`` of clock time.
 
 Each case runs in a fresh process (the pool and its counters are per process) that calls the
 pool's ``run2`` through ctypes with a Python task: part 1 can be made slow (a sleep on the
@@ -14,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from graphc.codegen.parallel import CREDIT_NS, HOLD_FACTOR, HOLD_MAX_NS
+from graphc.codegen.parallel import CREDIT_NS, HOLD_FACTOR, HOLD_MAX_NS, SPIN_NS
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2
@@ -104,3 +105,22 @@ out["next"] = go()
 ''', hold=False)
     assert out["late"]["late"] == 1 and out["late"]["holds"] == 0
     assert out["next"]["held"] == 0 and out["next"]["parallel"] == 1
+
+
+def test_idle_worker_sleeps_after_spin_ns() -> None:
+    """CPU time of the process over dispatches 10 ms apart: the worker spins ``SPIN_NS``
+    (0.1 ms) after each, then sleeps. (Counting 200,000 pauses instead, it spun 5 ms on
+    Zen 4, up to 9 ms where a pause takes 140 cycles: 100-180 ms over these 20.)"""
+    out = _run('''
+import resource
+go()
+time.sleep(0.05)
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+for _ in range(20):
+    go()
+    time.sleep(0.01)
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+out["cpu_s"] = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+''')
+    assert SPIN_NS <= 200_000
+    assert out["cpu_s"] < 0.04, out
