@@ -26,7 +26,7 @@ The late-worker hold. A part the worker has claimed must be waited for, and a wo
 core is taken away while it runs one (another process on that core, the hypervisor stealing
 a VM's second vCPU) finishes it a scheduler quantum later: measured on a 2-vCPU Zen 4 VM with
 a busy loop pinned to the second CPU, such stalls averaged 3.9 ms, one every ~20 ms, and the
-GPT step ran 5.0-5.8 ms on two threads against 4.2-4.5 ms on one (its split kernels take
+GPT step ran 5.0-6.8 ms on two threads against 4.2-4.5 ms on one (its split kernels take
 5-150 µs, so one stall undoes hundreds of dispatches' gain). So ``run2`` keeps a balance in
 nanoseconds: each dispatch whose part 1 the worker ran adds ``own - wait`` (what it gained
 over running both halves on the caller; the halves are equal work), banked up to
