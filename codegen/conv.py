@@ -1747,6 +1747,51 @@ def winograd_in_float32(n: Node, wide: bool) -> bool:
     return wino_gemm.plan(f32, wide) is not None or winograd(f32, wide) is not None
 
 
+def describe(n: Node, wide: bool) -> str | None:
+    """For ``ir("fused")`` and ``graphc dump``: which of this module's kernels runs float conv
+    node ``n``, in the order ``kernel`` tries them, with its layout and register tile (the
+    batched and bf16 paths describe themselves first: ``codegen.matmul.describe``)."""
+    if n.op not in OPS or not n.dtype.is_float:
+        return None
+    p = problem(n, wide)
+    sp = None if p is not None else strided_igrad(n, wide)
+    if sp is not None:
+        t, _ = _igrad_layout(sp, wide)
+        tile = (f"{t.rm} positions x {t.nv} channel vectors" if _igrad_by_channels(sp)
+                else f"{t.rm} channels x {t.nv} position vectors")
+        empty = sum(1 for ph in sp.phases if not ph.taps)
+        zeros = f" ({empty} that no tap reaches: zeros)" if empty else ""
+        return (f"conv input grad: {len(sp.phases)} stride-1 phase GEMMs{zeros} per image "
+                f"over one zero-bordered dY grid, register tiles of {tile}")
+    wg = winograd(n, wide)
+    if wg is not None:
+        t = wg.tile(wide)
+        lay = ("a tile-major copy (rows of fewer tiles than a vector)" if wg.flat
+               else "2x2 phase grids")
+        what = "conv input grad" if wg.flip else "conv"
+        return (f"{what}: Winograd F(2x2, 3x3) per image from {lay}, blocks of "
+                f"{wg.block(wide)} tile vectors, register tiles of {t.rm} channels x {t.nv} "
+                f"tile vectors")
+    if p is None:
+        return "conv: direct loops"
+    if n.op == "conv2d_weight_grad":
+        if wgrad_by_channels(p):
+            t = wgrad_channel_tile(p, wide)
+            return (f"conv weight grad: implicit GEMM per image, dY transposed channels-last, "
+                    f"register tiles of {t.rm} taps x {t.nv} channel vectors, "
+                    f"{wgrad_block_rows(p, n.dtype.itemsize)} output rows a block")
+        t = pick_tile(p.M, p.K, wide, max_nv=12, parts=2)
+        return (f"conv weight grad: implicit GEMM over every image's grid, register tiles of "
+                f"{t.rm} channels x {t.nv} taps")
+    t, _ = igemm_layout(p, wide)
+    grid = (f"{len(p.used_phases)} of {p.s * p.s} stride-phase grids" if p.s > 1
+            else "a zero-bordered grid")
+    tile = (f"{t.rm} positions x {t.nv} channel vectors" if by_channels(p)
+            else f"{t.rm} channels x {t.nv} position vectors")
+    what = "conv input grad" if n.op == "conv2d_input_grad" else "conv"
+    return f"{what}: implicit GEMM per image from {grid}, register tiles of {tile}"
+
+
 def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
     """The kernel for a conv op: the implicit GEMM when it applies, else
     ``fallback`` (the direct loops), which debug builds always use for their bounds checks."""
@@ -1790,4 +1835,5 @@ KERNEL = register(Kernel("conv", OPS, kernel(lambda k: DIRECT[k.node.op](k)),
                          workspace=workspace_bytes, dense_operands=True))
 
 __all__ = ["Problem", "problem", "StridedIgrad", "strided_igrad", "workspace_bytes", "kernel",
+           "describe",
            "pick_tile", "OPS", "KERNEL"]

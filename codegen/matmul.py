@@ -43,12 +43,16 @@ def bf16_kernel(n: Node, wide: bool) -> Bf16Gemm | None:
     return kern if wide and kern.wide else Bf16Gemm("generic", out, False)
 
 
-def describe(n: Node, wide: bool) -> str | None:
-    """The GEMM variant a bf16 product or convolution runs on, for ``ir("fused")`` and
-    ``graphc dump``."""
+def describe(n: Node, wide: bool, debug: bool = False) -> str | None:
+    """The kernel a convolution runs as (every path, in the order ``conv.kernel`` tries
+    them; a debug build's are the bounds-checked direct loops) or the GEMM variant a bf16
+    product runs on, for ``ir("fused")`` and ``graphc dump``."""
     if n.op in conv_bf16.OPS:
+        if debug:
+            return "conv: direct loops (debug build: bounds-checked)"
         return (conv_bf16.describe(n, bf16_features()) or wino_gemm.describe(n)
-                or wino_wgrad.describe(n, wide) or conv_gemm.describe(n))
+                or wino_wgrad.describe(n, wide) or conv_gemm.describe(n)
+                or conv.describe(n, wide))
     kern = bf16_kernel(n, wide) if n.op == "matmul" else None
     if kern is None:
         return None

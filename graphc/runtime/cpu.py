@@ -401,7 +401,7 @@ class CPUExecutable(GuardMixin, Runtime):
             # the kernels' choices follow the caches the code was generated for
             with tuned_for(self.caches):
                 return format_plan(self.graph, self.lowering.plan,
-                                   lambda n: describe_matmul(n, self.wide))
+                                   lambda n: describe_matmul(n, self.wide, self.debug))
 
         return {"fused": fused,
                 "llvm": lambda: str(self.mod) + self._lib_text(str),
