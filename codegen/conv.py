@@ -1750,7 +1750,10 @@ def winograd_in_float32(n: Node, wide: bool) -> bool:
 def describe(n: Node, wide: bool) -> str | None:
     """For ``ir("fused")`` and ``graphc dump``: which of this module's kernels runs float conv
     node ``n``, in the order ``kernel`` tries them, with its layout and register tile (the
-    batched and bf16 paths describe themselves first: ``codegen.matmul.describe``)."""
+    batched and bf16 paths describe themselves first: ``codegen.matmul.describe``). From the
+    node alone: the one choice made at emission from operand strides (a weight gradient of
+    the position-vector form whose ``dY`` rows are not contiguous takes the direct loops) is
+    described as planned."""
     if n.op not in OPS or not n.dtype.is_float:
         return None
     p = problem(n, wide)
