@@ -294,8 +294,7 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
 
     # the late-worker hold (see the module docstring): i64 nanosecond clocks and counters
     hv = {n: ir.GlobalVariable(mod, I64, f"pool_{n}") for n in
-          ("hold_until", "hold", "balance", "n_parallel", "n_late", "n_held", "late_ns",
-           "n_holds")}
+          ("hold_until", "hold", "balance") + STATS}
     for name, v in hv.items():
         v.initializer = ir.Constant(I64, CREDIT_NS if name == "balance" else 0)
         v.linkage = "internal"
@@ -330,7 +329,7 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     # held: both halves here; a half longer than HOLD_BIG_NS ends the hold (a stall of the
     # worker costs such a task less than running it on one thread)
     b.position_at_end(held)
-    bump(b, "n_held")
+    bump(b, "held")
     b.call(task, [ctx, ir.Constant(I64, 0)])
     big = b.icmp_signed(">", b.sub(b.call(now, []), t0), i64(HOLD_BIG_NS))
     with b.if_then(big):
@@ -340,7 +339,7 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     b.call(task, [ctx, ir.Constant(I64, 1)])
     b.ret_void()
     b.position_at_end(par)
-    bump(b, "n_parallel")
+    bump(b, "parallel")
     b.store(task, task_g)
     b.store(ctx, ctx_g)
     mine = b.add(b.load_atomic(gen, "acquire", 4), ir.Constant(I32, 1))
@@ -397,7 +396,7 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     credit = run2.append_basic_block("credit")
     b.cbranch(b.icmp_signed(">", wait_ns, bound), count_late, credit)
     b.position_at_end(count_late)
-    bump(b, "n_late")
+    bump(b, "late")
     b.store(b.add(b.load(hv["late_ns"]), b.sub(wait_ns, own)), hv["late_ns"])
     b.branch(credit)
     b.position_at_end(credit)
@@ -409,7 +408,7 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     # in debt: hold for HOLD_FACTOR times the debt; a debt run up within one hold's length of
     # the last hold's end (the worker is still not getting its core) doubles that hold
     b.position_at_end(start_hold)
-    bump(b, "n_holds")
+    bump(b, "holds")
     last_end, last_len = b.load(hv["hold_until"]), b.load(hv["hold"])
     recent = b.and_(b.icmp_signed(">", last_len, i64(0)),
                     b.icmp_signed("<", b.sub(t2, last_end), last_len))
@@ -428,8 +427,7 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     stats = ir.Function(mod, ir.FunctionType(VOID, [I64.as_pointer()]), "graphc_pool_stats")
     b = ir.IRBuilder(stats.append_basic_block("entry"))
     for i, name in enumerate(STATS):
-        b.store(b.load(hv["n_" + name if name != "late_ns" else name]),
-                b.gep(stats.args[0], [i64(i)]))
+        b.store(b.load(hv[name]), b.gep(stats.args[0], [i64(i)]))
     b.ret_void()
     # start / stop
     pthread_create = declare(mod, "pthread_create", I32, [I64.as_pointer(), I8P,
