@@ -9,7 +9,9 @@ alternate between the systems, and the table reports medians of per-step times a
 percentage of the sgemm rate measured at the start of the run (numpy's BLAS at 1024^3 with the
 same thread count). Every system gets the same threads; with ``--threads 1`` the whole process
 is pinned to one CPU, so runtimes with their own thread pools (XLA) cannot use more.
-Machines are noisy: read medians and ratios.
+Each timed block follows an untimed warm-up of the same system (``SETTLE_SECONDS``), so it
+does not pay for the other system's threads still spinning. Machines are noisy: read medians
+and ratios.
 """
 
 from __future__ import annotations
@@ -101,7 +103,24 @@ def _sgemm_rate() -> float:
     return best
 
 
+# Before each timed block a system runs untimed for at least this long. The blocks alternate
+# between systems, and PyTorch's OpenMP threads spin (GOMP_SPINCOUNT: 300,000 pauses, 7.5 ms
+# measured on a Zen 4 host) after each of its parallel regions: a graphc block that started
+# straight after a PyTorch block shared the second CPU with that spinning thread (mlp_large on
+# two threads, blocks of 4 steps: 14.3 ms against 12.4 ms with this warm-up). Each system gets
+# the same warm-up, so neither times the other's leftovers.
+SETTLE_SECONDS = 0.015
+
+
+def _settle(fn: Any) -> None:
+    end = time.perf_counter() + SETTLE_SECONDS
+    fn()
+    while time.perf_counter() < end:
+        fn()
+
+
 def _time_block(fn: Any, n: int) -> float:
+    _settle(fn)
     t = time.perf_counter()
     for _ in range(n):
         fn()

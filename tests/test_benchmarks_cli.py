@@ -102,3 +102,23 @@ def test_compile_time_seed_prints_the_cpu_the_times_and_the_phases():
         assert f"\n{phase} " in cold_table, phase
     assert "disk cache: miss" in cold_table
     assert "disk cache: hit" in out.split("graphc disk-cached compile per phase")[1]
+
+
+def test_each_timed_block_follows_a_warm_up_of_its_own_system():
+    """A timed block starts only after its system ran untimed for ``SETTLE_SECONDS``: the
+    other system's spinning threads (PyTorch's OpenMP team) are not billed to it."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks import __main__ as bm
+    finally:
+        sys.path.remove(str(ROOT))
+    calls: list[float] = []
+
+    def step() -> None:
+        calls.append(bm.time.perf_counter())
+
+    start = bm.time.perf_counter()
+    bm._time_block(step, 3)
+    warm = calls[:-3]
+    assert len(warm) >= 1
+    assert calls[-3] - start >= bm.SETTLE_SECONDS
