@@ -630,13 +630,16 @@ def _spill(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value) -> ir.Value:
     return p
 
 
-def _unspill(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value) -> None:
-    """The accumulators loaded back from ``buf`` in ``_spill``'s layout."""
+def _spill_add(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value) -> None:
+    """``buf += accs`` in ``_spill``'s layout: a block's partial sums added to the sums of
+    the blocks before it."""
     p = b.bitcast(buf, vec.elt.as_pointer())
     nv = len(accs[0])
     for i, row in enumerate(accs):
         for j, acc in enumerate(row):
-            b.store(vec.load(_gep(b, p, i64((i * nv + j) * vec.lanes))), acc)
+            q = _gep(b, p, i64((i * nv + j) * vec.lanes))
+            b.store(b.fadd(vec.load(q), b.load(acc)),
+                    b.bitcast(q, vec.vt.as_pointer()), align=4)
 
 
 @contextmanager
@@ -886,12 +889,17 @@ def _emit_wgrad_channels(k: Any, p: Problem, elt: ir.Type, xp: ir.Value,
     ``[position][channel]``, then blocks of output rows (``wgrad_block_rows``), every tile
     through a block before the next: for each position ``NV`` vector loads of the
     transposed ``dY`` and ``RK`` broadcast grid elements (only real positions: no lanes
-    past ``OW``). A tile keeps its accumulators in the part's ``acc`` between blocks. So an
-    image's operands are built just before they are used, while they are in L2 (building
-    every image's first, as the position-vector path does, streamed 17 MB from memory for
-    16 channels at 64x64, batch 32), and the workspace does not grow with the batch. Each
-    ``dW`` element is a running sum over each part's images, rows and columns in order,
-    then the two parts added: it depends on the shapes only, never on the thread count."""
+    past ``OW``). A tile's accumulators start each block at zero and are added to the
+    part's ``acc`` at its end. So an image's operands are built just before they are used,
+    while they are in L2 (building every image's first, as the position-vector path does,
+    streamed 17 MB from memory for 16 channels at 64x64, batch 32), and the workspace does
+    not grow with the batch. Each ``dW`` element is a sum over each part's blocks (images,
+    then blocks of rows, in order) of each block's running sum over its positions, then the
+    two parts added: it depends on the shapes only, never on the thread count. Summing in
+    two levels keeps the rounding error of ``n`` products near ``(n / blocks + blocks) *
+    eps`` instead of ``n * eps``: a 7x2 kernel's weight gradient over 31 images of 57x61
+    positions (98k products an element) measured 9.6x PyTorch's float32 error against a
+    float64 result with one running sum, 1.4-1.6x with block sums."""
     b = k.b
     K, mp = p.K, _mpad(p)
     t = wgrad_channel_tile(p, k.L.wide)
@@ -930,7 +938,9 @@ def _emit_wgrad_channels(k: Any, p: Problem, elt: ir.Type, xp: ir.Value,
                     tacc = _gep(tb, acc, _mul(tb, ti, per_tile))
                     xb = [_gep(tb, grid, o) for o in _tap_offsets(tb, offs, k0, t.rm, K)]
                     yb = [_gep(tb, dyt, c) for c in _channel_columns(tb, m0, t.nv, p.lanes, mp)]
-                    _unspill(tb, vec, accs, tacc)
+                    for row in accs:
+                        for a in row:
+                            tb.store(vec.zero, a)
                     with for_range(tb, r0, r1, name="woh") as oh:
                         with for_range(tb, i64(0), i64(p.OW), name="wow") as ow:
                             q = _add(tb, _mul(tb, oh, p.OW), ow)
@@ -942,7 +952,7 @@ def _emit_wgrad_channels(k: Any, p: Problem, elt: ir.Type, xp: ir.Value,
                                     tb.store(tb.call(vec.fma, [xs[i], dys[j],
                                                                tb.load(accs[i][j])]),
                                              accs[i][j])
-                    _spill(tb, vec, accs, tacc)
+                    _spill_add(tb, vec, accs, tacc)
         task.finish()
         task.dispatch(b.and_(big, b.icmp_signed(">=", nimg, i64(2))))
         # dW[m, k] from both parts' tiles, part 0 first

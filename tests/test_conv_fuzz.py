@@ -1,0 +1,145 @@
+"""Random convolution geometries against PyTorch (hypothesis).
+
+``test_conv.py`` pins the geometries each kernel path was written for. Here hypothesis draws
+them: batch, channels, groups, kernel size (1x1 to 7x7, unequal sides), strides (equal and
+not), padding (none to past the kernel), dilation, and a second batch size the compiled
+function runs at (the batch is symbolic). Each draw compiles the forward, input-gradient and
+weight-gradient kernels, runs them at both batch sizes and compares them with PyTorch's
+``conv2d`` / ``conv2d_input`` / ``conv2d_weight`` in float64. The draws reach every path of
+``codegen.conv`` (implicit GEMMs from a grid or from stride-phase grids, channel- and
+position-vector tiles, per-image and batched Winograd, the strided input gradient's phase
+GEMMs, both weight-gradient forms, the direct loops) and, with the pool, the two-thread splits.
+
+Tolerance for float32: an output may differ from the float64 result by 4x PyTorch's own
+float32 error at that output's tensor, plus ``2e-6 * sqrt(n)`` for ``n`` products summed
+per element. A wrong tap, channel or image is off by about one product (order 1 here), far
+outside it; a summation order that loses more than a few bits (a single running sum over
+100k products) fails it, as ``test_long_weight_gradient_sums_stay_accurate`` pins.
+
+Profiles as in ``test_fuzz.py``: ``ci`` (default) and ``long``
+(``HYPOTHESIS_PROFILE=long pytest tests/test_conv_fuzz.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+from _torch import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import graphc as gc
+from graphc.tensor import Tensor, builder
+
+settings.register_profile("conv-ci", max_examples=14, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow,
+                                                 HealthCheck.data_too_large])
+settings.register_profile("conv-long", max_examples=300, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow,
+                                                 HealthCheck.data_too_large])
+PROFILE = "conv-long" if os.environ.get("HYPOTHESIS_PROFILE") == "long" else "conv-ci"
+
+
+def _op(name: str, *xs: Tensor, **attrs: Any) -> Tensor:
+    return Tensor._wrap(builder().op(name, [x.node for x in xs], **attrs))
+
+
+@st.composite
+def geometries(draw: Any, width: list[int], size: int, batch: int) -> dict[str, Any]:
+    """A convolution whose output has at least one position, with PyTorch's arguments."""
+    g = draw(st.sampled_from([1, 1, 1, 2, 4]))
+    c = g * draw(st.sampled_from(width))
+    o = g * draw(st.sampled_from(width))
+    kh = draw(st.sampled_from([1, 2, 3, 3, 3, 5, 7]))
+    kw = draw(st.sampled_from([kh, kh, kh, 1, 2, 3, 5]))
+    sh = draw(st.sampled_from([1, 1, 2, 2, 3]))
+    sw = draw(st.sampled_from([sh, sh, sh, 1, 2]))
+    dh = draw(st.sampled_from([1, 1, 1, 2]))
+    dw = draw(st.sampled_from([dh, dh, dh, 1, 2]))
+    ph = draw(st.integers(0, kh))
+    pw = draw(st.sampled_from([ph, ph, *range(kw + 1)]))
+    h = draw(st.integers(max(1, (kh - 1) * dh + 1 - 2 * ph), size))
+    w = draw(st.integers(max(1, (kw - 1) * dw + 1 - 2 * pw), size))
+    batches = (draw(st.integers(1, batch)), draw(st.integers(1, batch)))
+    dtype = draw(st.sampled_from([np.float32] * 5 + [np.float64]))
+    return dict(c=c, o=o, hw=(h, w), kernel=(kh, kw), batches=batches, dtype=dtype,
+                attrs=dict(stride=(sh, sw), padding=(ph, pw), dilation=(dh, dw), groups=g))
+
+
+def _error(got: Any, ref: Any) -> float:
+    got = np.asarray(got)
+    assert got.shape == tuple(ref.shape)
+    return float(np.max(np.abs(got - ref.numpy()))) if got.size else 0.0
+
+
+def check_geometry(geom: dict[str, Any], seed: int = 0) -> None:
+    """Compile the three kernels for ``geom`` and compare them at both batch sizes."""
+    c, o, (h, w), ker = geom["c"], geom["o"], geom["hw"], geom["kernel"]
+    attrs, dtype = geom["attrs"], geom["dtype"]
+    g = attrs["groups"]
+    rng = np.random.default_rng(seed)
+    wn = rng.standard_normal((o, c // g) + ker).astype(dtype)
+    wt = gc.tensor(wn)
+    tw = torch.tensor(wn, dtype=torch.float64)
+    f32 = dtype == np.float32
+    fns: dict[str, Any] = {}
+    for batch in geom["batches"]:
+        x = rng.standard_normal((batch, c, h, w)).astype(dtype)
+        tx = torch.tensor(x, dtype=torch.float64)
+        refs = {"fwd": torch.nn.functional.conv2d(tx, tw, **attrs)}
+        gy = rng.standard_normal(tuple(refs["fwd"].shape)).astype(dtype)
+        tgy = torch.tensor(gy, dtype=torch.float64)
+        refs["igrad"] = torch.nn.grad.conv2d_input(tx.shape, tw, tgy, **attrs)
+        refs["wgrad"] = torch.nn.grad.conv2d_weight(tx, tw.shape, tgy, **attrs)
+        if not fns:
+            fns["fwd"] = gc.compile(lambda a: _op("conv2d", a, wt, **attrs), example_args=(x,))
+            fns["igrad"] = gc.compile(
+                lambda q: _op("conv2d_input_grad", q, wt, input_shape=(q.shape[0], c, h, w),
+                              **attrs), example_args=(gy,))
+            fns["wgrad"] = gc.compile(
+                lambda a, q: _op("conv2d_weight_grad", a, q, weight_shape=wn.shape, **attrs),
+                example_args=(x, gy))
+        got = {"fwd": fns["fwd"](x), "igrad": fns["igrad"](gy), "wgrad": fns["wgrad"](x, gy)}
+        t32 = {}
+        if f32:  # PyTorch's own float32 error at each tensor
+            t32 = {"fwd": torch.nn.functional.conv2d(tx.float(), tw.float(), **attrs),
+                   "igrad": torch.nn.grad.conv2d_input(tx.shape, tw.float(), tgy.float(),
+                                                       **attrs),
+                   "wgrad": torch.nn.grad.conv2d_weight(tx.float(), tw.shape, tgy.float(),
+                                                        **attrs)}
+        oh, ow = refs["fwd"].shape[2:]
+        terms = {"fwd": c // g * ker[0] * ker[1], "igrad": o // g * ker[0] * ker[1],
+                 "wgrad": batch * oh * ow}
+        for what in ("fwd", "igrad", "wgrad"):
+            err = _error(got[what], refs[what])
+            if f32:
+                tol = 4 * _error(t32[what].double(), refs[what]) + 2e-6 * terms[what] ** 0.5
+            else:
+                tol = 1e-12 * terms[what]
+            assert err <= tol, (what, batch, err, tol)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(geometries(width=[1, 2, 3, 4, 6, 8, 12, 16, 24, 32], size=40, batch=9))
+def test_random_small_convolutions_match_torch(geom: dict[str, Any]) -> None:
+    check_geometry(geom)
+
+
+@settings(settings.get_profile(PROFILE), max_examples=settings.get_profile(PROFILE)
+          .max_examples // 2)
+@given(geometries(width=[8, 16, 24, 32, 48, 64, 96, 128], size=48, batch=16))
+def test_random_wide_convolutions_match_torch(geom: dict[str, Any]) -> None:
+    """Widths where the batched and channel-vector paths and the two-thread splits take
+    over."""
+    check_geometry(geom)
+
+
+def test_long_weight_gradient_sums_stay_accurate() -> None:
+    """A 7x2 weight gradient over 31 images of 57x61 positions: 108k products per element.
+    Its channel-vector kernel kept one running sum per element over all of them (float32
+    error 9.6x PyTorch's against float64); it now adds per-block sums (1.4-1.6x)."""
+    geom = dict(c=128, o=32, hw=(50, 58), kernel=(7, 2), batches=(31,), dtype=np.float32,
+                attrs=dict(stride=(1, 1), padding=(4, 4), dilation=(1, 1), groups=1))
+    check_geometry(geom, seed=1)
