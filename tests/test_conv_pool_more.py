@@ -153,8 +153,58 @@ def test_adaptive_max_pool2d_indices() -> None:
     gv, gi = F.adaptive_max_pool2d(gc.tensor(X2), (5, 2), return_indices=True)
     tv, ti = TF.adaptive_max_pool2d(torch.tensor(X2), (5, 2), return_indices=True)
     np.testing.assert_array_equal(gi.numpy(), ti.numpy())
-    with pytest.raises(NotImplementedError, match="return_indices"):
-        F.adaptive_max_pool2d(gc.tensor(X2), (4, 4), return_indices=True)
+    # output sizes that do not divide the input: the gathered windows give indices too
+    gv, gi = F.adaptive_max_pool2d(gc.tensor(X2), (4, 4), return_indices=True)
+    tv, ti = TF.adaptive_max_pool2d(torch.tensor(X2), (4, 4), return_indices=True)
+    np.testing.assert_array_equal(gi.numpy(), ti.numpy())
+    np.testing.assert_array_equal(gv.numpy(), tv.numpy())
+
+
+ADAPTIVE_MAX = [
+    (F.adaptive_max_pool1d, TF.adaptive_max_pool1d, (2, 3, 11), 4),
+    (F.adaptive_max_pool2d, TF.adaptive_max_pool2d, (2, 3, 7, 9), (3, 4)),
+    (F.adaptive_max_pool2d, TF.adaptive_max_pool2d, (2, 3, 7, 9), (7, 3)),  # divides: max_pool
+    (F.adaptive_max_pool3d, TF.adaptive_max_pool3d, (2, 2, 5, 6, 7), (2, 4, 3)),
+]
+
+
+@pytest.mark.parametrize("gfn,tfn,shape,size", ADAPTIVE_MAX, ids=["1d", "2d", "2d-div", "3d"])
+@pytest.mark.parametrize("nan", [False, True], ids=["ties", "nan"])
+def test_adaptive_max_pool_ties_and_nan_route_like_aten(gfn: Any, tfn: Any, shape: tuple,
+                                                        size: Any, nan: bool) -> None:
+    """Tied maxima (a ReLU's zeros) send the whole gradient to the first one and a window
+    with NaNs keeps its last NaN, as ATen's index-based kernels do: values, indices and
+    gradients equal PyTorch's, eagerly and compiled. The gathered-window path used to reduce
+    with ``amax``, whose gradient splits among ties: a ResNet head's ``AdaptiveMaxPool2d``
+    after a ReLU trained differently from PyTorch."""
+    x = np.maximum(np.round(_rng.standard_normal(shape) * 2) / 2, 0).astype(np.float32)
+    if nan:
+        x.reshape(-1)[::13] = np.nan
+    w = _r(*tfn(torch.tensor(x), size).shape)
+    tx = torch.tensor(x, requires_grad=True)
+    tv, ti = tfn(tx, size, return_indices=True)
+    (tv * torch.tensor(w)).nan_to_num().sum().backward()
+    gx = gc.tensor(x, requires_grad=True)
+    gv, gi = gfn(gx, size, return_indices=True)
+    (gv * gc.tensor(w)).nan_to_num().sum().backward()
+    np.testing.assert_array_equal(gi.numpy(), ti.numpy())
+    np.testing.assert_array_equal(gv.numpy(), tv.detach().numpy())
+    np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)
+    p = nn.Parameter(gc.tensor(np.ones(shape[1:], np.float32)))
+
+    @gc.compile
+    def step(a: Any, wt: Any) -> Any:
+        p.grad = None
+        v, i = gfn(a * p, size, return_indices=True)
+        (v * wt).nan_to_num().sum().backward()
+        return v, i
+
+    cv, ci = step(gc.tensor(x), gc.tensor(w))
+    np.testing.assert_array_equal(ci.numpy(), ti.numpy())
+    np.testing.assert_array_equal(cv.numpy(), tv.detach().numpy())
+    tp = torch.ones(shape[1:], requires_grad=True)
+    (tfn(torch.tensor(x) * tp, size) * torch.tensor(w)).nan_to_num().sum().backward()
+    np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("size", [1, 3, 4, 9, 12])
@@ -363,3 +413,31 @@ def test_conv_padding_mode_errors() -> None:
         nn.Conv2d(2, 2, 3, padding_mode="mirror")
     with pytest.raises(ValueError, match="zeros"):
         nn.ConvTranspose2d(2, 2, 3, padding_mode="reflect")
+
+
+POOL_ERRORS = [
+    {"kernel_size": 0}, {"kernel_size": 2, "stride": 0}, {"kernel_size": -1},
+    {"kernel_size": 2, "stride": -1}, {"kernel_size": 2, "padding": -1},
+    {"kernel_size": 3, "padding": (2, 0)}, {"kernel_size": (3, 5), "padding": (0, 3)},
+    {"kernel_size": 6}, {"kernel_size": 5, "stride": 2, "padding": 2, "dilation": 3},
+    {"kernel_size": 2, "dilation": 0}, {"kernel_size": 3, "dilation": 3},
+    {"kernel_size": (3, 5), "padding": (0, 3), "dilation": 2},
+]
+
+
+@pytest.mark.parametrize("kw", POOL_ERRORS, ids=str)
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pool2d_argument_errors_are_atens(kind: str, kw: dict) -> None:
+    """A zero stride or dilation, a negative or too large padding, a non-positive kernel
+    and an empty output raise ATen's RuntimeError with its words, before anything is built.
+    Before, ``max_pool2d`` returned an empty tensor for an empty output and pooled with a
+    zero dilation; a zero stride ended in a ZeroDivisionError."""
+    if kind == "avg" and "dilation" in kw:
+        return
+    gfn, tfn = (F.max_pool2d, TF.max_pool2d) if kind == "max" else (F.avg_pool2d, TF.avg_pool2d)
+    x = np.zeros((1, 2, 5, 5), np.float32)
+    with pytest.raises(RuntimeError) as want:
+        tfn(torch.tensor(x), **kw)
+    with pytest.raises(RuntimeError) as got:
+        gfn(gc.tensor(x), **kw)
+    assert str(got.value) == str(want.value)

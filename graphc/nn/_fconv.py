@@ -87,10 +87,47 @@ def _pool_args(kernel_size: Any, stride: Any, padding: Any) -> tuple[tuple, tupl
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) \
         else pair(stride, "stride")
     p = pair(padding, "padding")
-    if p[0] > k[0] // 2 or p[1] > k[1] // 2:
-        raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
-                           f"pad={p}, kernel_size={k}")
     return k, s, p
+
+
+def _c_half(v: int) -> int:
+    """``v / 2`` in C++ (truncated toward zero), as ATen's checks divide."""
+    return -(-v // 2) if v < 0 else v // 2
+
+
+def pool_checks(x: Tensor, k: tuple, s: tuple, p: tuple, d: tuple, ceil_mode: bool) -> None:
+    """The argument errors ATen's 2-D max and average pools raise, in its order and words
+    (``pooling_output_shape`` per dim, then ``pool2d_shape_check``), raised before the pool
+    is built: a zero stride, a zero dilation or an empty output would otherwise divide by
+    zero here or give an empty or wrong result. ``x`` is batched (N, C, H, W)."""
+    for i in range(2):
+        if s[i] == 0:
+            raise RuntimeError("stride should not be zero")
+        if p[i] < 0:
+            raise RuntimeError(f"pad must be non-negative, but got pad: {p[i]}")
+        if p[i] > _c_half((k[i] - 1) * d[i] + 1):
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but "
+                               f"got pad={p[i]}, kernel_size={k[i]} and dilation={d[i]}")
+    if min(k) <= 0:
+        raise RuntimeError(f"kernel size should be greater than zero, but got kH: {k[0]} "
+                           f"kW: {k[1]}")
+    if min(s) <= 0:
+        raise RuntimeError(f"stride should be greater than zero, but got dH: {s[0]} "
+                           f"dW: {s[1]}")
+    if min(d) <= 0:
+        raise RuntimeError(f"dilation should be greater than zero, but got dilationH: "
+                           f"{d[0]} dilationW: {d[1]}")
+    if _c_half(k[1]) < p[1] or _c_half(k[0]) < p[0]:
+        raise RuntimeError(f"pad should be smaller than or equal to half of kernel size, but "
+                           f"got padW = {p[1]}, padH = {p[0]}, kW = {k[1]}, kH = {k[0]}")
+    ins = list(x.shape[2:])
+    if not all(isinstance(v, int) for v in ins):
+        return
+    outs = [sh.conv_out(ins[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(2)]
+    if min(outs) < 1:
+        c = sh.fmt_dim(x.shape[1])
+        raise RuntimeError(f"Given input size: ({c}x{ins[0]}x{ins[1]}). Calculated output "
+                           f"size: ({c}x{outs[0]}x{outs[1]}). Output size is too small")
 
 
 def max_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
@@ -100,6 +137,7 @@ def max_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
     x, unbatched = _batched(T.as_tensor(input), "max_pool2d")
     k, s, p = _pool_args(kernel_size, stride, padding)
     d = pair(dilation, "dilation")
+    pool_checks(x, k, s, p, d, ceil_mode)
     b = builder()
     idx = Tensor._wrap(b.op("pool_argmax", (x.node,), kernel=k, stride=s, padding=p,
                             dilation=d, ceil_mode=bool(ceil_mode)))
@@ -131,6 +169,7 @@ def avg_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
     """Average pooling as a depthwise ones-kernel ``conv2d`` divided by the window counts."""
     x, unbatched = _batched(T.as_tensor(input), "avg_pool2d")
     k, s, p = _pool_args(kernel_size, stride, padding)
+    pool_checks(x, k, s, p, (1, 1), ceil_mode)
     n, c, h, w = x.shape
     if p == (0, 0) and (h, w) == k:
         # one window over the whole map (global average pooling, ``AdaptiveAvgPool2d(1)``):
@@ -345,10 +384,66 @@ def adaptive_avg_pool1d(input: Any, output_size: Any) -> Tensor:
                                ).squeeze(-2)
 
 
+def window_winner(g: Tensor) -> Tensor:
+    """Per window (the last dim of ``g``, in ATen's scan order): the position ATen's max-pool
+    loops keep (``val > maxVal || isnan(val)`` from ``-inf``): the last NaN if any, else
+    the first maximum (an all ``-inf`` window keeps its first element). One integer
+    ``amax`` of a key that ranks NaNs above maxima, later NaNs and earlier maxima first.
+    Gathering the value from there sends the whole gradient to that one element, as ATen's
+    index-based backward does (``amax`` splits it among tied maxima)."""
+    k = int(g.shape[-1])
+    j = T.as_tensor(np.arange(k, dtype=np.int64).reshape((1,) * (g.ndim - 1) + (k,)))
+    hit = g == T.amax(g, -1, keepdim=True)
+    key = T.where(g != g, j + k, T.where(hit, (k - 1) - j, -1))
+    best = T.amax(key, -1, keepdim=True)
+    return T.where(best >= k, best - k, (k - 1) - best)
+
+
+def adaptive_max(x: Tensor, outs: list[int], return_indices: bool) -> Any:
+    """Adaptive max pooling over the last ``len(outs)`` dims of ``x`` (static sizes), as
+    ATen's ``adaptive_max_pool{1,2,3}d`` kernels compute it: each output's window
+    ``[floor(i·in/out), ceil((i+1)·in/out))`` per dim, scanned in row-major order, keeps
+    the last NaN or else the first maximum (``window_winner``); the index is the flat
+    position in the pooled plane (``h * W + w`` in 2-D). Every window is gathered from the
+    flattened plane through a constant table (windows shorter than the longest repeat
+    their last position, after the real ones, so the winner is unchanged), and the value
+    is gathered once more from the winner's position: the gradient reaches that one
+    element."""
+    nd = len(outs)
+    ins = [int(v) for v in x.shape[x.ndim - nd:]]
+    lead = list(x.shape[:x.ndim - nd])
+    per_dim = []
+    for n_in, n_out in zip(ins, outs):
+        starts = [(i * n_in) // n_out for i in range(n_out)]
+        ends = [-(-((i + 1) * n_in) // n_out) for i in range(n_out)]
+        width = max([e - b for b, e in zip(starts, ends)], default=1)
+        per_dim.append(np.array([[min(b + j, e - 1) for j in range(width)]
+                                 for b, e in zip(starts, ends)], np.int64).reshape(n_out,
+                                                                                  width))
+    strides = [int(np.prod(ins[d + 1:], dtype=np.int64)) for d in range(nd)]
+    # table[o_1..o_nd, j_1..j_nd] = sum_d per_dim[d][o_d, j_d] * stride_d, then flattened
+    # to (outputs, window) with the window dims in row-major order
+    table = np.zeros([*outs, *[t.shape[1] for t in per_dim]], np.int64)
+    for d, t in enumerate(per_dim):
+        shape = [1] * (2 * nd)
+        shape[d], shape[nd + d] = t.shape
+        table = table + (t * strides[d]).reshape(shape)
+    n_out_all = int(np.prod(outs, dtype=np.int64))
+    table = table.reshape(n_out_all, int(np.prod([t.shape[1] for t in per_dim])))
+    plane = int(np.prod(ins, dtype=np.int64))
+    flat = x.reshape(*lead, plane)
+    g = _take(flat, len(lead), table.reshape(-1)).reshape(*lead, n_out_all, table.shape[1])
+    win = window_winner(g)
+    pos = T.gather(T.as_tensor(table).expand(*lead, n_out_all, table.shape[1]), len(lead) + 1,
+                   win).squeeze(-1)
+    vals = T.gather(flat, len(lead), pos).reshape(*lead, *outs)
+    return (vals, pos.reshape(*lead, *outs)) if return_indices else vals
+
+
 def adaptive_max_pool2d(input: Any, output_size: Any, return_indices: bool = False) -> Any:
     """``torch.nn.functional.adaptive_max_pool2d``: a ``max_pool2d`` when the output divides
-    the input; otherwise each window is gathered (the last index repeated to a common width)
-    and reduced with ``amax``, one spatial dim after the other."""
+    the input, otherwise ``adaptive_max`` (the windows gathered, the winner ATen's loop
+    keeps, the gradient to it alone; indices included)."""
     x = T.as_tensor(input)
     if x.ndim not in (3, 4):
         raise RuntimeError(f"adaptive_max_pool2d: expected 3D or 4D input, got shape "
@@ -358,21 +453,7 @@ def adaptive_max_pool2d(input: Any, output_size: Any, return_indices: bool = Fal
     if all(o > 0 and i % o == 0 for i, o in zip(ins, outs)):
         k = tuple(i // o for i, o in zip(ins, outs))
         return max_pool2d(x, k, k, return_indices=return_indices)
-    if return_indices:
-        raise NotImplementedError("adaptive_max_pool2d: return_indices=True needs the output "
-                                  "size to divide the input size")
-    for ax, (n_in, n_out) in enumerate(zip(ins, outs)):
-        axis = x.ndim - 2 + ax
-        starts = [(i * n_in) // n_out for i in range(n_out)]
-        ends = [-(-((i + 1) * n_in) // n_out) for i in range(n_out)]
-        width = max(e - s for s, e in zip(starts, ends))
-        idx = np.array([[min(s + j, e - 1) for j in range(width)]
-                        for s, e in zip(starts, ends)], np.int64)
-        g = _take(x, axis, idx.reshape(-1))
-        shape = list(g.shape)
-        shape[axis:axis + 1] = [n_out, width]
-        x = T.amax(g.reshape(shape), axis + 1)
-    return x
+    return adaptive_max(x, outs, return_indices)
 
 
 def _src_index(n_in: int, n_out: int, scale: float | None, align_corners: bool,

@@ -16,8 +16,9 @@ the derivatives and both backends' kernels are those of the 2-D ops.
   ``(kD, 1)`` window over ``(D, Ho*Wo)``. PyTorch's window rules (padding, dilation,
   ceil mode, the divisor of ``count_include_pad``) are per dimension, and the two ``argmax``
   stages pick the first maximum in (d, h, w) order as PyTorch does, so the indices compose.
-* adaptive pools reduce one axis at a time (a reshape when the size divides, otherwise
-  PyTorch's windows as a constant averaging matrix, or gathered windows and ``amax``).
+* adaptive average pools reduce one axis at a time (a reshape when the size divides,
+  otherwise PyTorch's windows as a constant averaging matrix); adaptive max pools gather
+  each whole window and keep the element ATen's loop keeps (``_fconv.adaptive_max``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..tensor import Tensor
 from ._fconv import (
     _adaptive_matrix,
     _along,
-    _take,
+    adaptive_max,
     avg_pool2d,
     conv2d,
     conv_transpose2d,
@@ -453,8 +454,8 @@ def adaptive_avg_pool3d(input: Any, output_size: Any) -> Tensor:  # noqa: A002
 def adaptive_max_pool3d(input: Any, output_size: Any,  # noqa: A002
                         return_indices: bool = False) -> Any:
     """``torch.nn.functional.adaptive_max_pool3d``: ``max_pool3d`` when the output size
-    divides the input size (indices included); otherwise one spatial dim at a time, each
-    window gathered (its last index repeated to a common width) and reduced with ``amax``."""
+    divides the input size, otherwise ``adaptive_max`` (each window gathered whole, the
+    winner ATen's loop keeps, the gradient to it alone); indices either way."""
     x, unbatched = _adaptive_input(T.as_tensor(input), "adaptive_max_pool3d", ":")
     outs = _adaptive_sizes(x, output_size,
                            "adaptive_max_pool3d(): internal error: output_size.size() must be 3")
@@ -462,28 +463,11 @@ def adaptive_max_pool3d(input: Any, output_size: Any,  # noqa: A002
     if all(i % o == 0 for i, o in zip(ins, outs)):
         kernel = tuple(i // o for i, o in zip(ins, outs))
         res = max_pool3d(x, kernel, kernel, return_indices=return_indices)
-        if unbatched:
-            return tuple(r.squeeze(0) for r in res) if return_indices else res.squeeze(0)
-        return res
-    if return_indices:
-        raise NotImplementedError("adaptive_max_pool3d: return_indices=True needs the output "
-                                  "size to divide the input size")
-    for axis, n_in, n_out in zip((2, 3, 4), ins, outs):
-        if n_in == n_out:
-            continue
-        if n_in % n_out == 0:
-            x = T.amax(_split(x, axis, n_out), axis + 1)
-            continue
-        starts = [(i * n_in) // n_out for i in range(n_out)]
-        ends = [-(-((i + 1) * n_in) // n_out) for i in range(n_out)]
-        width = max(e - b for b, e in zip(starts, ends))
-        idx = np.array([[min(b + j, e - 1) for j in range(width)]
-                        for b, e in zip(starts, ends)], np.int64)
-        g = _take(x, axis, idx.reshape(-1))
-        shape = [-1 if a == 0 else int(v) for a, v in enumerate(g.shape)]
-        shape[axis:axis + 1] = [n_out, width]
-        x = T.amax(g.reshape(*shape), axis + 1)
-    return x.squeeze(0) if unbatched else x
+    else:
+        res = adaptive_max(x, outs, return_indices)
+    if unbatched:
+        return tuple(r.squeeze(0) for r in res) if return_indices else res.squeeze(0)
+    return res
 
 
 __all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d",

@@ -32,6 +32,7 @@ from ..reduce_ops import vector_norm
 from ..tensor import Tensor
 from ._fconv import (
     _take,
+    adaptive_max,
     avg_pool1d,
     avg_pool2d,
     max_pool1d,
@@ -282,10 +283,9 @@ def triplet_margin_with_distance_loss(
 def adaptive_max_pool1d(input: Any, output_size: Any,  # noqa: A002
                         return_indices: bool = False) -> Any:
     """``F.adaptive_max_pool1d``: the maximum of each of PyTorch's windows
-    ``[floor(i·L/o), ceil((i+1)·L/o))``, with the index of its first maximum when
-    ``return_indices``. A ``max_pool1d`` when ``o`` divides ``L``; otherwise every window is
-    gathered (the last index repeated to a common width), its ``argmax`` found, and the value
-    gathered from there, so the gradient goes to that one element, as ATen's."""
+    ``[floor(i·L/o), ceil((i+1)·L/o))``, with its index when ``return_indices``. A
+    ``max_pool1d`` when ``o`` divides ``L``; otherwise ``_fconv.adaptive_max``: the element
+    ATen's loop keeps (the last NaN, else the first maximum), the gradient to it alone."""
     x = T.as_tensor(input)
     if x.ndim not in (2, 3):
         raise RuntimeError(f"Expected 2 to 3 dimensions, but got {x.ndim}-dimensional tensor "
@@ -311,17 +311,7 @@ def adaptive_max_pool1d(input: Any, output_size: Any,  # noqa: A002
     if o > 0 and length % o == 0:
         k = length // o
         return max_pool1d(x, k, k, return_indices=return_indices)
-    starts = [(i * length) // o for i in range(o)]
-    ends = [-(-((i + 1) * length) // o) for i in range(o)]
-    width = max([e - s for s, e in zip(starts, ends)], default=1)
-    table = np.array([[min(s + j, e - 1) for j in range(width)] for s, e in zip(starts, ends)],
-                     np.int64).reshape(o, width)
-    lead = list(x.shape[:-1])
-    g = _take(x, x.ndim - 1, table.reshape(-1)).reshape(*lead, o, width)
-    first = T.argmax(g, -1, keepdim=True)
-    pos = T.gather(T.as_tensor(table).expand(*lead, o, width), x.ndim, first).squeeze(-1)
-    vals = T.gather(x, x.ndim - 1, pos)
-    return (vals, pos) if return_indices else vals
+    return adaptive_max(x, [o], return_indices)
 
 
 def _lp_checks(x: Tensor, k: tuple[int, int], s: tuple[int, int], ceil_mode: bool,

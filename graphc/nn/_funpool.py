@@ -53,6 +53,7 @@ from ..autograd import is_grad_enabled
 from ..index_ops import argsort
 from ..ir import dtypes as dt
 from ..tensor import Tensor, builder
+from ._fconv import window_winner
 
 
 def _ntuple(v: Any, n: int) -> tuple:
@@ -297,19 +298,6 @@ def _starts(u: Tensor, n_in: int, n_out: int, k: int) -> Tensor:
     return T.clamp(T.where(not_last, inner, n_in - k), 0, n_in - k)
 
 
-def _winner(g: Tensor) -> Tensor:
-    """Per window (last dim of ``g``, row-major window order): the position ATen's loop keeps
-    (``val > maxVal || isnan(val)`` from ``-inf``): the last NaN if any, else the first
-    maximum (an all ``-inf`` window keeps its first element). One integer ``amax`` of a key
-    that ranks NaNs above maxima, later NaNs and earlier maxima first."""
-    k = int(g.shape[-1])
-    j = T.as_tensor(np.arange(k, dtype=np.int64).reshape(1, 1, 1, k))
-    hit = g == T.amax(g, -1, keepdim=True)
-    key = T.where(g != g, j + k, T.where(hit, (k - 1) - j, -1))
-    best = T.amax(key, -1, keepdim=True)
-    return T.where(best >= k, best - k, (k - 1) - best)
-
-
 def _fractional(nd: int, input: Any, kernel_size: Any, output_size: Any,  # noqa: A002
                 output_ratio: Any, return_indices: bool, samples: Any) -> Any:
     fname = f"fractional_max_pool{nd}d"
@@ -394,7 +382,7 @@ def _fractional(nd: int, input: Any, kernel_size: Any, output_size: Any,  # noqa
         cand = pos.reshape(-1, c, o_all, 1) + T.as_tensor(
             np.asarray(offs, np.int64).reshape(1, 1, 1, kk_all))
         g = T.gather(xf.detach(), 2, cand.reshape(-1, c, o_all * kk_all))
-        win = _winner(g.reshape(-1, c, o_all, kk_all))
+        win = window_winner(g.reshape(-1, c, o_all, kk_all))
         flat = T.gather(cand, 3, win).reshape(-1, c, o_all)
         vals = T.gather(xf, 2, flat).reshape(-1, c, *o)
         idx = flat.reshape(-1, c, *o)

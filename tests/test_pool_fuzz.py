@@ -1,0 +1,106 @@
+"""Random 2-D pools against PyTorch (hypothesis): ``max_pool2d`` (kernel, stride, padding,
+dilation, ceil mode), ``avg_pool2d`` (``count_include_pad``, ``divisor_override``, ceil
+mode), ``adaptive_max_pool2d`` and ``adaptive_avg_pool2d`` (output sizes that divide the
+input and that do not), over inputs with many tied maxima (a ReLU's zeros, values rounded to
+halves). Each draw checks the values and the input gradient eagerly, and the values and a
+parameter's gradient compiled, against PyTorch; an argument PyTorch rejects must raise in
+graphc too. Tied maxima are where max pools differ most easily: ATen's kernels send the
+whole gradient to the first maximum, ``amax`` splits it (the bug this fuzzer found in the
+gathered-window adaptive max pool).
+
+Profiles as in ``test_fuzz.py``: ``ci`` (default) and ``long``
+(``HYPOTHESIS_PROFILE=long pytest tests/test_pool_fuzz.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+from _torch import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import graphc as gc
+import graphc.nn.functional as F
+from graphc import nn
+
+settings.register_profile("pool-ci", max_examples=30, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow,
+                                                 HealthCheck.data_too_large])
+settings.register_profile("pool-long", max_examples=500, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow,
+                                                 HealthCheck.data_too_large])
+PROFILE = "pool-long" if os.environ.get("HYPOTHESIS_PROFILE") == "long" else "pool-ci"
+TF = torch.nn.functional
+POOLS = {"max": (F.max_pool2d, TF.max_pool2d), "avg": (F.avg_pool2d, TF.avg_pool2d),
+         "amax": (F.adaptive_max_pool2d, TF.adaptive_max_pool2d),
+         "aavg": (F.adaptive_avg_pool2d, TF.adaptive_avg_pool2d)}
+
+
+@st.composite
+def pools(draw: Any) -> tuple[str, dict[str, Any], tuple[int, ...], int]:
+    kind = draw(st.sampled_from(sorted(POOLS)))
+    shape = (draw(st.integers(1, 4)), draw(st.integers(1, 12)), draw(st.integers(1, 24)),
+             draw(st.integers(1, 24)))
+    kw: dict[str, Any] = {}
+    if kind in ("max", "avg"):
+        k = draw(st.sampled_from([1, 2, 3, 5, (2, 3), (3, 1)]))
+        kw["kernel_size"] = k
+        kw["stride"] = draw(st.sampled_from([None, 1, 2, 3, (1, 2), (3, 2)]))
+        kw["padding"] = draw(st.sampled_from([0, 0, 1, 2]))
+        kw["ceil_mode"] = draw(st.booleans())
+        if kind == "max":
+            kw["dilation"] = draw(st.sampled_from([1, 1, 2]))
+        else:
+            kw["count_include_pad"] = draw(st.booleans())
+            kw["divisor_override"] = draw(st.sampled_from([None, None, 1, 5]))
+    else:
+        kw["output_size"] = draw(st.sampled_from([1, 2, 3, 5, 7, (2, 5), (4, 1), (6, 3)]))
+    return kind, kw, shape, draw(st.integers(0, 2**31 - 1))
+
+
+@settings(settings.get_profile(PROFILE))
+@given(pools())
+def test_random_pools_match_torch(case: tuple) -> None:
+    kind, kw, shape, seed = case
+    gfn, tfn = POOLS[kind]
+    rng = np.random.default_rng(seed)
+    # a ReLU's output rounded to halves: whole windows of zeros, repeated maxima
+    x = np.maximum(np.round(rng.standard_normal(shape) * 2) / 2, 0).astype(np.float32)
+    if rng.random() < 0.5:
+        x -= 0.25  # and windows whose maxima are negative
+    tx = torch.tensor(x, requires_grad=True)
+    try:
+        ty = tfn(tx, **kw)
+    except RuntimeError as err:
+        try:
+            gfn(gc.tensor(x), **kw)
+        except (RuntimeError, ValueError):
+            return
+        raise AssertionError(f"PyTorch rejects {kind} {kw} on {shape}; graphc does not"
+                             ) from err
+    w = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    (ty * torch.tensor(w)).sum().backward()
+    gx = gc.tensor(x, requires_grad=True)
+    gy = gfn(gx, **kw)
+    assert tuple(gy.shape) == tuple(ty.shape)
+    (gy * gc.tensor(w)).sum().backward()
+    np.testing.assert_allclose(gy.numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+    p = nn.Parameter(gc.tensor(np.ones(shape[1:], np.float32)))
+
+    @gc.compile
+    def step(a: Any, wt: Any) -> Any:
+        p.grad = None
+        y = gfn(a * p, **kw)
+        (y * wt).sum().backward()
+        return y
+
+    tp = torch.ones(shape[1:], requires_grad=True)
+    (tfn(torch.tensor(x) * tp, **kw) * torch.tensor(w)).sum().backward()
+    y = step(gc.tensor(x), gc.tensor(w))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-5)
