@@ -157,3 +157,62 @@ def test_long_input_gradient_sums_stay_accurate() -> None:
     geom = dict(c=24, o=128, hw=(31, 7), kernel=(5, 5), batches=(2, 1), dtype=np.float32,
                 attrs=dict(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1))
     check_geometry(geom)
+
+
+@st.composite
+def transposed(draw: Any) -> dict[str, Any]:
+    """``conv_transpose2d`` arguments PyTorch accepts, ``output_padding`` up to the larger
+    of stride and dilation (past the stride included)."""
+    g = draw(st.sampled_from([1, 1, 2, 3]))
+    st_ = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dil = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    k = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    hw = (draw(st.integers(1, 9)), draw(st.integers(1, 9)))
+    pad = tuple(draw(st.integers(0, ((hw[i] - 1) * st_[i] + dil[i] * (k[i] - 1)) // 2))
+                for i in range(2))
+    opad = tuple(draw(st.integers(0, max(st_[i], dil[i]) - 1)) for i in range(2))
+    return dict(n=draw(st.integers(1, 3)), c=g * draw(st.integers(1, 4)),
+                o=g * draw(st.integers(1, 4)), hw=hw, kernel=k, bias=draw(st.booleans()),
+                kw=dict(stride=st_, padding=pad, output_padding=opad, groups=g, dilation=dil),
+                seed=draw(st.integers(0, 2**31 - 1)))
+
+
+@settings(settings.get_profile(PROFILE))
+@given(transposed())
+def test_random_transposed_convolutions_match_torch(case: dict[str, Any]) -> None:
+    """Values and the gradients of input, weight and bias, compiled, against PyTorch."""
+    import graphc.nn.functional as F
+    from graphc import nn
+
+    kw, g = case["kw"], case["kw"]["groups"]
+    rng = np.random.default_rng(case["seed"])
+    x = rng.standard_normal((case["n"], case["c"], *case["hw"])).astype(np.float32)
+    w = rng.standard_normal((case["c"], case["o"] // g, *case["kernel"])).astype(np.float32)
+    b = rng.standard_normal(case["o"]).astype(np.float32) if case["bias"] else None
+    # the input's gradient through a parameter it is scaled by (compiled steps take the
+    # gradients of parameters)
+    ones = np.ones(x.shape[1:], np.float32)
+    tp, tw = torch.tensor(ones, requires_grad=True), torch.tensor(w, requires_grad=True)
+    tb = torch.tensor(b, requires_grad=True) if b is not None else None
+    ty = torch.nn.functional.conv_transpose2d(torch.tensor(x) * tp, tw, tb, **kw)
+    if min(ty.shape[2:]) == 0:
+        return  # PyTorch's empty result: graphc raises NotImplementedError for it
+    gy = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    (ty * torch.tensor(gy)).sum().backward()
+    pp, pw = nn.Parameter(gc.tensor(ones)), nn.Parameter(gc.tensor(w))
+    pb = nn.Parameter(gc.tensor(b)) if b is not None else None
+    params = [q for q in (pp, pw, pb) if q is not None]
+
+    @gc.compile
+    def step(a: Any, wt: Any) -> Any:
+        for q in params:
+            q.grad = None
+        y = F.conv_transpose2d(a * pp, pw, pb, **kw)
+        (y * wt).sum().backward()
+        return y
+
+    y = step(gc.tensor(x), gc.tensor(gy))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
+    for q, ref in ((pp, tp), (pw, tw), (pb, tb)):
+        if q is not None:
+            np.testing.assert_allclose(q.grad.numpy(), ref.grad.numpy(), rtol=1e-4, atol=1e-3)

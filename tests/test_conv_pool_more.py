@@ -109,9 +109,25 @@ def test_conv_transpose1d(kw: dict) -> None:
 def test_conv_transpose_errors() -> None:
     with pytest.raises(RuntimeError, match="output padding must be smaller"):
         F.conv_transpose2d(gc.tensor(X2), gc.tensor(_r(4, 3, 3, 3)), output_padding=1)
-    with pytest.raises(NotImplementedError, match="output_padding >= stride"):
-        F.conv_transpose2d(gc.tensor(X2), gc.tensor(_r(4, 3, 3, 3)), output_padding=1,
-                           dilation=2)
+    with pytest.raises(RuntimeError, match="Output size is too small"):
+        F.conv_transpose2d(gc.tensor(X2[:, :, :1, :1]), gc.tensor(_r(4, 3, 1, 1)), padding=1)
+    with pytest.raises(NotImplementedError, match="empty output"):
+        F.conv_transpose2d(gc.tensor(X2), gc.tensor(_r(4, 3, 1, 1)), padding=(0, 3))
+
+
+@pytest.mark.parametrize("kw", [
+    {"output_padding": 1, "dilation": 2},
+    {"stride": (1, 2), "output_padding": (2, 1), "dilation": (3, 2), "padding": (2, 0)},
+    {"stride": 2, "output_padding": 2, "dilation": 3, "padding": 1, "groups": 2},
+], ids=str)
+def test_conv_transpose2d_output_padding_past_the_stride(kw: dict) -> None:
+    """``stride <= output_padding < dilation``, which PyTorch allows (the dilated taps reach
+    the extra rows): the gradient of ``x`` padded with ``output_padding // stride`` zero
+    rows (a convolution of the result has that many more), eagerly and compiled."""
+    g = kw.get("groups", 1)
+    w = _r(4, 3 if g == 1 else 2, 3, 3)  # (in, out / groups, kH, kW)
+    _eager(F.conv_transpose2d, TF.conv_transpose2d, [X2, w, _r(w.shape[1] * g)], kw)
+    _compiled(F.conv_transpose2d, TF.conv_transpose2d, X2.shape, kw, weight=w)
 
 
 @pytest.mark.parametrize("kw", [{"kernel_size": 3}, {"kernel_size": 3, "stride": 2,

@@ -232,7 +232,8 @@ def conv_transpose2d(input: Any, weight: Tensor, bias: Tensor | None = None, str
                      dilation: Any = 1) -> Tensor:
     """``torch.nn.functional.conv_transpose2d``: the input gradient of ``conv2d`` with the
     weight (PyTorch's layout ``(in, out/groups, kH, kW)`` is conv2d's ``(out, in/groups, ..)``
-    seen from the other side)."""
+    seen from the other side). Every ``output_padding`` PyTorch allows, including
+    ``stride <= output_padding < dilation``."""
     x, unbatched = _batched(T.as_tensor(input), "conv_transpose2d")
     w = T.as_tensor(weight)
     if w.dtype is not x.dtype:
@@ -247,9 +248,6 @@ def conv_transpose2d(input: Any, weight: Tensor, bias: Tensor | None = None, str
         if o >= s and o >= d:
             raise RuntimeError("output padding must be smaller than either stride or dilation, "
                                f"but got output_padding={opad}, stride={st}, dilation={dil}")
-        if o >= s:
-            raise NotImplementedError("conv_transpose2d: output_padding >= stride (allowed by "
-                                      "a larger dilation) is not supported")
     if not sh.same(x.shape[1], w.shape[0]):
         raise RuntimeError(f"conv_transpose2d: expected input {tuple(x.shape)} to have "
                            f"{w.shape[0]} channels (weight {tuple(w.shape)}), but got "
@@ -260,9 +258,20 @@ def conv_transpose2d(input: Any, weight: Tensor, bias: Tensor | None = None, str
     k = (int(w.shape[2]), int(w.shape[3]))
     hw = [(int(x.shape[2 + i]) - 1) * st[i] - 2 * pad[i] + dil[i] * (k[i] - 1) + opad[i] + 1
           for i in range(2)]
-    if min(hw) <= 0:
-        raise RuntimeError(f"conv_transpose2d: output size {tuple(hw)} is too small")
+    if min(hw) < 0:
+        raise RuntimeError(f"Given input size per channel: ({int(x.shape[2])} x "
+                           f"{int(x.shape[3])}). Calculated output size per channel: "
+                           f"({hw[0]} x {hw[1]}). Output size is too small")
+    if min(hw) == 0:
+        raise NotImplementedError(f"conv_transpose2d: an empty output (size {tuple(hw)}, which "
+                                  f"PyTorch returns as an empty tensor) is not supported")
     shape = (x.shape[0], int(w.shape[1]) * groups, hw[0], hw[1])
+    # ``output_padding >= stride`` (which a larger dilation allows): a convolution of the
+    # result has ``output_padding // stride`` more rows (columns) than ``x``; they get zero
+    # gradients, so ``x`` padded with that many zero rows at the end is its gradient
+    extra = [o // s for o, s in zip(opad, st)]
+    if any(extra):
+        x = T.pad(x, [(0, 0), (0, 0), (0, extra[0]), (0, extra[1])])
     out = Tensor._wrap(builder().op("conv2d_input_grad", (x.node, w.node), input_shape=shape,
                                     stride=st, padding=pad, dilation=dil, groups=groups))
     if bias is not None:

@@ -200,30 +200,6 @@ def conv3d(input: Any, weight: Tensor, bias: Tensor | None = None, stride: Any =
     return out.squeeze(0) if unbatched else out
 
 
-def _conv_transpose_plane(x: Tensor, w: Tensor, st: tuple, pad: tuple, opad: tuple,
-                          groups: int, dil: tuple) -> Tensor:
-    """``conv_transpose2d`` that also takes ``stride <= output_padding < dilation`` (which
-    PyTorch allows and the 2-D op does not): along such a dim the full, unpadded result is
-    computed and cropped to ``[pad, pad + out)``, the rows past its end being zeros."""
-    fix = [o >= s for o, s in zip(opad, st)]
-    if not any(fix):
-        return conv_transpose2d(x, w, None, st, pad, opad, groups, dil)
-    y = conv_transpose2d(x, w, None, st, tuple(0 if f else p for f, p in zip(fix, pad)),
-                         tuple(0 if f else o for f, o in zip(fix, opad)), groups, dil)
-    for i, f in enumerate(fix):
-        if not f:
-            continue
-        axis = 2 + i
-        full = int(y.shape[axis])
-        size = full - 2 * pad[i] + opad[i]
-        if pad[i] >= full:
-            raise NotImplementedError(f"conv_transpose3d: output_padding={opad[i]} with "
-                                      f"padding={pad[i]} reaches past the whole result")
-        y = _slice(y, axis, pad[i], min(full, pad[i] + size))
-        y = _place(y, axis, 0, size)
-    return y
-
-
 @amp.lower_precision
 def conv_transpose3d(input: Any, weight: Tensor, bias: Tensor | None = None,  # noqa: A002
                      stride: Any = 1, padding: Any = 0, output_padding: Any = 0,
@@ -275,8 +251,8 @@ def conv_transpose3d(input: Any, weight: Tensor, bias: Tensor | None = None,  # 
             continue
         m = d_hi - d_lo + 1
         planes = _slice(xt, 1, d_lo, d_hi + 1).reshape(-1, cin, h, wd)
-        y = _conv_transpose_plane(planes, w[:, :, kd], st[1:], pad[1:], opad[1:], groups,
-                                  dil[1:])
+        y = conv_transpose2d(planes, w[:, :, kd], None, st[1:], pad[1:], opad[1:], groups,
+                             dil[1:])
         ho, wo = int(y.shape[2]), int(y.shape[3])
         y = y.reshape(-1, m, cout, ho, wo)
         if s > 1 and m > 1:  # interleave s - 1 zero planes: plane j lands at depth j*s
@@ -285,9 +261,9 @@ def conv_transpose3d(input: Any, weight: Tensor, bias: Tensor | None = None,  # 
         out_y = _place(y, 1, d_lo * s + off, d_out)
         out = out_y if out is None else out + out_y
     if out is None:  # no input plane reaches the output: only the bias remains
-        out = _unreached(_conv_transpose_plane(_slice(xt, 1, 0, 1).reshape(-1, cin, h, wd),
-                                               w[:, :, 0], st[1:], pad[1:], opad[1:], groups,
-                                               dil[1:]), d_out)
+        out = _unreached(conv_transpose2d(_slice(xt, 1, 0, 1).reshape(-1, cin, h, wd),
+                                           w[:, :, 0], None, st[1:], pad[1:], opad[1:],
+                                           groups, dil[1:]), d_out)
     out = out.permute(0, 2, 1, 3, 4)
     if bias is not None:
         out = out + T.as_tensor(bias).reshape(1, -1, 1, 1, 1)
