@@ -244,6 +244,19 @@ def full_shape(unit: list[Node]) -> tuple:
     return tuple(unit[0].shape)
 
 
+def run_dim(full: tuple) -> int:
+    """The dim a pass's flat index ``j`` (over all trailing dims) is put in: the last one
+    whose size is not 1. Every other trailing index is 0, as the loops of other kernels
+    give a size-1 dim, so views read them alike: an ``expand`` passes a size-1 dim's index
+    through to its source, and a ``j`` there (the last dim, when it is 1) read a
+    per-channel value ``j`` elements past the channel's (batch norm over ``W = 1`` maps
+    trained wrong)."""
+    for d in range(len(full) - 1, 1, -1):
+        if not sh.same(full[d], 1):
+            return d
+    return len(full) - 1
+
+
 def emit_channel_group(k: KernelEmitter, phases: list[int]) -> None:
     """One kernel for a channel group: for each channel (``k.split_range``: a thread's
     share of the channels), its passes in order (``phases``: each member's pass)."""
@@ -255,8 +268,9 @@ def emit_channel_group(k: KernelEmitter, phases: list[int]) -> None:
             k.ptr[m.id] = k.outs[m.id]
     lo, hi = k.split_range if k.split_range is not None else (i64(0), k.sym(full[1]))
     t = reg_type(next(m for m in members if m.op == "sum").dtype)
-    # the trailing dims as one run of h * w elements at index (n, c, 0, ..., j): every
-    # value read is contiguous there or broadcast from a per-channel one (``_flat``)
+    # the trailing dims as one run of h * w elements at index (n, c, 0, .., j, .., 0) (``j``
+    # in ``run_dim``): every value read is contiguous there or broadcast from a per-channel
+    # one (``_flat``)
     run = k.sym(sh.numel(full[2:]))
 
     with for_range(b, lo, hi, name="chan") as c:
@@ -275,7 +289,7 @@ def _emit_pass(k: KernelEmitter, c: ir.Value, here: list[Node], full: tuple, t: 
     ``c``, then its per-channel members computed at ``c``."""
     b = k.b
     nd = len(full)
-    inner = nd - 1
+    inner = run_dim(full)
     sums = [m for m in here if m.op == "sum"]
     elem = [m for m in here if m.op != "sum" and _same(m.shape, full)]
     chans = [m for m in here if m.op != "sum" and not _same(m.shape, full)]

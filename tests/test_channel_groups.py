@@ -260,10 +260,13 @@ def _run_program(prog, kinds, outs, x):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_programs(), st.integers(1, 4))
-def test_random_programs_match_separate_kernels_and_interpreter(program, batch):
+@given(_programs(), st.integers(1, 4), st.sampled_from([(4, 4), (5, 1), (1, 5), (1, 1), (3, 2)]))
+def test_random_programs_match_separate_kernels_and_interpreter(program, batch, hw):
+    """Maps of size 1 along a trailing dim included: a pass's flat index over the trailing
+    dims once sat in a last dim of size 1, where an ``expand`` passed it on to the
+    per-channel value it broadcast (``channel_groups.run_dim``)."""
     prog, kinds, outs = program
-    x = np.random.default_rng(batch).standard_normal((batch, 3, 4, 4)).astype(np.float32)
+    x = np.random.default_rng(batch).standard_normal((batch, 3, *hw)).astype(np.float32)
     res = {}
     saved = options.CHANNEL_GROUPS
     try:
@@ -278,3 +281,42 @@ def test_random_programs_match_separate_kernels_and_interpreter(program, batch):
         scale = max(1.0, float(np.abs(i).max()))
         np.testing.assert_allclose(g, s, rtol=1e-5, atol=1e-5 * scale)
         np.testing.assert_allclose(g, i, rtol=1e-4, atol=1e-4 * scale)
+
+
+@pytest.mark.parametrize("hw", [(3, 1), (1, 3), (1, 1)], ids=str)
+def test_batch_norm_over_maps_one_wide_matches_torch(hw):
+    """Conv + BatchNorm2d + ReLU trained on ``N x C x 3 x 1`` maps (and ``1 x 3``, ``1 x 1``)
+    for three steps: losses, parameters and running statistics equal PyTorch's. The channel
+    group read the batch mean ``j`` channels past the right one for ``W = 1``."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    cw = (rng.standard_normal((4, 2, 3, 3)) * 0.3).astype(np.float32)
+    tm = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1, bias=False),
+                             torch.nn.BatchNorm2d(4, momentum=0.5), torch.nn.ReLU())
+    gm = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4, momentum=0.5),
+                       nn.ReLU())
+    tm[0].weight.data = torch.tensor(cw)
+    gm[0].weight.data = gc.tensor(cw)
+    topt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9)
+    gopt = optim.SGD(gm.parameters(), lr=0.1, momentum=0.9)
+
+    @gc.compile
+    def step(x, t):
+        gopt.zero_grad()
+        loss = ((gm(x) - t) ** 2).mean()
+        loss.backward()
+        gopt.step()
+        return loss
+
+    for _ in range(3):
+        x = (rng.standard_normal((4, 2, *hw)) * 2 + 1).astype(np.float32)
+        t = rng.standard_normal((4, 4, *hw)).astype(np.float32)
+        topt.zero_grad()
+        tl = ((tm(torch.tensor(x)) - torch.tensor(t)) ** 2).mean()
+        tl.backward()
+        topt.step()
+        np.testing.assert_allclose(float(step(x, t)), tl.item(), rtol=1e-5)
+        for k, v in tm.state_dict().items():
+            np.testing.assert_allclose(np.asarray(gm.state_dict()[k], np.float64),
+                                       v.numpy().astype(np.float64), rtol=1e-4, atol=1e-6,
+                                       err_msg=k)

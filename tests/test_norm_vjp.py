@@ -159,3 +159,20 @@ def test_array_weights_are_constants() -> None:
         np.testing.assert_allclose(yg.detach().numpy(), yt.detach().numpy(), rtol=1e-5,
                                    atol=1e-5)
         np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_group_norm_with_one_value_per_group_raises_like_torch():
+    """PyTorch's ``_verify_batch_size`` of ``[N * C // G, G, *spatial]`` (in eval mode as
+    well): one value per group raises its ValueError, eagerly and compiled (a guard on the
+    symbolic batch); graphc normalised it to zeros."""
+    x = np.ones((1, 2, 1, 1), np.float32)
+    with pytest.raises(ValueError) as want:
+        torch.nn.functional.group_norm(torch.tensor(x), 2)
+    with pytest.raises(ValueError) as got:
+        F.group_norm(gc.tensor(x), 2)
+    assert str(got.value) == str(want.value)
+    assert F.group_norm(gc.tensor(x), 1).shape == (1, 2, 1, 1)  # two values: fine
+    f = gc.compile(lambda a: F.group_norm(a, 2))
+    assert f(np.ones((2, 2, 1, 1), np.float32)).shape == (2, 2, 1, 1)
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+        f(x)

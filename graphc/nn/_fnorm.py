@@ -182,6 +182,11 @@ def group_norm(input: Any, num_groups: int, weight: Tensor | None = None,
                            f"num_groups, but got input of shape {sh.fmt_shape(x.shape)} and "
                            f"num_groups={num_groups}")
     shape = list(x.shape)
+    # PyTorch's ``_verify_batch_size`` of ``[N * C // G, G, *spatial]`` (in eval mode too)
+    size = [sh.dim(shape[0] * c // num_groups), num_groups, *shape[2:]]
+    prods = sh.dim(size[0] * sh.numel(size[2:]))
+    sh.require_gt(prods, 1, "Expected more than 1 value per channel when training, got input "
+                  f"size [{', '.join(sh.fmt_dim(d) for d in size)}]")
     g = x.reshape(shape[0], num_groups, -1)
     mu = g.mean(-1, keepdim=True)
     d = g - mu
