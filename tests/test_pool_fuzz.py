@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 import numpy as np
+import pytest
 from _torch import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -104,3 +105,95 @@ def test_random_pools_match_torch(case: tuple) -> None:
     y = step(gc.tensor(x), gc.tensor(w))
     np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@st.composite
+def interpolations(draw: Any) -> tuple[dict[str, Any], tuple[int, ...], int]:
+    mode = draw(st.sampled_from(["nearest", "nearest-exact", "bilinear", "bicubic", "area"]))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 11)),
+             draw(st.integers(1, 11)))
+    kw: dict[str, Any] = {"mode": mode}
+    if draw(st.booleans()):
+        kw["size"] = (draw(st.integers(1, 19)), draw(st.integers(1, 19)))
+    else:
+        kw["scale_factor"] = draw(st.sampled_from([0.7, 1.0, 1.3, 1.5, 2.0, 2.5, 3.0,
+                                                   (1.3, 3.0), (0.5, 1.3)]))
+        kw["recompute_scale_factor"] = draw(st.sampled_from([None, True]))
+    if mode in ("bilinear", "bicubic"):
+        kw["align_corners"] = draw(st.booleans())
+    return kw, shape, draw(st.integers(0, 2**31 - 1))
+
+
+@settings(settings.get_profile(PROFILE))
+@given(interpolations())
+def test_random_interpolations_match_torch(case: tuple) -> None:
+    """``F.interpolate`` in every mode but antialiasing (a NotImplementedError), eagerly and
+    compiled. It found bilinear resampling a dim whose size a ``scale_factor`` leaves
+    unchanged (ATen copies it). Bicubic's gradient is compared where PyTorch's backward
+    is the adjoint of its forward (see ``interpolate``'s docstring)."""
+    kw, shape, seed = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    try:
+        ty = TF.interpolate(tx, **kw)
+    except RuntimeError:  # an empty output: PyTorch refuses it, and so must graphc
+        with pytest.raises(RuntimeError, match="output size"):
+            F.interpolate(gc.tensor(x), **kw)
+        return
+    if min(ty.shape[2:]) == 0:
+        return  # PyTorch's empty result (its backward refuses it); graphc raises
+    w = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    (ty * torch.tensor(w)).sum().backward()
+    grads = not (kw["mode"] == "bicubic" and tuple(ty.shape) == shape
+                 and "scale_factor" in kw and not kw["recompute_scale_factor"])
+    gx = gc.tensor(x, requires_grad=True)
+    gy = F.interpolate(gx, **kw)
+    (gy * gc.tensor(w)).sum().backward()
+    np.testing.assert_allclose(gy.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    if grads:
+        np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    p = nn.Parameter(gc.tensor(np.ones(shape[1:], np.float32)))
+
+    @gc.compile
+    def step(a: Any, wt: Any) -> Any:
+        p.grad = None
+        y = F.interpolate(a * p, **kw)
+        (y * wt).sum().backward()
+        return y
+
+    y = step(gc.tensor(x), gc.tensor(w))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    if grads:
+        np.testing.assert_allclose(p.grad.numpy(), (tx.grad * tx).sum(0).detach().numpy(),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_bilinear_copies_a_dim_a_scale_factor_leaves_unchanged() -> None:
+    """2 rows at ``scale_factor=1.3`` stay 2 rows and are read as they are (ATen's
+    same-size copy), while the columns are resampled; graphc resampled the rows at 1/1.3
+    too."""
+    x = np.arange(10, dtype=np.float32).reshape(1, 1, 2, 5)
+    for sf in ((1.3, 1.0), (1.3, 2.0)):
+        want = TF.interpolate(torch.tensor(x), scale_factor=sf, mode="bilinear").numpy()
+        got = F.interpolate(gc.tensor(x), scale_factor=sf, mode="bilinear").numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_bicubic_same_size_gradient_is_the_adjoint() -> None:
+    """Where PyTorch's bicubic backward copies the gradient although its forward resampled
+    (sizes unchanged by a ``scale_factor`` of 1.3), graphc's gradient is the forward's
+    adjoint: central differences of the float64 forward agree."""
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((1, 1, 2, 6))
+    w = rng.standard_normal((1, 1, 2, 6))
+    kw = dict(mode="bicubic", scale_factor=(1.3, 1.0))
+    gx = gc.tensor(x0, requires_grad=True)
+    (F.interpolate(gx, **kw) * gc.tensor(w)).sum().backward()
+    fd = np.zeros_like(x0)
+    for i in np.ndindex(x0.shape):
+        d = np.zeros_like(x0)
+        d[i] = 1e-6
+        fd[i] = ((F.interpolate(gc.tensor(x0 + d), **kw).numpy() * w).sum()
+                 - (F.interpolate(gc.tensor(x0 - d), **kw).numpy() * w).sum()) / 2e-6
+    np.testing.assert_allclose(gx.grad.numpy(), fd, atol=1e-7)

@@ -509,6 +509,12 @@ def _cubic_matrix(n_in: int, n_out: int, scale: float | None,
 
 def _linear_matrix(n_in: int, n_out: int, scale: float | None,
                    align_corners: bool) -> np.ndarray:
+    """The (out, in) matrix of PyTorch's linear interpolation along one axis. A dim whose
+    size does not change is copied, whatever ``scale_factor`` says (ATen's
+    ``compute_source_index_and_lambda``: 2 rows at ``scale_factor=1.3`` stay 2 rows, read
+    as they are, not resampled at 1/1.3)."""
+    if n_out == n_in:
+        return np.eye(n_in)
     src = _src_index(n_in, n_out, scale, align_corners)
     i0 = np.floor(src).astype(np.int64)
     i0 = np.minimum(i0, n_in - 1)
@@ -546,7 +552,13 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
                 antialias: bool = False) -> Tensor:
     """``torch.nn.functional.interpolate``: constant gathers (nearest, nearest-exact) or
     constant matrices (linear, bilinear, trilinear; bicubic's four clamped taps; area's
-    adaptive averages), one spatial dim after the other."""
+    adaptive averages), one spatial dim after the other.
+
+    One deliberate difference: bicubic with a ``scale_factor`` that leaves every size as it
+    is (2 rows at 1.3) resamples in PyTorch's forward but copies the gradient in its
+    backward (``upsample_bicubic2d_backward``'s same-size shortcut; its ``gradcheck``
+    fails). graphc's gradient is the forward's adjoint (finite differences agree to 4e-10),
+    so there, and only there, the input gradients differ."""
     x = T.as_tensor(input)
     if mode not in _INTERP_RANK:
         raise ValueError(f"interpolate: unknown mode {mode!r}")
@@ -608,7 +620,7 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
             x = _along(x, axis, _cubic_matrix(ins[ax], outs[ax],
                                               None if align_corners else scales[ax],
                                               bool(align_corners)))
-        else:
+        elif outs[ax] != ins[ax]:  # (linear modes copy a dim of unchanged size)
             m = _linear_matrix(ins[ax], outs[ax], None if align_corners else scales[ax],
                                bool(align_corners))
             x = _along(x, axis, m)
