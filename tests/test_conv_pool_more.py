@@ -311,6 +311,30 @@ def test_pad_errors() -> None:
         F.pad(gc.tensor(X1), (1, 0), mode="foo")
 
 
+@pytest.mark.parametrize("shape,pads,mode", [
+    ((2, 3, 1, 1), (2, -2, -2, -2), "constant"), ((1, 2, 1, 2), (0, 2, -2, 1), "constant"),
+    ((1, 2, 3, 2), (0, 0, -2, -2), "constant"), ((2, 3, 5, 1), (0, -2, 3, 1), "replicate"),
+    ((2, 2, 1, 6), (-2, -1, -1, -2), "reflect"), ((2, 2, 3, 6), (-4, -3, 0, 0), "circular"),
+], ids=str)
+def test_pad_negative_past_the_dim_raises_atens_error(shape: tuple, pads: tuple,
+                                                      mode: str) -> None:
+    """Negative pads that crop past a dim (or leave a negative size) raise ATen's error
+    before anything is padded; a constant pad returned a tensor of the wrong size (2 wide
+    for ``1 + 2 - 2``), the other modes an empty one."""
+    x = np.zeros(shape, np.float32)
+    with pytest.raises(RuntimeError) as want:
+        TF.pad(torch.tensor(x), pads, mode=mode)
+    with pytest.raises(RuntimeError) as got:
+        F.pad(gc.tensor(x), pads, mode=mode)
+    if mode != "reflect":  # (ATen's reflect says "numel: integer multiplication overflow")
+        assert str(got.value) == str(want.value)
+    # crops that stay inside the dim: same shape and values as PyTorch's
+    ok = (0, 0, -1, -1) if mode == "constant" else (-1, -1, 0, 0)
+    y = np.arange(np.prod((2, 2, 3, 6)), dtype=np.float32).reshape(2, 2, 3, 6)
+    np.testing.assert_array_equal(F.pad(gc.tensor(y), ok, mode=mode).numpy(),
+                                  TF.pad(torch.tensor(y), ok, mode=mode).numpy())
+
+
 # -- modules ---------------------------------------------------------------------------------
 MODULES = [
     ("Conv1d", (4, 6, 3), {"stride": 2, "padding": 1}, (3, 4, 9)),

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import amp
 from .. import tensor_ops as T
+from ..ir import shapes as sh
 from ..ir import user_location
 from ..ir.elementwise import SURFACE
 from ..ir.opdef import OpDef
@@ -232,6 +233,22 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
         raise ValueError(f"pad: padding length must be even and at most 2*ndim, got {pad}")
     n = len(pad) // 2
     pairs = [(int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(n)]
+    # negative pads crop; ATen refuses a crop past the dim (``narrow``) or, for the other
+    # modes, a negative result, before it pads anything
+    sizes = [x.shape[x.ndim - 1 - i] for i in range(n)]
+    if all(isinstance(d, int) for d in sizes):
+        if mode == "constant":
+            if any(d + min(lo, 0) + min(hi, 0) < 0 for d, (lo, hi) in zip(sizes, pairs)):
+                raise RuntimeError("narrow(): length must be non-negative.")
+        elif any(d + lo + hi < 0 for d, (lo, hi) in zip(sizes, pairs)):
+            if mode == "circular":
+                raise RuntimeError("Negative padding value is resulting in an empty dimension")
+            new = list(x.shape)
+            for i, (lo, hi) in enumerate(pairs):
+                new[x.ndim - 1 - i] = sizes[i] + lo + hi
+            bad = next(v for v in new if isinstance(v, int) and v < 0)
+            raise RuntimeError(f"Trying to create tensor with negative dimension {bad}: "
+                               f"[{', '.join(sh.fmt_dim(v) for v in new)}]")
     if mode != "constant":
         if mode not in ("reflect", "replicate", "circular"):
             raise NotImplementedError(f"pad: mode={mode!r} is not supported (constant, reflect, "
