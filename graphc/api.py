@@ -22,7 +22,7 @@ import keyword
 import threading
 import types
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -53,7 +53,11 @@ def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, .
     argument beside ``[N, C, H, W]`` data: ``B1`` against ``B``), so PyTorch never makes
     sizes 0 and 1 dynamic. graphc keeps them symbolic where the trace allows it (a step
     first called with one sample serves every batch size), and specialises them only
-    where broadcasting needs the 1 (that variant then takes that size only)."""
+    where broadcasting needs the 1 (that variant then takes that size only). Past that, with
+    the default ``dynamic``, the first dims of arguments whose first size is not the most
+    common one (an attention mask ``[L, S]`` beside batched data) are fixed, and last every
+    size: a step whose arguments do not all lead with the batch compiles (one variant per
+    shape of those) instead of failing on ``B1`` against ``L``."""
     from .ir.shapes import ShapeError
 
     try:
@@ -66,13 +70,33 @@ def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, .
         if fn.dynamic is False or not any(a.ndim for a in args):
             raise
         return trace(fn.fn, args, fn.name, False, arg_grad=arg_grad)
-    except ShapeError:
-        axes = symbolic_axes(fn.dynamic, args, fn._arg_names(len(args)))
-        kept = {i: tuple(ax for ax in ax_i if args[i].shape[ax] > 1)
-                for i, ax_i in axes.items()}
-        if kept == axes:
-            raise
-    return trace(fn.fn, args, fn.name, kept, arg_grad=arg_grad)
+    except ShapeError as err:
+        first = err
+    axes = symbolic_axes(fn.dynamic, args, fn._arg_names(len(args)))
+    tries = [{i: tuple(ax for ax in ax_i if args[i].shape[ax] > 1)
+              for i, ax_i in axes.items()}]
+    if not isinstance(fn.dynamic, dict):
+        # the default's symbolic first dims, where an argument's first dim is not a batch
+        # (an attention mask [L, S], a recurrent state): only the arguments whose first
+        # size is the most common one (the batch) stay symbolic; then every size fixed, as
+        # torch.compile's default starts (a new size compiles a new variant)
+        lead = Counter(int(args[i].shape[0]) for i, ax_i in axes.items() if ax_i)
+        if lead:
+            batch = lead.most_common(1)[0][0]
+            tries.append({i: ax_i if ax_i and args[i].shape[0] == batch else ()
+                          for i, ax_i in tries[0].items()})
+        tries.append({i: () for i in axes})
+    seen = [axes]
+    for kept in tries:
+        if kept in seen:
+            continue
+        seen.append(kept)
+        try:
+            return trace(fn.fn, args, fn.name, kept, arg_grad=arg_grad)
+        except ShapeError:
+            if kept is tries[-1]:
+                raise
+    raise first
 
 
 class Variant:

@@ -17,7 +17,7 @@ def test_broadcast_concrete_and_symbolic():
     assert sh.broadcast((), (B, 2)) == (B, 2)
     with pytest.raises(sh.ShapeError, match=r"\[B,3\] and \[4\]"):
         sh.broadcast((B, 3), (4,))
-    with pytest.raises(sh.ShapeError):
+    with pytest.raises(sh.ShapeError, match="symbolic by default"):  # the hint
         sh.broadcast((B,), (sh.symbol("C"),))
 
 
@@ -376,3 +376,30 @@ def test_type_error_of_the_code_itself_is_raised():
 
     with pytest.raises(TypeError):
         bad(np.ones((3, 2), np.float32))
+
+
+def test_an_argument_whose_first_dim_is_not_the_batch_compiles():
+    """The default makes every argument's first dim symbolic; an attention mask ``[L, S]``
+    beside batched ``q, k, v`` then met ``B1`` against ``L`` and the compile failed with a
+    ShapeError. Now the arguments whose first size is not the most common one are traced
+    with fixed sizes: one variant serves every batch size, the mask's shape is guarded, and
+    a genuine mismatch still raises, naming concrete shapes."""
+    import graphc.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 3, 5, 8)).astype(np.float32)
+    kv = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+    mask = rng.random((5, 7)) < 0.7
+    mask[:, 0] = True
+    f = gc.compile(lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, attn_mask=m))
+    for n in (2, 1):
+        got = f(q[:n], kv[:n], kv[:n], mask)
+        want = F.scaled_dot_product_attention(gc.tensor(q[:n]), gc.tensor(kv[:n]),
+                                              gc.tensor(kv[:n]), attn_mask=gc.tensor(mask))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert f.compile_count == 1
+    f(q, kv, kv, np.ones((5, 7), bool))  # another mask of that shape: the same variant
+    assert f.compile_count == 1
+    g = gc.compile(lambda a, b: a + b)
+    with pytest.raises(sh.ShapeError, match=r"shapes \[2,3\] and \[4,5\]"):
+        g(np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32))

@@ -253,9 +253,15 @@ def broadcast(a: Sequence[Dim], b: Sequence[Dim], op: str = "broadcast") -> Shap
         elif y == 1:
             out.append(x)
         else:
-            raise ShapeError(
-                f"{op}: shapes {fmt_shape(a)} and {fmt_shape(b)} cannot be broadcast together"
-            )
+            text = f"{op}: shapes {fmt_shape(a)} and {fmt_shape(b)} cannot be broadcast together"
+            if not (type(x) is int and type(y) is int):
+                # a symbolic size met another size: most often an argument whose first dim
+                # is not a batch (an attention mask, a state) made symbolic by default
+                text += (" (in a compiled step the first dimension of every argument is "
+                         "symbolic by default; mark the symbolic axes of an argument whose "
+                         "first dim is not a batch, e.g. gc.compile(fn, dynamic={'x': (0,), "
+                         "'mask': ()}), or compile with dynamic=False)")
+            raise ShapeError(text)
     return tuple(out)
 
 
