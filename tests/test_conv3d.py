@@ -512,6 +512,8 @@ ERRORS = [
     ("avg_pool3d_divisor", lambda m, t: m.F.avg_pool3d(t(*X), 2, divisor_override=0)),
     ("avg_pool3d_too_small", lambda m, t: m.F.avg_pool3d(t(*X), 6)),
     ("avg_pool3d_negative_padding", lambda m, t: m.F.avg_pool3d(t(*X), 3, padding=-1)),
+    # smaller than the window in one dim, padding or not (ATen's check_input_size)
+    ("avg_pool3d_under_kernel", lambda m, t: m.F.avg_pool3d(t(2, 1, 1, 2, 3), 3, 1, 1)),
     ("adaptive_avg_3d_input", lambda m, t: m.F.adaptive_avg_pool3d(t(4, 5, 6), 2)),
     ("adaptive_avg_size", lambda m, t: m.F.adaptive_avg_pool3d(t(*X), (2, 2))),
     ("adaptive_max_3d_input", lambda m, t: m.F.adaptive_max_pool3d(t(4, 5, 6), 2)),

@@ -309,11 +309,16 @@ def _pool3d_args(op: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any
                            f"dilationH: {d[1]} dilationW: {d[2]}")
     if any(v < 0 for v in p):
         raise RuntimeError(f"pad must be non-negative, but got pad: {min(p)}")
+    ins = [int(v) for v in x.shape[2:]]
+    if op == "avg_pool3d" and any(i < kk for i, kk in zip(ins, k)):
+        # ATen's ``pool3d_shape_check(check_input_size=true)``: the average pool refuses an
+        # input smaller than its window in any dim, padding or not
+        raise RuntimeError(f"input image (T: {ins[0]} H: {ins[1]} W: {ins[2]}) smaller than "
+                           f"kernel size (kT: {k[0]} kH: {k[1]} kW: {k[2]})")
     if any(pp > kk // 2 for pp, kk in zip(p, k)):
         raise RuntimeError(f"pad should be smaller than or equal to half of kernel size, but "
                            f"got kT: {k[0]} kW: {k[2]} kH: {k[1]} padT: {p[0]} padW: {p[2]} "
                            f"padH: {p[1]}")
-    ins = [int(v) for v in x.shape[2:]]
     outs = [int(sh.conv_out(i, kk, ss, pp, dd, bool(ceil_mode)))
             for i, kk, ss, pp, dd in zip(ins, k, s, p, d)]
     if min(outs) < 1:
