@@ -25,24 +25,18 @@ Profiles as in ``test_fuzz.py``: ``ci`` (default) and ``long``
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
+from _fuzz_settings import fuzz_settings
 from _torch import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import graphc as gc
 from graphc.tensor import Tensor, builder
 
-settings.register_profile("conv-ci", max_examples=14, deadline=None, derandomize=True,
-                          suppress_health_check=[HealthCheck.too_slow,
-                                                 HealthCheck.data_too_large])
-settings.register_profile("conv-long", max_examples=300, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow,
-                                                 HealthCheck.data_too_large])
-PROFILE = "conv-long" if os.environ.get("HYPOTHESIS_PROFILE") == "long" else "conv-ci"
+FUZZ = fuzz_settings(14, 300)
 
 
 def _op(name: str, *xs: Tensor, **attrs: Any) -> Tensor:
@@ -126,14 +120,13 @@ def check_geometry(geom: dict[str, Any], seed: int = 0) -> None:
             assert err <= tol, (what, batch, err, tol)
 
 
-@settings(settings.get_profile(PROFILE))
+@FUZZ
 @given(geometries(width=[1, 2, 3, 4, 6, 8, 12, 16, 24, 32], size=40, batch=9))
 def test_random_small_convolutions_match_torch(geom: dict[str, Any]) -> None:
     check_geometry(geom)
 
 
-@settings(settings.get_profile(PROFILE), max_examples=settings.get_profile(PROFILE)
-          .max_examples // 2)
+@fuzz_settings(7, 150)
 @given(geometries(width=[8, 16, 24, 32, 48, 64, 96, 128], size=48, batch=16))
 def test_random_wide_convolutions_match_torch(geom: dict[str, Any]) -> None:
     """Widths where the batched and channel-vector paths and the two-thread splits take
@@ -177,7 +170,7 @@ def transposed(draw: Any) -> dict[str, Any]:
                 seed=draw(st.integers(0, 2**31 - 1)))
 
 
-@settings(settings.get_profile(PROFILE))
+@FUZZ
 @given(transposed())
 def test_random_transposed_convolutions_match_torch(case: dict[str, Any]) -> None:
     """Values and the gradients of input, weight and bias, compiled, against PyTorch."""

@@ -15,25 +15,19 @@ Profiles: ``ci`` (default) and ``long`` (``HYPOTHESIS_PROFILE=long``).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 import pytest
+from _fuzz_settings import fuzz_settings
 from _torch import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import graphc as gc
 from graphc import nn, optim
 
-settings.register_profile("norm-ci", max_examples=12, deadline=None, derandomize=True,
-                          suppress_health_check=[HealthCheck.too_slow,
-                                                 HealthCheck.data_too_large])
-settings.register_profile("norm-long", max_examples=200, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow,
-                                                 HealthCheck.data_too_large])
-PROFILE = "norm-long" if os.environ.get("HYPOTHESIS_PROFILE") == "long" else "norm-ci"
+FUZZ = fuzz_settings(12, 200)
 
 
 @st.composite
@@ -78,7 +72,7 @@ def _norm(lib: Any, kind: str, c: int, hw: tuple, opts: dict) -> Any:
     return lib.LayerNorm([c, *hw], eps=opts["eps"], elementwise_affine=opts["affine"])
 
 
-@settings(settings.get_profile(PROFILE))
+@FUZZ
 @given(cases())
 def test_norm_layers_train_like_torch(case: dict[str, Any]) -> None:
     kind, c, hw, opts = case["kind"], case["c"], case["hw"], case["opts"]

@@ -14,26 +14,20 @@ Profiles as in ``test_fuzz.py``: ``ci`` (default) and ``long``
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 import pytest
+from _fuzz_settings import fuzz_settings
 from _torch import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import graphc as gc
 import graphc.nn.functional as F
 from graphc import nn
 
-settings.register_profile("pool-ci", max_examples=30, deadline=None, derandomize=True,
-                          suppress_health_check=[HealthCheck.too_slow,
-                                                 HealthCheck.data_too_large])
-settings.register_profile("pool-long", max_examples=500, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow,
-                                                 HealthCheck.data_too_large])
-PROFILE = "pool-long" if os.environ.get("HYPOTHESIS_PROFILE") == "long" else "pool-ci"
+FUZZ = fuzz_settings(30, 500)
 TF = torch.nn.functional
 POOLS = {"max": (F.max_pool2d, TF.max_pool2d), "avg": (F.avg_pool2d, TF.avg_pool2d),
          "amax": (F.adaptive_max_pool2d, TF.adaptive_max_pool2d),
@@ -62,7 +56,7 @@ def pools(draw: Any) -> tuple[str, dict[str, Any], tuple[int, ...], int]:
     return kind, kw, shape, draw(st.integers(0, 2**31 - 1))
 
 
-@settings(settings.get_profile(PROFILE))
+@FUZZ
 @given(pools())
 def test_random_pools_match_torch(case: tuple) -> None:
     kind, kw, shape, seed = case
@@ -124,7 +118,7 @@ def interpolations(draw: Any) -> tuple[dict[str, Any], tuple[int, ...], int]:
     return kw, shape, draw(st.integers(0, 2**31 - 1))
 
 
-@settings(settings.get_profile(PROFILE))
+@FUZZ
 @given(interpolations())
 def test_random_interpolations_match_torch(case: tuple) -> None:
     """``F.interpolate`` in every mode but antialiasing (a NotImplementedError), eagerly and

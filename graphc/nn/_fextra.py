@@ -314,27 +314,6 @@ def adaptive_max_pool1d(input: Any, output_size: Any,  # noqa: A002
     return adaptive_max(x, [o], return_indices)
 
 
-def _lp_checks(x: Tensor, k: tuple[int, int], s: tuple[int, int], ceil_mode: bool,
-               one_d: bool) -> None:
-    """The errors ATen's average pool raises, raised before the pool is built (graphc's
-    would come from the convolution underneath and name it)."""
-    if min(s) == 0:
-        raise RuntimeError("stride should not be zero")
-    if min(k) <= 0:
-        raise RuntimeError(f"kernel size should be greater than zero, but got kH: {k[0]} "
-                           f"kW: {k[1]}")
-    if x.ndim < 2 + (not one_d):
-        return  # the pool's own rank check speaks
-    ins = [1, x.shape[-1]] if one_d else list(x.shape[-2:])
-    if not all(isinstance(v, int) for v in ins):
-        return
-    outs = [sh.conv_out(ins[i], k[i], s[i], 0, 1, ceil_mode) for i in range(2)]
-    if min(outs) <= 0:
-        c = sh.fmt_dim(x.shape[-2] if one_d else x.shape[-3])
-        raise RuntimeError(f"Given input size: ({c}x{ins[0]}x{ins[1]}). Calculated output "
-                           f"size: ({c}x{outs[0]}x{outs[1]}). Output size is too small")
-
-
 def _lp_finish(out: Tensor, window: int, norm_type: float) -> Tensor:
     # PyTorch's ``(sign(out) * relu(|out|)) * window) ** (1 / p)``: relu's zero gradient at 0
     # gives an all-zero window a zero gradient instead of pow's infinite one
@@ -354,7 +333,6 @@ def lp_pool1d(input: Any, norm_type: float, kernel_size: int, stride: Any = None
             return max_pool1d(x.abs(), k, stride, 0, 1, ceil_mode)
         if norm_type == -math.inf:
             return -max_pool1d(-x.abs(), k, stride, 0, 1, ceil_mode)
-    _lp_checks(x, (1, k), (1, s), ceil_mode, True)
     out = avg_pool1d(x.pow(norm_type), k, s, 0, ceil_mode)
     return _lp_finish(out, k, norm_type)
 
@@ -371,7 +349,6 @@ def lp_pool2d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None
             return max_pool2d(x.abs(), k, stride, 0, 1, ceil_mode)
         if norm_type == -math.inf:
             return -max_pool2d(-x.abs(), k, stride, 0, 1, ceil_mode)
-    _lp_checks(x, k, s, ceil_mode, False)
     out = avg_pool2d(x.pow(norm_type), k, s, 0, ceil_mode)
     return _lp_finish(out, k[0] * k[1], norm_type)
 

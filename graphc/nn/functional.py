@@ -236,6 +236,11 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
     # negative pads crop; ATen refuses a crop past the dim (``narrow``) or, for the other
     # modes, a negative result, before it pads anything
     sizes = [x.shape[x.ndim - 1 - i] for i in range(n)]
+    for d, (lo, hi) in zip(sizes, pairs):
+        if not isinstance(d, int):  # a symbolic size: the compiled step checks it per call
+            kept = d + min(lo, 0) + min(hi, 0) if mode == "constant" else d + lo + hi
+            sh.require_gt(sh.dim(kept), -1, f"pad: padding ({lo}, {hi}) leaves a negative "
+                          f"size of a dim of size {sh.fmt_dim(d)}")
     if all(isinstance(d, int) for d in sizes):
         if mode == "constant":
             if any(d + min(lo, 0) + min(hi, 0) < 0 for d, (lo, hi) in zip(sizes, pairs)):
