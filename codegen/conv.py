@@ -113,6 +113,69 @@ from .wino_wgrad import fill
 OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 
 
+@dataclass
+class Epilogue:
+    """The consumer a convolution kernel runs over its result (``planning``'s
+    ``_plan_conv_epilogues``; built by ``codegen.lower``). ``fn(staged)`` is that consumer's
+    loop as a kernel of its own, ``i32 (out, buffers..., work, syms, err, lo, hi)`` over
+    ``[lo, hi)`` of its outermost loop: staged, reading one image of the convolution's
+    result from the buffer at ``slot``; else in place, from ``out``. ``values`` are the
+    convolution kernel's values for the arguments before the range (``out`` at ``slot``),
+    ``extent`` that loop's whole range, ``by_image`` whether it runs over images (else the
+    batch is a static 1), ``stages`` each thread's staging buffer (one image). ``done``: a
+    task body ran it image by image."""
+
+    fn: Callable[[bool], ir.Function]
+    values: list[ir.Value]
+    slot: int
+    extent: ir.Value
+    by_image: bool
+    stages: tuple[ir.Value, ir.Value]
+    done: bool = False
+
+
+def _epilogue_values(k: Any) -> list[ir.Value]:
+    """What a task body needs to stage and run ``k``'s epilogue (none without one)."""
+    epi = k.epilogue
+    return [] if epi is None else [*epi.values, epi.extent, *epi.stages]
+
+
+def _out_image(task: _Task, out: ir.Value, nb: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Where a task body stores image ``nb`` of its result: ``(buffer, image index)``, the
+    output at ``nb``, or, when the kernel has an epilogue, this thread's staging buffer at
+    image 0 (``_after_image`` runs the epilogue from there into the output)."""
+    epi = task.k.epilogue
+    if epi is None:
+        return out, nb
+    b = task.b
+    stage = b.select(task.first, task[epi.stages[0]], task[epi.stages[1]])
+    return b.bitcast(stage, out.type), i64(0)
+
+
+def _after_image(task: _Task, nb: ir.Value) -> None:
+    """In a task body, after image ``nb`` is stored (``_out_image``): the epilogue over that
+    image, from the staging buffer (in L1 or L2) into the output."""
+    epi = task.k.epilogue
+    if epi is None:
+        return
+    b = task.b
+    vals = [task[v] for v in epi.values]
+    vals[epi.slot] = b.select(task.first, task[epi.stages[0]], task[epi.stages[1]])
+    lo, hi = (nb, b.add(nb, i64(1))) if epi.by_image else (i64(0), task[epi.extent])
+    b.call(epi.fn(True), [*vals, lo, hi])
+    epi.done = True
+
+
+def finish_epilogue(k: Any) -> None:
+    """After a convolution kernel's code: its epilogue in place over the whole result,
+    unless its task body ran it image by image (the batched Winograd and im2col kernels and
+    the direct loops write the whole result first)."""
+    epi = k.epilogue
+    if epi is not None and not epi.done:
+        k.b.call(epi.fn(False), [*epi.values, i64(0), epi.extent])
+        epi.done = True
+
+
 @dataclass(frozen=True)
 class Problem:
     """One convolution op seen as an implicit GEMM over padded grids of its source.
@@ -550,7 +613,7 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
 
     # the images, split in two halves, each with its own grid
     nimg = k.sym(n.shape[0])
-    task = _Task(k, "igemm", [src, *sst, apack, *grids, k.out, nimg])
+    task = _Task(k, "igemm", [src, *sst, apack, *grids, k.out, nimg, *_epilogue_values(k)])
     images = _igemm_images_by_channels if by_channels(p) else _igemm_images
     images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
            [task[x] for x in grids], task[k.out], task[nimg])
@@ -586,11 +649,12 @@ def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
     for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, nimg, mp):
+        o, ni = _out_image(task, out, nb)
         for q0, m0, tile in _channel_tiles(b, vec, accs, buf, K, offs, abase, mp, grid, P,
                                            p.OW, p.wg):
             with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
-                ch = _add(b, _mul(b, nb, cout), _mul(b, g, p.M), _add(b, m0, c))
-                dst = _gep(b, out, _add(b, _mul(b, ch, P), _add(b, q0, i)))
+                ch = _add(b, _mul(b, ni, cout), _mul(b, g, p.M), _add(b, m0, c))
+                dst = _gep(b, o, _add(b, _mul(b, ch, P), _add(b, q0, i)))
                 b.store(val(tile), dst)
     task.finish()
 
@@ -610,6 +674,7 @@ def _igemm_groups(task: _Task, p: Problem, elt: ir.Type, src: ir.Value, sst: lis
             with for_range(b, i64(0), i64(p.G), name="grp") as g:
                 _build_grid(b, p, grid, src, sst, nb, g)
                 yield nb, g, grid, _gep(b, apack, _mul(b, g, p.K * mp))
+            _after_image(task, nb)
 
 
 def _grid_starts(b: ir.IRBuilder, grid: ir.Value, q0: ir.Value, n: int, Q: int,
@@ -729,6 +794,7 @@ def _igemm_images(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value
     cout = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, nimg, mp):
+        o, ni = _out_image(task, out, nb)
         with for_range(b, i64(0), i64(mp // t.rm), name="mt") as mi:
             m0 = _mul(b, mi, t.rm)
             with for_range(b, i64(0), i64(nq), name="qt") as qi:
@@ -752,12 +818,12 @@ def _igemm_images(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value
                         full = vec.const_mask(p.lanes)
 
                         def put(mask: ir.Value, oh: ir.Value = oh, col: ir.Value = col,
-                                v: int = v, m0: ir.Value = m0, nb: ir.Value = nb,
-                                g: ir.Value = g) -> None:
+                                v: int = v, m0: ir.Value = m0, ni: ir.Value = ni,
+                                g: ir.Value = g, o: ir.Value = o) -> None:
                             for i in range(t.rm):
                                 m = _add(b, m0, i64(i))
-                                ch = _add(b, _mul(b, nb, cout), _mul(b, g, p.M), m)
-                                dst = _gep(b, out, _add(b, _mul(b, ch, p.OH * p.OW),
+                                ch = _add(b, _mul(b, ni, cout), _mul(b, g, p.M), m)
+                                dst = _gep(b, o, _add(b, _mul(b, ch, p.OH * p.OW),
                                                         _mul(b, oh, p.OW), col))
                                 if p.M % t.rm:
                                     with b.if_then(b.icmp_signed("<", m, i64(p.M))):
@@ -1280,7 +1346,7 @@ def _emit_strided_igrad(k: Any, p: StridedIgrad) -> bool:
         kstart += p.S * kk
 
     nimg = k.sym(n.shape[0])
-    task = _Task(k, "igrad", [src, *sst, apack, *grids, k.out, nimg])
+    task = _Task(k, "igrad", [src, *sst, apack, *grids, k.out, nimg, *_epilogue_values(k)])
     images = (_strided_igrad_images_by_channels if _igrad_by_channels(p)
               else _strided_igrad_images)
     images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
@@ -1320,7 +1386,8 @@ def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
             if any(not ph.taps for ph in p.phases):
                 # positions no tap reaches (three in four for a 1x1 kernel at stride 2) are
                 # zero: one memset of the image instead of scattering zeros
-                _zero_fill(b, _gep(b, out, _mul(b, nb, cin * p.IH * p.IW)),
+                o, ni = _out_image(task, out, nb)
+                _zero_fill(b, _gep(b, o, _mul(b, ni, cin * p.IH * p.IW)),
                            cin * p.IH * p.IW, elt)
             with for_range(b, i64(0), i64(p.G), name="grp") as g:
                 _build_grid(b, p, grid, src, sst, nb, g)
@@ -1331,6 +1398,7 @@ def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
                     kstart += K
                     if K:
                         yield ph, off_t, abase, K, nb, g, grid
+            _after_image(task, nb)
 
 
 def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
@@ -1356,8 +1424,9 @@ def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt
                 r, col = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
                 ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
                 iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
-                ch = _add(b, _mul(b, nb, cin), _mul(b, g, p.M), _add(b, m0, c))
-                dst = _gep(b, out, _add(b, _mul(b, ch, p.IH * p.IW),
+                o, ni = _out_image(task, out, nb)
+                ch = _add(b, _mul(b, ni, cin), _mul(b, g, p.M), _add(b, m0, c))
+                dst = _gep(b, o, _add(b, _mul(b, ch, p.IH * p.IW),
                                         _mul(b, ih, p.IW), iw))
                 b.store(val(tile), dst)
     task.finish()
@@ -1411,10 +1480,11 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
                                 else vec.mask(b.sub(i64(ph.cols), col)))
                         ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
                         iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
+                        o, ni = _out_image(task, out, nb)
                         for i in range(t.rm):
                             m = _add(b, m0, i64(i))
-                            ch = _add(b, _mul(b, nb, cin), _mul(b, g, p.M), m)
-                            base = _gep(b, out, _add(
+                            ch = _add(b, _mul(b, ni, cin), _mul(b, g, p.M), m)
+                            base = _gep(b, o, _add(
                                 b, _mul(b, ch, p.IH * p.IW), _mul(b, ih, p.IW), iw))
                             addr = b.ptrtoint(base, I64)
                             one = b.insert_element(ir.Constant(ivt, ir.Undefined),
@@ -1620,7 +1690,7 @@ def _emit_winograd(k: Any, w: Wino) -> bool:
 
     nimg = k.sym(n.shape[0])
     flat = [x for part in parts for x in part]
-    task = _Task(k, "wino", [src, *sst, upack, *flat, k.out, nimg])
+    task = _Task(k, "wino", [src, *sst, upack, *flat, k.out, nimg, *_epilogue_values(k)])
     _wino_images(task, w, elt, task[src], [task[x] for x in sst], task[upack],
                  [tuple(task[x] for x in part) for part in parts], task[k.out], task[nimg])
     macs = b.mul(nimg, i64(16 * w.M * w.S * w.TH * w.TW))
@@ -1656,6 +1726,7 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
             _build_grid(b, w, grid, src, sst, nb, i64(0))
             if w.flat:
                 _build_tiles(b, w, tiles, grid)
+            o, ni = _out_image(task, out, nb)
             with for_range(b, i64(0), i64(nblocks), name="blk") as bi:
                 q0 = _mul(b, bi, qb)
                 left = b.sub(i64(w.Q), q0)
@@ -1714,7 +1785,7 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
                                             _gep(b, mb, dst), vec.vt.as_pointer()), align=4)
                 # output transform: the 2x2 block A^T M A of each tile, rows interleaved
                 with for_range(b, i64(0), i64(w.M), name="om") as m:
-                    ch = _add(b, _mul(b, nb, w.M), m)
+                    ch = _add(b, _mul(b, ni, w.M), m)
                     with for_range(b, i64(0), qn, name="oq") as qq:
                         mv = [vec.load(_gep(b, mbuf, _mul(b, _add(b, _mul(b, _add(
                             b, _mul(b, i64(xi), mp), m), qb), qq), L))) for xi in range(16)]
@@ -1723,7 +1794,7 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
                         y = [[wino.lin(b, wino.AT[j], tm[i]) for j in range(2)] for i in range(2)]
                         q = _add(b, q0, qq)
                         if w.flat:
-                            _store_tiles(b, w, y, out, ch, q)
+                            _store_tiles(b, w, y, o, ch, q)
                         else:
                             th, vr = b.udiv(q, i64(w.qv)), b.urem(q, i64(w.qv))
                             col = _mul(b, vr, 2 * L)
@@ -1731,7 +1802,7 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
                                 oh = _add(b, _mul(b, th, 2), i64(a))
                                 both = b.shuffle_vector(y[a][0], y[a][1], inter)
                                 vals = [b.shuffle_vector(both, undef2, hv) for hv in halves]
-                                row = _gep(b, out, _add(b, _mul(b, ch, w.OH * w.OW),
+                                row = _gep(b, o, _add(b, _mul(b, ch, w.OH * w.OW),
                                                         _mul(b, oh, w.OW), col))
                                 dsts = [row, _gep(b, row, i64(L))]
 
@@ -1762,6 +1833,7 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
                                         store_row()
                                 else:
                                     store_row()
+            _after_image(task, nb)
     task.finish()
 
 

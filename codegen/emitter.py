@@ -134,8 +134,18 @@ class KernelEmitter:
     forms: Forms | None = None
     factor: int | None = None
 
+    # a convolution's epilogue (``codegen.conv.Epilogue``): the consumer the kernel runs per
+    # image over its result (``codegen.planning._plan_conv_epilogues``)
+    epilogue: Any = None
+
     def __init__(self, lower: Any, node: Node, name: str,
-                 group: list[Node] | None = None, split: tuple | None = None) -> None:
+                 group: list[Node] | None = None, split: tuple | None = None,
+                 inplace: Node | None = None, staged: Node | None = None) -> None:
+        """``inplace`` and ``staged``, for a convolution's epilogue (``codegen.conv``): a
+        node ``node`` reads at its own index, the convolution's result. ``inplace``: its
+        values are already in ``node``'s own buffer, read from there (its argument is not
+        used). ``staged``: its argument holds one image of it, read at image 0 whatever the
+        image (batch stride 0)."""
         self.L = lower
         self.node = node
         self.forms = Forms()
@@ -144,6 +154,7 @@ class KernelEmitter:
         self.members = group or [node]
         self.cache: dict[int, ir.Value] = {}
         self.stored, self.buffers = operands(lower, self.members, group is not None)
+        self.staged_id = None if staged is None else staged.id
         mod = lower.module
         arg_types = [I8P for _ in self.stored] + [I8P for _ in self.buffers] + [
             I8P, I64.as_pointer(), I64.as_pointer()]
@@ -195,6 +206,8 @@ class KernelEmitter:
         self.out = self.outs.get(node.id)
         for n, a in zip(self.buffers, args[len(self.stored):-3]):
             self.ptr[n.id] = self.b.bitcast(a, mem_type(n.dtype).as_pointer())
+        if inplace is not None:
+            self.ptr[inplace.id] = self.out
 
     def _is_buffer(self, n: Node) -> bool:
         return n.op == "input" or n.id in self.L.mat_ids
@@ -239,6 +252,8 @@ class KernelEmitter:
     def load_buffer(self, n: Node, idx: list[ir.Value], strides: list[Any] | None = None
                     ) -> ir.Value:
         strides = contiguous_strides(n.shape) if strides is None else strides
+        if n.id == self.staged_id:  # one image of it (``staged``)
+            strides = [0, *list(strides)[1:]]
         lin = self.linear(idx, strides)
         if self.debug:
             self.check_bounds(lin, n)

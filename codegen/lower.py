@@ -32,8 +32,9 @@ from graphc.ir import Graph, Node
 from graphc.ir import shapes as sh
 
 from . import options
-from .abi import ERR_NONFINITE, ERR_OK, ERR_SCRATCH, PROFILE_SYMBOL, RUN2_SYMBOL, TABLE_FIXED
+from .abi import ERR_NONFINITE, ERR_OK, ERR_SCRATCH, PROFILE_SYMBOL, RUN2_SYMBOL, TABLE_FIXED, align
 from .channel_groups import emit_channel_group, full_shape
+from .conv import Epilogue, finish_epilogue
 from .elementwise import ELEMENT_RULES
 from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
 from .families import KERNELS, kernel_for
@@ -42,7 +43,7 @@ from .llvm_util import I8P, I32, I64, VOID, SymEmitter, declare, i64, mem_type
 from .loop import emit_scan
 from .matmul import bf16_native as matmul_bf16_native
 from .parallel import TASK
-from .planning import Plan, nbytes, plan
+from .planning import Plan, nbytes, plan, stage_bytes
 from .views import VIEW_OPS
 
 # emit every kernel even when an equal one was emitted before, and check that the kernel key
@@ -206,6 +207,8 @@ class Lowering:
         self._never_fails: set[str] = set()  # kernels whose every ``ret`` returns 0
         self._helper_text: dict[str, str] = {}  # helper global name -> printed text
         self.kernel_level: dict[str, str] = {}  # kernel name -> its module's LLVM level
+        # kernel name -> the kernels it calls (a convolution's epilogue), declared in its module
+        self._callees: dict[str, list[str]] = {}
         self.kernels_emitted = 0
         self._released_counts: tuple[int, int] | None = None  # ``release_ir``
         if gemm_library:
@@ -438,7 +441,10 @@ class Lowering:
         texts = [self._text[k].replace("define internal ", "define ", 1) for k in names]
         helpers = parts["helpers"]
         used = _helpers_used("\n".join(texts), helpers)
-        return "\n".join(parts["head"] + parts["externs"] + parts["decls"]
+        callees = dict.fromkeys(c for k in names for c in self._callees.get(k, ())
+                                if c not in names)
+        kdecls = [_declaration(self.module.globals[c]) for c in callees]
+        return "\n".join(parts["head"] + parts["externs"] + parts["decls"] + kdecls
                          + [helpers[h] for h in used] + texts + parts["meta"])
 
     def entry_text(self, parts: dict[str, Any] | None = None) -> str:
@@ -477,12 +483,19 @@ class Lowering:
         n = unit[0]
         gi = p.group_of.get(n.id)
         passes = p.passes.get(gi) if gi is not None else None
-        label = n.op if len(unit) == 1 else "group" if passes is None else "channels"
+        epilogue = gi is not None and gi in p.epilogues
+        label = (n.op if len(unit) == 1 else f"{n.op}_epilogue" if epilogue
+                 else "group" if passes is None else "channels")
         key = self._kernel_key(unit, label)
         kfn = self._kernel_by_key.get(key) if key is not None else None
         if kfn is None or VERIFY_KERNEL_KEYS:
-            kern = kernel_for(n) if len(unit) == 1 else None
-            if passes is not None:  # split over the channels (``codegen.channel_groups``)
+            kern = kernel_for(n) if len(unit) == 1 or epilogue else None
+            callees: list[str] = []
+            if epilogue:
+                k = self._conv_with_epilogue(unit, callees)
+                kern.emit(k)  # type: ignore[union-attr]
+                finish_epilogue(k)
+            elif passes is not None:  # split over the channels (``codegen.channel_groups``)
                 full = full_shape(unit)
                 size = sh.numel(full)
                 split = None if isinstance(size, int) and size < ELEM_PAR_MIN else full
@@ -501,6 +514,8 @@ class Lowering:
                 kern.emit(k) if kern is not None else emit_elementwise(k)
             k.finish()
             emitted = self._dedup(k.fn, label, k.level)
+            if callees:
+                self._callees[emitted.name] = callees
             if kfn is not None and emitted is not kfn:
                 raise AssertionError(f"kernel key of %{p.node_index[n.id]} ({label}) "
                                      "matched a kernel with other code")
@@ -510,6 +525,55 @@ class Lowering:
         else:
             stored, buffers = operands(self, unit, len(unit) > 1)
         return kfn, stored, buffers
+
+    def _conv_with_epilogue(self, unit: list[Node], callees: list[str]) -> KernelEmitter:
+        """The emitter of a convolution whose consumer is its epilogue (``unit`` = ``[conv,
+        consumer]``: ``planning._plan_conv_epilogues``), with what its code needs to call
+        that consumer (``codegen.conv.Epilogue``).
+
+        The consumer's loop is a kernel of its own, taking its outermost loop's range as two
+        more arguments (images, when the batch is not a static 1), compiled at O3 like every
+        elementwise loop (LLVM vectorises it) while the convolution's tiles stay at the
+        ``tile`` level; so the convolution calls it instead of inlining it. Two forms, each
+        emitted when first asked for: *staged*, for the convolution kernels that run image by
+        image (the implicit GEMMs, Winograd, the strided input gradient), reads one image of
+        the convolution's result from a per-thread staging buffer after the workspace (still
+        in the cache); *in place*, for the others (the batched Winograd and im2col kernels,
+        the direct loops), reads the whole result from the consumer's own buffer, where the
+        convolution wrote it. In place per image was slower than two kernels on rows shorter
+        than a vector: the masked load of a row waited for the masked store of the row
+        before (their vectors overlap), 8->16 channels at 14x14 +36 % on Zen 4."""
+        p = self.plan
+        c, e = unit
+        _, ebufs = operands(self, [e], False)
+        d0 = next((i for i, s in enumerate(e.shape) if s != 1), 0)
+        made: dict[bool, ir.Function] = {}
+
+        def make(staged: bool) -> ir.Function:
+            if staged not in made:
+                how = {"staged": c} if staged else {"inplace": c}
+                ek = KernelEmitter(
+                    self, e, f"{self.name_prefix}e{p.node_index[e.id]}_{next(iter(how))}",
+                    split=tuple(e.shape), **how)
+                emit_elementwise(ek)
+                ek.b.ret(ir.Constant(I32, ERR_OK))  # the range's body itself: no thread split
+                made[staged] = self._dedup(ek.fn, "epilogue", ek.level)
+                callees.append(made[staged].name)
+            return made[staged]
+
+        k = KernelEmitter(self, c, f"{self.name_prefix}k{p.node_index[c.id]}_{c.op}",
+                          group=unit)
+        k.out = k.outs[e.id]
+        b = k.b
+        out8 = b.bitcast(k.out, I8P)
+        values = [out8] + [out8 if x is c else b.bitcast(k.ptr[x.id], I8P) for x in ebufs]
+        values += list(k._args[-3:])  # work, symbols, error record
+        slot = 1 + next(i for i, x in enumerate(ebufs) if x is c)
+        ws = align(kernel_for(c).workspace(c, self.wide))  # type: ignore[union-attr]
+        stages = (b.gep(k.work, [k.sym(ws)]),
+                  b.gep(k.work, [k.sym(sh.plus(ws, align(stage_bytes(c))))]))
+        k.epilogue = Epilogue(make, values, slot, k.sym(e.shape[d0]), d0 == 0, stages)
+        return k
 
     def _build(self) -> None:
         g, p, mod = self.graph, self.plan, self.module
@@ -565,8 +629,11 @@ class Lowering:
                 self.unit_names.append(f"%{p.node_index[n.id]} scan")
             else:
                 kfn, stored, buffers = self.kernel_for_unit(unit)
+                gi = p.group_of.get(n.id)
                 self.unit_names.append(
                     f"%{p.node_index[n.id]} {n.op}" if len(unit) == 1 else
+                    f"%{p.node_index[n.id]} {n.op} + epilogue %{p.node_index[unit[-1].id]}"
+                    if gi in p.epilogues else
                     f"%{p.node_index[n.id]}..%{p.node_index[unit[-1].id]} loop group")
                 args = [bufs[m.id] for m in stored] + [bufs[x.id] for x in buffers] + [
                     work, syms_ptr, err]

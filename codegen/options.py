@@ -27,10 +27,14 @@ WINOGRAD_WGRAD = os.environ.get("GRAPHC_WINOGRAD_WGRAD", "1") != "0"
 # GRAPHC_BF16_WINOGRAD=0 keeps bf16 3x3 stride-1 convolutions on the bf16 products where only
 # AVX512-BF16 is there, instead of float32 Winograd between casts (``codegen.matmul.bf16_native``)
 BF16_WINOGRAD = os.environ.get("GRAPHC_BF16_WINOGRAD", "1") != "0"
+# GRAPHC_CONV_EPILOGUE=0 keeps the elementwise kernel that alone reads a convolution's result
+# (bias, ReLU, eval BatchNorm, residual) a kernel of its own instead of the convolution's
+# per-image epilogue (``codegen.planning._plan_conv_epilogues``; to compare)
+CONV_EPILOGUE = os.environ.get("GRAPHC_CONV_EPILOGUE", "1") != "0"
 
 # GRAPHC_POOL_HOLD=0: the thread pool keeps splitting work over both threads after its worker
 # was late (``codegen.parallel``: the late-worker hold; to compare)
 POOL_HOLD = os.environ.get("GRAPHC_POOL_HOLD", "1") != "0"
 
 __all__ = ["POOL_HOLD", "LOOP_GROUPS", "WINOGRAD", "CONV_GEMM", "CHANNEL_GROUPS", "WINOGRAD_WGRAD",
-           "BF16_WINOGRAD"]
+           "BF16_WINOGRAD", "CONV_EPILOGUE"]

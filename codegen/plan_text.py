@@ -5,7 +5,8 @@ result lives (arena offset, written in place into a state buffer, or nowhere: a 
 later members of its loop group read, kept in registers), and the arena size — so a user can
 see what fused with what, and why a buffer exists. Members of one loop group (same-shaped
 elementwise kernels run as a single loop) are listed under a ``loop group`` line; a scan's
-results under a ``scan loop`` line, and its body's kernels after the step's, indented.
+results under a ``scan loop`` line, and its body's kernels after the step's, indented; a
+convolution and the consumer it runs as its epilogue under a ``convolution with epilogue`` line.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def format_plan(g: Graph, p: Plan, note: Callable[[Node], str | None] | None = N
     mat = {n.id for n in p.materialized}
     slots = p.slots or [s for s, _ in g.updates]
     lines = [f"kernels of {g.name}: {len(p.units())} kernels ({len(p.materialized)} "
-             f"materialized nodes, {len(p.groups)} loop groups), "
+             f"materialized nodes, {len(p.groups) - len(p.epilogues)} loop groups), "
              f"{sum(len(closure_of(n, mat)) for n in p.materialized)} nodes"]
     for i, n in enumerate(p.materialized):
         gi = p.group_of.get(n.id)
@@ -47,6 +48,9 @@ def format_plan(g: Graph, p: Plan, note: Callable[[Node], str | None] | None = N
             grp = p.groups[gi]
             if n.op == "scan":
                 lines += _scan_lines(n, p, len(grp) - 1)
+            elif gi in p.epilogues:
+                lines.append("convolution with epilogue (its consumer runs in the "
+                             "convolution's kernel, image by image where that runs images):")
             elif gi in p.passes:
                 over = next((m.inputs[0] for m in grp if m.op == "sum"), n)
                 lines.append(f"channel group of {len(grp)} (channel by channel, "
@@ -59,6 +63,8 @@ def format_plan(g: Graph, p: Plan, note: Callable[[Node], str | None] | None = N
             where = f"in place -> {slots[p.direct[n.id]]}"
         elif n.op == "scan":
             where = "the loop's workspace"
+        elif n.id in p.virtual and p.group_of.get(n.id) in p.epilogues:
+            where = f"in {names[p.groups[p.group_of[n.id]][-1].id]}'s buffer"
         elif n.id in p.virtual:
             where = "registers only"
         else:

@@ -75,6 +75,9 @@ class Plan:
     bodies: dict[int, Plan] = field(default_factory=dict)
     # channel groups (``codegen.channel_groups``): group index -> each member's pass
     passes: dict[int, list[int]] = field(default_factory=dict)
+    # convolutions with an epilogue (``_plan_conv_epilogues``): indices of groups
+    # ``[conv, consumer]``, the conv virtual, its consumer computed per image in its kernel
+    epilogues: set[int] = field(default_factory=set)
 
     def units(self) -> list[list[Node]]:
         """Kernels in execution order: a loop group, or a single materialized node."""
@@ -200,6 +203,8 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
             if options.CHANNEL_GROUPS:
                 plan_channel_groups(p, mat, _may_fail(p, mat),
                                     {n.id: reads_of(n, mat) for n in p.materialized})
+            if options.CONV_EPILOGUE:
+                _plan_conv_epilogues(p, mat)
             _plan_groups(p, mat)
     needs: list[Any] = []
     for n in scans:
@@ -208,6 +213,9 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
     for n in materialized:
         kern = kernel_for(n)
         need = kern.workspace(n, wide) if kern is not None else 0  # GEMM packing, conv grids
+        if p.group_of.get(n.id) in p.epilogues and n.id in p.virtual:
+            # then a staging buffer of one image per thread (``codegen.lower``)
+            need = sh.plus(align(need), 2 * align(stage_bytes(n)))
         if not (isinstance(need, int) and need == 0):
             needs.append(need)
     work = _max_of(needs)
@@ -459,6 +467,82 @@ def _plan_groups(p: Plan, mat: set[int]) -> None:
             readers = readers_of.get(m.id, [])
             if readers and all(r in ids for r in readers):
                 p.virtual.add(m.id)
+
+
+EPILOGUE_CONVS = ("conv2d", "conv2d_input_grad")
+
+
+def stage_bytes(n: Node) -> Any:
+    """Bytes of one image of convolution ``n``'s result: what a thread's staging buffer
+    holds when ``n`` has an epilogue (``_plan_conv_epilogues``)."""
+    return sh.numel(tuple(n.shape[1:])) * n.dtype.itemsize
+
+
+def _plan_conv_epilogues(p: Plan, mat: set[int]) -> None:
+    """Give a convolution the elementwise kernel that alone reads its result as an epilogue.
+
+    A convolution's result is usually read once, by an elementwise kernel of its own shape:
+    the bias and ReLU after a ``Conv2d``, an eval-mode BatchNorm (a per-channel scale and
+    shift) with the block's residual and ReLU, the ReLU mask on an input gradient. As two
+    kernels, the convolution writes its whole result to memory and the next kernel streams
+    it back. As one, the convolution's kernel writes each image's result into the
+    consumer's buffer and runs the consumer over that image at once, in place, while the
+    image is still in the cache (``codegen.conv``; the consumer's loop is an O3 kernel of
+    its own, ``codegen.lower``): the convolution's buffer is gone and its result is read
+    from cache instead of memory. oneDNN's post-ops and cuDNN's fused
+    convolution-bias-activation do the same.
+
+    The pair ``[conv, consumer]`` becomes a group (the conv ``virtual``), the consumer moved
+    to just after the conv. Only when that changes no value: the consumer is the conv's only
+    reader, reads it at its own index, writes no state in place and may not stop, and every
+    other buffer it reads is ready before the conv runs.
+    """
+    g = p.graph
+    flags = {n.id for n in g.meta.get("finite_flags", ())}
+    roots = {n.id for n in g.roots}
+    index = {n.id: i for i, n in enumerate(p.materialized)}
+    reads = {n.id: reads_of(n, mat) for n in p.materialized}
+    readers: dict[int, list[Node]] = {}
+    for n in p.materialized:
+        for x in reads[n.id]:
+            readers.setdefault(x.id, []).append(n)
+    aliased = set(p.aliases.values())
+    pairs: list[tuple[Node, Node]] = []
+    for c in p.materialized:
+        if (c.op not in EPILOGUE_CONVS or c.id in roots or c.id in p.direct
+                or c.id in p.group_of or c.id in aliased or not c.dtype.is_float):
+            continue
+        rd = readers.get(c.id, [])
+        if len(rd) != 1:
+            continue
+        e = rd[0]
+        if (e.id in p.group_of or e.id in p.direct or e.dtype != c.dtype
+                or not _groupable(e, mat, flags) or len(e.shape) != len(c.shape)
+                or not all(sh.same(a, b) for a, b in zip(e.shape, c.shape))
+                or not _pointwise(e, c, mat)):
+            continue
+        if any(x is not c and x.op != "input" and index[x.id] > index[c.id]
+               for x in reads[e.id]):
+            continue  # a buffer it reads is computed after the conv
+        pairs.append((c, e))
+    if not pairs:
+        return
+    moved = {e.id for _, e in pairs}
+    after = {c.id: e for c, e in pairs}
+    order: list[Node] = []
+    for n in p.materialized:
+        if n.id in moved:
+            continue
+        order.append(n)
+        if n.id in after:
+            order.append(after[n.id])
+    p.materialized[:] = order
+    for c, e in pairs:
+        gi = len(p.groups)
+        p.groups.append([c, e])
+        p.group_of[c.id] = p.group_of[e.id] = gi
+        p.virtual.add(c.id)
+        p.epilogues.add(gi)
 
 
 def _provably_ge(a: Any, b: Any) -> bool:

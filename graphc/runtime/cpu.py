@@ -166,6 +166,7 @@ class CPUExecutable(GuardMixin, Runtime):
         target += "" if codegen_options.CONV_GEMM else "|no-conv-gemm"
         target += "" if codegen_options.WINOGRAD_WGRAD else "|no-winograd-wgrad"
         target += "" if codegen_options.BF16_WINOGRAD else "|no-bf16-winograd"
+        target += "" if codegen_options.CONV_EPILOGUE else "|no-conv-epilogue"
         self.profiling = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
         target += "|profile" if self.profiling else ""
         # the printed graph groups inputs by kind; the native table follows the inputs' (and
