@@ -137,6 +137,7 @@ class KernelEmitter:
     # a convolution's epilogue (``codegen.conv.Epilogue``): the consumer the kernel runs per
     # image over its result (``codegen.planning._plan_conv_epilogues``)
     epilogue: Any = None
+    staged_id: int | None = None  # see ``staged`` below (the PTX kernels do not run __init__)
 
     def __init__(self, lower: Any, node: Node, name: str,
                  group: list[Node] | None = None, split: tuple | None = None,
