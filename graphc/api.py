@@ -34,7 +34,7 @@ from .ir import shapes as sh
 from .nn import module as nn_module
 from .runtime import compile_log, gcpause
 from .runtime.executable import Mismatch, argument_array, argument_grads
-from .trace import Signature, symbolic_axes, trace
+from .trace import Signature, axis_symbols, symbolic_axes, trace
 
 compile_source = builtins.compile  # ``compile`` below is graphc's
 # the thread's trace-context holder: a compiled function called while another one is being
@@ -60,6 +60,9 @@ def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, .
     shape of those) instead of failing on ``B1`` against ``L``."""
     from .ir.shapes import ShapeError
 
+    # a malformed ``dynamic`` raises here, not inside the trace (whose TypeError is taken
+    # for Python needing a size as a number)
+    symbolic_axes(fn.dynamic, args, fn._arg_names(len(args)))
     try:
         return trace(fn.fn, args, fn.name, fn.dynamic, arg_grad=arg_grad)
     except TypeError:
@@ -75,6 +78,12 @@ def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, .
     axes = symbolic_axes(fn.dynamic, args, fn._arg_names(len(args)))
     tries = [{i: tuple(ax for ax in ax_i if args[i].shape[ax] > 1)
               for i, ax_i in axes.items()}]
+    if first.symbols and not isinstance(fn.dynamic, dict):
+        # the rule named the symbols it needs fixed (a convolution weight passed as an
+        # argument: its out-channels took a symbol): fix the axes that have them, first
+        syms = axis_symbols(args, axes)
+        tries.insert(0, {i: tuple(ax for ax in ax_i if syms[(i, ax)] not in first.symbols)
+                         for i, ax_i in axes.items()})
     if not isinstance(fn.dynamic, dict):
         # the default's symbolic first dims, where an argument's first dim is not a batch
         # (an attention mask [L, S], a recurrent state): only the arguments whose first

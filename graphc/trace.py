@@ -789,10 +789,46 @@ def argument_names(fn: Callable[..., Any], n: int) -> list[str]:
 def symbolic_axes(dynamic: Any, args: list[np.ndarray], names: list[str]
                   ) -> dict[int, tuple[int, ...]]:
     """Which axes of each argument a trace makes symbolic: the first of every argument
-    (``dynamic`` true), none (false), or those a dict gives by argument index or name."""
-    if isinstance(dynamic, dict):
-        return {i: tuple(dynamic.get(i, dynamic.get(names[i], ()))) for i in range(len(args))}
-    return {i: (0,) if dynamic and a.ndim >= 1 else () for i, a in enumerate(args)}
+    (``dynamic`` true), none (false), or those a dict gives by argument index or name (one
+    axis or a tuple of axes, negative ones counted from the end, as ``mark_dynamic``
+    takes them). A key that names no argument, or an axis an argument does not have, raises
+    ``ValueError`` naming it: such a dict used to be ignored, or to fail inside the trace
+    and compile every size as a constant."""
+    if not isinstance(dynamic, dict):
+        return {i: (0,) if dynamic and a.ndim >= 1 else () for i, a in enumerate(args)}
+    known = set(range(len(args))) | set(names)
+    bad = [k for k in dynamic if k not in known or isinstance(k, bool)]
+    if bad:
+        raise ValueError(f"dynamic: {bad[0]!r} is not an argument of this call (arguments: "
+                         f"{', '.join(names) or 'none'})")
+    out: dict[int, tuple[int, ...]] = {}
+    for i, a in enumerate(args):
+        key = i if i in dynamic else names[i]
+        v = dynamic.get(key, ())
+        axes = (v,) if isinstance(v, int) and not isinstance(v, bool) else v
+        if not isinstance(axes, (tuple, list)) or not all(
+                isinstance(ax, int) and not isinstance(ax, bool) for ax in axes):
+            raise ValueError(f"dynamic[{key!r}]: expected an axis or a tuple of axes, got {v!r}")
+        if any(not -a.ndim <= ax < a.ndim for ax in axes):
+            raise ValueError(f"dynamic[{key!r}]: axes {tuple(axes)} out of range for argument "
+                             f"{names[i]!r} of shape {tuple(a.shape)}")
+        out[i] = tuple(sorted({ax % a.ndim for ax in axes}))
+    return out
+
+
+def axis_symbols(args: list[np.ndarray], axes: dict[int, tuple[int, ...]]
+                 ) -> dict[tuple[int, int], sympy.Symbol]:
+    """The symbol of each symbolic ``(argument, axis)`` as ``trace`` names them: equal sizes
+    share one, ``B`` first, then ``B1``, ``B2`` in order of first appearance."""
+    sym_of_size: dict[int, sympy.Symbol] = {}
+    out: dict[tuple[int, int], sympy.Symbol] = {}
+    for i, a in enumerate(args):
+        for ax in axes.get(i, ()):
+            size = int(a.shape[ax])
+            if size not in sym_of_size:
+                sym_of_size[size] = sh.symbol("B" if not sym_of_size else f"B{len(sym_of_size)}")
+            out[(i, ax)] = sym_of_size[size]
+    return out
 
 
 def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
@@ -804,16 +840,14 @@ def trace(fn: Callable[..., Any], args: list[np.ndarray], name: str,
 
     arg_names = argument_names(fn, len(args))
     # symbolic dims: the first dim of every input; equal sizes share a symbol
-    sym_of_size: dict[int, sympy.Symbol] = {}
     arg_types: list[tuple[dt.DType, sh.Shape]] = []
     axes = symbolic_axes(dynamic, args, arg_names)
+    syms = axis_symbols(args, axes)
+    sym_of_size = {int(args[i].shape[ax]): s for (i, ax), s in syms.items()}
     for i, a in enumerate(args):
         dims: list[Any] = list(a.shape)
         for ax in axes[i]:
-            size = int(a.shape[ax])
-            if size not in sym_of_size:
-                sym_of_size[size] = sh.symbol("B" if not sym_of_size else f"B{len(sym_of_size)}")
-            dims[ax] = sym_of_size[size]
+            dims[ax] = syms[(i, ax)]
         arg_types.append((dt.from_numpy(a.dtype), tuple(dims)))
     ctx = TraceContext(name, collect_names(fn))
     ctx.sig = Signature(arg_names, arg_types)

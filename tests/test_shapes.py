@@ -403,3 +403,49 @@ def test_an_argument_whose_first_dim_is_not_the_batch_compiles():
     g = gc.compile(lambda a, b: a + b)
     with pytest.raises(sh.ShapeError, match=r"shapes \[2,3\] and \[4,5\]"):
         g(np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32))
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_a_conv_weight_passed_as_an_argument_gets_fixed_sizes(groups):
+    """The default made a weight argument's out-channels a symbol: with ``groups=1`` the
+    compile crashed in the direct loops (a TypeError on the symbol), with groups a shape
+    check failed, and the fast kernels never applied. Now the conv rule names the symbols it
+    needs fixed and the trace fixes exactly those axes: one variant, every batch size, the
+    implicit GEMM."""
+    import graphc.nn.functional as F
+    from _torch import torch
+
+    rng = np.random.default_rng(groups)
+    w = rng.standard_normal((16, 8 // groups, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    f = gc.compile(lambda x, w, b: F.relu(F.conv2d(x, w, b, padding=1, groups=groups)))
+    for n in (3, 5, 1):
+        x = rng.standard_normal((n, 8, 9, 9)).astype(np.float32)
+        want = torch.relu(torch.nn.functional.conv2d(
+            torch.tensor(x), torch.tensor(w), torch.tensor(b), padding=1, groups=groups))
+        np.testing.assert_allclose(np.array(f(x, w, b)), want.numpy(), rtol=1e-4, atol=1e-4)
+    assert f.compile_count == 1
+    assert "implicit GEMM" in f.ir("fused")
+    # asked for explicitly, a symbolic weight size is an error that says why
+    h = gc.compile(lambda x, w: F.conv2d(x, w), dynamic={"w": 0})
+    with pytest.raises(sh.ShapeError, match="only the batch may be symbolic"):
+        h(np.ones((2, 3, 5, 5), np.float32), np.ones((4, 3, 3, 3), np.float32))
+
+
+def test_dynamic_dict_is_checked_and_takes_one_axis():
+    """``dynamic={"x": 0}`` (an axis, not a tuple) failed inside the trace and was taken for
+    Python needing a size as a number: every size silently fixed, a compile per shape. Now
+    an int is one axis, negative axes count from the end, and a key or axis that does not
+    exist raises a ValueError naming it."""
+    f = gc.compile(lambda x: x * 2, dynamic={"x": 0})
+    g = gc.compile(lambda x: x * 2, dynamic={"x": -1})
+    for n in (2, 3):
+        np.testing.assert_array_equal(np.array(f(np.ones((n, 3), np.float32))), 2)
+        g(np.ones((3, n), np.float32))
+    assert f.compile_count == 1 and g.compile_count == 1
+    for bad, msg in (({"q": 0}, "'q' is not an argument"),
+                     ({"x": 5}, r"axes \(5,\) out of range for argument 'x' of shape \(2, 3\)"),
+                     ({"x": "a"}, "expected an axis or a tuple of axes, got 'a'"),
+                     ({"x": (0, True)}, "expected an axis or a tuple of axes")):
+        with pytest.raises(ValueError, match=msg):
+            gc.compile(lambda x: x * 2, dynamic=bad)(np.ones((2, 3), np.float32))

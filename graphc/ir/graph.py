@@ -157,7 +157,9 @@ class Builder:
             shape, dtype = ops.infer(op, inputs, attrs) if known is None else known
         except (ops.OpError, sh.ShapeError) as e:
             loc = user_location()
-            raise type(e)(f"{e}" + (f" (at {loc})" if loc else "")) from None
+            err = type(e)(f"{e}" + (f" (at {loc})" if loc else ""))
+            err.__dict__.update(e.__dict__)  # a ShapeError's ``symbols``
+            raise err from None
         node = Node(op, inputs, shape, dtype, attrs, user_location() if self.track_loc else None)
         node.rg = rg
         if key is not None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
+
 from . import dtypes as dt
 from . import loops
 from . import shapes as sh
@@ -281,6 +283,18 @@ def _pad(op, xs, a):
 def _conv_check(op: str, x: Any, w: Any, a: dict) -> None:
     if len(x.shape) != 4 or len(w.shape) != 4:
         raise OpError(f"{op}: expected 4-D operands, got {_fmt(x)}, {_fmt(w)}")
+    # only the batch may be symbolic: channels, kernel and map sizes decide the kernel (the
+    # implicit GEMM's packing, Winograd, register tiles) and every shape check here
+    fixed = [x.shape[1:], w.shape[1:] if op == "conv2d_weight_grad" else w.shape]
+    fixed += [sh.shape(a["input_shape"])[1:]] if "input_shape" in a else []
+    fixed += [sh.shape(a["weight_shape"])] if "weight_shape" in a else []
+    syms = frozenset(s for dims in fixed for d in dims if not isinstance(d, int)
+                     for s in sympy.sympify(d).free_symbols)
+    if syms:
+        raise sh.ShapeError(
+            f"{op}: a convolution's channels, kernel and map sizes must be fixed; only the "
+            f"batch may be symbolic, got {_fmt(x)} and {_fmt(w)} (a weight passed as an "
+            f"argument: leave its axes out of `dynamic`)", symbols=syms)
     if x.dtype is not w.dtype or not x.dtype.is_float:
         raise OpError(f"{op}: operands must share a float dtype, got {_fmt(x)}, {_fmt(w)}")
     for k in ("stride", "padding", "dilation"):

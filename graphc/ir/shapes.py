@@ -22,7 +22,13 @@ Shape = tuple[Dim, ...]
 
 
 class ShapeError(ValueError):
-    """A shape rule was violated (the message names the op and the shapes)."""
+    """A shape rule was violated (the message names the op and the shapes). ``symbols``:
+    the symbolic sizes the rule needs as numbers (a convolution's channels), so a trace
+    with the default symbolic axes can fix exactly those (``graphc.api._trace``)."""
+
+    def __init__(self, msg: str = "", symbols: frozenset = frozenset()) -> None:
+        super().__init__(msg)
+        self.symbols = frozenset(symbols)
 
 
 def symbol(name: str) -> sympy.Symbol:
