@@ -117,9 +117,10 @@ OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 class Epilogue:
     """The consumer a convolution kernel runs over its result (``planning``'s
     ``_plan_conv_epilogues``; built by ``codegen.lower``). ``fn(staged)`` is that consumer's
-    loop as a kernel of its own, ``i32 (out, buffers..., work, syms, err, lo, hi)`` over
-    ``[lo, hi)`` of its outermost loop: staged, reading one image of the convolution's
-    result from the buffer at ``slot``; else in place, from ``out``. ``values`` are the
+    loop as a kernel of its own: staged, ``i32 (out, buffers..., work, syms, err, lo, hi)``
+    over ``[lo, hi)`` of its outermost loop, reading one image of the convolution's result
+    from the buffer at ``slot``; else in place, ``i32 (out, buffers..., work, syms, err)``
+    over the whole result from ``out``, split over the threads. ``values`` are the
     convolution kernel's values for the arguments before the range (``out`` at ``slot``),
     ``extent`` that loop's whole range, ``by_image`` whether it runs over images (else the
     batch is a static 1), ``stages`` each thread's staging buffer (one image). ``done``: a
@@ -172,7 +173,7 @@ def finish_epilogue(k: Any) -> None:
     the direct loops write the whole result first)."""
     epi = k.epilogue
     if epi is not None and not epi.done:
-        k.b.call(epi.fn(False), [*epi.values, i64(0), epi.extent])
+        k.b.call(epi.fn(False), epi.values)
         epi.done = True
 
 

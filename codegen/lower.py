@@ -540,7 +540,7 @@ class Lowering:
         the convolution's result from a per-thread staging buffer after the workspace (still
         in the cache); *in place*, for the others (the batched Winograd and im2col kernels,
         the direct loops), reads the whole result from the consumer's own buffer, where the
-        convolution wrote it. In place per image was slower than two kernels on rows shorter
+        convolution wrote it, split over the threads as the kernel of its own was. In place per image was slower than two kernels on rows shorter
         than a vector: the masked load of a row waited for the masked store of the row
         before (their vectors overlap), 8->16 channels at 14x14 +36 % on Zen 4."""
         p = self.plan
@@ -556,7 +556,10 @@ class Lowering:
                     self, e, f"{self.name_prefix}e{p.node_index[e.id]}_{next(iter(how))}",
                     split=tuple(e.shape), **how)
                 emit_elementwise(ek)
-                ek.b.ret(ir.Constant(I32, ERR_OK))  # the range's body itself: no thread split
+                if staged:  # the range's body itself: the convolution's threads call it
+                    ek.b.ret(ir.Constant(I32, ERR_OK))
+                else:  # a whole kernel, split over the threads like any elementwise one
+                    ek.finish()
                 made[staged] = self._dedup(ek.fn, "epilogue", ek.level)
                 callees.append(made[staged].name)
             return made[staged]

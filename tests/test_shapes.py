@@ -412,8 +412,9 @@ def test_a_conv_weight_passed_as_an_argument_gets_fixed_sizes(groups):
     check failed, and the fast kernels never applied. Now the conv rule names the symbols it
     needs fixed and the trace fixes exactly those axes: one variant, every batch size, the
     implicit GEMM."""
-    import graphc.nn.functional as F
     from _torch import torch
+
+    import graphc.nn.functional as F
 
     rng = np.random.default_rng(groups)
     w = rng.standard_normal((16, 8 // groups, 3, 3)).astype(np.float32)
