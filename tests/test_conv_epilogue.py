@@ -16,8 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 from _arena import assert_nothing_past_arena, guard_scratch
+from _fuzz_settings import fuzz_settings
 from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import hostinfo, options
+from hypothesis import given
+from hypothesis import strategies as st
+from test_conv_fuzz import geometries
 
 import graphc as gc
 import graphc.nn.functional as F
@@ -319,3 +323,87 @@ np.savez(OUT, **out)
 
 def test_one_thread_and_two_give_the_same_bits(tmp_path):
     assert_bit_identical(run_per_thread_count(tmp_path, SCRIPT), min_arrays=3)
+
+
+# ---------------------------------------------------------------------------------------
+# fuzzing: random geometries (every path) and random elementwise consumers
+# ---------------------------------------------------------------------------------------
+_UNARY = ["relu", "sigmoid", "tanh", "abs", "neg", "square", "leaky", "clamp"]
+_BINARY = ["add", "sub", "mul", "max"]
+_OPERANDS = ["channel", "residual", "per_map", "per_column", "scalar"]
+
+
+@st.composite
+def consumers(draw: Any) -> list[tuple[str, str]]:
+    """1-4 steps applied to the convolution's result: a unary op, or a binary op with a
+    per-channel vector, a residual of the result's shape, a [1, C, H, W] or [1, 1, 1, W]
+    tensor, or a constant (either side)."""
+    steps = []
+    for _ in range(draw(st.integers(1, 4))):
+        if draw(st.booleans()):
+            steps.append(("unary", draw(st.sampled_from(_UNARY))))
+        else:
+            side = draw(st.sampled_from(["left", "right"]))
+            steps.append((f"{draw(st.sampled_from(_BINARY))}:{side}",
+                          draw(st.sampled_from(_OPERANDS))))
+    return steps
+
+
+def _apply(steps: list[tuple[str, str]], y: Any, ops: dict[str, Any], lib: Any) -> Any:
+    for kind, arg in steps:
+        if kind == "unary":
+            y = {"relu": lambda v: lib.relu(v), "sigmoid": lambda v: lib.sigmoid(v),
+                 "tanh": lambda v: lib.tanh(v), "abs": lambda v: v.abs(),
+                 "neg": lambda v: -v, "square": lambda v: v * v,
+                 "leaky": lambda v: lib.where(v > 0, v, v * 0.1),
+                 "clamp": lambda v: v.clamp(-0.5, 2.0)}[arg](y)
+            continue
+        op, side = kind.split(":")
+        z = ops[arg]
+        a, b = (y, z) if side == "left" else (z, y)
+        y = {"add": lambda p, q: p + q, "sub": lambda p, q: p - q, "mul": lambda p, q: p * q,
+             "max": lambda p, q: lib.maximum(p, q)}[op](a, b)
+    return y
+
+
+@fuzz_settings(10, 200)
+@given(geometries(width=[1, 2, 3, 4, 8, 16, 24, 64], size=20, batch=6), consumers())
+def test_random_consumers_match_the_unfused_step(geom: dict[str, Any], steps: list) -> None:
+    """Any elementwise consumer of any convolution: the fused step equals, bit for bit, the
+    one with the consumer a kernel of its own, and the eager result within rounding."""
+    c, o, (h, w), ker = geom["c"], geom["o"], geom["hw"], geom["kernel"]
+    attrs, dtype = geom["attrs"], geom["dtype"]
+    rng = np.random.default_rng(len(steps))
+    m = nn.Module()
+    m.w = nn.Parameter(gc.from_numpy(
+        (rng.standard_normal((o, c // attrs["groups"]) + ker) * 0.3).astype(dtype)))
+    x0 = rng.standard_normal((geom["batches"][0], c, h, w)).astype(dtype)
+    oh, ow = torch.nn.functional.conv2d(torch.from_numpy(x0), torch.from_numpy(
+        np.asarray(m.w)), **attrs).shape[2:]
+    m.ch = nn.Parameter(gc.from_numpy(rng.standard_normal((1, o, 1, 1)).astype(dtype)))
+    m.pm = nn.Parameter(gc.from_numpy(rng.standard_normal((1, o, oh, ow)).astype(dtype)))
+    m.pc = nn.Parameter(gc.from_numpy(rng.standard_normal((1, 1, 1, ow)).astype(dtype)))
+
+    def fn(x: Any, r: Any) -> Any:
+        y = F.conv2d(x, m.w, **attrs)
+        ops = {"channel": m.ch, "residual": r, "per_map": m.pm, "per_column": m.pc,
+               "scalar": 0.75}
+        return _apply(steps, y, ops, gc)
+
+    fused = gc.compile(fn)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(options, "CONV_EPILOGUE", False)
+        plain = gc.compile(fn)
+        for batch in geom["batches"]:
+            x = rng.standard_normal((batch, c, h, w)).astype(dtype)
+            r = rng.standard_normal((batch, o, oh, ow)).astype(dtype)
+            want = np.array(plain(x, r))
+            got = np.array(fused(x, r))
+            np.testing.assert_array_equal(got, want, err_msg=str(steps))
+            eager = fn(gc.from_numpy(x), gc.from_numpy(r)).numpy()
+            tol = 1e-4 if dtype == np.float32 else 1e-10
+            np.testing.assert_allclose(got, eager, rtol=tol, atol=tol, err_msg=str(steps))
+        plain_text = plain.ir("fused")  # (printing lowers again: inside the patch)
+    assert EPI not in plain_text
+    # an epilogue wherever the consumer survived simplification (neg(neg(y)) is y)
+    assert EPI in fused.ir("fused") or plain_text.startswith("kernels of fn: 1 kernels")
