@@ -531,18 +531,19 @@ class Lowering:
         consumer]``: ``planning._plan_conv_epilogues``), with what its code needs to call
         that consumer (``codegen.conv.Epilogue``).
 
-        The consumer's loop is a kernel of its own, taking its outermost loop's range as two
-        more arguments (images, when the batch is not a static 1), compiled at O3 like every
-        elementwise loop (LLVM vectorises it) while the convolution's tiles stay at the
-        ``tile`` level; so the convolution calls it instead of inlining it. Two forms, each
-        emitted when first asked for: *staged*, for the convolution kernels that run image by
-        image (the implicit GEMMs, Winograd, the strided input gradient), reads one image of
-        the convolution's result from a per-thread staging buffer after the workspace (still
-        in the cache); *in place*, for the others (the batched Winograd and im2col kernels,
-        the direct loops), reads the whole result from the consumer's own buffer, where the
-        convolution wrote it, split over the threads as the kernel of its own was. In place per image was slower than two kernels on rows shorter
-        than a vector: the masked load of a row waited for the masked store of the row
-        before (their vectors overlap), 8->16 channels at 14x14 +36 % on Zen 4."""
+        The consumer's loop is a kernel of its own, compiled at O3 like every elementwise
+        loop (LLVM vectorises it) while the convolution's tiles stay at the ``tile`` level;
+        so the convolution calls it instead of inlining it. Two forms, each emitted when
+        first asked for: *staged*, for the convolution kernels that run image by image (the
+        implicit GEMMs, Winograd, the strided input gradient), takes a range of its
+        outermost loop (images, when the batch is not a static 1) and reads one image of the
+        convolution's result from a per-thread staging buffer after the workspace (still in
+        the cache); *in place*, for the others (the batched Winograd and im2col kernels, the
+        direct loops), reads the whole result from the consumer's own buffer, where the
+        convolution wrote it, split over the threads as the kernel of its own was. In place
+        per image was slower than two kernels on rows shorter than a vector: the masked load
+        of a row waited for the masked store of the row before (their vectors overlap),
+        8->16 channels at 14x14 +36 % on Zen 4."""
         p = self.plan
         c, e = unit
         _, ebufs = operands(self, [e], False)
