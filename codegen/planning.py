@@ -200,11 +200,11 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
     if not debug:
         _plan_direct_writes(p, mat)
         if loop_groups:
+            if options.CONV_EPILOGUE:
+                _plan_conv_epilogues(p, mat)
             if options.CHANNEL_GROUPS:
                 plan_channel_groups(p, mat, _may_fail(p, mat),
                                     {n.id: reads_of(n, mat) for n in p.materialized})
-            if options.CONV_EPILOGUE:
-                _plan_conv_epilogues(p, mat)
             _plan_groups(p, mat)
     needs: list[Any] = []
     for n in scans:
@@ -491,6 +491,12 @@ def _plan_conv_epilogues(p: Plan, mat: set[int]) -> None:
     its own, ``codegen.lower``): the convolution's buffer is gone and its result is read
     from cache instead of memory. oneDNN's post-ops and cuDNN's fused
     convolution-bias-activation do the same.
+
+    Planned before the channel groups: in a ResNet's backward the input gradient's reader
+    is the ReLU mask with the residual gradient added, the first member such a group would
+    take; as the input gradient's epilogue it no longer writes and re-reads that gradient,
+    and the group keeps the BatchNorm sums and ``dx`` (ResNet-18 step, Zen 4: 225.2 ->
+    219.7 ms on one thread, 111.6 -> 108.4 ms on two).
 
     The pair ``[conv, consumer]`` becomes a group (the conv ``virtual``), the consumer moved
     to just after the conv. Only when that changes no value: the consumer is the conv's only
