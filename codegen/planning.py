@@ -313,6 +313,33 @@ def _pointwise(v: Node, old: Node, mat: set[int]) -> bool:
     return all(gops.OP_INFO[x.op].kind == "elementwise" for x in closure if reaches(x))
 
 
+def _reads_in_order(v: Node, old: Node, mat: set[int]) -> bool:
+    """True when ``v``'s kernel reads ``old`` only at ``v``'s own linear index: through
+    elementwise ops and reshapes that keep the first dim (a ``Conv1d``'s ``[B, C, 1, L]``
+    result read as ``[B, C, L]``), so image ``n`` of ``v`` reads image ``n`` of ``old``."""
+    closure = closure_of(v, mat)
+    ids = {x.id for x in closure}
+    memo: dict[int, bool] = {}
+
+    def reaches(x: Node) -> bool:
+        if x is old:
+            return True
+        if x.id not in ids:
+            return False
+        if x.id not in memo:
+            memo[x.id] = any(reaches(y) for y in x.inputs)
+        return memo[x.id]
+
+    def in_order(x: Node) -> bool:
+        if gops.OP_INFO[x.op].kind == "elementwise":
+            return True
+        src = x.inputs[0] if x.inputs else None
+        return (x.op == "reshape" and src is not None and bool(x.shape) and bool(src.shape)
+                and sh.same(x.shape[0], src.shape[0]))
+
+    return all(in_order(x) for x in closure if reaches(x))
+
+
 def _plan_direct_writes(p: Plan, mat: set[int]) -> None:
     """Let an update's kernel write straight into the state buffer when that is safe.
 
@@ -500,7 +527,8 @@ def _plan_conv_epilogues(p: Plan, mat: set[int]) -> None:
 
     The pair ``[conv, consumer]`` becomes a group (the conv ``virtual``), the consumer moved
     to just after the conv. Only when that changes no value: the consumer is the conv's only
-    reader, reads it at its own index, writes no state in place and may not stop, and every
+    reader, reads it at its own index (through elementwise ops and reshapes that keep the
+    batch first: ``_reads_in_order``), writes no state in place and may not stop, and every
     other buffer it reads is ready before the conv runs.
     """
     g = p.graph
@@ -523,9 +551,10 @@ def _plan_conv_epilogues(p: Plan, mat: set[int]) -> None:
             continue
         e = rd[0]
         if (e.id in p.group_of or e.id in p.direct or e.dtype != c.dtype
-                or not _groupable(e, mat, flags) or len(e.shape) != len(c.shape)
-                or not all(sh.same(a, b) for a, b in zip(e.shape, c.shape))
-                or not _pointwise(e, c, mat)):
+                or not _groupable(e, mat, flags) or not e.shape
+                or not sh.same(e.shape[0], c.shape[0])
+                or not sh.same(sh.numel(tuple(e.shape[1:])), sh.numel(tuple(c.shape[1:])))
+                or not _reads_in_order(e, c, mat)):
             continue
         if any(x is not c and x.op != "input" and index[x.id] > index[c.id]
                for x in reads[e.id]):

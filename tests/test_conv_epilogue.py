@@ -337,7 +337,11 @@ _OPERANDS = ["channel", "residual", "per_map", "per_column", "scalar"]
 def consumers(draw: Any) -> list[tuple[str, str]]:
     """1-4 steps applied to the convolution's result: a unary op, or a binary op with a
     per-channel vector, a residual of the result's shape, a [1, C, H, W] or [1, 1, 1, W]
-    tensor, or a constant (either side)."""
+    tensor, or a constant (either side); sometimes the result flattened per image first
+    (then only unary ops and constants)."""
+    if draw(st.integers(0, 4)) == 0:
+        return [("flatten", "")] + [("unary", draw(st.sampled_from(_UNARY)))
+                                    for _ in range(draw(st.integers(1, 2)))]
     steps = []
     for _ in range(draw(st.integers(1, 4))):
         if draw(st.booleans()):
@@ -351,6 +355,9 @@ def consumers(draw: Any) -> list[tuple[str, str]]:
 
 def _apply(steps: list[tuple[str, str]], y: Any, ops: dict[str, Any], lib: Any) -> Any:
     for kind, arg in steps:
+        if kind == "flatten":
+            y = y.flatten(1)
+            continue
         if kind == "unary":
             y = {"relu": lambda v: lib.relu(v), "sigmoid": lambda v: lib.sigmoid(v),
                  "tanh": lambda v: lib.tanh(v), "abs": lambda v: v.abs(),
@@ -407,3 +414,52 @@ def test_random_consumers_match_the_unfused_step(geom: dict[str, Any], steps: li
     assert EPI not in plain_text
     # an epilogue wherever the consumer survived simplification (neg(neg(y)) is y)
     assert EPI in fused.ir("fused") or plain_text.startswith("kernels of fn: 1 kernels")
+
+
+def test_conv1d_and_a_reshaped_consumer():
+    """A ``Conv1d`` is a conv2d of ``[B, C, 1, L]`` read back as ``[B, C, L]``: a reshape that
+    keeps the batch first is still a read at the consumer's own index (so is a flatten of
+    each image), and the consumer runs as the epilogue; a reshape that mixes images does
+    not."""
+    gc.manual_seed(0)
+    torch.manual_seed(0)
+    tm = torch.nn.Conv1d(16, 32, 5, padding=2)
+    gm = nn.Conv1d(16, 32, 5, padding=2)
+    gm.load_state_dict({k: gc.from_numpy(v.detach().numpy().copy())
+                        for k, v in tm.state_dict().items()})
+    conv = nn.Conv2d(4, 6, 3, padding=1)
+    tconv = torch.nn.Conv2d(4, 6, 3, padding=1)
+    conv.load_state_dict({k: gc.from_numpy(v.detach().numpy().copy())
+                          for k, v in tconv.state_dict().items()})
+
+    @gc.compile
+    def f(x: Any) -> Any:
+        with gc.no_grad():
+            return F.relu(gm(x))
+
+    @gc.compile
+    def flat(x: Any) -> Any:
+        with gc.no_grad():
+            return F.sigmoid(conv(x).flatten(1))
+
+    @gc.compile
+    def mixed(x: Any) -> Any:
+        with gc.no_grad():
+            return F.sigmoid(conv(x).reshape(-1, 5 * 5))
+
+    rng = np.random.default_rng(0)
+    for batch in (3, 1):
+        x = rng.standard_normal((batch, 16, 50)).astype(np.float32)
+        with torch.no_grad():
+            want = torch.relu(tm(torch.from_numpy(x))).numpy()
+        np.testing.assert_allclose(np.array(f(x)), want, rtol=1e-5, atol=1e-5)
+        x2 = rng.standard_normal((batch, 4, 5, 5)).astype(np.float32)
+        with torch.no_grad():
+            y = tconv(torch.from_numpy(x2))
+        np.testing.assert_allclose(np.array(flat(x2)), torch.sigmoid(y.flatten(1)).numpy(),
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.array(mixed(x2)),
+                                   torch.sigmoid(y.reshape(-1, 25)).numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    assert EPI in f.ir("fused") and EPI in flat.ir("fused")
+    assert EPI not in mixed.ir("fused")
