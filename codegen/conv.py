@@ -113,32 +113,36 @@ from .wino_wgrad import fill
 OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 
 
+# a convolution's epilogue as the kernel calls it: ``i32 (ctx, stage, lo, hi)``
+EPILOGUE_FN = ir.FunctionType(I32, [I8P, I8P, I64, I64])
+
+
 @dataclass
 class Epilogue:
     """The consumer a convolution kernel runs over its result (``planning``'s
-    ``_plan_conv_epilogues``; built by ``codegen.lower``). ``fn(staged)`` is that consumer's
-    loop as a kernel of its own: staged, ``i32 (out, buffers..., work, syms, err, lo, hi)``
-    over ``[lo, hi)`` of its outermost loop, reading one image of the convolution's result
-    from the buffer at ``slot``; else in place, ``i32 (out, buffers..., work, syms, err)``
-    over the whole result from ``out``, split over the threads. ``values`` are the
-    convolution kernel's values for the arguments before the range (``out`` at ``slot``),
-    ``extent`` that loop's whole range, ``by_image`` whether it runs over images (else the
-    batch is a static 1), ``stages`` each thread's staging buffer (one image). ``done``: a
-    task body ran it image by image."""
+    ``_plan_conv_epilogues``; built by ``codegen.lower``): ``fn`` (an ``EPILOGUE_FN``
+    as ``i8*``) and ``ctx``, the kernel's last two arguments, and each thread's staging
+    buffer for one image (``stages``). A task body that runs images calls
+    ``fn(ctx, stage, image, image + 1)`` after each image, the result staged; otherwise the
+    kernel calls ``fn(ctx, null, 0, images)`` once at the end, the result already in the
+    consumer's buffer; ``staged`` records which, so that the entry function passes that
+    form of the consumer."""
 
-    fn: Callable[[bool], ir.Function]
-    values: list[ir.Value]
-    slot: int
-    extent: ir.Value
-    by_image: bool
+    fn: ir.Value
+    ctx: ir.Value
     stages: tuple[ir.Value, ir.Value]
     done: bool = False
+    staged: bool = False
+
+
+def _call_epilogue(b: ir.IRBuilder, fn: ir.Value, args: list[ir.Value]) -> None:
+    b.call(b.bitcast(fn, EPILOGUE_FN.as_pointer()), args)
 
 
 def _epilogue_values(k: Any) -> list[ir.Value]:
     """What a task body needs to stage and run ``k``'s epilogue (none without one)."""
     epi = k.epilogue
-    return [] if epi is None else [*epi.values, epi.extent, *epi.stages]
+    return [] if epi is None else [epi.fn, epi.ctx, *epi.stages]
 
 
 def _out_image(task: _Task, out: ir.Value, nb: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -160,11 +164,9 @@ def _after_image(task: _Task, nb: ir.Value) -> None:
     if epi is None:
         return
     b = task.b
-    vals = [task[v] for v in epi.values]
-    vals[epi.slot] = b.select(task.first, task[epi.stages[0]], task[epi.stages[1]])
-    lo, hi = (nb, b.add(nb, i64(1))) if epi.by_image else (i64(0), task[epi.extent])
-    b.call(epi.fn(True), [*vals, lo, hi])
-    epi.done = True
+    stage = b.select(task.first, task[epi.stages[0]], task[epi.stages[1]])
+    _call_epilogue(b, task[epi.fn], [task[epi.ctx], stage, nb, b.add(nb, i64(1))])
+    epi.done = epi.staged = True
 
 
 def finish_epilogue(k: Any) -> None:
@@ -173,7 +175,8 @@ def finish_epilogue(k: Any) -> None:
     the direct loops write the whole result first)."""
     epi = k.epilogue
     if epi is not None and not epi.done:
-        k.b.call(epi.fn(False), epi.values)
+        nimg = k.sym(k.node.shape[0])
+        _call_epilogue(k.b, epi.fn, [epi.ctx, ir.Constant(I8P, None), i64(0), nimg])
         epi.done = True
 
 

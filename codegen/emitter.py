@@ -141,12 +141,16 @@ class KernelEmitter:
 
     def __init__(self, lower: Any, node: Node, name: str,
                  group: list[Node] | None = None, split: tuple | None = None,
-                 inplace: Node | None = None, staged: Node | None = None) -> None:
+                 inplace: Node | None = None, staged: Node | None = None,
+                 extra_args: int = 0, outputs: list[Node] | None = None) -> None:
         """``inplace`` and ``staged``, for a convolution's epilogue (``codegen.conv``): a
         node ``node`` reads at its own index, the convolution's result. ``inplace``: its
         values are already in ``node``'s own buffer, read from there (its argument is not
         used). ``staged``: its argument holds one image of it, read at image 0 whatever the
-        image (batch stride 0)."""
+        image (batch stride 0). ``extra_args``: that many more ``i8*`` arguments after the
+        error record (``self.extra``): a convolution's epilogue function and its context.
+        ``outputs``: the nodes it writes, when not the members that have buffers (a
+        convolution whose result goes to its epilogue's buffer)."""
         self.L = lower
         self.node = node
         self.forms = Forms()
@@ -155,10 +159,12 @@ class KernelEmitter:
         self.members = group or [node]
         self.cache: dict[int, ir.Value] = {}
         self.stored, self.buffers = operands(lower, self.members, group is not None)
+        if outputs is not None:
+            self.stored = list(outputs)
         self.staged_id = None if staged is None else staged.id
         mod = lower.module
         arg_types = [I8P for _ in self.stored] + [I8P for _ in self.buffers] + [
-            I8P, I64.as_pointer(), I64.as_pointer()]
+            I8P, I64.as_pointer(), I64.as_pointer()] + [I8P] * extra_args
         # ``split`` (the shape of the work: the loop nest, or a reduction's input): the loops
         # go into a body function that also takes the range of the outermost loop over the
         # result (``split_range``); ``finish`` makes the kernel a wrapper that runs the two
@@ -179,6 +185,8 @@ class KernelEmitter:
         if split is not None:
             self.split_range = (args[-2], args[-1])
             args = args[:-2]
+        self.extra = args[len(args) - extra_args:]
+        args = args[:len(args) - extra_args]
         self._args = args
         for a in args[:-2]:
             a.add_attribute("noalias")

@@ -34,7 +34,7 @@ from graphc.ir import shapes as sh
 from . import options
 from .abi import ERR_NONFINITE, ERR_OK, ERR_SCRATCH, PROFILE_SYMBOL, RUN2_SYMBOL, TABLE_FIXED, align
 from .channel_groups import emit_channel_group, full_shape
-from .conv import Epilogue, finish_epilogue
+from .conv import EPILOGUE_FN, Epilogue, finish_epilogue
 from .elementwise import ELEMENT_RULES
 from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
 from .families import KERNELS, kernel_for
@@ -207,8 +207,12 @@ class Lowering:
         self._never_fails: set[str] = set()  # kernels whose every ``ret`` returns 0
         self._helper_text: dict[str, str] = {}  # helper global name -> printed text
         self.kernel_level: dict[str, str] = {}  # kernel name -> its module's LLVM level
-        # kernel name -> the kernels it calls (a convolution's epilogue), declared in its module
+        # kernel name -> the kernels it calls (an epilogue's wrapper), declared in its module
         self._callees: dict[str, list[str]] = {}
+        # convolution kernels with an epilogue: name -> whether it runs the staged form;
+        # (consumer id, staged) -> the consumer's function (``_epilogue_fn``)
+        self._epi_staged: dict[str, bool] = {}
+        self._epi_made: dict[tuple[int, bool], ir.Function] = {}
         self.kernels_emitted = 0
         self._released_counts: tuple[int, int] | None = None  # ``release_ir``
         if gemm_library:
@@ -486,13 +490,17 @@ class Lowering:
         epilogue = gi is not None and gi in p.epilogues
         label = (n.op if len(unit) == 1 else f"{n.op}_epilogue" if epilogue
                  else "group" if passes is None else "channels")
-        key = self._kernel_key(unit, label)
+        # a convolution with an epilogue: its code does not depend on the consumer (called
+        # through a pointer), so equal convolutions share it whatever follows them
+        key = self._kernel_key(unit[:1] if epilogue else unit, label)
         kfn = self._kernel_by_key.get(key) if key is not None else None
         if kfn is None or VERIFY_KERNEL_KEYS:
             kern = kernel_for(n) if len(unit) == 1 or epilogue else None
             callees: list[str] = []
             if epilogue:
-                k = self._conv_with_epilogue(unit, callees)
+                k = KernelEmitter(self, n, f"{self.name_prefix}k{p.node_index[n.id]}_{n.op}",
+                                  extra_args=2, outputs=[n])
+                k.epilogue = self._epilogue_of(k)
                 kern.emit(k)  # type: ignore[union-attr]
                 finish_epilogue(k)
             elif passes is not None:  # split over the channels (``codegen.channel_groups``)
@@ -516,6 +524,8 @@ class Lowering:
             emitted = self._dedup(k.fn, label, k.level)
             if callees:
                 self._callees[emitted.name] = callees
+            if epilogue:
+                self._epi_staged[emitted.name] = k.epilogue.staged
             if kfn is not None and emitted is not kfn:
                 raise AssertionError(f"kernel key of %{p.node_index[n.id]} ({label}) "
                                      "matched a kernel with other code")
@@ -524,60 +534,95 @@ class Lowering:
                 self._kernel_by_key[key] = kfn
         else:
             stored, buffers = operands(self, unit, len(unit) > 1)
+        if epilogue:  # the result goes to the consumer's buffer; the conv's operands only
+            stored, buffers = unit[1:], operands(self, unit[:1], False)[1]
         return kfn, stored, buffers
 
-    def _conv_with_epilogue(self, unit: list[Node], callees: list[str]) -> KernelEmitter:
-        """The emitter of a convolution whose consumer is its epilogue (``unit`` = ``[conv,
-        consumer]``: ``planning._plan_conv_epilogues``), with what its code needs to call
-        that consumer (``codegen.conv.Epilogue``).
-
-        The consumer's loop is a kernel of its own, compiled at O3 like every elementwise
-        loop (LLVM vectorises it) while the convolution's tiles stay at the ``tile`` level;
-        so the convolution calls it instead of inlining it. Two forms, each emitted when
-        first asked for: *staged*, for the convolution kernels that run image by image (the
-        implicit GEMMs, Winograd, the strided input gradient), takes a range of its
-        outermost loop (images, when the batch is not a static 1) and reads one image of the
-        convolution's result from a per-thread staging buffer after the workspace (still in
-        the cache); *in place*, for the others (the batched Winograd and im2col kernels, the
-        direct loops), reads the whole result from the consumer's own buffer, where the
-        convolution wrote it, split over the threads as the kernel of its own was. In place
-        per image was slower than two kernels on rows shorter than a vector: the masked load
-        of a row waited for the masked store of the row before (their vectors overlap),
-        8->16 channels at 14x14 +36 % on Zen 4."""
-        p = self.plan
-        c, e = unit
-        _, ebufs = operands(self, [e], False)
-        d0 = next((i for i, s in enumerate(e.shape) if s != 1), 0)
-        made: dict[bool, ir.Function] = {}
-
-        def make(staged: bool) -> ir.Function:
-            if staged not in made:
-                how = {"staged": c} if staged else {"inplace": c}
-                ek = KernelEmitter(
-                    self, e, f"{self.name_prefix}e{p.node_index[e.id]}_{next(iter(how))}",
-                    split=tuple(e.shape), **how)
-                emit_elementwise(ek)
-                if staged:  # the range's body itself: the convolution's threads call it
-                    ek.b.ret(ir.Constant(I32, ERR_OK))
-                else:  # a whole kernel, split over the threads like any elementwise one
-                    ek.finish()
-                made[staged] = self._dedup(ek.fn, "epilogue", ek.level)
-                callees.append(made[staged].name)
-            return made[staged]
-
-        k = KernelEmitter(self, c, f"{self.name_prefix}k{p.node_index[c.id]}_{c.op}",
-                          group=unit)
-        k.out = k.outs[e.id]
-        b = k.b
-        out8 = b.bitcast(k.out, I8P)
-        values = [out8] + [out8 if x is c else b.bitcast(k.ptr[x.id], I8P) for x in ebufs]
-        values += list(k._args[-3:])  # work, symbols, error record
-        slot = 1 + next(i for i, x in enumerate(ebufs) if x is c)
+    def _epilogue_of(self, k: KernelEmitter) -> Epilogue:
+        """What convolution kernel ``k`` (``extra_args=2``) needs to run an epilogue: the
+        consumer's function and its context are its last two arguments, and each thread's
+        staging buffer for one image of the result lies after its workspace."""
+        c = k.node
         ws = align(kernel_for(c).workspace(c, self.wide))  # type: ignore[union-attr]
+        b = k.b
         stages = (b.gep(k.work, [k.sym(ws)]),
                   b.gep(k.work, [k.sym(sh.plus(ws, align(stage_bytes(c))))]))
-        k.epilogue = Epilogue(make, values, slot, k.sym(e.shape[d0]), d0 == 0, stages)
-        return k
+        return Epilogue(k.extra[0], k.extra[1], stages)
+
+    def _epilogue_fn(self, unit: list[Node], staged: bool) -> ir.Function:
+        """The consumer of ``unit`` = ``[conv, consumer]`` as ``i32 (ctx, stage, lo, hi)``,
+        the function a convolution kernel calls through its pointer (``codegen.conv``):
+        ``ctx`` holds the consumer's arguments (``_epilogue_args``).
+
+        The consumer's loop is a kernel of its own, compiled at O3 like every elementwise
+        loop (LLVM vectorises it) while the convolution's tiles stay at the ``tile`` level,
+        so the convolution calls it instead of inlining it, and through a pointer so that
+        its code does not depend on the consumer (equal convolutions share one kernel
+        whatever follows them: ResNet-18's input gradients with and without the residual
+        gradient added). Two forms, as the convolution kernel asks: *staged*, for the
+        kernels that run image by image (the implicit GEMMs, Winograd, the strided input
+        gradient), runs over images ``[lo, hi)`` reading one image of the convolution's
+        result from ``stage``, a per-thread staging buffer still in the cache; *in place*,
+        for the others (the batched Winograd and im2col kernels, the direct loops), reads
+        the whole result from the consumer's own buffer, where the convolution wrote it,
+        split over the threads as the kernel of its own was. In place per image was slower
+        than two kernels on rows shorter than a vector: the masked load of a row waited for
+        the masked store of the row before (their vectors overlap), 8->16 channels at 14x14
+        +36 % on Zen 4."""
+        c, e = unit
+        key = (e.id, staged)
+        if key in self._epi_made:
+            return self._epi_made[key]
+        p = self.plan
+        how = {"staged": c} if staged else {"inplace": c}
+        form = next(iter(how))
+        name = f"{self.name_prefix}e{p.node_index[e.id]}_{form}"
+        ek = KernelEmitter(self, e, name, split=tuple(e.shape), **how)
+        emit_elementwise(ek)
+        if staged:  # the range's body itself: the convolution's threads call it
+            ek.b.ret(ir.Constant(I32, ERR_OK))
+        else:  # a whole kernel, split over the threads like any elementwise one
+            ek.finish()
+        inner = self._dedup(ek.fn, "epilogue", ek.level)
+        w = ir.Function(self.module, EPILOGUE_FN, name=f"{name}_ctx")
+        w.linkage = "internal"
+        w.attributes.add("noinline")
+        b = ir.IRBuilder(w.append_basic_block("entry"))
+        ctx, stage, lo, hi = w.args
+        cells = b.bitcast(ctx, I8P.as_pointer())
+        vals = [b.load(b.gep(cells, [i64(i)], inbounds=True))
+                for i in range(len(ek.stored) + len(ek.buffers) + 3)]
+        slot = 1 + next(i for i, x in enumerate(ek.buffers) if x is c)
+        if staged:
+            vals[slot] = stage
+        vals[-2:] = [b.bitcast(v, I64.as_pointer()) for v in vals[-2:]]
+        if staged:
+            d0 = next((i for i, s in enumerate(e.shape) if s != 1), 0)
+            if d0 != 0:  # a static batch of one: the loop's range is that dim, all of it
+                lo, hi = i64(0), i64(int(e.shape[d0]))
+            vals += [lo, hi]
+        b.ret(b.call(inner, vals))
+        fn = self._dedup(w, "epilogue_ctx", "O3")
+        self._callees[fn.name] = [inner.name]
+        self._epi_made[key] = fn
+        return fn
+
+    def _epilogue_args(self, b: ir.IRBuilder, unit: list[Node], kfn: ir.Function,
+                       bufs: dict[int, ir.Value], work: ir.Value, syms: ir.Value,
+                       err: ir.Value) -> list[ir.Value]:
+        """In the entry function, the last two arguments of convolution kernel ``kfn``
+        with epilogue ``unit``: the consumer's function (the form the kernel asked for)
+        and its context, the consumer's kernel arguments in a stack array."""
+        c, e = unit
+        fn = self._epilogue_fn(unit, self._epi_staged[kfn.name])
+        _, ebufs = operands(self, [e], False)
+        out = bufs[e.id]
+        vals = [out] + [out if x is c else bufs[x.id] for x in ebufs]
+        vals += [work, b.bitcast(syms, I8P), b.bitcast(err, I8P)]
+        arr = b.alloca(ir.ArrayType(I8P, len(vals)))
+        for i, v in enumerate(vals):
+            b.store(v, b.gep(arr, [i64(0), i64(i)], inbounds=True))
+        return [b.bitcast(fn, I8P), b.bitcast(arr, I8P)]
 
     def _build(self) -> None:
         g, p, mod = self.graph, self.plan, self.module
@@ -641,6 +686,8 @@ class Lowering:
                     f"%{p.node_index[n.id]}..%{p.node_index[unit[-1].id]} loop group")
                 args = [bufs[m.id] for m in stored] + [bufs[x.id] for x in buffers] + [
                     work, syms_ptr, err]
+                if len(unit) > 1 and p.group_of.get(n.id) in p.epilogues:
+                    args += self._epilogue_args(b, unit, kfn, bufs, work, syms_ptr, err)
                 rc = b.call(kfn, args)
                 if kfn.name not in self._never_fails:
                     bad = b.icmp_signed("!=", rc, ir.Constant(I32, 0))

@@ -125,7 +125,7 @@ def nbytes(n: Node) -> Any:
 
 
 def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = False,
-         carries: int = 0) -> Plan:
+         carries: int = 0, epilogues: bool = True) -> Plan:
     """Decide which nodes get buffers and lay them out in the scratch arena.
 
     ``carries``: ``g`` is a scan body whose first ``carries`` inputs and outputs are the
@@ -136,7 +136,9 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
     ``debug``: every kernel may stop with a bounds error, so no update is written in place
     (a failing debug step must still change nothing). ``loop_groups``: merge runs of
     same-shaped elementwise kernels into single loops (the CPU backend; see
-    ``_plan_groups``)."""
+    ``_plan_groups``), and, with ``epilogues`` (not in a scan body, whose kernels the loop
+    calls with plain arguments), give convolutions their consumer as an epilogue
+    (``_plan_conv_epilogues``)."""
     order = g.nodes()
     users: dict[int, list[Node]] = {n.id: [] for n in order}
     for n in order:
@@ -200,7 +202,7 @@ def plan(g: Graph, wide: bool = True, debug: bool = False, loop_groups: bool = F
     if not debug:
         _plan_direct_writes(p, mat)
         if loop_groups:
-            if options.CONV_EPILOGUE:
+            if options.CONV_EPILOGUE and epilogues:
                 _plan_conv_epilogues(p, mat)
             if options.CHANNEL_GROUPS:
                 plan_channel_groups(p, mat, _may_fail(p, mat),
@@ -253,7 +255,8 @@ def _plan_scan(p: Plan, n: Node, wide: bool, debug: bool, loop_groups: bool,
     from .loop import scan_layout
 
     body = n.attrs["body"]
-    bp = plan(body, wide, debug, loop_groups=loop_groups, carries=n.attrs["carries"])
+    bp = plan(body, wide, debug, loop_groups=loop_groups, carries=n.attrs["carries"],
+              epilogues=False)
     p.bodies[n.id] = bp
     unit = [n] + [m for m in p.materialized if m.op == "scan_out" and m.inputs[0] is n]
     gi = len(p.groups)
