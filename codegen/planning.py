@@ -297,9 +297,9 @@ def reads_of(n: Node, mat: set[int]) -> list[Node]:
     return out
 
 
-def _pointwise(v: Node, old: Node, mat: set[int]) -> bool:
-    """True when every read of ``old`` in ``v``'s kernel is at ``v``'s own index (only
-    elementwise ops between them), so writing ``v`` over ``old`` in place is safe."""
+def _between(v: Node, old: Node, mat: set[int]) -> list[Node]:
+    """The nodes ``v``'s kernel computes inline whose value depends on ``old``: the ops
+    between a read of ``old`` and ``v``."""
     closure = closure_of(v, mat)
     ids = {x.id for x in closure}
     memo: dict[int, bool] = {}
@@ -313,26 +313,19 @@ def _pointwise(v: Node, old: Node, mat: set[int]) -> bool:
             memo[x.id] = any(reaches(y) for y in x.inputs)
         return memo[x.id]
 
-    return all(gops.OP_INFO[x.op].kind == "elementwise" for x in closure if reaches(x))
+    return [x for x in closure if reaches(x)]
+
+
+def _pointwise(v: Node, old: Node, mat: set[int]) -> bool:
+    """True when every read of ``old`` in ``v``'s kernel is at ``v``'s own index (only
+    elementwise ops between them), so writing ``v`` over ``old`` in place is safe."""
+    return all(gops.OP_INFO[x.op].kind == "elementwise" for x in _between(v, old, mat))
 
 
 def _reads_in_order(v: Node, old: Node, mat: set[int]) -> bool:
     """True when ``v``'s kernel reads ``old`` only at ``v``'s own linear index: through
     elementwise ops and reshapes that keep the first dim (a ``Conv1d``'s ``[B, C, 1, L]``
     result read as ``[B, C, L]``), so image ``n`` of ``v`` reads image ``n`` of ``old``."""
-    closure = closure_of(v, mat)
-    ids = {x.id for x in closure}
-    memo: dict[int, bool] = {}
-
-    def reaches(x: Node) -> bool:
-        if x is old:
-            return True
-        if x.id not in ids:
-            return False
-        if x.id not in memo:
-            memo[x.id] = any(reaches(y) for y in x.inputs)
-        return memo[x.id]
-
     def in_order(x: Node) -> bool:
         if gops.OP_INFO[x.op].kind == "elementwise":
             return True
@@ -340,7 +333,7 @@ def _reads_in_order(v: Node, old: Node, mat: set[int]) -> bool:
         return (x.op == "reshape" and src is not None and bool(x.shape) and bool(src.shape)
                 and sh.same(x.shape[0], src.shape[0]))
 
-    return all(in_order(x) for x in closure if reaches(x))
+    return all(in_order(x) for x in _between(v, old, mat))
 
 
 def _plan_direct_writes(p: Plan, mat: set[int]) -> None:
