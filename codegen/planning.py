@@ -518,8 +518,8 @@ def _plan_conv_epilogues(p: Plan, mat: set[int]) -> None:
     Planned before the channel groups: in a ResNet's backward the input gradient's reader
     is the ReLU mask with the residual gradient added, the first member such a group would
     take; as the input gradient's epilogue it no longer writes and re-reads that gradient,
-    and the group keeps the BatchNorm sums and ``dx`` (ResNet-18 step, Zen 4: 225.2 ->
-    219.7 ms on one thread, 111.6 -> 108.4 ms on two).
+    and the group keeps the BatchNorm sums and ``dx`` (ResNet-18 step, Zen 4, A/B in one
+    process: 1.1-1.4 % faster on one thread, unchanged on two).
 
     The pair ``[conv, consumer]`` becomes a group (the conv ``virtual``), the consumer moved
     to just after the conv. Only when that changes no value: the consumer is the conv's only
