@@ -131,7 +131,6 @@ class Epilogue:
     fn: ir.Value
     ctx: ir.Value
     stages: tuple[ir.Value, ir.Value]
-    done: bool = False
     staged: bool = False
 
 
@@ -166,7 +165,7 @@ def _after_image(task: _Task, nb: ir.Value) -> None:
     b = task.b
     stage = b.select(task.first, task[epi.stages[0]], task[epi.stages[1]])
     _call_epilogue(b, task[epi.fn], [task[epi.ctx], stage, nb, b.add(nb, i64(1))])
-    epi.done = epi.staged = True
+    epi.staged = True
 
 
 def finish_epilogue(k: Any) -> None:
@@ -174,10 +173,9 @@ def finish_epilogue(k: Any) -> None:
     unless its task body ran it image by image (the batched Winograd and im2col kernels and
     the direct loops write the whole result first)."""
     epi = k.epilogue
-    if epi is not None and not epi.done:
+    if epi is not None and not epi.staged:
         nimg = k.sym(k.node.shape[0])
         _call_epilogue(k.b, epi.fn, [epi.ctx, ir.Constant(I8P, None), i64(0), nimg])
-        epi.done = True
 
 
 @dataclass(frozen=True)

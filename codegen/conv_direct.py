@@ -60,9 +60,8 @@ def _conv_loops(k: KernelEmitter, x_shape: tuple, w_shape: tuple, y_shape: tuple
         off = b.sub(i64(p), b.mul(tap, i64(d)))
         lo = b.sub(i64(0), k.sym.floordiv(b.sub(i64(0), off), i64(s)))
         lo = b.select(b.icmp_signed("<", lo, i64(0)), i64(0), lo)
-        hi = b.add(k.sym.floordiv(b.add(off, b.sub(k.sym(size), i64(1))), i64(s)), i64(1))
-        top = k.sym(osize)
-        hi = b.select(b.icmp_signed(">", hi, top), top, hi)
+        hi = b.add(k.sym.floordiv(b.add(off, i64(size - 1)), i64(s)), i64(1))
+        hi = b.select(b.icmp_signed(">", hi, i64(osize)), i64(osize), hi)
         return lo, hi
 
     def spatial(nb: ir.Value, o: ir.Value, c: ir.Value, ci: ir.Value, kh: ir.Value,
@@ -76,13 +75,11 @@ def _conv_loops(k: KernelEmitter, x_shape: tuple, w_shape: tuple, y_shape: tuple
                 body(_ConvIdx(nb, o, c, ci, kh, kw, oh, ow, ih, iw))
 
     def channels(nb: ir.Value | None) -> None:
-        # sizes are symbols where the weight is an argument whose first dim is one
-        with for_range(b, i64(0), k.sym(OC), name="o") as o:
-            with for_range(b, i64(0), k.sym(Cg), name="c") as c:
-                ci = (b.add(b.mul(b.udiv(o, k.sym(Og)), k.sym(Cg)), c) if a["groups"] > 1
-                      else c)
-                with for_range(b, i64(0), k.sym(KH), name="kh") as kh:
-                    with for_range(b, i64(0), k.sym(KW), name="kw") as kw:
+        with for_range(b, i64(0), i64(OC), name="o") as o:
+            with for_range(b, i64(0), i64(Cg), name="c") as c:
+                ci = b.add(b.mul(b.udiv(o, i64(Og)), i64(Cg)), c) if a["groups"] > 1 else c
+                with for_range(b, i64(0), i64(KH), name="kh") as kh:
+                    with for_range(b, i64(0), i64(KW), name="kw") as kw:
                         if nb is not None:
                             spatial(nb, o, c, ci, kh, kw)
                         else:

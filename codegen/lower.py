@@ -496,7 +496,6 @@ class Lowering:
         kfn = self._kernel_by_key.get(key) if key is not None else None
         if kfn is None or VERIFY_KERNEL_KEYS:
             kern = kernel_for(n) if len(unit) == 1 or epilogue else None
-            callees: list[str] = []
             if epilogue:
                 k = KernelEmitter(self, n, f"{self.name_prefix}k{p.node_index[n.id]}_{n.op}",
                                   extra_args=2, outputs=[n])
@@ -522,8 +521,6 @@ class Lowering:
                 kern.emit(k) if kern is not None else emit_elementwise(k)
             k.finish()
             emitted = self._dedup(k.fn, label, k.level)
-            if callees:
-                self._callees[emitted.name] = callees
             if epilogue:
                 self._epi_staged[emitted.name] = k.epilogue.staged
             if kfn is not None and emitted is not kfn:
@@ -686,7 +683,7 @@ class Lowering:
                     f"%{p.node_index[n.id]}..%{p.node_index[unit[-1].id]} loop group")
                 args = [bufs[m.id] for m in stored] + [bufs[x.id] for x in buffers] + [
                     work, syms_ptr, err]
-                if len(unit) > 1 and p.group_of.get(n.id) in p.epilogues:
+                if len(unit) > 1 and gi in p.epilogues:
                     args += self._epilogue_args(b, unit, kfn, bufs, work, syms_ptr, err)
                 rc = b.call(kfn, args)
                 if kfn.name not in self._never_fails:

@@ -508,10 +508,10 @@ def _plan_conv_epilogues(p: Plan, mat: set[int]) -> None:
     the bias and ReLU after a ``Conv2d``, an eval-mode BatchNorm (a per-channel scale and
     shift) with the block's residual and ReLU, the ReLU mask on an input gradient. As two
     kernels, the convolution writes its whole result to memory and the next kernel streams
-    it back. As one, the convolution's kernel writes each image's result into the
-    consumer's buffer and runs the consumer over that image at once, in place, while the
-    image is still in the cache (``codegen.conv``; the consumer's loop is an O3 kernel of
-    its own, ``codegen.lower``): the convolution's buffer is gone and its result is read
+    it back. As one, the convolution's kernel stages each image's result and runs the
+    consumer over that image into the consumer's buffer while the image is still in the
+    cache (``codegen.conv``; the consumer's loop is an O3 kernel of its own, called through
+    a pointer, ``codegen.lower``): the convolution's buffer is gone and its result is read
     from cache instead of memory. oneDNN's post-ops and cuDNN's fused
     convolution-bias-activation do the same.
 

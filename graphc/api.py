@@ -62,7 +62,7 @@ def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, .
 
     # a malformed ``dynamic`` raises here, not inside the trace (whose TypeError is taken
     # for Python needing a size as a number)
-    symbolic_axes(fn.dynamic, args, fn._arg_names(len(args)))
+    axes = symbolic_axes(fn.dynamic, args, fn._arg_names(len(args)))
     try:
         return trace(fn.fn, args, fn.name, fn.dynamic, arg_grad=arg_grad)
     except TypeError:
@@ -75,7 +75,6 @@ def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, .
         return trace(fn.fn, args, fn.name, False, arg_grad=arg_grad)
     except ShapeError as err:
         first = err
-    axes = symbolic_axes(fn.dynamic, args, fn._arg_names(len(args)))
     tries = [{i: tuple(ax for ax in ax_i if args[i].shape[ax] > 1)
               for i, ax_i in axes.items()}]
     if first.symbols and not isinstance(fn.dynamic, dict):
