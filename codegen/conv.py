@@ -1668,27 +1668,12 @@ def _emit_winograd(k: Any, w: Wino) -> bool:
         off += align(16 * mp * qb * w.lanes * it)
         parts.append((grid, tiles, vbuf, mbuf))
 
-    # U[xi][s][m] = (G g G^T)[xi] for g the 3x3 filter from source channel s to result m
-    _zero_fill(b, upack, 16 * w.S * mp, elt)
-    with for_range(b, i64(0), i64(w.M), name="um") as m:
-        with for_range(b, i64(0), i64(w.S), name="us") as s:
-            o, c = (s, m) if w.flip else (m, s)
-            g = []
-            for kh in range(3):
-                row = []
-                for kw in range(3):
-                    fh, fw = (2 - kh, 2 - kw) if w.flip else (kh, kw)
-                    wi = _add(b, _mul(b, o, wst[0]), _mul(b, c, wst[1]), _mul(b, i64(fh), wst[2]),
-                              _mul(b, i64(fw), wst[3]))
-                    row.append(b.load(_gep(b, wp, wi)))
-                g.append(row)
-            gg = [[wino.lin(b, wino.G[i], [g[r][j] for r in range(3)]) for j in range(3)]
-                  for i in range(4)]
-            for i in range(4):
-                for j in range(4):
-                    u = wino.lin(b, wino.G[j], gg[i])
-                    dst = _add(b, _mul(b, _add(b, _mul(b, i64(i * 4 + j), w.S), s), mp), m)
-                    b.store(u, _gep(b, upack, dst))
+    # U[xi][s][m] = (G g G^T)[xi] for g the 3x3 filter from source channel s to result m;
+    # the padding columns M <= m < mp, which the register tiles read, are zeros
+    if mp > w.M:
+        _zero_fill(b, upack, 16 * w.S * mp, elt)
+    wino.transform_filters(b, _V(b, b.module, elt, lanes_for(it, wide)), wp, wst, w.flip, w.S,
+                           w.M, upack, mp, i64(0), i64(w.S))
 
     nimg = k.sym(n.shape[0])
     flat = [x for part in parts for x in part]

@@ -31,6 +31,14 @@ class V:
         return b.shuffle_vector(one, ir.Constant(self.vt, ir.Undefined),
                                 ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
 
+    def broadcast(self, v: ir.Value) -> ir.Value:
+        """Any scalar (an address for a gather, say) as a vector of ``lanes``."""
+        b = self.b
+        t = ir.VectorType(v.type, self.lanes)
+        one = b.insert_element(ir.Constant(t, ir.Undefined), v, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, ir.Constant(t, ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
+
     def load(self, p: ir.Value) -> ir.Value:
         return self.b.load(self.b.bitcast(p, self.vt.as_pointer()), align=4)
 

@@ -95,6 +95,13 @@ class View(TileBlocks):
             self.qh, self.qw = g.ph, g.pw
         super().__init__(S, M, self.Hd, self.Wd, lanes, itemsize)
 
+    @property
+    def u_plane(self) -> int:
+        """Elements from one position ``xi`` of ``U`` to the next: ``S`` rows of ``Mp`` and a
+        cache line, so that the 16 rows the filter transform writes at once do not share
+        one set of L1 (see ``strides``)."""
+        return self.S * self.Mp + 64 // self.itemsize
+
 
 def plan(n: Node, wide: bool = True) -> View | None:
     """The Winograd view of conv node ``n`` when this path runs it, else None."""
@@ -119,7 +126,7 @@ def _layout(n: Node, v: View, wide: bool) -> dict[str, int]:
     vs, ms = v.strides()
     tile = choose_tile(v.M, wide, it)
     gemm = workspace_bytes(t, v.M, v.S, tile, it)
-    lay = area_offsets([("u", 16 * v.S * v.Mp * it),
+    lay = area_offsets([("u", 16 * v.u_plane * it),
                         ("gemm", 2 * align(gemm) if v.shared else gemm),
                         ("v", 16 * vs * it), ("mo", 16 * ms * it),
                         ("grid", v.GH * v.GW * v.Sp * it), ("ybuf", 4 * v.TW * v.Mp * it)])
@@ -222,7 +229,7 @@ def _products(b: ir.IRBuilder, k: Any, v: View, elt: ir.Type, area: dict, tiles:
         emit_gemm_call(
             b, k.L.module, alloca, tile, elt,
             [_gep(b, area["v"], _lin(b, (xi, vs))), i64(v.Sp), i64(1),
-             _gep(b, area["u"], _lin(b, (xi, v.S * v.Mp))), i64(v.Mp), i64(1),
+             _gep(b, area["u"], _lin(b, (xi, v.u_plane))), i64(v.Mp), i64(1),
              _gep(b, area["mo"], _lin(b, (xi, ms))), i64(v.Mp), tiles, i64(v.M), i64(v.S)],
             b.bitcast(area["gemm"], I8P), i64(work_bytes), run2)
 
@@ -297,24 +304,11 @@ def _shared(k: Any, v: View, elt: ir.Type, area: dict, parts: list[dict], src: _
 def _transform_filters(b: ir.IRBuilder, v: View, w: _Operand, u: ir.Value, lo: ir.Value,
                        hi: ir.Value) -> None:
     """``U[xi][s][m] = (G g G^T)[xi]`` for the source channels ``lo <= s < hi``, ``g`` the
-    filter from source ``s`` to result ``m`` (the input gradient's: ``W[s, m]`` flipped).
-    The result channels run innermost, so that the 16 stores of one filter go to 16 runs
-    that the next filters continue (with the source channels innermost, each store went to
-    a new cache line: 13 of 25 ms of a 512 -> 512 convolution on 4x4 maps, batch 32)."""
-    s0, s1, s2, s3 = w.ir
-    with for_range(b, lo, hi, name="us") as s:
-        with for_range(b, i64(0), i64(v.M), name="um") as m:
-            o, c = (s, m) if v.igrad else (m, s)
-            g = [[b.load(_gep(b, w.ptr, _lin(b, (o, s0), (c, s1), (i64(2 - kh if v.igrad
-                                                                        else kh), s2),
-                                             (i64(2 - kw if v.igrad else kw), s3))))
-                  for kw in range(3)] for kh in range(3)]
-            gg = [[wino.lin(b, wino.G[i], [g[r][j] for r in range(3)]) for j in range(3)]
-                  for i in range(4)]
-            for i in range(4):
-                for j in range(4):
-                    dst = _lin(b, (i64(i * 4 + j), v.S * v.Mp), (s, v.Mp), (m, 1))
-                    b.store(wino.lin(b, wino.G[j], gg[i]), _gep(b, u, dst))
+    filter from source ``s`` to result ``m`` (the input gradient's: ``W[s, m]`` flipped),
+    a vector of result channels at a time (``winograd.transform_filters``)."""
+    vec = V(b, b.module, u.type.pointee, v.L)
+    wino.transform_filters(b, vec, w.ptr, list(w.ir), v.igrad, v.S, v.M, u, v.Mp, lo, hi,
+                           v.u_plane)
 
 
 def _output_row(b: ir.IRBuilder, v: View, vec: V, mo: ir.Value, ms: int, t0: ir.Value,

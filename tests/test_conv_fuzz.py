@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from _fuzz_settings import fuzz_settings
 from _torch import torch
 from hypothesis import given
@@ -132,6 +133,28 @@ def test_random_wide_convolutions_match_torch(geom: dict[str, Any]) -> None:
     """Widths where the batched and channel-vector paths and the two-thread splits take
     over."""
     check_geometry(geom)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("c", "o", "hw", "path"), [
+    (72, 100, (9, 11), "channels-last"),  # the batched kernel (codegen.wino_gemm)
+    (100, 72, (6, 6), "channels-last"),
+    (20, 27, (10, 34), "Winograd F(2x2, 3x3) per image"),  # codegen.conv's kernel
+])
+def test_winograd_filter_transform_tails(c: int, o: int, hw: tuple[int, int], path: str,
+                                         dtype: Any) -> None:
+    """Channel counts that are no multiple of a vector: the filter transform
+    (``winograd.transform_filters``) runs a vector of result channels at a time, its last
+    vector masked, in the forward (result channels ``o``) and the input gradient's (``c``).
+    The fuzzer's widths are multiples of 8, so only these reach the masked lanes."""
+    geom = dict(c=c, o=o, hw=hw, kernel=(3, 3), batches=(3,), dtype=dtype,
+                attrs=dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1))
+    x = np.zeros((3, c) + hw, dtype)
+    wt = gc.tensor(np.zeros((o, c, 3, 3), dtype))
+    fn = gc.compile(lambda a: _op("conv2d", a, wt, **geom["attrs"]), example_args=(x,))
+    fn(x)
+    assert path in fn.ir("fused") and "Winograd" in fn.ir("fused"), fn.ir("fused")
+    check_geometry(geom, seed=3)
 
 
 def test_long_weight_gradient_sums_stay_accurate() -> None:
