@@ -425,3 +425,53 @@ def test_param_groups_added_with_plus_equals_are_tracing_groups() -> None:
     extra = nn.Linear(2, 2)
     opt.param_groups += [{"params": list(extra.parameters()), "lr": 0.5}]
     assert type(opt.param_groups[-1]).__name__ == "ParamGroup"
+
+
+def test_option_guards_retest_only_values_that_changed(monkeypatch: Any) -> None:
+    """A scheduler writes ``lr`` every step, which makes the call wrapper refresh the
+    hyperparameters each call. The option guards (AdamW's ``betas`` and ``weight_decay``
+    tests, evaluated in the interpreter) ran again each time, ~50 us a call of the GPT
+    step; now a guard re-tests only a value that is not the object which passed it. A new
+    value is still tested: the step follows eager through a ``weight_decay`` change."""
+    import graphc.interpreter as interp
+    from graphc.optim import lr_scheduler
+
+    calls = [0]
+    real = interp.run_graph
+
+    def counting(*a: Any, **k: Any) -> Any:
+        calls[0] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(interp, "run_graph", counting)
+    worlds = []
+    for _ in range(2):
+        m, o = world(opt_cls=optim.AdamW, lr=0.05, weight_decay=0.01, betas=(0.9, 0.99))
+        worlds.append((m, o, lr_scheduler.StepLR(o, step_size=1, gamma=0.9)))
+    (me, oe, she), (mc, oc, shc) = worlds
+    se, sc = step_fn(me, oe), gc.compile(step_fn(mc, oc))
+    for k in range(8):
+        if k == 2:
+            traced = calls[0]
+            assert traced > 0  # the guards' expressions were evaluated while tracing
+        if k == 5:  # a new value: tested, and eager's result either way
+            for o in (oe, oc):
+                o.param_groups[0]["weight_decay"] = 0.0
+        np.testing.assert_allclose(se(*batch(k)).item(), sc(*batch(k)).item(), rtol=1e-5)
+        she.step()
+        shc.step()
+        if k == 4:
+            assert calls[0] == traced  # lr moved every step; the options did not
+    assert calls[0] > traced
+    assert_same(me, mc, oe, oc)
+
+
+def test_what_an_option_guard_remembers() -> None:
+    """Only values nothing can change in place skip a guard's test when seen again."""
+    from graphc.runtime.runner import _remembered
+
+    vol = object()
+    for v in (0.9, 3, True, "x", None, (0.9, 0.999), ()):
+        assert _remembered(v, vol) is v
+    for v in ([0.9], {"a": 1}, (gc.tensor(0.9), 0.999), gc.tensor(1.0), np.float32(1.0)):
+        assert _remembered(v, vol) is vol

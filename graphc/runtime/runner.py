@@ -72,6 +72,20 @@ def _pyexpr(e: Any, symvar: dict[sympy.Symbol, str]) -> str:
     raise NotImplementedError(f"cannot evaluate shape expression {e}")
 
 
+_SCALARS = (float, int, bool, str, type(None))
+
+
+def _remembered(v: Any, volatile: object) -> object:
+    """What an option guard remembers of a value that passed its test: the value itself
+    when nothing can change it in place (a number, a string, None, a tuple of those), so
+    that the very same object later skips the test; else ``volatile``, which no value is
+    (a tensor, a list, a tuple holding a tensor: re-tested at every check)."""
+    t = type(v)
+    if t in _SCALARS or (t is tuple and all(type(x) in _SCALARS for x in v)):
+        return v
+    return volatile
+
+
 def _guard_src(cond: Any, symvar: dict[sympy.Symbol, str]) -> str:
     """Python source testing a shape guard (``Eq(lhs, rhs)``; sympy may have rewritten
     ``Mod(3*B, 6)`` as ``3*Mod(B, 2)``, so the sides are translated as they are). Anything
@@ -268,16 +282,24 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         emit(f"    if GR{k}() != GE{k}: raise Mismatch")
     if spec_keys:
         ns["GV"] = [object()] * len(sig.struct_guards)
-        ns["IMMUTABLE"] = (float, int, bool, str, tuple, type(None))
+        ns["REMEMBER"] = _remembered
+        # each test runs only for a value that is not the immutable object that passed it
+        # last time: ``hypers`` calls this whenever a group changed, which a scheduler's
+        # ``lr`` write does every step, and a test may evaluate a hyperparameter expression
+        # in the interpreter (AdamW's ``betas`` and ``weight_decay`` tests in the GPT step:
+        # ~50 us a call, re-testing unchanged values)
+        # (a mutable value is remembered as ``VOL``, which no value is: always re-tested)
+        ns["VOL"] = object()
         pre.append("def guards():")
         for k in spec_keys:
             pre.append(f"    v = {_item(ns, f'GO{k}', f'GK{k}')}")
-            pre.append(f"    if GT{k}(v) != GE{k}: raise Mismatch")
-            pre.append(f"    GV[{k}] = v if type(v) in IMMUTABLE else None")
+            pre.append(f"    if v is not GV[{k}]:")
+            pre.append(f"        if GT{k}(v) != GE{k}: raise Mismatch")
+            pre.append(f"        GV[{k}] = REMEMBER(v, VOL)")
         if by_epoch:  # an option that is a tensor could change in place: keep re-testing
             ns["SPECK"] = spec_keys
             refresh.append("    guards()")
-            refresh.append("    if any(GV[k] is None for k in SPECK): vol = True")
+            refresh.append("    if any(GV[k] is VOL for k in SPECK): vol = True")
         else:
             cond = " or ".join(f"{_item(ns, f'GO{k}', f'GK{k}')} is not GV[{k}]"
                                for k in spec_keys)
