@@ -723,8 +723,10 @@ class Tensor:
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
         return f"tensor({body}{extra})"
 
-    def __hash__(self) -> int:
-        return id(self)
+    # by identity, as PyTorch's (``==`` is elementwise): object's own slot, a C call, where
+    # a Python ``__hash__`` cost a frame in every dict lookup keyed by a tensor (an Adam
+    # step's call wrapper finds each parameter's state in ``opt.state``: 84 lookups a call)
+    __hash__ = object.__hash__
 
     # -- autograd ----------------------------------------------------------------------
     def detach(self) -> Tensor:

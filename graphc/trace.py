@@ -73,6 +73,11 @@ class Signature:
     # guard index -> (obj, key, test): ``read()`` is ``test(obj[key])``, which call wrappers
     # may inline instead of calling ``read``
     guard_specs: dict[int, tuple[Any, Any, Callable[[Any], Any]]] = field(default_factory=dict)
+    # guard index -> (get, test): ``read()`` is ``test(get())``, and ``test`` gives the same
+    # for the same object, so call wrappers test only an object other than the last that
+    # passed (a tensor's array, whose layout a fill depends on: ``random_ops``)
+    guard_objects: dict[int, tuple[Callable[[], Any], Callable[[Any], Any]]] = field(
+        default_factory=dict)
     output_tree: Any = None
     mode_reads: list[tuple[Any, bool]] = field(default_factory=list)  # (module, training)
     # shape conditions checked at every call: (sympy relational, description)
@@ -574,9 +579,11 @@ class TraceContext:
 
     def guard(self, read: Callable[[], Any], expected: Any, what: str,
               spec: tuple[Any, Any, Callable[[Any], Any]] | None = None,
-              once: Any = None) -> None:
-        """Check ``read() == expected`` before every call (``spec``: the runner's cheap
-        form). ``once``: a key under which only the first such guard is kept."""
+              once: Any = None,
+              obj: tuple[Callable[[], Any], Callable[[Any], Any]] | None = None) -> None:
+        """Check ``read() == expected`` before every call (``spec``, ``obj``: the runner's
+        cheap forms, see ``Signature``). ``once``: a key under which only the first such
+        guard is kept."""
         assert self.sig is not None
         if once is not None:
             if once in self._guarded:
@@ -584,6 +591,8 @@ class TraceContext:
             self._guarded.add(once)
         if spec is not None:
             self.sig.guard_specs[len(self.sig.struct_guards)] = spec
+        if obj is not None:
+            self.sig.guard_objects[len(self.sig.struct_guards)] = obj
         self.sig.struct_guards.append((read, expected, what))
 
     def opt_state(self, opt: Any, p: Tensor, key: str, label: str, fill: float,

@@ -475,3 +475,35 @@ def test_what_an_option_guard_remembers() -> None:
         assert _remembered(v, vol) is v
     for v in ([0.9], {"a": 1}, (gc.tensor(0.9), 0.999), gc.tensor(1.0), np.float32(1.0)):
         assert _remembered(v, vol) is vol
+
+
+def test_layout_guards_derive_only_for_a_new_array(monkeypatch: Any) -> None:
+    """Adam's state fills (``zeros_like``, preserving the parameter's layout) guard the
+    step on each parameter's memory layout. The call wrapper derives it again only when a
+    parameter holds another array than the one that passed, not at every call; a new array
+    with another layout is still caught, and the step follows eager through it."""
+    from graphc import shape_ops
+
+    calls = [0]
+    real = shape_ops._preserved_strides
+
+    def counting(a: Any) -> Any:
+        calls[0] += 1
+        return real(a)
+
+    monkeypatch.setattr(shape_ops, "_preserved_strides", counting)
+    me, oe = world(opt_cls=optim.Adam, lr=0.01)
+    mc, oc = world(opt_cls=optim.Adam, lr=0.01)
+    se, sc = step_fn(me, oe), gc.compile(step_fn(mc, oc))
+    for k in range(6):
+        if k == 2:
+            traced = calls[0]
+        if k == 4:  # a column-major array for the first weight, in both worlds
+            for m in (me, mc):
+                w = m[0].weight
+                w.data = gc.tensor(np.asfortranarray(w.numpy()))
+        np.testing.assert_allclose(se(*batch(k)).item(), sc(*batch(k)).item(), rtol=1e-5)
+        if k == 3:
+            assert calls[0] == traced  # the same arrays: no layout derived
+    assert calls[0] > traced
+    assert_same(me, mc, oe, oc)

@@ -256,7 +256,16 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
         getattr(o, "_bumps_hyper_epoch", False) for o in hyper_objs + spec_objs)
     refresh: list[str] = []  # body of the refresh function (by_epoch)
     spec_keys = []
+    ns["GL"] = [object()] * len(sig.struct_guards)  # the objects guard_objects last passed
     for k, (read, expected, _) in enumerate(sig.struct_guards):
+        got = sig.guard_objects.get(k)
+        if got is not None:  # tested only for another object than the last that passed
+            ns[f"GO{k}"], ns[f"GT{k}"], ns[f"GE{k}"] = (*got, expected)
+            emit(f"    v = GO{k}()")
+            emit(f"    if v is not GL[{k}]:")
+            emit(f"        if GT{k}(v) != GE{k}: raise Mismatch")
+            emit(f"        GL[{k}] = v")
+            continue
         spec = sig.guard_specs.get(k)
         if spec is not None:
             ns[f"GO{k}"], ns[f"GK{k}"], ns[f"GT{k}"], ns[f"GE{k}"] = (*spec, expected)
