@@ -904,13 +904,30 @@ BY_CHANNELS_RM = 8
 
 def by_channels(p: Problem) -> bool:
     """Vectors over output channels instead of over output positions in the forward /
-    input-gradient implicit GEMM (``_igemm_images_by_channels``): when a row's position
-    vectors would be at most half used (``OW`` of 8 in 16 lanes: ResNet's last stage) and
-    the channels fill a vector. At larger maps the results would go out element by element
-    (measured slower than the position vectors and Winograd there: 16->16 64x64 forward
-    41-43 against 60-65 GFLOP/s, Xeon, one thread). The weight gradient has its own rule,
+    input-gradient implicit GEMM (``_igemm_images_by_channels``), where the channels fill a
+    vector and
+
+    - a row's position vectors would be at most half used (``OW`` of 8 in 16 lanes:
+      ResNet's last stage); or
+    - its last vector would be partly used (``OW`` of 28 or 14 in 16 lanes: ResNet-18's
+      stages at 224x224 inputs, 12.5% of the lanes idle) with at least four vectors of
+      channels (a full ``6 x 4`` tile) and more than one tap. Measured on Zen 4, one
+      thread, batch 16, GFLOP/s, position -> channel vectors: 3x3 stride 2 forward 64->128
+      on 56x56 84 -> 97, 128->256 on 28x28 89 -> 98, 32->64 on 56x56 82 -> 87; 5x5 stride 1
+      64->64 on 28x28 forward 94 -> 109, input gradient 92 -> 106; 3x3 stride 1 (Winograd
+      off) 128->128 on 28x28 93 -> 104. A 1x1's tile has only the source channels to sum
+      and lost (64->128 on 56x56 stride 2: 62 -> 47), as did rows of whole vectors (16->32
+      on 64x64 stride 2: 76 -> 44; 32->64 on 32x32: 99 -> 82).
+
+    At larger maps of few channels the results would go out element by element (measured
+    slower than the position vectors and Winograd there: 16->16 64x64 forward 41-43
+    against 60-65 GFLOP/s, Xeon, one thread). The weight gradient has its own rule,
     ``wgrad_by_channels``."""
-    return p.qv * p.lanes >= 2 * p.OW and p.M >= p.lanes
+    if p.M < p.lanes:
+        return False
+    half = p.qv * p.lanes >= 2 * p.OW
+    ragged = p.OW % p.lanes != 0 and p.M >= 4 * p.lanes and p.KH * p.KW > 1
+    return half or ragged
 
 
 def wgrad_by_channels(p: Problem) -> bool:

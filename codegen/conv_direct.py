@@ -37,14 +37,16 @@ class _ConvIdx:
 
 def _conv_loops(k: KernelEmitter, x_shape: tuple, w_shape: tuple, y_shape: tuple,
                 body: Any, batch_inner: bool = False, before: Any = None,
-                after: Any = None) -> None:
+                after: Any = None, row: Any = None, image: Any = None) -> None:
     """The loop nest shared by the three convolution kernels.
 
     ``for n, o, c, kh, kw: for oh in [lo, hi): for ow in [lo, hi): body(ix)``, with the output
     ranges narrowed per kernel tap to the positions whose input pixel lies inside the image:
     the inner loop needs no padding test and vectorises along ``ow``. With ``batch_inner``
     the batch loop moves inside the taps (the weight gradient reduces over it), and
-    ``before``/``after`` run around the reduction loops for each (o, c, kh, kw).
+    ``before``/``after`` run around the reduction loops for each (o, c, kh, kw); ``row``
+    and ``image`` are pairs of callables run before and after each ``ow`` loop and each
+    image of them (the weight gradient's partial sums).
     """
     a = k.node.attrs
     b = k.b
@@ -70,9 +72,13 @@ def _conv_loops(k: KernelEmitter, x_shape: tuple, w_shape: tuple, y_shape: tuple
         wlo, whi = out_range(kw, dw, pw, sw, W, OW)
         with for_range(b, hlo, hhi, name="oh") as oh:
             ih = b.add(b.mul(oh, i64(sh_)), b.sub(b.mul(kh, i64(dh)), i64(ph)))
+            if row:
+                row[0]()
             with for_range(b, wlo, whi, name="ow") as ow:
                 iw = b.add(b.mul(ow, i64(sw)), b.sub(b.mul(kw, i64(dw)), i64(pw)))
                 body(_ConvIdx(nb, o, c, ci, kh, kw, oh, ow, ih, iw))
+            if row:
+                row[1]()
 
     def channels(nb: ir.Value | None) -> None:
         with for_range(b, i64(0), i64(OC), name="o") as o:
@@ -85,7 +91,11 @@ def _conv_loops(k: KernelEmitter, x_shape: tuple, w_shape: tuple, y_shape: tuple
                         else:
                             state = before(o, c, kh, kw) if before else None
                             with for_range(b, i64(0), k.sym(x_shape[0]), name="n") as nb2:
+                                if image:
+                                    image[0]()
                                 spatial(nb2, o, c, ci, kh, kw)
+                                if image:
+                                    image[1]()
                             if after:
                                 after(o, c, kh, kw, state)
 
@@ -130,28 +140,42 @@ def conv2d_input_grad(k: KernelEmitter) -> None:
 
 
 def conv2d_weight_grad(k: KernelEmitter) -> None:
-    """dw[o,c,kh,kw] = sum over n, oh, ow of gy[n,o,oh,ow] * x[n,ci,ih,iw] (a register sum)."""
+    """dw[o,c,kh,kw] = sum over n, oh, ow of gy[n,o,oh,ow] * x[n,ci,ih,iw], in register
+    sums at three levels: each row's products from zero, each image's rows, then the
+    images. A long-profile fuzz draw (a 1x1 weight gradient at stride (1, 2): 6,468
+    products an element) once measured 3.7e-4 against float64, 15x PyTorch's float32
+    error; one sequential float32 sum of those products gives 2.9e-4, and LLVM's
+    vectorised loop, whose lanes hold partial sums of each row, 3.5e-5 (the result this
+    code gives bit for bit). The accuracy should not depend on whether the loop gets
+    vectorised, so the partial sums are written out (sequentially: 1.5e-4)."""
     n = k.node
     x, gy = n.inputs
     b = k.b
     t = reg_type(n.dtype)
-    slot: list[Any] = [None]
+    slots: list[Any] = []
+
+    def fresh(i: int) -> None:
+        b.store(fconst(t, 0.0), slots[i])
+
+    def fold(i: int) -> None:  # slot i's sum into slot i - 1
+        b.store(b.fadd(b.load(slots[i - 1]), b.load(slots[i])), slots[i - 1])
 
     def before(o: ir.Value, c: ir.Value, kh: ir.Value, kw: ir.Value) -> None:
-        if slot[0] is None:
-            slot[0] = k.alloca(t)
-        b.store(fconst(t, 0.0), slot[0])
+        if not slots:
+            slots.extend(k.alloca(t) for _ in range(3))  # total, image, row
+        fresh(0)
 
     def body(ix: _ConvIdx) -> None:
         prod = b.fmul(k.value(gy, [ix.nb, ix.o, ix.oh, ix.ow]),
                       k.value(x, [ix.nb, ix.ci, ix.ih, ix.iw]), flags=REDUCE_FLAGS)
-        b.store(b.fadd(b.load(slot[0]), prod, flags=REDUCE_FLAGS), slot[0])
+        b.store(b.fadd(b.load(slots[2]), prod, flags=REDUCE_FLAGS), slots[2])
 
     def after(o: ir.Value, c: ir.Value, kh: ir.Value, kw: ir.Value, _: Any) -> None:
-        k.store_out([o, c, kh, kw], b.load(slot[0]))
+        k.store_out([o, c, kh, kw], b.load(slots[0]))
 
     _conv_loops(k, x.shape, n.shape, gy.shape, body, batch_inner=True, before=before,
-                after=after)
+                after=after, row=(lambda: fresh(2), lambda: fold(2)),
+                image=(lambda: fresh(1), lambda: fold(1)))
 
 
 # op -> its direct kernel

@@ -157,6 +157,31 @@ def test_winograd_filter_transform_tails(c: int, o: int, hw: tuple[int, int], pa
     check_geometry(geom, seed=3)
 
 
+@pytest.mark.parametrize(("c", "o", "hw", "k", "stride", "vectors"), [
+    (64, 64, (27, 29), 3, 2, "channel vectors"),  # rows of 14 and 15 outputs in 16 lanes
+    (24, 64, (28, 30), 5, 1, "channel vectors"),
+    (64, 80, (20, 21), 3, 2, "channel vectors"),  # 80 channels: a masked last vector
+    (64, 64, (28, 28), 1, 2, "position vectors"),  # a 1x1 keeps the position vectors
+    (32, 48, (28, 28), 3, 2, "position vectors"),  # fewer than 4 vectors of channels
+])
+def test_ragged_rows_take_channel_vectors(c: int, o: int, hw: tuple[int, int], k: int,
+                                          stride: int, vectors: str) -> None:
+    """Rows whose last position vector is partly used (``conv.by_channels``) run the
+    forward and the stride-1 input gradient on vectors of output channels when there are
+    four vectors of channels and more than one tap: each checked for its path and against
+    PyTorch in float64 and float32 (batch sizes 3 and 1, one compile)."""
+    attrs = dict(stride=(stride, stride), padding=(k // 2, k // 2), dilation=(1, 1), groups=1)
+    for dtype in (np.float32, np.float64):
+        geom = dict(c=c, o=o, hw=hw, kernel=(k, k), batches=(3, 1), dtype=dtype, attrs=attrs)
+        x = np.zeros((3, c) + hw, dtype)
+        wt = gc.tensor(np.zeros((o, c, k, k), dtype))
+        fn = gc.compile(lambda a, wt=wt: _op("conv2d", a, wt, **attrs), example_args=(x,))
+        fn(x)
+        if dtype == np.float32:  # (float64's 8 lanes draw the line elsewhere)
+            assert vectors in fn.ir("fused"), fn.ir("fused")
+        check_geometry(geom, seed=5)
+
+
 def test_long_weight_gradient_sums_stay_accurate() -> None:
     """A 7x2 weight gradient over 31 images of 57x61 positions: 108k products per element.
     Its channel-vector kernel kept one running sum per element over all of them (float32

@@ -76,6 +76,12 @@ def test_random_pools_match_torch(case: tuple) -> None:
             return
         raise AssertionError(f"PyTorch rejects {kind} {kw} on {shape}; graphc does not"
                              ) from err
+    if torch.isinf(ty).any():  # a max-pool window over no element (the input is finite):
+        # graphc refuses it (``_no_empty_windows``); PyTorch's backward would write past the
+        # input there (heap corruption: an abort, once in a long run), so it is not run
+        with pytest.raises(NotImplementedError, match="holds no element"):
+            gfn(gc.tensor(x), **kw)
+        return
     w = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
     (ty * torch.tensor(w)).sum().backward()
     gx = gc.tensor(x, requires_grad=True)
@@ -99,6 +105,32 @@ def test_random_pools_match_torch(case: tuple) -> None:
     y = step(gc.tensor(x), gc.tensor(w))
     np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_max_pool_window_over_no_element_raises_before_running() -> None:
+    """Regression (a long-profile draw): kernel 2, dilation 2, padding 1 on a 1x1 map puts
+    both taps outside it. PyTorch returns -inf with index 2 (outside a one-element input)
+    and a backward that writes there; graphc raised an out-of-range ``IndexError`` from its
+    gather, eagerly and compiled. It now names the empty window before anything runs. A
+    dilated window that reaches the map still matches PyTorch, values and gradients."""
+    kw = dict(kernel_size=2, padding=1, dilation=2)
+    x = np.zeros((1, 1, 1, 1), np.float32)
+    assert torch.isinf(TF.max_pool2d(torch.tensor(x), **kw)).all()
+    with pytest.raises(NotImplementedError, match="output row 0 holds no element"):
+        F.max_pool2d(gc.tensor(x), **kw)
+    with pytest.raises(NotImplementedError, match="holds no element"):
+        gc.compile(lambda a: F.max_pool2d(a, **kw))(x)
+    with pytest.raises(NotImplementedError, match="output column 0 holds no element"):
+        F.max_pool1d(gc.tensor(np.zeros((1, 2, 1), np.float32)), 2, padding=1, dilation=2)
+    x = np.random.default_rng(0).standard_normal((2, 3, 3, 3)).astype(np.float32)
+    kw = dict(kernel_size=2, padding=1, dilation=3)
+    tx = torch.tensor(x, requires_grad=True)
+    TF.max_pool2d(tx, **kw).sum().backward()
+    gx = gc.tensor(x, requires_grad=True)
+    y = F.max_pool2d(gx, **kw)
+    y.sum().backward()
+    np.testing.assert_array_equal(y.numpy(), TF.max_pool2d(torch.tensor(x), **kw).numpy())
+    np.testing.assert_array_equal(gx.grad.numpy(), tx.grad.numpy())
 
 
 @st.composite

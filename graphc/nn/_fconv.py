@@ -130,6 +130,32 @@ def pool_checks(x: Tensor, k: tuple, s: tuple, p: tuple, d: tuple, ceil_mode: bo
                            f"size: ({c}x{outs[0]}x{outs[1]}). Output size is too small")
 
 
+def _no_empty_windows(x: Tensor, k: tuple[int, int], s: tuple[int, int],
+                      p: tuple[int, int], d: tuple[int, int], ceil_mode: bool) -> None:
+    """Raise where a max-pool window holds no element of the input. That takes a dilation:
+    its taps can step over a map smaller than the padding plus the dilation (kernel 2,
+    dilation 2, padding 1 on a 1x1 map: taps at -1 and 1). PyTorch returns -inf there with
+    the index of a position outside the window, and its backward adds the window's
+    gradient at that index: to an unrelated element, or past the end of the input. graphc
+    does not reproduce that, and says so before anything runs (else its index check
+    would stop the step with an out-of-range index)."""
+    if d == (1, 1):
+        return
+    for axis, name in ((0, "row"), (1, "column")):
+        size = x.shape[2 + axis]
+        if not isinstance(size, int):
+            continue  # a symbolic map: the gather's index check stops the step instead
+        out = sh.conv_out(size, k[axis], s[axis], p[axis], d[axis], ceil_mode)
+        for o in range(out):
+            first = o * s[axis] - p[axis]
+            if not any(0 <= first + u * d[axis] < size for u in range(k[axis])):
+                raise NotImplementedError(
+                    f"max_pool2d: the window of output {name} {o} holds no element of the "
+                    f"input (size {size}, kernel_size={k[axis]}, stride={s[axis]}, "
+                    f"padding={p[axis]}, dilation={d[axis]}); PyTorch returns -inf there "
+                    "with an index outside the window, which graphc does not reproduce")
+
+
 def max_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False
                ) -> Any:
@@ -138,6 +164,7 @@ def max_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
     k, s, p = _pool_args(kernel_size, stride, padding)
     d = pair(dilation, "dilation")
     pool_checks(x, k, s, p, d, ceil_mode)
+    _no_empty_windows(x, k, s, p, d, ceil_mode)
     b = builder()
     idx = Tensor._wrap(b.op("pool_argmax", (x.node,), kernel=k, stride=s, padding=p,
                             dilation=d, ceil_mode=bool(ceil_mode)))
