@@ -1301,11 +1301,17 @@ def strided_igrad(n: Node, wide: bool) -> StridedIgrad | None:
 
 
 def _igrad_by_channels(p: StridedIgrad) -> bool:
-    """Vectors over input channels for the strided input gradient, as ``by_channels`` for
-    the other kernels: when the widest phase's rows would fill at most half their vectors
-    (a 16x16 input at stride 2: phases of 8 columns) and the channels fill a vector."""
+    """Vectors over input channels for the strided input gradient, by ``by_channels``'s
+    rule for the other kernels: where the channels fill a vector and the widest phase's
+    rows would fill at most half their vectors (a 16x16 input at stride 2: phases of 8
+    columns), or leave part of the last one idle with four vectors of channels and more
+    than one tap (56x56 at stride 2: phases of 28 columns)."""
+    if p.M < p.lanes:
+        return False
     cols = max(ph.cols for ph in p.phases)
-    return -(-cols // p.lanes) * p.lanes >= 2 * cols and p.M >= p.lanes
+    half = -(-cols // p.lanes) * p.lanes >= 2 * cols
+    ragged = cols % p.lanes != 0 and p.M >= 4 * p.lanes and p.KH * p.KW > 1
+    return half or ragged
 
 
 def _igrad_layout(p: StridedIgrad, wide: bool) -> tuple[Tile, int]:

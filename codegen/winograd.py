@@ -72,9 +72,9 @@ def transform_filters(b: ir.IRBuilder, vec: V, w: ir.Value, wst: list[ir.Value],
     is one store into a row of U. Every lane computes exactly the scalar sums, so U does
     not change by a bit. The two kernels each had a scalar copy of this loop (a filter
     at a time, nine loads and 16 scalar stores). Measured alone on a Zen 4 core, 512 ->
-    512 channels (262,144 filters): scalar 1.9-2.8 ms, this 1.4-1.6 ms. Inside the batched
-    kernel at batch 8 on 4x4 maps (6.2-6.5 ms) the difference is within the noise: both
-    are bound by writing U's 16 MB, which the products then read."""
+    512 channels (262,144 filters): scalar 1.9-2.8 ms, this 1.4-1.6 ms. The whole batched
+    convolution on 4x4 maps: batch 1 4.3-4.4 -> 3.8-3.9 ms; batch 8 6.25-6.42 -> 5.85-6.38
+    ms, within the noise (the products and writing U's 16 MB dominate there)."""
     L = vec.lanes
     plane = S * ld if plane is None else plane
     it = 4 if vec.elt == F32 else 8
