@@ -902,6 +902,11 @@ def _emit_wgrad(k: Any, p: Problem) -> bool:
 BY_CHANNELS_RM = 8
 
 
+# the shortest sum (source channels x taps) for which a row's partly used last position
+# vector sends a convolution to channel vectors (``by_channels``), in vectors
+RAGGED_MIN_K_VECTORS = 12
+
+
 def by_channels(p: Problem) -> bool:
     """Vectors over output channels instead of over output positions in the forward /
     input-gradient implicit GEMM (``_igemm_images_by_channels``), where the channels fill a
@@ -910,14 +915,17 @@ def by_channels(p: Problem) -> bool:
     - a row's position vectors would be at most half used (``OW`` of 8 in 16 lanes:
       ResNet's last stage); or
     - its last vector would be partly used (``OW`` of 28 or 14 in 16 lanes: ResNet-18's
-      stages at 224x224 inputs, 12.5% of the lanes idle) with at least four vectors of
-      channels (a full ``6 x 4`` tile) and more than one tap. Measured on Zen 4, one
-      thread, batch 16, GFLOP/s, position -> channel vectors: 3x3 stride 2 forward 64->128
-      on 56x56 84 -> 97, 128->256 on 28x28 89 -> 98, 32->64 on 56x56 82 -> 87; 5x5 stride 1
-      64->64 on 28x28 forward 94 -> 109, input gradient 92 -> 106; 3x3 stride 1 (Winograd
-      off) 128->128 on 28x28 93 -> 104. A 1x1's tile has only the source channels to sum
-      and lost (64->128 on 56x56 stride 2: 62 -> 47), as did rows of whole vectors (16->32
-      on 64x64 stride 2: 76 -> 44; 32->64 on 32x32: 99 -> 82).
+      stages at 224x224 inputs, 12.5% of the lanes idle), with at least four vectors of
+      channels (a full ``6 x 4`` tile) and a sum of at least ``RAGGED_MIN_K_VECTORS``
+      vectors (192 products for float32): the channel tile stores lane by lane, which a
+      short sum does not pay for. Measured on Zen 4, one thread, batch 16, GFLOP/s,
+      position -> channel vectors, by the sum's length K: 3x3 stride 2 forward 64->128 on
+      56x56 (K 576) 84 -> 97, 128->256 on 28x28 89 -> 98, 32->64 on 56x56 (288) 82 -> 87;
+      5x5 forward 16->64 on 28x28 (400) 92 -> 99, 8->64 (200) 86 -> 96, 64->64 94 -> 109
+      and its input gradient 92 -> 106; a 1x1 256->256 on 30x30 (256) 80 -> 83. Shorter
+      sums lost: 3x3 16->64 stride 2 (144) 86 -> 84, 1x1 stride 2 128->256 (128) 77 -> 70,
+      64->128 (64) 62 -> 47, the one-channel stem (9) 29 -> 16. Rows of whole vectors stay
+      on position vectors (16->32 on 64x64 stride 2: 76 -> 44 on channel vectors).
 
     At larger maps of few channels the results would go out element by element (measured
     slower than the position vectors and Winograd there: 16->16 64x64 forward 41-43
@@ -926,8 +934,14 @@ def by_channels(p: Problem) -> bool:
     if p.M < p.lanes:
         return False
     half = p.qv * p.lanes >= 2 * p.OW
-    ragged = p.OW % p.lanes != 0 and p.M >= 4 * p.lanes and p.KH * p.KW > 1
-    return half or ragged
+    return half or _ragged(p.OW, p.lanes, p.M, p.K)
+
+
+def _ragged(cols: int, lanes: int, channels: int, k: int) -> bool:
+    """``by_channels``'s second case: a partly used last vector, enough channels and a sum
+    long enough."""
+    return (cols % lanes != 0 and channels >= 4 * lanes
+            and k >= RAGGED_MIN_K_VECTORS * lanes)
 
 
 def wgrad_by_channels(p: Problem) -> bool:
@@ -1304,14 +1318,14 @@ def _igrad_by_channels(p: StridedIgrad) -> bool:
     """Vectors over input channels for the strided input gradient, by ``by_channels``'s
     rule for the other kernels: where the channels fill a vector and the widest phase's
     rows would fill at most half their vectors (a 16x16 input at stride 2: phases of 8
-    columns), or leave part of the last one idle with four vectors of channels and more
-    than one tap (56x56 at stride 2: phases of 28 columns)."""
+    columns), or leave part of the last one idle with four vectors of channels and a long
+    enough sum (56x56 at stride 2: phases of 28 columns)."""
     if p.M < p.lanes:
         return False
     cols = max(ph.cols for ph in p.phases)
     half = -(-cols // p.lanes) * p.lanes >= 2 * cols
-    ragged = cols % p.lanes != 0 and p.M >= 4 * p.lanes and p.KH * p.KW > 1
-    return half or ragged
+    phases = [k for k in p.ks if k]  # the phases' sums, their mean as the sum's length
+    return half or _ragged(cols, p.lanes, p.M, sum(phases) // max(1, len(phases)))
 
 
 def _igrad_layout(p: StridedIgrad, wide: bool) -> tuple[Tile, int]:

@@ -159,17 +159,19 @@ def test_winograd_filter_transform_tails(c: int, o: int, hw: tuple[int, int], pa
 
 @pytest.mark.parametrize(("c", "o", "hw", "k", "stride", "fwd", "igrad"), [
     # rows of 14 and 15 outputs in 16 lanes; the input gradient's phases likewise
-    (64, 64, (27, 29), 3, 2, "channel vectors", "channel vectors"),
+    (64, 128, (27, 29), 3, 2, "channel vectors", "channel vectors"),
     (24, 64, (28, 30), 5, 1, "channel vectors", "position vectors"),  # 24 input channels
-    (64, 80, (20, 21), 3, 2, "channel vectors", "channel vectors"),  # 80: a masked vector
+    # 80 channels: a masked last vector; the input gradient's phases sum 180 on average
+    (64, 80, (20, 21), 3, 2, "channel vectors", "position vectors"),
     (64, 64, (28, 28), 1, 2, "position vectors", None),  # a 1x1 keeps the position vectors
     (32, 48, (28, 28), 3, 2, "position vectors", "position vectors"),  # < 4 vectors
+    (1, 64, (28, 28), 3, 1, "position vectors", "position vectors"),  # a sum of 9: a stem
 ])
 def test_ragged_rows_take_channel_vectors(c: int, o: int, hw: tuple[int, int], k: int,
                                           stride: int, fwd: str, igrad: str | None) -> None:
     """Rows whose last position vector is partly used (``conv.by_channels``,
     ``conv._igrad_by_channels``) run the forward and input gradient on vectors of output
-    (input) channels when there are four vectors of them and more than one tap: each
+    (input) channels when there are four vectors of them and a long enough sum: each
     checked for its path (float32) and against PyTorch in float64 and float32 (batch
     sizes 3 and 1, one compile)."""
     attrs = dict(stride=(stride, stride), padding=(k // 2, k // 2), dilation=(1, 1), groups=1)
