@@ -60,21 +60,24 @@ def store_output(b: ir.IRBuilder, v: ir.Value, dst: ir.Value, a: int, c: int, oh
 def transform_filters(b: ir.IRBuilder, vec: V, w: ir.Value, wst: list[ir.Value], flip: bool,
                       S: int, M: int, u: ir.Value, ld: int, lo: ir.Value, hi: ir.Value,
                       plane: int | None = None) -> None:
-    """``U[xi][s][m] = (G g G^T)[xi]`` (planes ``S * ld`` elements apart, rows ``ld``) for
-    the source channels ``lo <= s < hi`` and every result channel ``m < M``; ``g`` is the
-    3x3 filter ``w[m, s]`` of a forward convolution, or ``w[s, m]`` flipped for an input
-    gradient (``flip``); ``wst``: ``w``'s four strides (elements). Columns ``M <= m < ld``
-    are not written.
+    """``U[xi][s][m] = (G g G^T)[xi]`` (planes ``plane`` elements apart, ``S * ld`` unless
+    given; rows ``ld``) for the source channels ``lo <= s < hi`` and every result channel
+    ``m < M``; ``g`` is the 3x3 filter ``w[m, s]`` of a forward convolution, or ``w[s, m]``
+    flipped for an input gradient (``flip``); ``wst``: ``w``'s four strides (elements).
+    Columns ``M <= m < ld`` are not written.
 
     A vector of result channels at a time: each of the nine taps is one gather (the
-    channels are ``w``'s stride apart; the lanes' byte offsets are 32-bit, enough for
-    four million channels), the sums are ``lin``'s on vectors, and each of the 16 results
-    is one store into a row of U. Every lane computes exactly the scalar sums, so U does
-    not change by a bit. The two kernels each had a scalar copy of this loop (a filter
-    at a time, nine loads and 16 scalar stores). Measured alone on a Zen 4 core, 512 ->
-    512 channels (262,144 filters): scalar 1.9-2.8 ms, this 1.4-1.6 ms. The whole batched
-    convolution on 4x4 maps: batch 1 4.3-4.4 -> 3.8-3.9 ms; batch 8 6.25-6.42 -> 5.85-6.38
-    ms, within the noise (the products and writing U's 16 MB dominate there)."""
+    channels are ``w``'s stride apart), the sums are ``lin``'s on vectors, and each of the
+    16 results is one store into a row of U. Every lane computes exactly the scalar sums,
+    so U does not change by a bit. The two kernels each had a scalar copy of this loop (a
+    filter at a time, nine loads and 16 scalar stores). The lanes' offsets are 64-bit
+    whatever the stride: 32-bit ones, which LLVM turns into one 16-lane ``vgatherdps``,
+    were slower (the 512 -> 512 convolution below at batch 1: 3.3-3.8 against 2.7-3.4 ms,
+    alternating runs). Measured on a Zen 4 core: the transform alone, 512 -> 512 channels
+    (262,144 filters), scalar 1.9-2.8 ms, vectors 1.3-1.7 ms; the whole batched
+    convolution on 4x4 maps against the scalar loops, batch 1 3.6-4.2 -> 3.0-3.5 ms, the
+    input gradient at batch 8 6.3 -> 5.9 ms (the products and writing U's 16 MB dominate
+    there)."""
     L = vec.lanes
     plane = S * ld if plane is None else plane
     it = 4 if vec.elt == F32 else 8
@@ -84,12 +87,8 @@ def transform_filters(b: ir.IRBuilder, vec: V, w: ir.Value, wst: list[ir.Value],
     gather = declare(b.module, f"llvm.masked.gather.{sfx}.v{L}p0", vec.vt,
                      [pt, I32, mt, vec.vt])
     s_st, m_st = (wst[0], wst[1]) if flip else (wst[1], wst[0])
-    i32v = ir.VectorType(I32, L)
-    step = b.trunc(b.mul(m_st, i64(it)), I32)
-    one = b.insert_element(ir.Constant(i32v, ir.Undefined), step, ir.Constant(I32, 0))
-    lane_bytes = b.sext(b.mul(vec.iota, b.shuffle_vector(
-        one, ir.Constant(i32v, ir.Undefined), ir.Constant(i32v, [0] * L))),
-        ir.VectorType(I64, L))
+    i64v = ir.VectorType(I64, L)
+    lane_bytes = b.mul(ir.Constant(i64v, list(range(L))), vec.broadcast(b.mul(m_st, i64(it))))
     base = b.ptrtoint(w, I64)
 
     def filters(s: ir.Value, m0: ir.Value, n: int) -> None:
