@@ -171,6 +171,9 @@ class KernelEmitter:
         # halves of that range on the thread pool (``_emit_split``)
         self._name = name
         self._split_work = split
+        # how many of ELEM_PAR_MIN's element passes one element of the split loop is worth:
+        # a loop group's members each stream their own arrays (``Lowering._split_work``)
+        self.split_weight = 1
         self.split_range: tuple[ir.Value, ir.Value] | None = None
         split_args = [I64, I64] if split is not None else []
         self.fn = ir.Function(mod, ir.FunctionType(I32, arg_types + split_args),
@@ -574,7 +577,8 @@ class KernelEmitter:
         # the kernel: the pool's dispatch when it is there and the loop nest is big enough
         slot = b.alloca(ct)
         run2 = b.load(self.L.run2_global())
-        big = b.icmp_signed(">=", sym(sh.numel(self._split_work)), i64(ELEM_PAR_MIN))
+        big = b.icmp_signed(">=", b.mul(sym(sh.numel(self._split_work)),
+                                         i64(self.split_weight)), i64(ELEM_PAR_MIN))
         go = b.and_(b.and_(big, b.icmp_signed(">=", n0, i64(2))),
                     b.icmp_unsigned("!=", b.ptrtoint(run2, I64), i64(0)))
         if not checked:
