@@ -168,21 +168,23 @@ def test_winograd_filter_transform_tails(c: int, o: int, hw: tuple[int, int], pa
     (1, 64, (28, 28), 3, 1, "position vectors", "position vectors"),  # a sum of 9: a stem
 ])
 def test_ragged_rows_take_channel_vectors(c: int, o: int, hw: tuple[int, int], k: int,
-                                          stride: int, fwd: str, igrad: str | None) -> None:
+                                          stride: int, fwd: str | None, igrad: str | None) -> None:
     """Rows whose last position vector is partly used (``conv.by_channels``,
     ``conv._igrad_by_channels``) run the forward and input gradient on vectors of output
     (input) channels when there are four vectors of them and a long enough sum: each
-    checked for its path (float32) and against PyTorch in float64 and float32 (batch
-    sizes 3 and 1, one compile)."""
+    checked for its path (float32 on 16 lanes; 8-lane targets draw the lines elsewhere)
+    and against PyTorch in float64 and float32 (batch sizes 3 and 1, one compile)."""
     attrs = dict(stride=(stride, stride), padding=(k // 2, k // 2), dilation=(1, 1), groups=1)
     for dtype in (np.float32, np.float64):
         geom = dict(c=c, o=o, hw=hw, kernel=(k, k), batches=(3, 1), dtype=dtype, attrs=attrs)
-        if dtype == np.float32:  # (float64's 8 lanes draw the line elsewhere)
+        if dtype == np.float32:  # (float64's 8 lanes draw the lines elsewhere)
             x = np.zeros((3, c) + hw, dtype)
             wt = gc.tensor(np.zeros((o, c, k, k), dtype))
             f = gc.compile(lambda a, wt=wt: _op("conv2d", a, wt, **attrs), example_args=(x,))
             gy = np.asarray(f(x))
-            assert fwd in f.ir("fused"), f.ir("fused")
+            if not f.variants[0].exe.wide:
+                fwd = igrad = None  # 8 lanes a vector: other rows are ragged
+            assert fwd is None or fwd in f.ir("fused"), f.ir("fused")
             g = gc.compile(lambda q, wt=wt: _op("conv2d_input_grad", q, wt,
                                                 input_shape=(q.shape[0], c) + hw, **attrs),
                            example_args=(gy,))

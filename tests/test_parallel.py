@@ -94,7 +94,8 @@ for _ in range(3):
     step(x)
 after = pool.stats()["parallel"] if gc.get_num_threads() == 2 else 0
 np.savez(OUT, w=lin.weight.numpy(), m=opt.state[lin.weight]["exp_avg"].numpy(),
-         v=opt.state[lin.weight]["exp_avg_sq"].numpy(), dispatches=np.array(after - before))
+         v=opt.state[lin.weight]["exp_avg_sq"].numpy(), dispatches=np.array(after - before),
+         threads=np.array(gc.get_num_threads()))
 '''
 
 
@@ -111,4 +112,5 @@ def test_a_loop_group_splits_by_its_members_work(tmp_path):
     one, two = run_per_thread_count(tmp_path, GROUP_SCRIPT)
     for k in ("w", "m", "v"):
         assert np.array_equal(one[k], two[k]), k
-    assert int(two["dispatches"]) >= 3  # the update group at least, each of three steps
+    if int(two["threads"]) == 2:  # (a pool exists: the host lets the process use two CPUs)
+        assert int(two["dispatches"]) >= 3  # the update group at least, each of 3 steps
