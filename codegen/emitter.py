@@ -138,11 +138,15 @@ class KernelEmitter:
     # image over its result (``codegen.planning._plan_conv_epilogues``)
     epilogue: Any = None
     staged_id: int | None = None  # see ``staged`` below (the PTX kernels do not run __init__)
+    # how many of ELEM_PAR_MIN's element passes one element of the split loop is worth:
+    # a loop group's members each stream their own arrays (``Lowering._split_work``)
+    split_weight = 1
 
     def __init__(self, lower: Any, node: Node, name: str,
                  group: list[Node] | None = None, split: tuple | None = None,
                  inplace: Node | None = None, staged: Node | None = None,
-                 extra_args: int = 0, outputs: list[Node] | None = None) -> None:
+                 extra_args: int = 0, outputs: list[Node] | None = None,
+                 split_weight: int = 1) -> None:
         """``inplace`` and ``staged``, for a convolution's epilogue (``codegen.conv``): a
         node ``node`` reads at its own index, the convolution's result. ``inplace``: its
         values are already in ``node``'s own buffer, read from there (its argument is not
@@ -171,9 +175,7 @@ class KernelEmitter:
         # halves of that range on the thread pool (``_emit_split``)
         self._name = name
         self._split_work = split
-        # how many of ELEM_PAR_MIN's element passes one element of the split loop is worth:
-        # a loop group's members each stream their own arrays (``Lowering._split_work``)
-        self.split_weight = 1
+        self.split_weight = split_weight
         self.split_range: tuple[ir.Value, ir.Value] | None = None
         split_args = [I64, I64] if split is not None else []
         self.fn = ir.Function(mod, ir.FunctionType(I32, arg_types + split_args),

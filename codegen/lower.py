@@ -518,9 +518,8 @@ class Lowering:
                 emit_channel_group(k, passes)
             elif len(unit) > 1:
                 k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_group",
-                                  group=unit,
-                                  split=self._split_work(n, kern, len(unit)))
-                k.split_weight = len(unit)
+                                  group=unit, split=self._split_work(n, kern, len(unit)),
+                                  split_weight=len(unit))
                 emit_group(k)
             else:
                 k = KernelEmitter(self, n, f"{self.name_prefix}k{p.node_index[n.id]}_{n.op}",

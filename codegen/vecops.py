@@ -26,13 +26,11 @@ class V:
         self.iota = ir.Constant(ir.VectorType(I32, lanes), list(range(lanes)))
 
     def splat(self, v: ir.Value) -> ir.Value:
-        b = self.b
-        one = b.insert_element(ir.Constant(self.vt, ir.Undefined), v, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, ir.Constant(self.vt, ir.Undefined),
-                                ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
+        """An element as a vector."""
+        return self.broadcast(v)
 
     def broadcast(self, v: ir.Value) -> ir.Value:
-        """Any scalar (an address for a gather, say) as a vector of ``lanes``."""
+        """Any scalar (an element, or an address for a gather) as a vector of ``lanes``."""
         b = self.b
         t = ir.VectorType(v.type, self.lanes)
         one = b.insert_element(ir.Constant(t, ir.Undefined), v, ir.Constant(I32, 0))

@@ -76,8 +76,9 @@ class World:
         if dtype == np.float64:
             self.body.double()
             self.head.double()
-        for i, p in enumerate(self.params()):
-            p.data = self.jittered(p.numpy(), 1000 + i)
+        if jitter:
+            for i, p in enumerate(self.params()):
+                p.data = self.jittered(p.numpy(), 1000 + i)
         self.opt = OPTIMIZERS[opt_name](self.body.parameters())
         self.opt_name = opt_name
         self.snap: Any = None

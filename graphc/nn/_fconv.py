@@ -146,7 +146,12 @@ def _no_empty_windows(x: Tensor, k: tuple[int, int], s: tuple[int, int],
         if not isinstance(size, int):
             continue  # a symbolic map: the gather's index check stops the step instead
         out = sh.conv_out(size, k[axis], s[axis], p[axis], d[axis], ceil_mode)
-        for o in range(out):
+        # a window whose first tap lies in the map is not empty: only those starting in the
+        # padding before it (o*s < p) or past it (o*s >= p + size) need their taps checked,
+        # a few, where checking every window was a Python loop over the map per eager call
+        before = min(out, -(-p[axis] // s[axis]))
+        after = max(before, min(out, -(-(p[axis] + size) // s[axis])))
+        for o in (*range(before), *range(after, out)):
             first = o * s[axis] - p[axis]
             if not any(0 <= first + u * d[axis] < size for u in range(k[axis])):
                 raise NotImplementedError(
