@@ -22,7 +22,9 @@ import platform
 import statistics
 import sys
 import time
-from typing import Any
+
+from .timing import calibrate as _calibrate
+from .timing import time_block as _time_block
 
 # Every workload ``workloads.all_workloads`` builds, with what it measures: listed by
 # ``--help`` and checked before anything is built (building compiles every step, which takes
@@ -101,39 +103,6 @@ def _sgemm_rate() -> float:
         a @ a
         best = max(best, 2 * 1024**3 / (time.perf_counter() - t) / 1e9)
     return best
-
-
-# Before each timed block a system runs untimed for at least this long. The blocks alternate
-# between systems, and PyTorch's OpenMP threads spin (GOMP_SPINCOUNT: 300,000 pauses, 7.5 ms
-# measured on a Zen 4 host) after each of its parallel regions: a graphc block that started
-# straight after a PyTorch block shared the second CPU with that spinning thread (mlp_large on
-# two threads, blocks of 4 steps: 14.3 ms against 12.4 ms with this warm-up). Each system gets
-# the same warm-up, so neither times the other's leftovers.
-SETTLE_SECONDS = 0.015
-
-
-def _settle(fn: Any) -> None:
-    end = time.perf_counter() + SETTLE_SECONDS
-    fn()
-    while time.perf_counter() < end:
-        fn()
-
-
-def _time_block(fn: Any, n: int) -> float:
-    _settle(fn)
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - t) / n
-
-
-def _calibrate(fn: Any, target: float = 0.05) -> int:
-    n = 1
-    while True:
-        dt = _time_block(fn, n)
-        if dt * n > target or n > 100000:
-            return max(1, int(target / max(dt, 1e-9)))
-        n *= 4
 
 
 def main(argv: list[str] | None = None) -> int:

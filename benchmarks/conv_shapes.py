@@ -23,10 +23,12 @@ only the input or only the weight gradient, which is what autograd calls in a tr
 Each thread count runs in a child process (graphc's and PyTorch's thread pools are sized when
 they start): ``GRAPHC_NUM_THREADS``, ``torch.set_num_threads`` and the BLAS variables all get
 the same count, and with one thread the child is pinned to one CPU. Timed blocks alternate
-between the systems; the table shows medians. The stem's input gradient is not timed: the
-images need no gradient, so a training step never computes it. The last line estimates the
-convolution time of one training step: every convolution of the net (repeats included) in all
-the directions the step runs. No numbers are asserted anywhere; shared machines are noisy.
+between the systems, each after an untimed warm-up of the same system
+(``benchmarks.timing``: PyTorch's OpenMP threads spin after its calls and would otherwise
+share the second CPU with graphc's next block); the table shows medians. The stem's input
+gradient is not timed: the images need no gradient, so a training step never computes it.
+The last line estimates the convolution time of one training step: every convolution of the
+net (repeats included) in all the directions the step runs. No numbers are asserted anywhere; shared machines are noisy.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .timing import calibrate, time_block
 
 ROOT = Path(__file__).resolve().parents[1]
 DIRECTIONS = ("forward", "input grad", "weight grad")
@@ -66,22 +70,6 @@ def distinct_shapes(size: int, widths: tuple[int, ...] | None = None
 def _out_hw(shape: Shape) -> tuple[int, int]:
     _, _, h, w, k, s, p = shape
     return (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
-
-
-def _time_block(fn: Callable[[], Any], n: int) -> float:
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - t) / n
-
-
-def _calibrate(fn: Callable[[], Any], target: float = 0.05) -> int:
-    n = 1
-    while True:
-        dt = _time_block(fn, n)
-        if dt * n > target or n > 10000:
-            return max(1, int(target / max(dt, 1e-9)))
-        n *= 4
 
 
 def _graphc_fns(shape: Shape, x: np.ndarray, gy: np.ndarray, w0: np.ndarray
@@ -165,11 +153,11 @@ def measure(batch: int, size: int, blocks: int, widths: tuple[int, ...] | None =
             for fn in systems.values():
                 for _ in range(2):
                     fn()
-            reps = {name: _calibrate(fn) for name, fn in systems.items()}
+            reps = {name: calibrate(fn, most=10000) for name, fn in systems.items()}
             times: dict[str, list[float]] = {name: [] for name in systems}
             for _ in range(blocks):
                 for name, fn in systems.items():
-                    times[name].append(_time_block(fn, reps[name]))
+                    times[name].append(time_block(fn, reps[name]))
             med = {name: statistics.median(ts) for name, ts in times.items()}
             rows.append({"shape": list(shape), "count": count, "direction": d, "flops": flops,
                          "seconds": med, "compile_s": compile_s})
