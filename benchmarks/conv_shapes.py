@@ -28,7 +28,8 @@ between the systems, each after an untimed warm-up of the same system
 share the second CPU with graphc's next block); the table shows medians. The stem's input
 gradient is not timed: the images need no gradient, so a training step never computes it.
 The last line estimates the convolution time of one training step: every convolution of the
-net (repeats included) in all the directions the step runs. No numbers are asserted anywhere; shared machines are noisy.
+net (repeats included) in all the directions the step runs. No numbers are asserted anywhere;
+shared machines are noisy.
 """
 
 from __future__ import annotations
