@@ -33,7 +33,7 @@ from graphc.ir import shapes as sh
 
 from . import options
 from .abi import ERR_NONFINITE, ERR_OK, ERR_SCRATCH, PROFILE_SYMBOL, RUN2_SYMBOL, TABLE_FIXED, align
-from .channel_groups import emit_channel_group, full_shape
+from .channel_groups import emit_channel_group, full_shape, row_split_dim
 from .conv import EPILOGUE_FN, Epilogue, finish_epilogue
 from .elementwise import ELEMENT_RULES
 from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
@@ -494,8 +494,9 @@ class Lowering:
         gi = p.group_of.get(n.id)
         passes = p.passes.get(gi) if gi is not None else None
         epilogue = gi is not None and gi in p.epilogues
+        rows = gi is not None and gi in p.row_groups
         label = (n.op if len(unit) == 1 else f"{n.op}_epilogue" if epilogue
-                 else "group" if passes is None else "channels")
+                 else "group" if passes is None else "rows" if rows else "channels")
         # a convolution with an epilogue: its code does not depend on the consumer (called
         # through a pointer), so equal convolutions share it whatever follows them
         key = self._kernel_key(unit[:1] if epilogue else unit, label)
@@ -508,14 +509,14 @@ class Lowering:
                 k.epilogue = self._epilogue_of(k)
                 kern.emit(k)  # type: ignore[union-attr]
                 finish_epilogue(k)
-            elif passes is not None:  # split over the channels (``codegen.channel_groups``)
-                full = full_shape(unit)
+            elif passes is not None:  # split over the channels or the first dim's rows
+                full = full_shape(unit)  # (``codegen.channel_groups``)
                 size = sh.numel(full)
                 split = None if isinstance(size, int) and size < ELEM_PAR_MIN else full
-                k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_channels",
+                k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_{label}",
                                   group=unit, split=split)
-                k.split_extent = full[1]
-                emit_channel_group(k, passes)
+                k.split_extent = full[row_split_dim(full)] if rows else full[1]
+                emit_channel_group(k, passes, rows)
             elif len(unit) > 1:
                 k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_group",
                                   group=unit, split=self._split_work(n, kern, len(unit)),

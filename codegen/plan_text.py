@@ -53,8 +53,11 @@ def format_plan(g: Graph, p: Plan, note: Callable[[Node], str | None] | None = N
                              "convolution's kernel, image by image where that runs images):")
             elif gi in p.passes:
                 over = next((m.inputs[0] for m in grp if m.op == "sum"), n)
-                lines.append(f"channel group of {len(grp)} (channel by channel, "
-                             f"{len(set(p.passes[gi]))} passes over {type_str(over)}):")
+                what = ("row group", "row by row") if gi in p.row_groups else \
+                    ("channel group", "channel by channel")
+                npass = len(set(p.passes[gi]))
+                lines.append(f"{what[0]} of {len(grp)} ({what[1]}, {npass} "
+                             f"pass{'' if npass == 1 else 'es'} over {type_str(over)}):")
             else:
                 lines.append(f"loop group of {len(grp)} (one loop over {type_str(n)}):")
         inline = [x for x in closure_of(n, mat) if x is not n]

@@ -75,6 +75,8 @@ class Plan:
     bodies: dict[int, Plan] = field(default_factory=dict)
     # channel groups (``codegen.channel_groups``): group index -> each member's pass
     passes: dict[int, list[int]] = field(default_factory=dict)
+    # which of those groups run row by row (reductions over the last dim: LayerNorm)
+    row_groups: set[int] = field(default_factory=set)
     # convolutions with an epilogue (``_plan_conv_epilogues``): indices of groups
     # ``[conv, consumer]``, the conv virtual, its consumer computed per image in its kernel
     epilogues: set[int] = field(default_factory=set)
