@@ -290,8 +290,8 @@ def run_dim(full: tuple) -> int:
 def emit_channel_group(k: KernelEmitter, phases: list[int], rows: bool = False) -> None:
     """One kernel for a channel group: for each channel (``k.split_range``: a thread's
     share of the channels), its passes in order (``phases``: each member's pass). A row
-    group (``rows``): for each row (the thread's share of the first dim, every index of
-    the other leading dims), its passes over the row's last dim."""
+    group (``rows``): for each row (the thread's share along ``row_split_dim``, every index
+    of the other leading dims), its passes over the row's last dim."""
     members = k.members
     full = full_shape(members)
     b = k.b
@@ -308,29 +308,38 @@ def emit_channel_group(k: KernelEmitter, phases: list[int], rows: bool = False) 
     # one (``_flat``)
     run = k.sym(sh.numel(full[2:]))
 
+    nd = len(full)
     with for_range(b, lo, hi, name="chan") as c:
+        idx: list[Any] = [i64(0)] * nd
+        idx[1] = c
+        at_c = [i64(0) if d != 1 else c for d in range(nd)]
+
+        def images(body: Any) -> None:
+            with for_range(b, i64(0), k.sym(full[0]), name="img") as n:
+                idx[0] = n
+                body()
+
         for ph in sorted(set(phases)):
             here = [m for m, q in zip(members, phases) if q == ph]
-            _emit_pass(k, c, here, full, t, run)
+            _emit_pass(k, idx, run_dim(full), at_c, images, here, full, t, run)
     k.cache.clear()
     k.node = members[0]
     k.out = k.outs.get(members[0].id)
 
 
-def _emit_pass(k: KernelEmitter, c: ir.Value, here: list[Node], full: tuple, t: ir.Type,
-               run: ir.Value) -> None:
-    """One pass of a channel group over channel ``c``: its full-shaped members computed and
-    stored at each index ``(n, c, 0, ..., j)``, its sums accumulated there and stored at
-    ``c``, then its per-channel members computed at ``c``."""
+def _emit_pass(k: KernelEmitter, idx: list[Any], inner: int, at_red: list[Any],
+               outer: Any, here: list[Node], full: tuple, t: ir.Type, run: ir.Value,
+               plain: bool = False) -> None:
+    """One pass of a group over one channel or row: its full-shaped members computed and
+    stored at each index (``idx`` with ``j`` in dim ``inner``, inside ``outer``'s loops over
+    the other reduced dims: a channel's images, nothing for a row), its sums accumulated
+    there and stored at ``at_red``, then its reduced-shape members computed there.
+    ``plain``: the sums take one loop each (a row that fits one block), else blocked and
+    pairwise (``reduce.cascade_sums``)."""
     b = k.b
-    nd = len(full)
-    inner = run_dim(full)
     sums = [m for m in here if m.op == "sum"]
     elem = [m for m in here if m.op != "sum" and _same(m.shape, full)]
-    chans = [m for m in here if m.op != "sum" and not _same(m.shape, full)]
-    idx: list[Any] = [i64(0)] * nd
-    idx[1] = c
-    at_c = [i64(0) if d != 1 else c for d in range(nd)]
+    reduced = [m for m in here if m.op != "sum" and not _same(m.shape, full)]
 
     def store(m: Node, at: list[Any], v: ir.Value) -> None:
         k.node, k.out = m, k.outs[m.id]
@@ -349,24 +358,28 @@ def _emit_pass(k: KernelEmitter, c: ir.Value, here: list[Node], full: tuple, t: 
         k.cache.clear()
         return out
 
-    def images(body: Any) -> None:
-        with for_range(b, i64(0), k.sym(full[0]), name="img") as n:
-            idx[0] = n
-            body()
-
-    if sums:
-        totals = cascade_sums(k, t, images, run, values, len(sums))
+    if sums and plain:
+        parts = [k.alloca(t) for _ in sums]
+        for q in parts:
+            b.store(fconst(t, 0.0), q)
+        with for_range(b, i64(0), run, name="run") as j:
+            for q, v in zip(parts, values(j), strict=True):
+                b.store(b.fadd(b.load(q), v, flags=REDUCE_FLAGS), q)
+        for m, q in zip(sums, parts):
+            store(m, at_red, b.load(q))
+    elif sums:
+        totals = cascade_sums(k, t, outer, run, values, len(sums))
         for m, v in zip(sums, totals):
-            store(m, at_c, v)
+            store(m, at_red, v)
     elif elem:
         def plane() -> None:
             with for_range(b, i64(0), run, name="run") as j:
                 values(j)
 
-        images(plane)
-    for m in chans:
+        outer(plane)
+    for m in reduced:
         k.cache.clear()
-        store(m, at_c, k.compute(m, at_c))
+        store(m, at_red, k.compute(m, at_red))
 
 
 def row_split_dim(full: tuple) -> int:
@@ -389,9 +402,11 @@ def _emit_rows(k: KernelEmitter, phases: list[int], full: tuple, t: ir.Type) -> 
 
     def leading(d: int) -> None:
         if d == nd - 1:
+            at_row = [*idx[:nd - 1], i64(0)]
             for ph in sorted(set(phases)):
                 here = [m for m, q in zip(members, phases) if q == ph]
-                _emit_row_pass(k, list(idx), here, full, t, run)
+                _emit_pass(k, list(idx), nd - 1, at_row, lambda body: body(), here, full,
+                           t, run, plain=fits_one_block(full[-1]))
             return
         if d == sd and k.split_range is not None:
             lo, hi = k.split_range
@@ -409,58 +424,6 @@ def _emit_rows(k: KernelEmitter, phases: list[int], full: tuple, t: ir.Type) -> 
     k.cache.clear()
     k.node = members[0]
     k.out = k.outs.get(members[0].id)
-
-
-def _emit_row_pass(k: KernelEmitter, idx: list[Any], here: list[Node], full: tuple,
-                   t: ir.Type, run: ir.Value) -> None:
-    """One pass of a row group over the row at ``idx`` (its last index unset): the
-    full-shaped members computed and stored at each ``(.., j)``, the sums accumulated
-    (``reduce.cascade_sums``, as the ``sum`` kernel adds a last dim) and stored at the
-    row's index, then the per-row members computed there."""
-    nd = len(full)
-    sums = [m for m in here if m.op == "sum"]
-    elem = [m for m in here if m.op != "sum" and _same(m.shape, full)]
-    rowv = [m for m in here if m.op != "sum" and not _same(m.shape, full)]
-    at_row = [*idx[:nd - 1], i64(0)]
-
-    def store(m: Node, at: list[Any], v: ir.Value) -> None:
-        k.node, k.out = m, k.outs[m.id]
-        k.store_out(at, v)
-
-    def values(j: ir.Value) -> list[ir.Value]:
-        k.cache.clear()
-        at = [*idx[:nd - 1], j]
-        for m in elem:
-            k.node, k.out = m, k.outs[m.id]
-            v = k.compute(m, at)
-            k.cache[m.id] = v
-            store(m, at, v)
-        out = [k.value(m.inputs[0], at) for m in sums]
-        k.cache.clear()
-        return out
-
-    b = k.b
-    if sums and fits_one_block(full[-1]):
-        # a row that fits one block: one plain loop per sum (vectorised with several
-        # accumulators), as the ``sum`` kernel adds such a last dim
-        parts = [k.alloca(t) for _ in sums]
-        for q in parts:
-            b.store(fconst(t, 0.0), q)
-        with for_range(b, i64(0), run, name="run") as j:
-            for q, v in zip(parts, values(j), strict=True):
-                b.store(b.fadd(b.load(q), v, flags=REDUCE_FLAGS), q)
-        for m, q in zip(sums, parts):
-            store(m, at_row, b.load(q))
-    elif sums:
-        totals = cascade_sums(k, t, lambda body: body(), run, values, len(sums))
-        for m, v in zip(sums, totals):
-            store(m, at_row, v)
-    elif elem:
-        with for_range(b, i64(0), run, name="run") as j:
-            values(j)
-    for m in rowv:
-        k.cache.clear()
-        store(m, at_row, k.compute(m, at_row))
 
 
 __all__ = ["plan_channel_groups", "emit_channel_group", "full_shape", "row_split_dim"]

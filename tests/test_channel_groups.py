@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _group_programs import check_three_ways, programs
 from _steps import compiled_train_step
 from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import options
@@ -198,89 +199,17 @@ def test_two_threads_bit_identical_to_one(tmp_path):
     assert_bit_identical(runs, min_arrays=5)
 
 
-# -- random programs ------------------------------------------------------------------------
-# A program is a list of steps over values of shape [N, C, H, W] ("full") or [1, C, 1, 1]
-# ("per channel"): elementwise ops of earlier values (a per-channel value broadcast), sums
-# over (0, 2, 3), per-channel arithmetic, and now and then a read at another index (a flip)
-# that must keep its kernels apart. Values that are used twice get buffers, so runs of
-# kernels of the kinds channel groups take appear in many arrangements.
-
-_OPS = ["add", "sub", "mul", "relu", "where", "sum", "sum", "sum", "chan", "chan", "flip"]
-
-
-@st.composite
-def _programs(draw):
-    n = draw(st.integers(3, 10))
-    prog = []
-    kinds = ["full"]
-    for _ in range(n):
-        op = draw(st.sampled_from(_OPS))
-        fulls = [i for i, k in enumerate(kinds) if k == "full"]
-        chans = [i for i, k in enumerate(kinds) if k == "chan"]
-        a = draw(st.sampled_from(fulls))
-        if op in ("add", "sub", "mul", "where"):
-            b = draw(st.sampled_from(chans if chans and draw(st.booleans()) else fulls))
-            prog.append((op, a, b))
-            kinds.append("full")
-        elif op in ("relu", "flip"):
-            prog.append((op, a, None))
-            kinds.append("full")
-        elif op == "sum":
-            prog.append((op, a, None))
-            kinds.append("chan")
-        elif chans:
-            prog.append((op, draw(st.sampled_from(chans)), None))
-            kinds.append("chan")
-    outs = draw(st.lists(st.integers(1, len(kinds) - 1), min_size=1, max_size=3)) \
-        if len(kinds) > 1 else [0]
-    return prog, kinds, outs
-
-
-def _run_program(prog, kinds, outs, x):
-    vals = [x]
-    for op, a, b in prog:
-        u = vals[a]
-        if op == "add":
-            vals.append(u + vals[b])
-        elif op == "sub":
-            vals.append(u - vals[b])
-        elif op == "mul":
-            vals.append(u * vals[b])
-        elif op == "where":
-            vals.append(gc.where(vals[b] > 0, u, 0.5 * u))
-        elif op == "relu":
-            vals.append(gc.relu(u))
-        elif op == "flip":
-            vals.append(u.flip(3))
-        elif op == "sum":
-            vals.append(u.sum((0, 2, 3), keepdim=True) / 16.0)
-        else:  # per-channel arithmetic
-            vals.append(u * u + 1.0)
-    return [vals[i] for i in outs]
-
+# -- random programs (``_group_programs``): values [N, C, H, W] and per channel [1, C, 1, 1],
+# sums over (0, 2, 3), flips along W
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_programs(), st.integers(1, 4), st.sampled_from([(4, 4), (5, 1), (1, 5), (1, 1), (3, 2)]))
+@given(programs(), st.integers(1, 4), st.sampled_from([(4, 4), (5, 1), (1, 5), (1, 1), (3, 2)]))
 def test_random_programs_match_separate_kernels_and_interpreter(program, batch, hw):
     """Maps of size 1 along a trailing dim included: a pass's flat index over the trailing
     dims once sat in a last dim of size 1, where an ``expand`` passed it on to the
     per-channel value it broadcast (``channel_groups.run_dim``)."""
-    prog, kinds, outs = program
     x = np.random.default_rng(batch).standard_normal((batch, 3, *hw)).astype(np.float32)
-    res = {}
-    saved = options.CHANNEL_GROUPS
-    try:
-        for mode in ("groups", "separate", "interp"):
-            options.CHANNEL_GROUPS = mode != "separate"
-            f = gc.compile(lambda t: _run_program(prog, kinds, outs, t),
-                           backend="interp" if mode == "interp" else None)
-            res[mode] = [np.array(v) for v in f(x)]
-    finally:
-        options.CHANNEL_GROUPS = saved
-    for g, s, i in zip(res["groups"], res["separate"], res["interp"]):
-        scale = max(1.0, float(np.abs(i).max()))
-        np.testing.assert_allclose(g, s, rtol=1e-5, atol=1e-5 * scale)
-        np.testing.assert_allclose(g, i, rtol=1e-4, atol=1e-4 * scale)
+    check_three_ways(program, x, (0, 2, 3), 3)
 
 
 @pytest.mark.parametrize("hw", [(3, 1), (1, 3), (1, 1)], ids=str)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _group_programs import check_three_ways, programs
 from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import options
 from graphc.codegen.views import closure_of
@@ -43,21 +44,26 @@ def _block(nn_: object, d: int = 24, dtype: object = None) -> object:
     return Block()
 
 
+def _step(model, opt, F_=F):
+    """The training step over ``[B, T, 8]`` inputs and ``[B, T]`` labels (``F_``: graphc's
+    or torch's functional module)."""
+    def step(x, y):
+        opt.zero_grad()
+        loss = F_.cross_entropy(model(x).reshape(-1, 5), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def _train(groups: bool, monkeypatch, dtype=np.float32, backend: str | None = None,
            steps: int = 4):
     monkeypatch.setattr(options, "CHANNEL_GROUPS", groups)
     gc.manual_seed(0)
     model = _block(nn, dtype=gc.float64 if dtype == np.float64 else None)
     opt = optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x).reshape(-1, 5), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        return loss
-
-    cstep = gc.compile(step, backend=backend)
+    cstep = gc.compile(_step(model, opt), backend=backend)
     rng = np.random.default_rng(1)
     losses = []
     for i in range(steps):
@@ -96,26 +102,14 @@ def test_step_matches_torch(monkeypatch):
     tm = _block(torch.nn)
     tm.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in model.state_dict().items()})
     opt = optim.Adam(model.parameters(), lr=1e-2)
-    topt = torch.optim.Adam(tm.parameters(), lr=1e-2)
-
-    @gc.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x).reshape(-1, 5), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = gc.compile(_step(model, opt))
+    tstep = _step(tm, torch.optim.Adam(tm.parameters(), lr=1e-2), torch.nn.functional)
     rng = np.random.default_rng(2)
     for _ in range(5):
         x = rng.standard_normal((4, 7, 8)).astype(np.float32)
         y = rng.integers(0, 5, (4, 7))
         loss = float(step(x, y))
-        topt.zero_grad()
-        tl = torch.nn.functional.cross_entropy(tm(torch.from_numpy(x)).reshape(-1, 5),
-                                               torch.from_numpy(y).reshape(-1))
-        tl.backward()
-        topt.step()
+        tl = tstep(torch.from_numpy(x), torch.from_numpy(y))
         assert abs(loss - tl.item()) < 1e-5 * max(1.0, abs(loss))
     assert "row group of" in step.ir("fused")
     for k, v in tm.state_dict().items():
@@ -203,82 +197,11 @@ def test_two_threads_bit_identical_to_one(tmp_path):
     assert_bit_identical(runs, min_arrays=8)
 
 
-# -- random programs ------------------------------------------------------------------------
-# A program is a list of steps over values of shape [N, T, C] ("full") or [N, T, 1] ("per
-# row"): elementwise ops of earlier values (a per-row value broadcast), sums over the last
-# dim, per-row arithmetic, and now and then a read at another index (a flip of the row) that
-# must keep its kernels apart.
-
-_OPS = ["add", "sub", "mul", "relu", "where", "sum", "sum", "sum", "row", "row", "flip"]
-
-
-@st.composite
-def _programs(draw):
-    n = draw(st.integers(3, 10))
-    prog = []
-    kinds = ["full"]
-    for _ in range(n):
-        op = draw(st.sampled_from(_OPS))
-        fulls = [i for i, k in enumerate(kinds) if k == "full"]
-        rows = [i for i, k in enumerate(kinds) if k == "row"]
-        a = draw(st.sampled_from(fulls))
-        if op in ("add", "sub", "mul", "where"):
-            b = draw(st.sampled_from(rows if rows and draw(st.booleans()) else fulls))
-            prog.append((op, a, b))
-            kinds.append("full")
-        elif op in ("relu", "flip"):
-            prog.append((op, a, None))
-            kinds.append("full")
-        elif op == "sum":
-            prog.append((op, a, None))
-            kinds.append("row")
-        elif rows:
-            prog.append((op, draw(st.sampled_from(rows)), None))
-            kinds.append("row")
-    outs = draw(st.lists(st.integers(1, len(kinds) - 1), min_size=1, max_size=3)) \
-        if len(kinds) > 1 else [0]
-    return prog, kinds, outs
-
-
-def _run_program(prog, kinds, outs, x):
-    vals = [x]
-    for op, a, b in prog:
-        u = vals[a]
-        if op == "add":
-            vals.append(u + vals[b])
-        elif op == "sub":
-            vals.append(u - vals[b])
-        elif op == "mul":
-            vals.append(u * vals[b])
-        elif op == "where":
-            vals.append(gc.where(vals[b] > 0, u, 0.5 * u))
-        elif op == "relu":
-            vals.append(gc.relu(u))
-        elif op == "flip":
-            vals.append(u.flip(-1))
-        elif op == "sum":
-            vals.append(u.sum(-1, keepdim=True) / 16.0)
-        else:  # per-row arithmetic
-            vals.append(u * u + 1.0)
-    return [vals[i] for i in outs]
-
+# -- random programs (``_group_programs``): values [N, T, C] and per row [N, T, 1], sums over
+# the last dim, flips along it
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_programs(), st.integers(1, 4), st.sampled_from([(3, 5), (1, 7), (4, 1), (2, 70)]))
+@given(programs(), st.integers(1, 4), st.sampled_from([(3, 5), (1, 7), (4, 1), (2, 70)]))
 def test_random_programs_match_separate_kernels_and_interpreter(program, batch, tc):
-    prog, kinds, outs = program
     x = np.random.default_rng(batch).standard_normal((batch, *tc)).astype(np.float32)
-    res = {}
-    saved = options.CHANNEL_GROUPS
-    try:
-        for mode in ("groups", "separate", "interp"):
-            options.CHANNEL_GROUPS = mode != "separate"
-            f = gc.compile(lambda t: _run_program(prog, kinds, outs, t),
-                           backend="interp" if mode == "interp" else None)
-            res[mode] = [np.array(v) for v in f(x)]
-    finally:
-        options.CHANNEL_GROUPS = saved
-    for g, s, i in zip(res["groups"], res["separate"], res["interp"]):
-        scale = max(1.0, float(np.abs(i).max()))
-        np.testing.assert_allclose(g, s, rtol=1e-5, atol=1e-5 * scale)
-        np.testing.assert_allclose(g, i, rtol=1e-4, atol=1e-4 * scale)
+    check_three_ways(program, x, (-1,), -1)

@@ -1,0 +1,92 @@
+"""Random programs for the channel-group and row-group tests: steps over values of a "full"
+shape and of the shape its group reductions give ("reduced": per channel, or per row):
+elementwise ops of earlier values (a reduced value broadcast), the group's sums, arithmetic
+on reduced values, and now and then a read at another index (a flip) that must keep its
+kernels apart. Values used twice get buffers, so runs of kernels of the kinds the groups
+take appear in many arrangements. Each program runs three ways: grouped, as separate kernels
+and in the interpreter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from graphc.codegen import options
+from hypothesis import strategies as st
+
+import graphc as gc
+
+OPS = ["add", "sub", "mul", "relu", "where", "sum", "sum", "sum", "red", "red", "flip"]
+
+
+@st.composite
+def programs(draw: Any) -> tuple[list, list, list]:
+    n = draw(st.integers(3, 10))
+    prog: list = []
+    kinds = ["full"]
+    for _ in range(n):
+        op = draw(st.sampled_from(OPS))
+        fulls = [i for i, k in enumerate(kinds) if k == "full"]
+        reds = [i for i, k in enumerate(kinds) if k == "red"]
+        a = draw(st.sampled_from(fulls))
+        if op in ("add", "sub", "mul", "where"):
+            b = draw(st.sampled_from(reds if reds and draw(st.booleans()) else fulls))
+            prog.append((op, a, b))
+            kinds.append("full")
+        elif op in ("relu", "flip"):
+            prog.append((op, a, None))
+            kinds.append("full")
+        elif op == "sum":
+            prog.append((op, a, None))
+            kinds.append("red")
+        elif reds:
+            prog.append((op, draw(st.sampled_from(reds)), None))
+            kinds.append("red")
+    outs = draw(st.lists(st.integers(1, len(kinds) - 1), min_size=1, max_size=3)) \
+        if len(kinds) > 1 else [0]
+    return prog, kinds, outs
+
+
+def run_program(prog: list, outs: list, x: Any, axes: tuple, flip: int) -> list:
+    """The program's outputs for input ``x``: its sums over ``axes`` (kept), its flips
+    along dim ``flip``."""
+    vals = [x]
+    for op, a, b in prog:
+        u = vals[a]
+        if op == "add":
+            vals.append(u + vals[b])
+        elif op == "sub":
+            vals.append(u - vals[b])
+        elif op == "mul":
+            vals.append(u * vals[b])
+        elif op == "where":
+            vals.append(gc.where(vals[b] > 0, u, 0.5 * u))
+        elif op == "relu":
+            vals.append(gc.relu(u))
+        elif op == "flip":
+            vals.append(u.flip(flip))
+        elif op == "sum":
+            vals.append(u.sum(axes, keepdim=True) / 16.0)
+        else:  # arithmetic on a reduced value
+            vals.append(u * u + 1.0)
+    return [vals[i] for i in outs]
+
+
+def check_three_ways(program: tuple, x: np.ndarray, axes: tuple, flip: int) -> None:
+    """The program grouped equals it as separate kernels (to float rounding) and in the
+    interpreter."""
+    prog, _, outs = program
+    res = {}
+    saved = options.CHANNEL_GROUPS
+    try:
+        for mode in ("groups", "separate", "interp"):
+            options.CHANNEL_GROUPS = mode != "separate"
+            f = gc.compile(lambda t: run_program(prog, outs, t, axes, flip),
+                           backend="interp" if mode == "interp" else None)
+            res[mode] = [np.array(v) for v in f(x)]
+    finally:
+        options.CHANNEL_GROUPS = saved
+    for g, s, i in zip(res["groups"], res["separate"], res["interp"]):
+        scale = max(1.0, float(np.abs(i).max()))
+        np.testing.assert_allclose(g, s, rtol=1e-5, atol=1e-5 * scale)
+        np.testing.assert_allclose(g, i, rtol=1e-4, atol=1e-4 * scale)
