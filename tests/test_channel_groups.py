@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _group_programs import check_three_ways, programs
+from _groups import check_runs, check_three_ways, programs
 from _steps import compiled_train_step
 from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import options
@@ -69,13 +69,7 @@ def test_step_matches_separate_kernels_and_interpreter(dtype, monkeypatch):
     assert text.count("channel group of") >= 6
     if dtype == np.float32:  # the HTML picture names them too
         assert "channel group of" in step.explain()
-    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(l1, l0, **tol)
-    np.testing.assert_allclose(l1, li, rtol=1e-4 if dtype == np.float32 else 1e-10)
-    for k in s0:
-        np.testing.assert_allclose(s1[k], s0[k], **tol, err_msg=k)
-        np.testing.assert_allclose(s1[k], si[k], rtol=1e-3 if dtype == np.float32 else 1e-9,
-                                   atol=1e-5 if dtype == np.float32 else 1e-12, err_msg=k)
+    check_runs((l1, s1), (l0, s0), (li, si), dtype)
 
 
 def test_step_matches_torch(monkeypatch):

@@ -1,4 +1,6 @@
-"""Random programs for the channel-group and row-group tests: steps over values of a "full"
+"""What the channel-group and row-group tests share: checking a grouped training run against
+the same run as separate kernels and in the interpreter (``check_runs``), and random
+programs: steps over values of a "full"
 shape and of the shape its group reductions give ("reduced": per channel, or per row):
 elementwise ops of earlier values (a reduced value broadcast), the group's sums, arithmetic
 on reduced values, and now and then a read at another index (a flip) that must keep its
@@ -90,3 +92,17 @@ def check_three_ways(program: tuple, x: np.ndarray, axes: tuple, flip: int) -> N
         scale = max(1.0, float(np.abs(i).max()))
         np.testing.assert_allclose(g, s, rtol=1e-5, atol=1e-5 * scale)
         np.testing.assert_allclose(g, i, rtol=1e-4, atol=1e-4 * scale)
+
+
+def check_runs(grouped: tuple, separate: tuple, interp: tuple, dtype: Any) -> None:
+    """A training run's ``(losses, state dict)`` with groups equals the run as separate
+    kernels (to float rounding: sums may add in another order) and in the interpreter."""
+    (l1, s1), (l0, s0), (li, si) = grouped, separate, interp
+    f32 = dtype == np.float32
+    tol = dict(rtol=1e-5, atol=1e-6) if f32 else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(l1, l0, **tol)
+    np.testing.assert_allclose(l1, li, rtol=1e-4 if f32 else 1e-10)
+    for k in s0:
+        np.testing.assert_allclose(s1[k], s0[k], **tol, err_msg=k)
+        np.testing.assert_allclose(s1[k], si[k], rtol=1e-3 if f32 else 1e-9,
+                                   atol=1e-5 if f32 else 1e-12, err_msg=k)
