@@ -509,8 +509,8 @@ class Lowering:
                 k.epilogue = self._epilogue_of(k)
                 kern.emit(k)  # type: ignore[union-attr]
                 finish_epilogue(k)
-            elif passes is not None:  # split over the channels or the first dim's rows
-                full = full_shape(unit)  # (``codegen.channel_groups``)
+            elif passes is not None:  # split over the channels, or over the rows along
+                full = full_shape(unit)  # ``row_split_dim`` (``codegen.channel_groups``)
                 size = sh.numel(full)
                 split = None if isinstance(size, int) and size < ELEM_PAR_MIN else full
                 k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_{label}",
