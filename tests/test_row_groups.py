@@ -188,8 +188,8 @@ def step(x, y):
     loss.backward(); opt.step(); return loss
 rng = np.random.default_rng(0)
 out = {}
-# 40 x 33 rows split over the first dim (20 each); one row of 1320 split over its second
-# dim (``row_split_dim``: the first dim is 1); 3 rows: uneven halves
+# 40 x 33 rows (the threads take 20 of the first dim each); 1 x 1320 rows; 3 x 1 rows
+# (uneven halves)
 for shape in ((40, 33), (1, 1320), (3, 1)):
     x = rng.standard_normal((*shape, 16)).astype(np.float32)
     y = rng.integers(0, 3, shape)
