@@ -9,7 +9,7 @@ alternate between the systems, and the table reports medians of per-step times a
 percentage of the sgemm rate measured at the start of the run (numpy's BLAS at 1024^3 with the
 same thread count). Every system gets the same threads; with ``--threads 1`` the whole process
 is pinned to one CPU, so runtimes with their own thread pools (XLA) cannot use more.
-Each timed block follows an untimed warm-up of the same system (``SETTLE_SECONDS``), so it
+Each timed block follows an untimed warm-up of the same system (``benchmarks.timing``), so it
 does not pay for the other system's threads still spinning. Machines are noisy: read medians
 and ratios.
 """

@@ -9,8 +9,8 @@ itself is checked once against numpy. The first line names the host: CPU model, 
 name, the ISA flags that pick graphc's kernels and the cache sizes the GEMM is blocked for.
 numpy's BLAS gets the same thread count (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS are set before
 numpy is imported). With two threads, OpenBLAS's workers keep spinning after each call and take
-the second core from graphc's pool in the next block (the pause between blocks only partly
-helps): two-thread scaling is measured without a BLAS in the process by
+the second core from graphc's pool in the next block (the warm-up before each block only
+partly helps): two-thread scaling is measured without a BLAS in the process by
 ``benchmarks.gemm_scaling``. Where PyTorch is installed, its matmul (MKL's sgemm in the x86
 wheels: the GEMM the step benchmarks' PyTorch side runs) is timed the same way in a third
 column, with the same thread count; ``--no-torch`` leaves it out.
@@ -22,7 +22,8 @@ import argparse
 import os
 import statistics
 import sys
-import time
+
+from .timing import time_block
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,24 +87,13 @@ def main(argv: list[str] | None = None) -> int:
         tf, tn, tt = [], [], []
         ta = torch.from_numpy(A) if torch is not None else None
         for _ in range(a.blocks):
-            # a thread pool that spins after its last call (OpenBLAS's, ours) would otherwise
-            # hold the second core at the start of the other library's block
-            time.sleep(0.3)
-            t = time.perf_counter()
-            for _ in range(reps):
-                f(A)
-            tf.append((time.perf_counter() - t) / reps)
-            time.sleep(0.3)
-            t = time.perf_counter()
-            for _ in range(reps):
-                g(A)
-            tn.append((time.perf_counter() - t) / reps)
+            # each block after a warm-up of its own library (``benchmarks.timing``): a
+            # thread pool that spins after its last call (OpenBLAS's, ours, OpenMP's) would
+            # otherwise hold the second core at the start of the other library's block
+            tf.append(time_block(lambda f=f, A=A: f(A), reps))
+            tn.append(time_block(lambda g=g, A=A: g(A), reps))
             if torch is not None:
-                time.sleep(0.3)
-                t = time.perf_counter()
-                for _ in range(reps):
-                    (ta @ tb).sum()
-                tt.append((time.perf_counter() - t) / reps)
+                tt.append(time_block(lambda ta=ta, tb=tb: (ta @ tb).sum(), reps))
         gf, gn = flops / statistics.median(tf) / 1e9, flops / statistics.median(tn) / 1e9
         line = (f"{f'{m}x{k}x{n}':<18} {'NT' if nt else 'NN':<6} {gf:>8.1f} {gn:>8.1f} "
                 f"{gf / gn:>6.2f}")

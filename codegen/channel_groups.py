@@ -224,11 +224,12 @@ def plan_channel_groups(p: Any, mat: set[int], may_fail: set[int],
 
 def _grow(seq: list[Node], i: int, p: Any, mat: set[int], may_fail: set[int],
           reads: dict[int, list[Node]], rows: bool = False) -> tuple[list[Node], list[int]]:
-    """The longest run of kernels from ``seq[i]`` that can be one channel group, with each
-    member's pass (no run without a sum). A member's pass is the latest of the passes its
-    reads need: a full-shaped member read at the same index, the same pass (its value is in
-    a register); a sum or a per-channel value, the pass after the one that completes it.
-    Passes never go back along the run, so the members keep their order."""
+    """The longest run of kernels from ``seq[i]`` that can be one channel group (``rows``:
+    one row group), with each member's pass (no run without a sum). A member's pass is the
+    latest of the passes its reads need: a full-shaped member read at the same index, the
+    same pass (its value is in a register); a sum or a per-channel (per-row) value, the pass
+    after the one that completes it. Passes never go back along the run, so the members
+    keep their order."""
     run: list[Node] = []
     kinds: list[str] = []
     phases: list[int] = []

@@ -107,17 +107,18 @@ def test_compile_time_seed_prints_the_cpu_the_times_and_the_phases():
 def test_each_timed_block_follows_a_warm_up_of_its_own_system():
     """A timed block starts only after its system ran untimed for ``SETTLE_SECONDS``: the
     other system's spinning threads (PyTorch's OpenMP team) are not billed to it. The
-    workload table and the per-convolution table time their blocks alike (the convolution
-    table once timed without the warm-up: a stride-2 convolution on two threads read 125
-    GFLOP/s there against 179 alone)."""
+    workload table, the per-convolution table and the GEMM table time their blocks alike
+    (the convolution table once timed without the warm-up: a stride-2 convolution on two
+    threads read 125 GFLOP/s there against 179 alone)."""
     sys.path.insert(0, str(ROOT))
     try:
         from benchmarks import __main__ as bm
-        from benchmarks import conv_shapes, timing
+        from benchmarks import conv_shapes, gemm, timing
     finally:
         sys.path.remove(str(ROOT))
     assert bm._time_block is timing.time_block
     assert conv_shapes.time_block is timing.time_block
+    assert gemm.time_block is timing.time_block
     calls: list[float] = []
 
     def step() -> None:
