@@ -1965,9 +1965,16 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
     def emit(k: Any) -> None:
         if conv_bf16.emit(k, bf16_features()):  # bf16 operands: im2col + the bf16 GEMM
             return
+        # the batched Winograd kernels are vector code written out too (transforms a
+        # vector of channels at a time, register transposes, the GEMM called): the
+        # ``tile`` level below. At O3 they were ResNet-18's largest modules; its cold
+        # compile spent 0.4-0.9 CPU-s less in LLVM with them at ``tile`` (Zen 4), the
+        # step's time unchanged
         if wino_gemm.emit(k):  # 3x3 stride 1, 64+ channels: batched Winograd
+            k.level = "tile"
             return
         if wino_wgrad.emit(k):  # 3x3 stride-1 weight gradients: Winograd on the GEMM
+            k.level = "tile"
             return
         if conv_gemm.emit(k):  # many channels on small maps: batched im2col + the GEMM
             return

@@ -94,7 +94,8 @@ def _level_of(spec: str) -> str:
     thread, ``benchmarks.gemm``, 9 shapes): 1.60-2.20x numpy's sgemm with ``tile``,
     1.48-2.25x with O3 in the same run; the 6x4x16 tile 0.73 s (O3), 0.33-0.48 s (the O1
     pipeline this level used before), 0.17-0.2 s now. The convolutions' implicit-GEMM and
-    Winograd kernels are written the same way (``codegen.conv``) and get the same level.
+    Winograd kernels, batched or not, are written the same way (``codegen.conv``) and get
+    the same level.
     ``GRAPHC_TILE_LEVEL=O3`` puts LLVM's O3 pipeline back for both. Other kernels keep O3:
     their loops are vectorised by LLVM."""
     if spec.startswith(("gemm-tile|", _KERNEL_SPEC["tile"])):
