@@ -1968,7 +1968,7 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
         # the batched Winograd kernels are vector code written out too (transforms a
         # vector of channels at a time, register transposes, the GEMM called): the
         # ``tile`` level below. At O3 they were ResNet-18's largest modules; its cold
-        # compile spent 0.4-0.9 CPU-s less in LLVM with them at ``tile`` (Zen 4), the
+        # compile spent 0.35-0.9 CPU-s less in LLVM with them at ``tile`` (Zen 4), the
         # step's time unchanged
         if wino_gemm.emit(k):  # 3x3 stride 1, 64+ channels: batched Winograd
             k.level = "tile"

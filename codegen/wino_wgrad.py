@@ -527,9 +527,10 @@ def _filters(b: ir.IRBuilder, v: View, dus: list[ir.Value], out: ir.Value, lo: i
     A vector of source channels at a time: the nine taps of ``L`` filters are nine vectors,
     interleaved by one shuffle into the ``9 L`` contiguous elements those filters occupy
     and stored at once (the form LLVM's loop vectoriser gives a stride-9 store group; the
-    kernel is compiled without it, at the ``tile`` level). Element by element, the 128 x
-    128 weight gradients of ResNet-18's last stage took 10-12 % longer. Channels past the
-    last whole vector go one at a time."""
+    kernel is compiled without it, at the ``tile`` level). Element by element at that level,
+    the 128 x 128 weight gradients of ResNet-18's last stage took 10-12 % longer than at O3
+    (Zen 4). Channels past the last whole vector go one at a time, the same sums in the same
+    order, so every element is the same as the vector path would give."""
     L = v.L
     elt = dus[0].type.pointee
     vt = ir.VectorType(elt, L)
