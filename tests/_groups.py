@@ -106,3 +106,25 @@ def check_runs(grouped: tuple, separate: tuple, interp: tuple, dtype: Any) -> No
         np.testing.assert_allclose(s1[k], s0[k], **tol, err_msg=k)
         np.testing.assert_allclose(s1[k], si[k], rtol=1e-3 if f32 else 1e-9,
                                    atol=1e-5 if f32 else 1e-12, err_msg=k)
+
+
+def train_run(monkeypatch: Any, groups: bool, make: Any, batches: list
+              ) -> tuple[list, dict, Any]:
+    """One training run with the groups on or off: ``make()`` builds ``(model, compiled
+    step)`` once the seed is set, the step runs on each ``(x, y)`` of ``batches``; the
+    losses, the model's state afterwards and the step (what ``check_runs`` compares)."""
+    monkeypatch.setattr(options, "CHANNEL_GROUPS", groups)
+    gc.manual_seed(0)
+    model, step = make()
+    losses = [float(step(x, y)) for x, y in batches]
+    return losses, {k: np.array(v) for k, v in model.state_dict().items()}, step
+
+
+def train_three_ways(train: Any, dtype: Any) -> Any:
+    """``train(groups, backend)`` grouped, as separate kernels and in the interpreter,
+    compared by ``check_runs``; the grouped run's compiled step, for its plan."""
+    l0, s0, _ = train(False, None)
+    l1, s1, step = train(True, None)
+    li, si, _ = train(True, "interp")
+    check_runs((l1, s1), (l0, s0), (li, si), dtype)
+    return step

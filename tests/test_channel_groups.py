@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _groups import check_runs, check_three_ways, programs
+from _groups import check_three_ways, programs, train_run, train_three_ways
 from _steps import compiled_train_step
 from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import options
@@ -42,25 +42,23 @@ class Block(nn.Module):
 
 def _train(groups: bool, monkeypatch, dtype=np.float32, backend: str | None = None,
            channels: int = 6, steps: int = 4):
-    monkeypatch.setattr(options, "CHANNEL_GROUPS", groups)
-    gc.manual_seed(0)
-    model = Block(channels, dtype=gc.float64 if dtype == np.float64 else None)
-    opt = optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
-    step = compiled_train_step(model, opt, nn.CrossEntropyLoss(), backend=backend)
+    def make():
+        model = Block(channels, dtype=gc.float64 if dtype == np.float64 else None)
+        opt = optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+        return model, compiled_train_step(model, opt, nn.CrossEntropyLoss(), backend=backend)
+
     rng = np.random.default_rng(1)
-    losses = []
+    batches = []
     for i in range(steps):
         x = rng.standard_normal((5 + i % 2, 3, 10, 9)).astype(dtype)  # a symbolic batch
-        y = rng.integers(0, 4, len(x))
-        losses.append(float(step(x, y)))
-    return losses, {k: np.array(v) for k, v in model.state_dict().items()}, step
+        batches.append((x, rng.integers(0, 4, len(x))))
+    return train_run(monkeypatch, groups, make, batches)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_step_matches_separate_kernels_and_interpreter(dtype, monkeypatch):
-    l0, s0, _ = _train(False, monkeypatch, dtype)
-    l1, s1, step = _train(True, monkeypatch, dtype)
-    li, si, _ = _train(True, monkeypatch, dtype, backend="interp")
+    step = train_three_ways(lambda groups, backend: _train(groups, monkeypatch, dtype,
+                                                           backend=backend), dtype)
     text = step.ir("fused")
     # forward: sum(x), the mean, sum((x - mean)^2), the variance, normalise + ReLU
     assert "3 passes over" in text
@@ -69,7 +67,6 @@ def test_step_matches_separate_kernels_and_interpreter(dtype, monkeypatch):
     assert text.count("channel group of") >= 6
     if dtype == np.float32:  # the HTML picture names them too
         assert "channel group of" in step.explain()
-    check_runs((l1, s1), (l0, s0), (li, si), dtype)
 
 
 def test_step_matches_torch(monkeypatch):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _groups import check_runs, check_three_ways, programs
+from _groups import check_three_ways, programs, train_run, train_three_ways
 from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import options
 from graphc.codegen.views import closure_of
@@ -59,25 +59,23 @@ def _step(model, opt, F_=F):
 
 def _train(groups: bool, monkeypatch, dtype=np.float32, backend: str | None = None,
            steps: int = 4):
-    monkeypatch.setattr(options, "CHANNEL_GROUPS", groups)
-    gc.manual_seed(0)
-    model = _block(nn, dtype=gc.float64 if dtype == np.float64 else None)
-    opt = optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
-    cstep = gc.compile(_step(model, opt), backend=backend)
+    def make():
+        model = _block(nn, dtype=gc.float64 if dtype == np.float64 else None)
+        opt = optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+        return model, gc.compile(_step(model, opt), backend=backend)
+
     rng = np.random.default_rng(1)
-    losses = []
+    batches = []
     for i in range(steps):
         x = (rng.standard_normal((3 + i % 2, 6, 8)) * 2 + 1).astype(dtype)  # a symbolic batch
-        y = rng.integers(0, 5, (len(x), 6))
-        losses.append(float(cstep(x, y)))
-    return losses, {k: np.array(v) for k, v in model.state_dict().items()}, cstep
+        batches.append((x, rng.integers(0, 5, (len(x), 6))))
+    return train_run(monkeypatch, groups, make, batches)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_step_matches_separate_kernels_and_interpreter(dtype, monkeypatch):
-    l0, s0, _ = _train(False, monkeypatch, dtype)
-    l1, s1, step = _train(True, monkeypatch, dtype)
-    li, si, _ = _train(True, monkeypatch, dtype, backend="interp")
+    step = train_three_ways(lambda groups, backend: _train(groups, monkeypatch, dtype,
+                                                           backend=backend), dtype)
     text = step.ir("fused")
     # forward: the residual add, sum(h), h - mean, sum((h - mean)^2), 1/sqrt(var + eps),
     # the normalised and affine values: three passes over each row
@@ -85,7 +83,6 @@ def test_step_matches_separate_kernels_and_interpreter(dtype, monkeypatch):
     # backward: both sums over a row, then dx
     assert "row by row, 2 passes over" in text
     assert text.count("row group of") >= 4
-    check_runs((l1, s1), (l0, s0), (li, si), dtype)
 
 
 def test_step_matches_torch(monkeypatch):

@@ -275,6 +275,21 @@ def test_kernel_stays_inside_its_workspace(cin, cout, hw, l2, monkeypatch):
     assert_nothing_past_arena(exe)
 
 
+def _relu_convs_step(convs: list) -> object:
+    """A training step through ``convs``, each followed by a ReLU, loss ``mean(y^2)``; it
+    returns the last activation and leaves the weights' gradients."""
+    def step(xx):
+        for c in convs:
+            c.weight.grad = None
+        y = xx
+        for c in convs:
+            y = F.relu(c(y))
+        (y * y).mean().backward()
+        return y
+
+    return step
+
+
 def test_avx2_kernels_match_the_host_kernels():
     """The 256-bit build (8 lanes: x86-64-v3, as on AVX2 hosts; 8x8 register transposes)
     of both Winograd paths computes what the host's build does: same step, same inputs."""
@@ -287,17 +302,7 @@ def test_avx2_kernels_match_the_host_kernels():
              nn.Conv2d(72, 24, 3, padding=2, bias=False)]
     params = [c.weight for c in convs]
     x = rng.standard_normal((3, 20, 13, 11)).astype(np.float32)
-
-    def step(xx):
-        for p in params:
-            p.grad = None
-        y = xx
-        for c in convs:
-            y = F.relu(c(y))
-        (y * y).mean().backward()
-        return y
-
-    fn = gc.compile(step, dynamic=False)
+    fn = gc.compile(_relu_convs_step(convs), dynamic=False)
     host = [np.asarray(fn(x))] + [p.grad.numpy().copy() for p in params]
     text = fn.ir("fused")
     assert "conv: Winograd F(2x2, 3x3) channels-last" in text, text
@@ -323,19 +328,8 @@ def test_batched_winograd_kernels_compile_at_the_tile_level():
     rng = np.random.default_rng(7)
     gc.manual_seed(0)
     convs = [nn.Conv2d(64, 64, 3, padding=1, bias=False) for _ in range(2)]
-    params = [c.weight for c in convs]
     x = rng.standard_normal((4, 64, 12, 12)).astype(np.float32)
-
-    def step(xx):
-        for p in params:
-            p.grad = None
-        y = xx
-        for c in convs:
-            y = F.relu(c(y))
-        (y * y).mean().backward()
-        return y
-
-    fn = gc.compile(step, dynamic=False)
+    fn = gc.compile(_relu_convs_step(convs), dynamic=False)
     fn(x)
     text = fn.ir("fused")
     assert "conv: Winograd F(2x2, 3x3) channels-last, blocks" in text, text
