@@ -24,6 +24,7 @@ from graphc.ir import Node
 from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 
+from . import pad_segments
 from .abi import ERR_BOUNDS, ERR_INDEX, ERR_OK
 from .affine import Forms, split_factor
 from .elementwise import ELEMENT_RULES
@@ -133,6 +134,10 @@ class KernelEmitter:
     # loop was split by
     forms: Forms | None = None
     factor: int | None = None
+    # inside one segment of a loop that zero pads cut (``loops(pads=True)``): its axis, and
+    # for each pad cut there whether the segment lies inside it (else in its zeros)
+    pad_axis: int | None = None
+    pad_sides: dict[int, bool] | None = None
 
     # a convolution's epilogue (``codegen.conv.Epilogue``): the consumer the kernel runs per
     # image over its result (``codegen.planning._plan_conv_epilogues``)
@@ -348,11 +353,19 @@ class KernelEmitter:
         """
         b = self.b
         src = n.inputs[0].shape
+        side = None if self.pad_sides is None else self.pad_sides.get(n.id)
+        t = reg_type(n.dtype)
+        zero = fconst(t, 0.0) if n.dtype.is_float else ir.Constant(t, 0)
+        if side is False:  # this segment of the loop lies in its zeros (``loops(pads=)``)
+            return zero
         inside: ir.Value | None = None
         sub = []
         for i, (d, (lo, _)) in zip(idx, zip(src, n.attrs["pads"])):
             if isinstance(lo, int) and lo == 0 and sh.same(d, n.shape[len(sub)]):
                 sub.append(i)
+                continue
+            if side and len(sub) == self.pad_axis:  # ... or wholly inside it
+                sub.append(self._inside_index(i, lo, d))
                 continue
             blocked = self._padded_blocks(i, lo, d)
             if blocked is not None:  # whole blocks of the split innermost loop
@@ -369,9 +382,25 @@ class KernelEmitter:
         v = self.value(n.inputs[0], sub)
         if inside is None:
             return v
-        t = reg_type(n.dtype)
-        zero = fconst(t, 0.0) if n.dtype.is_float else ir.Constant(t, 0)
         return b.select(inside, v, zero)
+
+    def _inside_index(self, i: ir.Value, lo: int, d: int) -> ir.Value:
+        """The source index ``i - lo`` of a pad's axis in a segment of the loop wholly
+        inside the pad (``loops(pads=)``), with its form: a fresh variable in ``[0, d)``, or
+        in blocks of the split loop's factor when the edges fall on whole blocks, so the
+        views below the pad still see an affine index."""
+        b, fs, f = self.b, self.forms, self.factor
+        form = fs.get(i)
+        if f is not None and form is not None and form[1] == 0 and len(form[0]) == 2 \
+                and lo % f == 0 and d % f == 0:
+            (v0, c0), (v1, c1) = sorted(form[0].items(), key=lambda kv: -kv[1])
+            if c0 == f and c1 == 1 and fs.variable(v1)[1] == f:
+                j0 = b.sub(fs.variable(v0)[0], i64(lo // f), flags=("nsw",))
+                fs.var(j0, d // f)
+                return fs.emit(b, ({id(j0): f, v1: 1}, 0))
+        j = b.sub(i, i64(lo), flags=("nsw",))
+        fs.var(j, d)
+        return j
 
     def _padded_blocks(self, i: Any, lo: Any, d: Any) -> tuple[ir.Value, ir.Value] | None:
         """``(inside, source index)`` of a padded axis whose index is ``f * c0 + c1`` (the
@@ -471,10 +500,13 @@ class KernelEmitter:
 
     # -- loop nests ----------------------------------------------------------------------
     def loops(self, shape: tuple, body: Any, order: list[int] | None = None,
-              factor: int | None = None) -> None:
+              factor: int | None = None, pads: bool = False) -> None:
         """The loop nest over ``shape`` (``order``: outermost first), the innermost loop
         split into blocks of ``factor`` when given (``codegen.affine``: the views the body
-        reads through divide that axis by it); every loop variable's form is recorded."""
+        reads through divide that axis by it); every loop variable's form is recorded.
+        ``pads``: the body computes the members at the loop's index (elementwise kernels,
+        loop groups), so the loop over an axis that zero pads cut may run as one loop per
+        segment between their edges (``codegen.pad_segments``)."""
         dims = list(range(len(shape))) if order is None else order
         idx: list[Any] = [None] * len(shape)
         fs = self.forms
@@ -484,6 +516,13 @@ class KernelEmitter:
                                    or shape[dims[inner]] % factor):
             factor = None  # (the outermost loop may be a thread's share of the range)
         self.factor = factor
+        segs = None
+        if pads and fs is not None:
+            inner_dim = None if inner is None else dims[inner]
+            segs = pad_segments.segments(
+                self.members, shape,
+                lambda n: self._is_buffer(n) or n.id in self.cache,
+                lambda ax: factor if ax == inner_dim else None)
 
         split = self.split_range
 
@@ -498,6 +537,14 @@ class KernelEmitter:
                 rec(k + 1)
                 return
             ext = shape[d] if isinstance(shape[d], int) else None
+            if segs is not None and d == segs[0]:
+                rng, split = split, None
+                for start, stop, sides in segs[1]:
+                    self.pad_axis, self.pad_sides = d, sides
+                    self._segment_loop(d, start, stop, ext, factor if k == inner else None,
+                                       rng, idx, lambda: rec(k + 1))
+                self.pad_axis, self.pad_sides = None, None
+                return
             if k == inner and factor is not None:
                 with for_range(self.b, i64(0), i64(ext // factor), name=f"i{d}b") as i0:
                     with for_range(self.b, i64(0), i64(factor), name=f"i{d}") as i1:
@@ -516,6 +563,31 @@ class KernelEmitter:
 
         rec(0)
         self.factor = None
+
+    def _segment_loop(self, d: int, start: int, stop: int, ext: int, factor: int | None,
+                      rng: tuple[ir.Value, ir.Value] | None, idx: list[Any],
+                      inner: Any) -> None:
+        """One segment ``[start, stop)`` of the loop over axis ``d`` (``loops``): in blocks
+        of ``factor`` when the axis is split, else clipped to the thread's share ``rng``
+        when it is the split outermost loop."""
+        b, fs = self.b, self.forms
+        if factor is not None:
+            with for_range(b, i64(start // factor), i64(stop // factor),
+                           name=f"i{d}b") as i0:
+                with for_range(b, i64(0), i64(factor), name=f"i{d}") as i1:
+                    fs.var(i0, ext // factor)
+                    fs.var(i1, factor)
+                    idx[d] = fs.emit(b, ({id(i0): factor, id(i1): 1}, 0))
+                    inner()
+            return
+        lo, hi = i64(start), i64(stop)
+        if rng is not None:
+            lo = b.select(b.icmp_signed(">", rng[0], lo), rng[0], lo)
+            hi = b.select(b.icmp_signed("<", rng[1], hi), rng[1], hi)
+        with for_range(b, lo, hi, name=f"i{d}") as i:
+            idx[d] = i
+            fs.var(i, ext)
+            inner()
 
     def inner_factor(self, shape: tuple) -> int | None:
         """The factor to split the innermost loop over ``shape`` by (``codegen.affine``):
@@ -616,7 +688,7 @@ def emit_elementwise(k: KernelEmitter) -> None:
         def body(idx: list[ir.Value]) -> None:
             k.store_out(idx, k.compute(n, idx))
 
-        k.loops(n.shape, body, factor=k.inner_factor(n.shape))
+        k.loops(n.shape, body, factor=k.inner_factor(n.shape), pads=True)
         return
     raise NotImplementedError(f"no CPU kernel for op {n.op!r}")
 
@@ -634,7 +706,7 @@ def emit_group(k: KernelEmitter) -> None:
         k.node = k.members[0]
 
     shape = k.members[0].shape
-    k.loops(shape, body, factor=k.inner_factor(shape))
+    k.loops(shape, body, factor=k.inner_factor(shape), pads=True)
 
 
 def loops_into(k: KernelEmitter, shape: tuple, dims: list[int], idx: list[Any], body: Any
