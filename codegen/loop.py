@@ -139,18 +139,29 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     # next carry copy (nothing reads that copy during the step: it holds the step before's
     # carries), which saves copying every carried buffer once per step (a training step's
     # parameters and optimizer state, when the loop runs whole steps)
+    # a per-step output no ``scan_out`` reads is neither stored nor copied (the body
+    # still computes it)
+    live = [i for i in range(len(body.outputs)) if i < k or i in outs]
     uses: dict[int, int] = {}
-    for o in body.outputs:
+    ys_uses: dict[int, int] = {}
+    for i in live:
+        o = body.outputs[i]
         uses[o.id] = uses.get(o.id, 0) + 1
+        if i >= k:
+            ys_uses[o.id] = ys_uses.get(o.id, 0) + 1
     body_ins = {p.id for p in body.inputs}
     direct = {i: o for i, o in enumerate(body.outputs[:k])
               if o.id in fixed and uses[o.id] == 1 and o.id not in body_ins}
     for i in inplace:
         direct[i] = body.outputs[i]
     # likewise a stacked output its kernel computes into a buffer of its own (an LSTM's
-    # gates, stored for the backward pass): no copy per step and output
-    stacked = {i: o for i, o in enumerate(body.outputs) if i >= k and o.id in fixed
-               and uses[o.id] == 1 and o.id not in body_ins}
+    # gates, stored for the backward pass): no copy per step and output. One that is also
+    # a carry (the hidden state) is computed into its slot, and the carry copied from there
+    direct_ids = {o.id for o in direct.values()}
+    stacked = {i: body.outputs[i] for i in live if i >= k
+               and body.outputs[i].id in fixed and ys_uses[body.outputs[i].id] == 1
+               and body.outputs[i].id not in body_ins
+               and body.outputs[i].id not in direct_ids}
     with for_range(b, i64(0), steps, name="scan") as t:
         pos = b.sub(b.sub(steps, i64(1)), t) if reverse else t
         odd = b.trunc(b.and_(t, i64(1)), ir.IntType(1))
@@ -187,8 +198,8 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
                     b.ret(rc)
         # commit the step: next carries, then this step's slot of each stacked output
         for i, o in enumerate(body.outputs):
-            if i in direct or i in stacked:
-                continue  # already there
+            if i in direct or i in stacked or (i >= k and i not in outs):
+                continue  # already there, or read by nothing
             if i < k:
                 dst, nb = nxt[i], cbytes[i]
             else:

@@ -4,7 +4,8 @@ Takes any verified graph; gives an equivalent graph in which every node is rebui
 interning builder (so structurally equal nodes are merged), identities that are exact in
 floating point are removed (``x*1``, ``x/1``, ``--x``, same-type casts, no-op movement), and
 nodes that no output or update needs are gone; scans that are one loop storing more or less
-per step become one (``_scan_merges``). Rewrites never change a value's bits.
+per step become one (``_scan_merges``), and a scan's results that stack the same body value
+are read from the first (``_first_stacking``). Rewrites never change a value's bits.
 """
 
 from __future__ import annotations
@@ -49,7 +50,24 @@ def _rewrite(b: Builder, n: Node, ins: list[Node]) -> Node:
         return ins[0]
     elif op == "where" and ins[0].op == "const":
         return ins[1] if ins[0].attrs["value"] else ins[2]
+    elif op == "scan_out":
+        first = _first_stacking(ins[0], n.attrs["index"])
+        if first != n.attrs["index"]:
+            return b.op("scan_out", (ins[0],), index=first)
     return b.op_like(n, ins)  # no rewrite: the same op over inputs of the same types
+
+
+def _first_stacking(scan: Node, index: int) -> int:
+    """The first per-step output of ``scan`` that stacks the same body value as output
+    ``index`` does (``index`` itself if none before it). A backward LSTM step returns its
+    gates' gradient twice, once for each weight gradient after the loop: read from one
+    stacked result, the loop stores it once (``codegen.loop`` copies no output that nothing
+    reads)."""
+    k = scan.attrs["carries"]
+    outs = scan.attrs["body"].outputs
+    if index < k:
+        return index
+    return next(j for j in range(k, index + 1) if outs[j] is outs[index])
 
 
 def _scan_merges(nodes: list[Node]) -> dict[int, Node]:

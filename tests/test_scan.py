@@ -329,3 +329,48 @@ def test_weights_enter_the_body_untransposed_and_their_gradients_stay_one_produc
     assert not re.search(r"= permute : f32\[16,64\]", fused)  # no hoisted W_hh^T copy
     # the weight gradients are right (PyTorch parity is tests/test_rnn.py's; here: finite)
     assert all(np.isfinite(p.grad.numpy()).all() for p in model.parameters())
+
+
+
+def _lstm_parts() -> tuple[Any, Any]:
+    """``_lstm_step``'s model and step function, not compiled."""
+    gc.manual_seed(0)
+    model = nn.LSTM(8, 16, num_layers=2, batch_first=True)
+    head = nn.Linear(16, 8)
+    opt = gc.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)
+
+    def step(x: Any, y: Any) -> Any:
+        opt.zero_grad()
+        out, _ = model(x)
+        loss = ((head(out) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step, model
+
+
+def test_a_value_stacked_twice_is_stored_once_and_values_match_eager() -> None:
+    """A backward LSTM step returns its gates' gradient twice (once for each weight
+    gradient after the loop): both products read one stacked result (``passes.simplify``),
+    and the loop stores it once (``codegen.loop`` copies no result nothing reads). Two
+    compiled steps equal two eager ones: losses and updated weights."""
+    import re
+
+    xs = [RNG.standard_normal((4, 6, 8)).astype(np.float32) for _ in range(2)]
+    step, model = _lstm_parts()
+    f = gc.compile(step, dynamic={0: (0, 1), 1: (0, 1)})
+    losses = [float(f(x, x).numpy()) for x in xs]
+    got = {k: np.array(v) for k, v in model.state_dict().items()}
+    text = f.ir("optimized")
+    rev = re.findall(r"%(\d+) = scan .*reverse=True", text)
+    assert len(rev) == 2
+    for scan_id in rev:
+        outs = re.findall(rf"= scan_out %{scan_id} \{{index=\d+\}} : f32\[([^\]]+)\]", text)
+        gates = [shape for shape in outs if shape.count(",") == 2 and shape.endswith(",64")]
+        assert len(gates) == 1, outs  # the [T, B, 4H] gradient, stacked once
+    estep, emodel = _lstm_parts()
+    elosses = [float(estep(gc.tensor(x), gc.tensor(x)).numpy()) for x in xs]
+    np.testing.assert_allclose(losses, elosses, rtol=1e-5)
+    for k, v in emodel.state_dict().items():
+        np.testing.assert_allclose(got[k], np.asarray(v), rtol=1e-5, atol=1e-6, err_msg=k)
