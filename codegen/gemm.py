@@ -153,10 +153,13 @@ def workspace_bytes(m: Any, n: Any, k: Any, tile: Tile, itemsize: int) -> Any:
 def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     """The GEMM for one tile shape, emitted once per module and shared by every matmul.
 
-    ``gemm(A, sAm, sAk, B, sBk, sBn, C, ldc, M, N, K, work)``: C[m, n] = sum_k A[m, k]
-    B[k, n] with element strides for A and B (any layout, e.g. transposed views), C row-major
-    with row stride ``ldc``, ``work`` a scratch area of ``workspace_bytes`` bytes. One shared,
-    ``noinline`` function keeps compile time flat however many matmuls a step has.
+    ``gemm(A, sAm, sAk, B, sBk, sBn, C, ldc, M, N, K, work, packed)``: C[m, n] = sum_k
+    A[m, k] B[k, n] with element strides for A and B (any layout, e.g. transposed views), C
+    row-major with row stride ``ldc``, ``work`` a scratch area of ``workspace_bytes`` bytes.
+    ``packed``: null, or B already packed by ``pack_all`` (then B's own pointer and strides
+    are not read): a loop-invariant weight of a recurrent step, packed once before the loop.
+    One shared, ``noinline`` function keeps compile time flat however many matmuls a step
+    has.
     """
     name = _gemm_name(tile, elt)
     fn = mod.globals.get(name)
@@ -167,7 +170,7 @@ def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     fn.attributes.add("noinline")
     for i in (0, 3, 6, 11):
         fn.args[i].add_attribute("noalias")
-    a, sam, sak, b, sbk, sbn, c, ldc, m, n, kk, work = fn.args
+    a, sam, sak, b, sbk, sbn, c, ldc, m, n, kk, work, packed = fn.args
     itemsize = 4 if elt == F32 else 8
     entry = fn.append_basic_block("entry")
     start = fn.append_basic_block("start")
@@ -181,12 +184,14 @@ def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
 
     def normal() -> None:
         _gemm_body(bld, mod, alloca, c, ldc, m, n, kk, work, tile, elt, raw_a=(a, sam, sak),
-                   raw_b=(b, sbk, sbn))
+                   raw_b=(b, sbk, sbn), packed=packed)
 
     if tile.mr > tile.vw:  # the transposed store needs a tile column to fit one vector
         normal()
     else:
         swap = _swap_pays(bld, tile, m, n, kk, sak, sbk, itemsize)
+        # a packed B is never packed again: the plain order
+        swap = bld.and_(swap, bld.icmp_unsigned("==", bld.ptrtoint(packed, I64), i64(0)))
         with bld.if_else(swap) as (swapped, plain):
             with swapped:
                 _gemm_swapped(bld, mod, alloca, c, ldc, (a, sam, sak), (b, sbn), m, n, kk,
@@ -354,7 +359,7 @@ def _gemm_swapped(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value,
 def _ctx_type(elt: ir.Type) -> ir.LiteralStructType:
     """The task context of a split GEMM: the call's arguments and the two workspaces."""
     ep = elt.as_pointer()
-    return context_type([ep, I64, I64, ep, I64, I64, ep, I64, I64, I64, I64, I8P, I8P])
+    return context_type([ep, I64, I64, ep, I64, I64, ep, I64, I64, I64, I64, I8P, I8P, ep])
 
 
 def gemm_task(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
@@ -370,9 +375,9 @@ def gemm_task(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     fn = ir.Function(mod, TASK, name=name)
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    f = unpack_context(b, fn.args[0], ct, 13)
+    f = unpack_context(b, fn.args[0], ct, 14)
     part = fn.args[1]
-    a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k, w0, w1 = f
+    a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k, w0, w1, packed = f
     first = b.icmp_signed("==", part, i64(0))
     work = b.select(first, w0, w1)
     # split the dimension whose operand is larger: each half then packs half of the big
@@ -390,13 +395,17 @@ def gemm_task(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
             with b.if_then(b.icmp_signed(">", ncols, i64(0))):
                 pb = b.gep(bb, [b.mul(col0, sbn)], inbounds=True)
                 pc = b.gep(c, [col0], inbounds=True)
-                b.call(gemm, [a, sam, sak, pb, sbk, sbn, pc, ldc, m, ncols, k, work])
+                # a packed B's panels of NR columns lie K * NR elements apart (``pack_all``)
+                pp = b.gep(packed, [b.mul(col0, k)], inbounds=True)
+                pp = b.select(b.icmp_unsigned("==", b.ptrtoint(packed, I64), i64(0)), packed,
+                              pp)
+                b.call(gemm, [a, sam, sak, pb, sbk, sbn, pc, ldc, m, ncols, k, work, pp])
         with rows_:
             row0, rows = part_of(m, tile.mr)
             with b.if_then(b.icmp_signed(">", rows, i64(0))):
                 pa = b.gep(a, [b.mul(row0, sam)], inbounds=True)
                 pc = b.gep(c, [b.mul(row0, ldc)], inbounds=True)
-                b.call(gemm, [pa, sam, sak, bb, sbk, sbn, pc, ldc, rows, n, k, work])
+                b.call(gemm, [pa, sam, sak, bb, sbk, sbn, pc, ldc, rows, n, k, work, packed])
     b.ret_void()
     return fn
 
@@ -445,11 +454,14 @@ def _small_request(mod: ir.Module, elt: ir.Type) -> ir.Function:
 
 def emit_gemm_call(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt: ir.Type,
                    args: list[ir.Value], work: ir.Value, work_bytes: ir.Value,
-                   run2: ir.GlobalVariable | None, degenerate: bool = False) -> None:
+                   run2: ir.GlobalVariable | None, degenerate: bool = False,
+                   packed: ir.Value | None = None) -> None:
     """Call the GEMM, split over two threads when the pool is there and it pays off.
 
     When ``mod`` carries a ``gemm_requests`` set (see ``build_library``), the GEMM routines
-    are only declared here and the tile is recorded; otherwise they are defined in ``mod``."""
+    are only declared here and the tile is recorded; otherwise they are defined in ``mod``.
+    ``packed``: B packed by ``pack_all`` for this tile (``gemm_function``); the small
+    unpacked product reads B itself, so B's pointer and strides must stay valid."""
     a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k = args
     if degenerate:
         # two of M, N, K are tiny constants (a matrix-vector product with a 1-wide
@@ -471,7 +483,8 @@ def emit_gemm_call(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt
         with tiny:
             b.call(small_fn, args)
         with big:
-            _emit_gemm_big(b, mod, alloca, tile, elt, args, work, work_bytes, run2, gemm)
+            pk = ir.Constant(elt.as_pointer(), None) if packed is None else packed
+            _emit_gemm_big(b, mod, alloca, tile, elt, args, work, work_bytes, run2, gemm, pk)
 
 
 def _gemm_name(tile: Tile, elt: ir.Type) -> str:
@@ -489,7 +502,7 @@ def _small_name(elt: ir.Type) -> str:
 def _gemm_type(elt: ir.Type) -> ir.FunctionType:
     ep = elt.as_pointer()
     return ir.FunctionType(ir.VoidType(), [ep, I64, I64, ep, I64, I64, ep, I64, I64, I64, I64,
-                                           I8P])
+                                           I8P, ep])
 
 
 def _small_type(elt: ir.Type) -> ir.FunctionType:
@@ -517,7 +530,8 @@ def build_library(requests: set[tuple[Tile, str]], name: str = "graphc_gemm") ->
         elt = F32 if dtn == "f32" else F64
         fns = [gemm_small_function(lib, elt)]
         if tile is not None:
-            fns += [gemm_function(lib, tile, elt), gemm_task(lib, tile, elt)]
+            fns += [gemm_function(lib, tile, elt), gemm_task(lib, tile, elt),
+                    _pack_b_function(lib, tile, elt)]
         for fn in fns:
             fn.linkage = ""
     return lib
@@ -540,7 +554,8 @@ def library_parts(requests: set[tuple[Tile, str]]) -> list[tuple[str, Any]]:
 
         def build(tile: Tile = tile, elt: ir.Type = elt) -> ir.Module:
             lib = ir.Module(name=f"graphc_gemm_{_gemm_name(tile, elt)}")
-            for fn in (gemm_function(lib, tile, elt), gemm_task(lib, tile, elt)):
+            for fn in (gemm_function(lib, tile, elt), gemm_task(lib, tile, elt),
+                       _pack_b_function(lib, tile, elt)):
                 fn.linkage = ""
             return lib
 
@@ -559,9 +574,10 @@ def library_parts(requests: set[tuple[Tile, str]]) -> list[tuple[str, Any]]:
 
 def _emit_gemm_big(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt: ir.Type,
                    args: list[ir.Value], work: ir.Value, work_bytes: ir.Value,
-                   run2: ir.GlobalVariable | None, gemm: ir.Function) -> None:
+                   run2: ir.GlobalVariable | None, gemm: ir.Function,
+                   packed: ir.Value) -> None:
     if run2 is None:
-        b.call(gemm, args + [work])
+        b.call(gemm, args + [work, packed])
         return
     a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k = args
     disp = b.load(run2)
@@ -575,21 +591,23 @@ def _emit_gemm_big(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt
             ct = _ctx_type(elt)
             ctx = alloca(ct)
             w1 = b.gep(work, [work_bytes], inbounds=True)
-            cp = pack_context(b, ctx, args + [work, w1])
+            cp = pack_context(b, ctx, args + [work, w1, packed])
             if getattr(mod, "gemm_requests", None) is not None:
                 task = _declare_like(mod, _task_name(tile, elt), TASK)
             else:
                 task = gemm_task(mod, tile, elt)
             b.call(disp, [task, cp])
         with otherwise:
-            b.call(gemm, args + [work])
+            b.call(gemm, args + [work, packed])
 
 
 def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ldc: ir.Value,
                Mv: ir.Value, Nv: ir.Value, Kv: ir.Value, work: ir.Value, tile: Tile,
-               elt: ir.Type, raw_a: tuple, raw_b: tuple) -> None:
+               elt: ir.Type, raw_a: tuple, raw_b: tuple, packed: ir.Value | None = None
+               ) -> None:
     """The packed GEMM loops (see the module docstring); ``raw_a``/``raw_b`` are (base, row
-    stride, column stride) of A and B.
+    stride, column stride) of A and B; ``packed``: null, or all of B packed by ``pack_all``
+    (its blocks are then read from there, never packed here).
 
     Loop nest: K blocks (``_kblocks``) > pack A (when neither its rows nor its columns are
     contiguous) > column blocks of NC (``_nc_block``) > pack B's block > row panels of A >
@@ -661,18 +679,31 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
             rem = bld.sub(Nv, nj0)
             nn = bld.select(bld.icmp_signed("<", rem, nc), rem, nc)
             np_ = bld.mul(_ceildiv(bld, nn, nr), i64(nr))
-            bld.call(packfn, [bld.gep(bbase, [bld.mul(nj0, sbn)], inbounds=True), sbk, sbn,
-                              packb, pc, kc, nn, np_])
+            pack_args = [bld.gep(bbase, [bld.mul(nj0, sbn)], inbounds=True), sbk, sbn,
+                         packb, pc, kc, nn, np_]
+            bpan, pstride = packb, bld.mul(kc, i64(nr))
+            if packed is None:
+                bld.call(packfn, pack_args)
+            else:
+                has = bld.icmp_unsigned("!=", bld.ptrtoint(packed, I64), i64(0))
+                with bld.if_then(bld.not_(has)):
+                    bld.call(packfn, pack_args)
+                # panel jp of ``pack_all``'s layout holds all of K: this block's rows start
+                # pc rows in, and the next panel is K * NR elements on
+                pre = bld.gep(packed, [bld.add(bld.mul(nj0, Kv), bld.mul(pc, i64(nr)))],
+                              inbounds=True)
+                bpan = bld.select(has, pre, packb)
+                pstride = bld.select(has, bld.mul(Kv, i64(nr)), pstride)
             outj = bld.gep(out, [nj0], inbounds=True)
             _panels(bld, fma, tile, accs, tptr, zvec, outj, ldc, Mv, nn, mp, np_, kc, pc,
-                    packa, packb, direct, first, abase, sam, mlast, astride)
+                    packa, bpan, direct, first, abase, sam, mlast, astride, pstride)
 
 
 def _panels(bld: ir.IRBuilder, fma: ir.Function, tile: Tile, accs: list, tptr: ir.Value,
             zvec: ir.Constant, out: ir.Value, ldc: ir.Value, Mv: ir.Value, Nv: ir.Value,
             mp: ir.Value, np_: ir.Value, kc: ir.Value, pc: ir.Value, packa: ir.Value,
             packb: ir.Value, direct: ir.Value, first: ir.Value, abase: ir.Value,
-            sam: ir.Value, mlast: ir.Value, astride: ir.Value) -> None:
+            sam: ir.Value, mlast: ir.Value, astride: ir.Value, pstride: ir.Value) -> None:
     """One packed block of B against all row panels of A: microkernels, then C's tiles
     stored (first K block) or accumulated (later ones). The last column panel runs a
     microkernel with only as many vectors as it has columns (N = 784 with 64-column panels
@@ -689,7 +720,7 @@ def _panels(bld: ir.IRBuilder, fma: ir.Function, tile: Tile, accs: list, tptr: i
             arows.append(bld.gep(abase, [bld.add(bld.mul(r, sam), bld.mul(pc, astride))],
                                  inbounds=True))
         with for_range(bld, i64(0), bld.sdiv(np_, i64(nr)), name="jr") as jp:
-            bp = bld.gep(packb, [bld.mul(bld.mul(jp, kc), i64(nr))], inbounds=True)
+            bp = bld.gep(packb, [bld.mul(jp, pstride)], inbounds=True)
             n0 = bld.mul(jp, i64(nr))
             for row in accs:
                 for acc in row:
@@ -847,10 +878,42 @@ def _pack_b_transposed(bld: ir.IRBuilder, base: ir.Value, sbn: ir.Value, packb: 
                                   bld.gep(packb, [dst], inbounds=True))
 
 
+def packed_elements(n: Any, k: Any, tile: Tile) -> Any:
+    """Elements of B packed by ``pack_all``: N padded to whole panels of NR columns, times
+    K."""
+    return sh.dim(sympy.ceiling(sympy.Integer(1) * n / tile.nr) * tile.nr * k) \
+        if not (isinstance(n, int) and isinstance(k, int)) \
+        else -(-n // tile.nr) * tile.nr * k
+
+
+def emit_pack_all(b: ir.IRBuilder, mod: ir.Module, tile: Tile, elt: ir.Type, raw_b: tuple,
+                  dst: ir.Value, n: ir.Value, k: ir.Value) -> None:
+    """Pack all of B (``raw_b``: base, k stride, n stride) into ``dst`` for ``gemm``'s
+    ``packed`` argument: panels of NR columns (the last zero-padded), each all K rows of NR
+    contiguous elements, panel after panel: the one K block ``0..K`` of ``_pack_b``'s
+    layout. A block ``pc..pc+kc`` of panel ``jp`` is then ``kc`` consecutive rows at
+    ``dst + jp * K * NR + pc * NR``, so any K blocking and any column split in whole panels
+    reads it in place."""
+    if getattr(mod, "gemm_requests", None) is not None:
+        mod.gemm_requests.add((tile, "f32" if elt == F32 else "f64"))  # type: ignore
+        fnty = ir.FunctionType(ir.VoidType(), [elt.as_pointer(), I64, I64, elt.as_pointer(),
+                                               I64, I64, I64, I64])
+        pack = _declare_like(mod, _pack_b_name(tile, elt), fnty)
+    else:
+        pack = _pack_b_function(mod, tile, elt)
+    base, sbk, sbn = raw_b
+    np_ = b.mul(_ceildiv(b, n, tile.nr), i64(tile.nr))
+    b.call(pack, [base, sbk, sbn, dst, i64(0), k, n, np_])
+
+
+def _pack_b_name(tile: Tile, elt: ir.Type) -> str:
+    return f"graphc_gemm_packb_{'f32' if elt == F32 else 'f64'}_{tile.nr}x{tile.vw}"
+
+
 def _pack_b_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     """``pack(B, sBk, sBn, dst, pc, kc, N, Np)``: ``_pack_b`` of one K block as a function of
     its own, shared by both GEMM orders (emitted inline in each, it doubled compile time)."""
-    name = f"graphc_gemm_packb_{'f32' if elt == F32 else 'f64'}_{tile.nr}x{tile.vw}"
+    name = _pack_b_name(tile, elt)
     fn = mod.globals.get(name)
     if fn is not None:
         return fn

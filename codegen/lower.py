@@ -497,6 +497,8 @@ class Lowering:
         rows = gi is not None and gi in p.row_groups
         label = (n.op if len(unit) == 1 else f"{n.op}_epilogue" if epilogue
                  else "group" if passes is None else "rows" if rows else "channels")
+        if n.id in getattr(self, "prepacked", ()):  # its B comes packed (``codegen.loop``)
+            label = f"{n.op}_prepacked"
         # a convolution with an epilogue: its code does not depend on the consumer (called
         # through a pointer), so equal convolutions share it whatever follows them
         key = self._kernel_key(unit[:1] if epilogue else unit, label)

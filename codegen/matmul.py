@@ -142,8 +142,11 @@ def emit(k: KernelEmitter) -> None:
                     k.check_bounds(k.linear(bidx + zero2, st), buf)
                     k.check_bounds(k.linear(bidx + [i0, i1], st), buf)
                 k.check_bounds(k.linear(bidx + [last[0], last[2]], out_st), n)
+            # a scan's loop-invariant B packed before its loop (``codegen.loop``): the
+            # operand's argument holds the packed panels (``gemm.emit_pack_all``)
+            packed = pb if n.id in getattr(k.L, "prepacked", ()) else None
             emit_gemm_call(b, k.L.module, k.alloca, tile, t, args, k.work, wbytes,
-                           k.L.run2_global(), degenerate_product(M, N, K))
+                           k.L.run2_global(), degenerate_product(M, N, K), packed)
             return
         if sh.same(bst[-1], 1) or not sh.same(bst[-2], 1):
             # i-k-j: broadcast A[m,k] along a contiguous row of B (vectorises over n)
