@@ -246,7 +246,9 @@ def test_nested_scan() -> None:
 
 # -- recurrent layers: one compile, compile time independent of the length ------------------
 
-def _lstm_step(seq: int | None) -> tuple[Any, Any]:
+def _lstm_parts() -> tuple[Any, Any]:
+    """An LSTM and a Linear head trained with SGD: the step function, not compiled, and
+    the model (``_lstm_step`` compiles it)."""
     gc.manual_seed(0)
     model = nn.LSTM(8, 16, num_layers=2, batch_first=True)
     head = nn.Linear(16, 8)
@@ -260,6 +262,11 @@ def _lstm_step(seq: int | None) -> tuple[Any, Any]:
         opt.step()
         return loss
 
+    return step, model
+
+
+def _lstm_step(seq: int | None) -> tuple[Any, Any]:
+    step, model = _lstm_parts()
     dyn = {0: (0,), 1: (0,)} if seq is not None else {0: (0, 1), 1: (0, 1)}
     return gc.compile(step, dynamic=dyn), model
 
@@ -330,24 +337,6 @@ def test_weights_enter_the_body_untransposed_and_their_gradients_stay_one_produc
     # the weight gradients are right (PyTorch parity is tests/test_rnn.py's; here: finite)
     assert all(np.isfinite(p.grad.numpy()).all() for p in model.parameters())
 
-
-
-def _lstm_parts() -> tuple[Any, Any]:
-    """``_lstm_step``'s model and step function, not compiled."""
-    gc.manual_seed(0)
-    model = nn.LSTM(8, 16, num_layers=2, batch_first=True)
-    head = nn.Linear(16, 8)
-    opt = gc.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)
-
-    def step(x: Any, y: Any) -> Any:
-        opt.zero_grad()
-        out, _ = model(x)
-        loss = ((head(out) - y) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step, model
 
 
 def test_a_value_stacked_twice_is_stored_once_and_values_match_eager() -> None:
