@@ -37,7 +37,7 @@ from graphc.ir import loops as L
 from graphc.ir import shapes as sh
 
 from .abi import TABLE_FIXED, align  # noqa: F401  (TABLE_FIXED: the body table's layout)
-from .gemm import choose_tile, emit_pack_all
+from .gemm import choose_tile, degenerate_product, emit_pack_all
 from .kernels import Kernel, register
 from .llvm_util import F32, F64, I8P, I32, I64, SymEmitter, declare, for_range, i64
 from .views import strided_view
@@ -75,7 +75,8 @@ def prepacked_products(n: Node, body_plan: Any) -> list[tuple[Node, Node]]:
                 or any(i.dtype is not x.dtype for i in x.inputs):
             continue
         N, K = x.shape[1], x.inputs[0].shape[-1]
-        if not (isinstance(N, int) and isinstance(K, int)) or N * K < PREPACK_MIN:
+        if not (isinstance(N, int) and isinstance(K, int)) or N * K < PREPACK_MIN \
+                or degenerate_product(x.shape[0], N, K):  # (those read B itself)
             continue
         sa, sb = strided_view(x.inputs[0], is_buf), strided_view(x.inputs[1], is_buf)
         if sa is None or sb is None or sb[0].id not in consts or sa[0].id == sb[0].id:

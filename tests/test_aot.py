@@ -390,6 +390,52 @@ def test_conv_step_with_epilogues_matches_the_jit(tmp_path: Path) -> None:
         lib.f("destroy")(s)
 
 
+def test_lstm_step_with_weights_packed_before_its_loops_matches_the_jit(tmp_path: Path
+                                                                        ) -> None:
+    """An LSTM's step: each loop packs its hidden-state weight once before it runs
+    (``codegen.loop.prepacked_products``: the GEMM library's pack routine, called from the
+    entry function). The C library's losses and weights equal the JIT-compiled step's, bit
+    for bit."""
+    import re
+
+    def make() -> tuple[Any, Any]:
+        gc.manual_seed(5)
+        model = nn.ModuleDict({"rnn": nn.LSTM(8, 64, batch_first=True),
+                               "head": nn.Linear(64, 3)})
+        opt = optim.SGD(model.parameters(), lr=0.05)
+
+        def step(x: Any, y: Any) -> Any:
+            opt.zero_grad()
+            out, _ = model["rnn"](x)
+            loss = ((model["head"](out) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return model, step
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((5, 6, 8)).astype(np.float32)
+    Y = rng.standard_normal((5, 6, 3)).astype(np.float32)
+    model, step = make()
+    built = gc.compile(step, example_args=(X, Y))
+    assert re.search(r"k_matmul_prepacked_", built.ir("llvm_unoptimized"))
+    paths = gc.aot.build(built, (X, Y), str(tmp_path), "lstm")
+    ref_model, ref_step = make()
+    ref = gc.compile(ref_step)
+    lib = CLib(paths, "lstm")
+    s = lib.create()
+    loss_c = np.zeros((), np.float32)
+    try:
+        for _ in range(3):
+            assert lib.step(s, X, Y, out=loss_c) == 0
+            assert np.array_equal(loss_c, ref(X, Y).numpy())
+        for name, p in ref_model.named_parameters():
+            assert np.array_equal(lib.get(s, f"model.{name}"), p.numpy()), name
+    finally:
+        lib.f("destroy")(s)
+
+
 # ---------------------------------------------------------------------------------------
 # targets, header hygiene, command line
 # ---------------------------------------------------------------------------------------

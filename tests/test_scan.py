@@ -410,3 +410,27 @@ def test_loop_invariant_weights_are_packed_once_before_the_loop(tmp_path) -> Non
     assert int(r["n_pre"]) == 2
     np.testing.assert_allclose(r["hn"], r["ehn"], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(r["ys"], r["eys"], rtol=1e-4, atol=1e-5)
+
+
+def test_a_tiny_product_in_a_loop_reads_its_weight_unpacked() -> None:
+    """A body product with two tiny sizes (one row, K = 4: the GEMM's unpacked loops, which
+    read B itself) keeps its weight unpacked: packing it before the loop would hand those
+    loops the panels."""
+    r = np.random.default_rng(9)
+    w = nn.Parameter((r.standard_normal((2048, 4)) * 0.5).astype(np.float32))
+    h0 = r.standard_normal((1, 4)).astype(np.float32)
+    xs = r.standard_normal((3, 1, 4)).astype(np.float32)
+
+    def fwd(h: Any, x: Any) -> Any:
+        def step(c: Any, xt: Any) -> Any:
+            a = (c[0] @ w.T).tanh()  # [1, 2048]
+            return (a[:, :4] + xt[0],), (a,)
+
+        return scan(step, (h,), (x,))[1][0]
+
+    with gc.no_grad():
+        f = gc.compile(fwd, dynamic=False)
+        np.testing.assert_allclose(np.asarray(f(h0, xs)),
+                                   fwd(gc.tensor(h0), gc.tensor(xs)).numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    assert "k_matmul_prepacked_" not in f.ir("llvm_unoptimized")
