@@ -156,7 +156,7 @@ def gemm_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     ``gemm(A, sAm, sAk, B, sBk, sBn, C, ldc, M, N, K, work, packed)``: C[m, n] = sum_k
     A[m, k] B[k, n] with element strides for A and B (any layout, e.g. transposed views), C
     row-major with row stride ``ldc``, ``work`` a scratch area of ``workspace_bytes`` bytes.
-    ``packed``: null, or B already packed by ``pack_all`` (then B's own pointer and strides
+    ``packed``: null, or B already packed by ``emit_pack_all`` (then B's own pointer and strides
     are not read): a loop-invariant weight of a recurrent step, packed once before the loop.
     One shared, ``noinline`` function keeps compile time flat however many matmuls a step
     has.
@@ -395,7 +395,7 @@ def gemm_task(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
             with b.if_then(b.icmp_signed(">", ncols, i64(0))):
                 pb = b.gep(bb, [b.mul(col0, sbn)], inbounds=True)
                 pc = b.gep(c, [col0], inbounds=True)
-                # a packed B's panels of NR columns lie K * NR elements apart (``pack_all``)
+                # a packed B's panels of NR columns lie K * NR elements apart (``emit_pack_all``)
                 pp = b.gep(packed, [b.mul(col0, k)], inbounds=True)
                 pp = b.select(b.icmp_unsigned("==", b.ptrtoint(packed, I64), i64(0)), packed,
                               pp)
@@ -460,7 +460,7 @@ def emit_gemm_call(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt
 
     When ``mod`` carries a ``gemm_requests`` set (see ``build_library``), the GEMM routines
     are only declared here and the tile is recorded; otherwise they are defined in ``mod``.
-    ``packed``: B packed by ``pack_all`` for this tile (``gemm_function``); the small
+    ``packed``: B packed by ``emit_pack_all`` for this tile (``gemm_function``); the small
     unpacked product reads B itself, so B's pointer and strides must stay valid."""
     a, sam, sak, bb, sbk, sbn, c, ldc, m, n, k = args
     if degenerate:
@@ -603,10 +603,9 @@ def _emit_gemm_big(b: ir.IRBuilder, mod: ir.Module, alloca: Any, tile: Tile, elt
 
 def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ldc: ir.Value,
                Mv: ir.Value, Nv: ir.Value, Kv: ir.Value, work: ir.Value, tile: Tile,
-               elt: ir.Type, raw_a: tuple, raw_b: tuple, packed: ir.Value | None = None
-               ) -> None:
+               elt: ir.Type, raw_a: tuple, raw_b: tuple, packed: ir.Value) -> None:
     """The packed GEMM loops (see the module docstring); ``raw_a``/``raw_b`` are (base, row
-    stride, column stride) of A and B; ``packed``: null, or all of B packed by ``pack_all``
+    stride, column stride) of A and B; ``packed``: null, or all of B packed by ``emit_pack_all``
     (its blocks are then read from there, never packed here).
 
     Loop nest: K blocks (``_kblocks``) > pack A (when neither its rows nor its columns are
@@ -681,19 +680,15 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
             np_ = bld.mul(_ceildiv(bld, nn, nr), i64(nr))
             pack_args = [bld.gep(bbase, [bld.mul(nj0, sbn)], inbounds=True), sbk, sbn,
                          packb, pc, kc, nn, np_]
-            bpan, pstride = packb, bld.mul(kc, i64(nr))
-            if packed is None:
+            has = bld.icmp_unsigned("!=", bld.ptrtoint(packed, I64), i64(0))
+            with bld.if_then(bld.not_(has)):
                 bld.call(packfn, pack_args)
-            else:
-                has = bld.icmp_unsigned("!=", bld.ptrtoint(packed, I64), i64(0))
-                with bld.if_then(bld.not_(has)):
-                    bld.call(packfn, pack_args)
-                # panel jp of ``pack_all``'s layout holds all of K: this block's rows start
-                # pc rows in, and the next panel is K * NR elements on
-                pre = bld.gep(packed, [bld.add(bld.mul(nj0, Kv), bld.mul(pc, i64(nr)))],
-                              inbounds=True)
-                bpan = bld.select(has, pre, packb)
-                pstride = bld.select(has, bld.mul(Kv, i64(nr)), pstride)
+            # panel jp of ``emit_pack_all``'s layout holds all of K: this block's rows start
+            # pc rows in, and the next panel is K * NR elements on
+            pre = bld.gep(packed, [bld.add(bld.mul(nj0, Kv), bld.mul(pc, i64(nr)))],
+                          inbounds=True)
+            bpan = bld.select(has, pre, packb)
+            pstride = bld.select(has, bld.mul(Kv, i64(nr)), bld.mul(kc, i64(nr)))
             outj = bld.gep(out, [nj0], inbounds=True)
             _panels(bld, fma, tile, accs, tptr, zvec, outj, ldc, Mv, nn, mp, np_, kc, pc,
                     packa, bpan, direct, first, abase, sam, mlast, astride, pstride)
@@ -878,14 +873,6 @@ def _pack_b_transposed(bld: ir.IRBuilder, base: ir.Value, sbn: ir.Value, packb: 
                                   bld.gep(packb, [dst], inbounds=True))
 
 
-def packed_elements(n: Any, k: Any, tile: Tile) -> Any:
-    """Elements of B packed by ``pack_all``: N padded to whole panels of NR columns, times
-    K."""
-    return sh.dim(sympy.ceiling(sympy.Integer(1) * n / tile.nr) * tile.nr * k) \
-        if not (isinstance(n, int) and isinstance(k, int)) \
-        else -(-n // tile.nr) * tile.nr * k
-
-
 def emit_pack_all(b: ir.IRBuilder, mod: ir.Module, tile: Tile, elt: ir.Type, raw_b: tuple,
                   dst: ir.Value, n: ir.Value, k: ir.Value) -> None:
     """Pack all of B (``raw_b``: base, k stride, n stride) into ``dst`` for ``gemm``'s
@@ -895,10 +882,9 @@ def emit_pack_all(b: ir.IRBuilder, mod: ir.Module, tile: Tile, elt: ir.Type, raw
     ``dst + jp * K * NR + pc * NR``, so any K blocking and any column split in whole panels
     reads it in place."""
     if getattr(mod, "gemm_requests", None) is not None:
+        # the pack routine is exported by the tile's library piece (``library_parts``)
         mod.gemm_requests.add((tile, "f32" if elt == F32 else "f64"))  # type: ignore
-        fnty = ir.FunctionType(ir.VoidType(), [elt.as_pointer(), I64, I64, elt.as_pointer(),
-                                               I64, I64, I64, I64])
-        pack = _declare_like(mod, _pack_b_name(tile, elt), fnty)
+        pack = _declare_like(mod, _pack_b_name(tile, elt), _pack_b_type(elt))
     else:
         pack = _pack_b_function(mod, tile, elt)
     base, sbk, sbn = raw_b
@@ -910,6 +896,11 @@ def _pack_b_name(tile: Tile, elt: ir.Type) -> str:
     return f"graphc_gemm_packb_{'f32' if elt == F32 else 'f64'}_{tile.nr}x{tile.vw}"
 
 
+def _pack_b_type(elt: ir.Type) -> ir.FunctionType:
+    ep = elt.as_pointer()
+    return ir.FunctionType(ir.VoidType(), [ep, I64, I64, ep, I64, I64, I64, I64])
+
+
 def _pack_b_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     """``pack(B, sBk, sBn, dst, pc, kc, N, Np)``: ``_pack_b`` of one K block as a function of
     its own, shared by both GEMM orders (emitted inline in each, it doubled compile time)."""
@@ -917,9 +908,7 @@ def _pack_b_function(mod: ir.Module, tile: Tile, elt: ir.Type) -> ir.Function:
     fn = mod.globals.get(name)
     if fn is not None:
         return fn
-    ep = elt.as_pointer()
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ep, I64, I64, ep, I64, I64, I64,
-                                                           I64]), name=name)
+    fn = ir.Function(mod, _pack_b_type(elt), name=name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
     fn.attributes.add("optsize")

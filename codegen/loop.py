@@ -52,16 +52,17 @@ def _slice_bytes(shape: tuple, dtype: Any) -> Any:
     return sh.dim(sh.numel(tuple(shape)) * dtype.itemsize)
 
 
-def prepacked_products(n: Node, body_plan: Any) -> list[tuple[Node, Node]]:
+def prepacked_products(n: Node, body_plan: Any) -> list[tuple[Node, Node, int, tuple]]:
     """The float products of scan ``n``'s body whose B is a loop-invariant operand of the
-    scan (a recurrent layer's hidden-state weight), with that operand: ``(matmul, input)``.
+    scan (a recurrent layer's hidden-state weight): ``(matmul, body input, its position
+    among the scan's invariant operands, B's strides over it)``.
 
     Why: packing B is the GEMM's fixed cost, and at an LSTM's sizes (32 x 256 x 1024 a
     step, a 1 MiB weight) it was 45-56 us of a ~200 us product on a Zen 4 core (1 MiB L2:
     the weight and its packed copy do not both stay there). Packed once before the loop
     (``gemm.emit_pack_all``), every step's product reads the panels in place."""
     body, k, m = n.attrs["body"], n.attrs["carries"], n.attrs["xs"]
-    consts = {p.id for p in body.inputs[k + m:]}
+    consts = {p.id: i for i, p in enumerate(body.inputs[k + m:])}
     mat = {x.id for x in body_plan.materialized}
 
     def is_buf(x: Node) -> bool:
@@ -81,7 +82,7 @@ def prepacked_products(n: Node, body_plan: Any) -> list[tuple[Node, Node]]:
         sa, sb = strided_view(x.inputs[0], is_buf), strided_view(x.inputs[1], is_buf)
         if sa is None or sb is None or sb[0].id not in consts or sa[0].id == sb[0].id:
             continue
-        out.append((x, sb[0]))
+        out.append((x, sb[0], consts[sb[0].id], tuple(sb[1])))
     return out
 
 
@@ -107,7 +108,7 @@ def scan_layout(n: Node, body_plan: Any) -> dict[str, Any]:
         spare.append(off)
         off = sh.plus(off, align(_slice_bytes(o.shape, o.dtype)))
     packed = []
-    for x, _ in prepacked_products(n, body_plan):
+    for x, *_ in prepacked_products(n, body_plan):
         packed.append(off)
         off = sh.plus(off, align(_packed_bytes(x)))
     return {"a": carries_a, "b": carries_b, "spare": spare, "packed": packed, "size": off}
@@ -180,11 +181,10 @@ def emit_scan(lower: Any, b: ir.IRBuilder, unit: list[Node], bufs: dict[int, ir.
     # loop-invariant B operands of the body's products, packed once here (their kernels,
     # ``matmul_prepacked``, get the packed copy in the operand's place)
     packed_arg: dict[tuple[int, int], ir.Value] = {}
-    for (x, w), off in zip(prepacked_products(s, bp), lay["packed"]):
+    for (x, w, pos, st), off in zip(prepacked_products(s, bp), lay["packed"]):
         elt = F32 if x.dtype is dt.float32 else F64
-        base, st = strided_view(x.inputs[1], lambda v: v.op == "input" or v.id in sub.mat_ids)
         dst = at(work, off)
-        src = operand(consts[[p.id for p in body.inputs[k + m:]].index(w.id)])
+        src = operand(consts[pos])
         N, K = x.shape[1], x.inputs[0].shape[-1]
         emit_pack_all(b, lower.module, choose_tile(N, lower.wide, x.dtype.itemsize), elt,
                       (b.bitcast(src, elt.as_pointer()), sym(st[-2]), sym(st[-1])),

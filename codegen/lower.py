@@ -154,6 +154,9 @@ class Lowering:
     # prefix of the kernels' working names (a scan body's kernels: ``codegen.loop``), which
     # must not repeat within the module before ``_dedup`` renames them
     name_prefix = ""
+    # a scan body's products whose B operand its loop packs once (``codegen.loop``): their
+    # kernels take the packed panels in the operand's place (``codegen.matmul``)
+    prepacked: frozenset[int] = frozenset()
 
     def __init__(self, g: Graph, name: str = "graphc_step", triple: str = "",
                  data_layout: str = "", wide: bool = True, debug: bool = False,
@@ -497,7 +500,7 @@ class Lowering:
         rows = gi is not None and gi in p.row_groups
         label = (n.op if len(unit) == 1 else f"{n.op}_epilogue" if epilogue
                  else "group" if passes is None else "rows" if rows else "channels")
-        if n.id in getattr(self, "prepacked", ()):  # its B comes packed (``codegen.loop``)
+        if n.id in self.prepacked:  # its B comes packed (``codegen.loop``)
             label = f"{n.op}_prepacked"
         # a convolution with an epilogue: its code does not depend on the consumer (called
         # through a pointer), so equal convolutions share it whatever follows them

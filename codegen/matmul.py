@@ -144,7 +144,7 @@ def emit(k: KernelEmitter) -> None:
                 k.check_bounds(k.linear(bidx + [last[0], last[2]], out_st), n)
             # a scan's loop-invariant B packed before its loop (``codegen.loop``): the
             # operand's argument holds the packed panels (``gemm.emit_pack_all``)
-            packed = pb if n.id in getattr(k.L, "prepacked", ()) else None
+            packed = pb if n.id in getattr(k.L, "prepacked", ()) else None  # (PTX: none)
             emit_gemm_call(b, k.L.module, k.alloca, tile, t, args, k.work, wbytes,
                            k.L.run2_global(), degenerate_product(M, N, K), packed)
             return

@@ -377,17 +377,7 @@ def test_conv_step_with_epilogues_matches_the_jit(tmp_path: Path) -> None:
     paths = gc.aot.build(built, (X, Y), str(tmp_path), "convepi")
     ref_model, _, ref_step = make()
     ref = gc.compile(ref_step)
-    lib = CLib(paths, "convepi")
-    s = lib.create()
-    loss_c = np.zeros((), np.float32)
-    try:
-        for _ in range(3):
-            assert lib.step(s, X, Y, out=loss_c) == 0
-            assert np.array_equal(loss_c, ref(X, Y).numpy())
-        for name, p in ref_model.named_parameters():
-            assert np.array_equal(lib.get(s, f"model.{name}"), p.numpy()), name
-    finally:
-        lib.f("destroy")(s)
+    _three_steps_match(CLib(paths, "convepi"), ref, ref_model, X, Y)
 
 
 def test_lstm_step_with_weights_packed_before_its_loops_matches_the_jit(tmp_path: Path
@@ -423,7 +413,13 @@ def test_lstm_step_with_weights_packed_before_its_loops_matches_the_jit(tmp_path
     paths = gc.aot.build(built, (X, Y), str(tmp_path), "lstm")
     ref_model, ref_step = make()
     ref = gc.compile(ref_step)
-    lib = CLib(paths, "lstm")
+    _three_steps_match(CLib(paths, "lstm"), ref, ref_model, X, Y)
+
+
+def _three_steps_match(lib: Any, ref: Any, ref_model: Any, X: np.ndarray, Y: np.ndarray
+                       ) -> None:
+    """Three steps of the C library ``lib`` equal three of the JIT-compiled ``ref``: each
+    loss, then every parameter (``model.<name>`` in the library), bit for bit."""
     s = lib.create()
     loss_c = np.zeros((), np.float32)
     try:
