@@ -163,13 +163,16 @@ class Lowering:
                  loop_groups: bool | None = None, profile: bool = False,
                  gemm_library: bool = False,
                  on_kernels: Callable[[str, str], None] | None = None,
-                 on_gemm: Callable[[tuple], None] | None = None) -> None:
+                 on_gemm: Callable[[tuple], None] | None = None,
+                 direct_outputs: bool = False) -> None:
         """``on_kernels``: called with a module of kernels (``_kernel_module``) and its LLVM
         optimisation level each time about ``CHUNK_CHARS`` of new kernel code has been
         emitted, and with the rest at the end, so those modules can compile while the step
         is still being lowered; they are kept in ``chunks``. ``on_gemm``: called with each
         GEMM tile request (``gemm_library`` steps) when the first kernel needing it is
-        emitted."""
+        emitted. ``direct_outputs``: kernels write results straight into the output buffers
+        of the pointer table (``planning._plan_direct_outputs``; the JIT's buffers, which
+        are 64-byte aligned like the arena's and no one else's until the step returns)."""
         self.on_kernels = on_kernels
         self.on_gemm = on_gemm
         self.chunks: list[str] = []
@@ -184,7 +187,7 @@ class Lowering:
         t0 = time.perf_counter()
         self.plan = plan(g, wide, debug,
                          loop_groups=options.LOOP_GROUPS if loop_groups is None
-                         else loop_groups)
+                         else loop_groups, direct_outputs=direct_outputs)
         # seconds per part (the runtime's compile log reports them)
         self.timings: dict[str, float] = {"plan": time.perf_counter() - t0}
         self.mat_ids = {n.id for n in self.plan.materialized}
@@ -666,6 +669,8 @@ class Lowering:
                 continue
             if n.id in p.direct:
                 bufs[n.id] = slot(upd_base + p.direct[n.id])
+            elif n.id in p.out_direct:
+                bufs[n.id] = slot(TABLE_FIXED + self.n_inputs + p.out_direct[n.id])
             else:
                 bufs[n.id] = b.gep(scratch, [sym(p.offsets[n.id])], inbounds=True)
         work = b.gep(scratch, [sym(p.work_offset)], inbounds=True)
@@ -723,7 +728,8 @@ class Lowering:
         memcpy = declare(mod, "memcpy", I8P, [I8P, I8P, I64])
         base = TABLE_FIXED + self.n_inputs
         for j, o in enumerate(g.outputs):
-            b.call(memcpy, [slot(base + j), bufs[o.id], sym(nbytes(o))])
+            if p.out_direct.get(o.id) != j:
+                b.call(memcpy, [slot(base + j), bufs[o.id], sym(nbytes(o))])
         base += self.n_outputs
         for j, (_, v) in enumerate(g.updates):
             if p.direct.get(v.id) != j:

@@ -64,6 +64,8 @@ def format_plan(g: Graph, p: Plan, note: Callable[[Node], str | None] | None = N
         reads = ", ".join(names[x.id] for x in reads_of(n, mat))
         if n.id in p.direct:
             where = f"in place -> {slots[p.direct[n.id]]}"
+        elif n.id in p.out_direct:
+            where = f"output {p.out_direct[n.id]}"
         elif n.op == "scan":
             where = "the loop's workspace"
         elif n.id in p.virtual and p.group_of.get(n.id) in p.epilogues:

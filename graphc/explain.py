@@ -259,6 +259,8 @@ def _plan_table(p: Any, g: Any, env: dict) -> str:
                         f'one loop over {_e(type_str(n))}</td></tr>')
         if n.id in p.direct:
             where = f"in place \u2192 {_e(slots[p.direct[n.id]])}"
+        elif n.id in p.out_direct:
+            where = f"output {p.out_direct[n.id]}"
         elif n.id in p.virtual:
             where = "registers only"
         else:

@@ -25,6 +25,7 @@ import sympy
 
 from graphc.codegen import options as codegen_options
 from graphc.codegen.abi import (
+    ALIGN,
     ERR_BOUNDS,
     ERR_INDEX,
     ERR_NONFINITE,
@@ -118,6 +119,17 @@ def _uses_amx(graph: Graph) -> bool:
 
 def _ptr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
+
+
+def aligned_empty(shape: tuple, dtype: Any) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on an ``ALIGN`` (64-byte)
+    boundary, as every arena buffer does: kernels that write an output in place may store
+    whole aligned vectors (numpy's own allocations are only 16-byte aligned)."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    raw = np.empty(n + ALIGN, np.uint8)
+    off = -_ptr(raw) % ALIGN
+    return raw[off:off + n].view(dt).reshape(shape)
 
 
 def _position_in_argument(sig: Signature, name: str, args: Any, value: int, pos: int) -> Any:
@@ -265,7 +277,7 @@ class CPUExecutable(GuardMixin, Runtime):
         with tuned_for(self.caches), bf16_target(self.bf16_features):
             return Lowering(self.graph, name=self.name, wide=self.wide, debug=self.debug,
                             loop_groups=self.loop_groups, profile=self.profiling,
-                            gemm_library=True, **stream)
+                            gemm_library=True, direct_outputs=True, **stream)
 
     def _compile_objects(self, cpu: str | None) -> tuple[bytes, list[str], list[bytes]]:
         """The entry function's object, and the keys and objects of what it links: its
@@ -426,7 +438,12 @@ class CPUExecutable(GuardMixin, Runtime):
         self.table[slot] = _ptr(arr)
 
     def bind_output(self, slot: int, shape: tuple, j: int) -> np.ndarray:
-        buf = np.empty(shape, self.out_dtypes[j])
+        """A new buffer for output ``j``, pointed to by its table slot: kernels may write
+        results straight into it (``planning._plan_direct_outputs``), so it is 64-byte
+        aligned like every buffer of the arena (``codegen.abi.ALIGN``). The call wrapper
+        takes one for each call whose result is an array and hands that array to the
+        caller, so no result is copied."""
+        buf = aligned_empty(shape, self.out_dtypes[j])
         self._cache[slot] = buf
         self.table[slot] = _ptr(buf)
         return buf

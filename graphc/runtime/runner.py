@@ -74,6 +74,10 @@ def _pyexpr(e: Any, symvar: dict[sympy.Symbol, str]) -> str:
 
 _SCALARS = (float, int, bool, str, type(None))
 
+# array results this large get a new buffer each call, handed to the caller uncopied (see
+# ``build_runner``); below it, copying from a kept buffer is cheaper than allocating
+FRESH_OUTPUT_BYTES = 1 << 16
+
 
 def _remembered(v: Any, volatile: object) -> object:
     """What an option guard remembers of a value that passed its test: the value itself
@@ -375,11 +379,17 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
     # outputs: staging buffers sized for the current symbols
     base = TABLE_FIXED + len(exe.input_nodes)
     out_names = []
+    # (an array result of FRESH_OUTPUT_BYTES or more gets a new buffer every call, which
+    # the caller then owns: the kernels wrote it in place, so nothing is copied; a smaller
+    # one is written into its buffer kept from call to call and copied out, cheaper than
+    # allocating an aligned buffer)
+    ns["FRESH"] = FRESH_OUTPUT_BYTES
     for j, o in enumerate(g.outputs):
         emit(f"    shp = {_shape_src(o.shape, symvar)}")
         emit(f"    ob{j} = C[{base + j}]")
-        emit(f"    if ob{j} is None or ob{j}.shape != shp: ob{j} = EXE.bind_output({base + j}, "
-             f"shp, {j})")
+        fresh = f" or ob{j}.nbytes >= FRESH" if o.shape != () else ""
+        emit(f"    if ob{j} is None or ob{j}.shape != shp{fresh}: "
+             f"ob{j} = EXE.bind_output({base + j}, shp, {j})")
         out_names.append(f"ob{j}")
     base += len(g.outputs)
     # update targets
@@ -459,7 +469,8 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             emit(f"    n = ONEW(SNODE); n._item = {name}.item()")
             emit(f"    n.shape = (); n.dtype = ODT{j}; n.rg = False")
         else:
-            emit(f"    r = {name}.copy(); n = ONEW(ONODE)")
+            emit(f"    r = {name} if {name}.nbytes >= FRESH else {name}.copy(); "
+                 "n = ONEW(ONODE)")
             emit(f"    n.shape = r.shape; n.dtype = ODT{j}; n.rg = False; n._value = r")
         emit(f"    t{j} = TNEW(TENSOR); t{j}._node = n; t{j}._grad = None; t{j}._trace = None; "
              f"t{j}._inference = False")
