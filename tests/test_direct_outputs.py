@@ -1,8 +1,9 @@
 """Results written straight into the caller's output buffers (``planning._plan_direct_outputs``).
 
-The JIT's kernels write a step's array results in place, into a 64-byte aligned buffer that a
-call of 64 KiB or more of result hands to the caller uncopied (``runner.FRESH_OUTPUT_BYTES``);
-smaller results are written into a buffer kept between calls and copied out. What must hold:
+The JIT's kernels write a step's array results in place, into 64-byte aligned buffers. A
+result of 128 KiB or more gets a new buffer each call, handed to the caller uncopied
+(``runner.FRESH_OUTPUT_BYTES``); a smaller one is written into a buffer kept between calls
+and copied out. What must hold:
 values equal eager; a returned array is never written again by a later call (the caller owns
 it); a result fed back as the next call's input reads right; a call that raises changes no
 array the caller holds; ahead-of-time steps, whose output buffers a C program may share with
@@ -57,7 +58,7 @@ def test_results_of_a_changing_batch_size_small_and_large() -> None:
     fresh buffers alternate, values equal eager every call."""
     fwd, cf = _conv_fn()
     held = []
-    for i, n in enumerate([4, 1, 8, 1, 1, 3, 16]):  # 1 image: 64 KiB, 4: 256 KiB
+    for i, n in enumerate([4, 1, 8, 1, 1, 3, 16]):  # 1 image: 64 KiB, 2: 128 KiB
         x = _images(10 + i, n)
         r = cf(x).numpy()
         assert np.array_equal(r, fwd(gc.from_numpy(x)).numpy())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -27,6 +28,8 @@ from hypothesis import strategies as st
 
 import graphc as gc
 from graphc import nn, optim
+from graphc.runtime import runner
+from graphc.runtime.runner import FRESH_OUTPUT_BYTES
 
 settings.register_profile("ci", max_examples=12, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow,
@@ -94,7 +97,9 @@ def programs(draw: Any) -> dict[str, Any]:
         pool += 1
     return {"f": f, "steps": steps, "batches": draw(st.lists(st.sampled_from(BATCHES),
                                                              min_size=1, max_size=3)),
-            "debug": draw(st.booleans()), "seed": draw(st.integers(0, 2**16))}
+            "debug": draw(st.booleans()), "seed": draw(st.integers(0, 2**16)),
+            # results handed over uncopied from this size on (0: every array result)
+            "fresh": draw(st.sampled_from([0, FRESH_OUTPUT_BYTES]))}
 
 
 def _program_fn(prog: dict[str, Any], params: dict[str, Any]) -> Any:
@@ -149,18 +154,22 @@ def _run_program(prog: dict[str, Any], backend: str | None) -> list[list[np.ndar
               "m": nn.Parameter((rng.standard_normal((f, f)) / max(f, 1)).astype(np.float32))}
     step = gc.compile(_program_fn(prog, params), backend=backend,
                       debug=prog["debug"] if backend is None else None)
-    results = []
-    for b in prog["batches"]:
-        x = rng.standard_normal((b, f)).astype(np.float32)
-        idx = rng.integers(0, max(f, 1), (b, f))
-        for p in params.values():
-            p.grad = None
-        loss, out = step(x, idx)
-        res = [loss.numpy(), out.numpy()]
-        res += [np.zeros(p.shape, np.float32) if p.grad is None else p.grad.numpy().copy()
-                for p in params.values()]
-        results.append(res)
+    results, held = [], []
+    with mock.patch.object(runner, "FRESH_OUTPUT_BYTES", prog.get("fresh", FRESH_OUTPUT_BYTES)):
+        for b in prog["batches"]:
+            x = rng.standard_normal((b, f)).astype(np.float32)
+            idx = rng.integers(0, max(f, 1), (b, f))
+            for p in params.values():
+                p.grad = None
+            loss, out = step(x, idx)
+            res = [loss.numpy(), out.numpy()]
+            res += [np.zeros(p.shape, np.float32) if p.grad is None else p.grad.numpy().copy()
+                    for p in params.values()]
+            results.append(res)
+            held.append((res[1], res[1].copy()))
     assert step.compile_count == 1
+    for out, kept in held:  # no later call wrote into a result the caller holds
+        assert np.array_equal(out, kept, equal_nan=True)
     return results
 
 
