@@ -405,9 +405,10 @@ def _plan_direct_outputs(p: Plan) -> None:
     arena with a ``memcpy`` into the output at the end.
 
     Only for callers whose output buffers nobody else can see until the step has returned
-    (``plan``'s ``direct_outputs``: the JIT's, which hands the caller a fresh array each
-    call and drops it when the step fails), so a failing step still changes nothing visible
-    and no output can alias an input. A C program's output buffers (ahead-of-time steps)
+    (``plan``'s ``direct_outputs``: the JIT's, whose call wrapper hands the caller either
+    the buffer it took for this call or a copy of one it keeps, and neither when the step
+    fails), so a failing step still changes nothing visible and no output can alias an
+    input. A C program's output buffers (ahead-of-time steps)
     may be its inputs too, so they are written only at the end. A result that is also an
     update (written in place into the state) or listed twice is copied as before, as are a
     loop's results (``scan``, ``scan_out``: the loop lays out its own buffers).
