@@ -15,10 +15,12 @@ gradient is ``zero_grad(); (F.conv2d(x, w) * gy).sum().backward()``, which dead-
 elimination reduces to the one ``conv2d_weight_grad`` kernel writing ``w.grad`` (the forward
 convolution is dropped because the loss is not returned). The times are wall-clock times of
 calling the compiled function, so they include its call overhead (about a microsecond) and,
-for the forward and input gradient, copying the result into a new array: the same work a
-PyTorch call does when it allocates its output. PyTorch: ``F.conv2d`` under ``no_grad``
-for the forward and ``torch.ops.aten.convolution_backward`` with the output mask selecting
-only the input or only the weight gradient, which is what autograd calls in a training step.
+for the forward and input gradient, allocating the new array the result is written into
+(graphc's kernels write a result of 128 KiB or more straight into the array the call hands
+back): the same work a PyTorch call does when it allocates its output. PyTorch:
+``F.conv2d`` under ``no_grad`` for the forward and ``torch.ops.aten.convolution_backward``
+with the output mask selecting only the input or only the weight gradient, which is what
+autograd calls in a training step.
 
 Each thread count runs in a child process (graphc's and PyTorch's thread pools are sized when
 they start): ``GRAPHC_NUM_THREADS``, ``torch.set_num_threads`` and the BLAS variables all get
