@@ -155,7 +155,7 @@ def _run_program(prog: dict[str, Any], backend: str | None) -> list[list[np.ndar
     step = gc.compile(_program_fn(prog, params), backend=backend,
                       debug=prog["debug"] if backend is None else None)
     results, held = [], []
-    with mock.patch.object(runner, "FRESH_OUTPUT_BYTES", prog.get("fresh", FRESH_OUTPUT_BYTES)):
+    with mock.patch.object(runner, "FRESH_OUTPUT_BYTES", prog["fresh"]):
         for b in prog["batches"]:
             x = rng.standard_normal((b, f)).astype(np.float32)
             idx = rng.integers(0, max(f, 1), (b, f))

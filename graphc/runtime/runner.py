@@ -26,6 +26,7 @@ from graphc._tensor import WATCHED, note_compiled_writes
 from graphc.autograd import _state as grad_mode_state
 from graphc.autograd import is_grad_enabled
 from graphc.codegen.abi import TABLE_FIXED
+from graphc.ir import shapes as sh
 from graphc.runtime.executable import Mismatch, _number_like, check_shape_guards, slow_check
 from graphc.tensor import Tensor, _OutNode, _ScalarOutNode
 
@@ -384,14 +385,23 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
     # (an array result of FRESH_OUTPUT_BYTES or more gets a new buffer every call, which
     # the caller then owns: the kernels wrote it in place, so nothing is copied; a smaller
     # one is written into its buffer kept from call to call and copied out, cheaper than
-    # allocating an aligned buffer)
+    # allocating an aligned buffer. Decided here for a result of known size, at each call
+    # for one whose size follows the batch symbols)
     ns["FRESH"] = FRESH_OUTPUT_BYTES
+    fresh_of: list[str] = []  # per result: "always", "never" or "check"
     for j, o in enumerate(g.outputs):
+        size = sh.numel(o.shape) * o.dtype.itemsize
+        mode = ("never" if o.shape == () else "check" if not isinstance(size, int)
+                else "always" if size >= FRESH_OUTPUT_BYTES else "never")
+        fresh_of.append(mode)
         emit(f"    shp = {_shape_src(o.shape, symvar)}")
-        emit(f"    ob{j} = C[{base + j}]")
-        fresh = f" or ob{j}.nbytes >= FRESH" if o.shape != () else ""
-        emit(f"    if ob{j} is None or ob{j}.shape != shp{fresh}: "
-             f"ob{j} = EXE.bind_output({base + j}, shp, {j})")
+        if mode == "always":
+            emit(f"    ob{j} = EXE.bind_output({base + j}, shp, {j})")
+        else:
+            fresh = f" or ob{j}.nbytes >= FRESH" if mode == "check" else ""
+            emit(f"    ob{j} = C[{base + j}]")
+            emit(f"    if ob{j} is None or ob{j}.shape != shp{fresh}: "
+                 f"ob{j} = EXE.bind_output({base + j}, shp, {j})")
         out_names.append(f"ob{j}")
     base += len(g.outputs)
     # update targets
@@ -471,8 +481,9 @@ def build_runner(exe: Any, safe: bool = True) -> Any:
             emit(f"    n = ONEW(SNODE); n._item = {name}.item()")
             emit(f"    n.shape = (); n.dtype = ODT{j}; n.rg = False")
         else:
-            emit(f"    r = {name} if {name}.nbytes >= FRESH else {name}.copy(); "
-                 "n = ONEW(ONODE)")
+            r = {"always": name, "never": f"{name}.copy()",
+                 "check": f"{name} if {name}.nbytes >= FRESH else {name}.copy()"}[fresh_of[j]]
+            emit(f"    r = {r}; n = ONEW(ONODE)")
             emit(f"    n.shape = r.shape; n.dtype = ODT{j}; n.rg = False; n._value = r")
         emit(f"    t{j} = TNEW(TENSOR); t{j}._node = n; t{j}._grad = None; t{j}._trace = None; "
              f"t{j}._inference = False")
