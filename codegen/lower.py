@@ -38,6 +38,7 @@ from .conv import EPILOGUE_FN, Epilogue, finish_epilogue
 from .elementwise import ELEMENT_RULES
 from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
 from .families import KERNELS, kernel_for
+from .generic import MAX_SYMBOLS, generic_form
 from .legalize import legalize_bf16
 from .llvm_util import I8P, I32, I64, VOID, SymEmitter, declare, i64, mem_type
 from .loop import emit_scan
@@ -220,6 +221,7 @@ class Lowering:
         self._epi_staged: dict[str, bool] = {}
         self._epi_made: dict[tuple[int, bool], ir.Function] = {}
         self.kernels_emitted = 0
+        self.generic_calls = 0  # calls of shape-generic kernels (``codegen.generic``)
         self._released_counts: tuple[int, int] | None = None  # ``release_ir``
         if gemm_library:
             self.module.gemm_requests = self.gemm_requests  # type: ignore[attr-defined]
@@ -494,7 +496,17 @@ class Lowering:
     def kernel_for_unit(self, unit: list[Node]) -> tuple[ir.Function, list[Node], list[Node]]:
         """The kernel computing ``unit`` (a loop group or one node of ``self.plan``), emitted
         or reused by key, with the nodes it writes and the buffers it reads (its pointer
-        arguments, in order). ``codegen.loop`` calls it for a scan body's units."""
+        arguments, in order). ``codegen.loop`` calls it for a scan body's units, which are
+        never shape-generic (``codegen.generic``)."""
+        kfn, stored, buffers, values = self.kernel_call(unit)
+        assert values is None, "a scan body's kernel is never shape-generic"
+        return kfn, stored, buffers
+
+    def kernel_call(self, unit: list[Node]
+                    ) -> tuple[ir.Function, list[Node], list[Node], list[Any] | None]:
+        """``kernel_for_unit``'s kernel, nodes and buffers, and for a shape-generic kernel
+        (``codegen.generic``) the values its call puts in the symbol table after the step's
+        symbols (ints, or size expressions of the step's symbols); else None."""
         p = self.plan
         n = unit[0]
         gi = p.group_of.get(n.id)
@@ -505,9 +517,34 @@ class Lowering:
                  else "group" if passes is None else "rows" if rows else "channels")
         if n.id in self.prepacked:  # its B comes packed (``codegen.loop``)
             label = f"{n.op}_prepacked"
+        gen = generic_form(self, unit, label)
+        if gen is None:
+            return (*self._unit_kernel(unit, label, gi, passes, epilogue, rows), None)
+        # whether its work is too small to split between the threads is decided from its
+        # own sizes, as for a kernel of fixed sizes (a generic kernel that may split checks
+        # the size when it runs); the two are different kernels
+        self.generic_calls += 1
+        size = sh.numel(full_shape(unit) if passes is not None else n.shape)
+        single = isinstance(size, int) and size * (1 if passes else len(unit)) < ELEM_PAR_MIN
+        step_symbols = self.symbols
+        self.symbols = [*step_symbols, *gen.symbols]  # the kernel's own symbols after them
+        try:
+            return (*self._unit_kernel(gen.unit, label, gi, passes, epilogue, rows, single),
+                    gen.values)
+        finally:
+            self.symbols = step_symbols
+
+    def _unit_kernel(self, unit: list[Node], label: str, gi: int | None, passes: Any,
+                     epilogue: bool, rows: bool, single: bool = False
+                     ) -> tuple[ir.Function, list[Node], list[Node]]:
+        """``kernel_call`` for ``unit`` (a shape-generic unit's copies: ``codegen.generic``).
+        ``single``: it runs on one thread whatever its sizes."""
+        p = self.plan
+        n = unit[0]
         # a convolution with an epilogue: its code does not depend on the consumer (called
         # through a pointer), so equal convolutions share it whatever follows them
-        key = self._kernel_key(unit[:1] if epilogue else unit, label)
+        key = self._kernel_key(unit[:1] if epilogue else unit,
+                               f"{label} single" if single else label)
         kfn = self._kernel_by_key.get(key) if key is not None else None
         if kfn is None or VERIFY_KERNEL_KEYS:
             kern = kernel_for(n) if len(unit) == 1 or epilogue else None
@@ -520,14 +557,16 @@ class Lowering:
             elif passes is not None:  # split over the channels, or over the rows along
                 full = full_shape(unit)  # ``row_split_dim`` (``codegen.channel_groups``)
                 size = sh.numel(full)
-                split = None if isinstance(size, int) and size < ELEM_PAR_MIN else full
+                split = None if single or (isinstance(size, int) and size < ELEM_PAR_MIN) \
+                    else full
                 k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_{label}",
                                   group=unit, split=split)
                 k.split_extent = full[row_split_dim(full)] if rows else full[1]
                 emit_channel_group(k, passes, rows)
             elif len(unit) > 1:
                 k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_group",
-                                  group=unit, split=self._split_work(n, kern, len(unit)),
+                                  group=unit, split=None if single
+                                  else self._split_work(n, kern, len(unit)),
                                   split_weight=len(unit))
                 emit_group(k)
             else:
@@ -652,6 +691,27 @@ class Lowering:
         symvals = {s: b.load(b.gep(syms_ptr, [i64(i)], inbounds=True), name=s.name)
                    for i, s in enumerate(self.symbols)}
         sym = SymEmitter(b, symvals)
+        anchor = b.block.instructions[-1]
+        call_syms: list[ir.Value] = []  # the symbol table of shape-generic kernels' calls
+
+        def generic_syms(values: list[Any]) -> ir.Value:
+            """The step's symbol table followed by one call's values for a shape-generic
+            kernel's own symbols (``codegen.generic``): one stack table, made in the entry
+            block (after the symbols' loads) the first time, filled before each such call."""
+            if not call_syms:
+                cur = b.block
+                b.position_after(anchor)
+                nsym = len(self.symbols)
+                arr = b.alloca(ir.ArrayType(I64, nsym + MAX_SYMBOLS), name="call_syms")
+                call_syms.append(b.gep(arr, [i64(0), i64(0)], inbounds=True))
+                for i, s in enumerate(self.symbols):
+                    b.store(symvals[s], b.gep(call_syms[0], [i64(i)], inbounds=True))
+                b.position_at_end(cur)
+            for j, v in enumerate(values):
+                b.store(sym(v), b.gep(call_syms[0], [i64(len(self.symbols) + j)],
+                                      inbounds=True))
+            return call_syms[0]
+
         # scratch capacity check
         need = sym(p.scratch_bytes)
         cap = b.load(info)
@@ -691,7 +751,7 @@ class Lowering:
                 emit_scan(self, b, unit, bufs, work, syms_ptr, err, sym)
                 self.unit_names.append(f"%{p.node_index[n.id]} scan")
             else:
-                kfn, stored, buffers = self.kernel_for_unit(unit)
+                kfn, stored, buffers, values = self.kernel_call(unit)
                 gi = p.group_of.get(n.id)
                 self.unit_names.append(
                     f"%{p.node_index[n.id]} {n.op}" if len(unit) == 1 else
@@ -699,7 +759,7 @@ class Lowering:
                     if gi in p.epilogues else
                     f"%{p.node_index[n.id]}..%{p.node_index[unit[-1].id]} loop group")
                 args = [bufs[m.id] for m in stored] + [bufs[x.id] for x in buffers] + [
-                    work, syms_ptr, err]
+                    work, syms_ptr if values is None else generic_syms(values), err]
                 if len(unit) > 1 and gi in p.epilogues:
                     args += self._epilogue_args(b, unit, kfn, bufs, work, syms_ptr, err)
                 rc = b.call(kfn, args)

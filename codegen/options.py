@@ -31,10 +31,13 @@ BF16_WINOGRAD = os.environ.get("GRAPHC_BF16_WINOGRAD", "1") != "0"
 # (bias, ReLU, eval BatchNorm, residual) a kernel of its own instead of the convolution's
 # per-image epilogue (``codegen.planning._plan_conv_epilogues``; to compare)
 CONV_EPILOGUE = os.environ.get("GRAPHC_CONV_EPILOGUE", "1") != "0"
+# GRAPHC_GENERIC_KERNELS=0 compiles every channel group and loop group for its own sizes instead
+# of one shape-generic kernel per computation (``codegen.generic``; to compare)
+GENERIC_KERNELS = os.environ.get("GRAPHC_GENERIC_KERNELS", "1") != "0"
 
 # GRAPHC_POOL_HOLD=0: the thread pool keeps splitting work over both threads after its worker
 # was late (``codegen.parallel``: the late-worker hold; to compare)
 POOL_HOLD = os.environ.get("GRAPHC_POOL_HOLD", "1") != "0"
 
 __all__ = ["POOL_HOLD", "LOOP_GROUPS", "WINOGRAD", "CONV_GEMM", "CHANNEL_GROUPS", "WINOGRAD_WGRAD",
-           "BF16_WINOGRAD", "CONV_EPILOGUE"]
+           "BF16_WINOGRAD", "CONV_EPILOGUE", "GENERIC_KERNELS"]

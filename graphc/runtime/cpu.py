@@ -184,6 +184,7 @@ class CPUExecutable(GuardMixin, Runtime):
         target += "" if codegen_options.WINOGRAD_WGRAD else "|no-winograd-wgrad"
         target += "" if codegen_options.BF16_WINOGRAD else "|no-bf16-winograd"
         target += "" if codegen_options.CONV_EPILOGUE else "|no-conv-epilogue"
+        target += "" if codegen_options.GENERIC_KERNELS else "|no-generic-kernels"
         self.profiling = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
         target += "|profile" if self.profiling else ""
         # the printed graph groups inputs by kind; the native table follows the inputs' (and
@@ -332,7 +333,8 @@ class CPUExecutable(GuardMixin, Runtime):
         for name, seconds in low.timings.items():
             log.add(name, seconds)
         log.count("kernels", f"{len(low.plan.units())} in the step, {low.kernels_emitted} "
-                  f"emitted, {low.kernels_distinct} distinct")
+                  f"emitted, {low.kernels_distinct} distinct, {low.generic_calls} calls of "
+                  "shape-generic kernels")
         log.count("shared objects", f"{len(keys)} (GEMM tiles, kernel modules), "
                   f"{len(keys) - len(pending)} reused from memory or disk")
         # every module is with the workers: keep the plan, not the IR objects (release_ir),
