@@ -17,9 +17,11 @@ kernels that differ only in sizes get one key, one emission and one compilation.
 are kept in the copies, so the plan's tables (buffers, passes, names) read them as the
 originals; the graph itself is never changed.
 
-- **Channel groups** keep their rank: every known size other than 1 becomes a symbol, equal
-  sizes the same symbol (the key then records which sizes are equal, and every call of the
-  kernel has the same equalities). Size-1 dims stay 1, so broadcasts stay what they are.
+- **Channel groups** keep their rank: every size other than 1 becomes a symbol, equal sizes
+  the same symbol (the key then records which sizes are equal, and every call of the kernel
+  has the same equalities). A size that follows the step's symbols (the batch ``B``, or
+  ``4*B`` flat) is one too, its value computed by the call. Size-1 dims stay 1, so
+  broadcasts stay what they are.
 - **Loop groups** whose every value is either the group's full size or a single element
   (an optimizer's update: the parameter, its gradient and state, scalar hyper-parameters
   broadcast) run as one flat loop: full-size values become ``(S,)``, single elements
@@ -122,13 +124,13 @@ class _Symbols:
     def __init__(self, start: int) -> None:
         self.symbols: list[sympy.Symbol] = []
         self.values: list[Any] = []
-        self._by_value: dict[int, sympy.Symbol] = {}
+        self._by_value: dict[Any, sympy.Symbol] = {}
         self._start = start
 
     def size(self, d: Any) -> Any:
-        """A known size other than 1 as the symbol for its value (one per value); others
-        as they are."""
-        if not isinstance(d, int) or d == 1:
+        """A size other than 1 as the kernel symbol for its value (one per value: a number,
+        or a size expression of the step's symbols, which the call evaluates)."""
+        if isinstance(d, int) and d == 1:
             return d
         s = self._by_value.get(d)
         if s is None:
@@ -179,7 +181,7 @@ def _channel_shapes(cone: list[Node], unit: list[Node], syms: _Symbols
                     ) -> dict[int, tuple] | None:
     """A channel group's nodes with the trailing dims of every value of the group's rank
     merged into one (``[N, C, H, W]`` -> ``[N, C, H*W]``; the group's passes run over them
-    as one run already, ``channel_groups.run_dim``), then each known size other than 1 a
+    as one run already, ``channel_groups.run_dim``), then each size other than 1 a
     symbol. Merged, a stage's channels and spatial size are two numbers that rarely
     coincide (32 channels at 32x32 would make ``C == H == W`` a key of its own). None when a
     value of that rank has trailing dims that are neither the group's nor all 1."""

@@ -10,9 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _fuzz_settings import fuzz_settings
 from _steps import compiled_train_step, train_step
 from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import options
+from hypothesis import given
+from hypothesis import strategies as st
 
 import graphc as gc
 from graphc import nn, optim
@@ -251,3 +254,126 @@ def test_equal_updates_at_other_sizes_are_one_kernel(monkeypatch) -> None:
     # gradient a ninth): one kernel for the weights', one for the biases' (which also store
     # the gradient), one for the loss's
     assert len(_kernels(step, "group")) <= 3, _kernels(step, "group")
+
+
+# -- fuzzers: one computation at several sizes in one step ---------------------------------
+
+_UNARY = {"exp": lambda v: gc.exp(v * 0.25), "tanh": gc.tanh, "relu": gc.relu,
+          "sigmoid": gc.sigmoid, "neg": lambda v: -v, "sq": lambda v: v * v}
+_BINARY = {"add": lambda u, v: u + v, "sub": lambda u, v: u - v, "mul": lambda u, v: u * v,
+           "max": gc.maximum, "min": gc.minimum,
+           "pick": lambda u, v: gc.where(u > v, u, v * 0.5)}
+
+
+@st.composite
+def _expressions(draw: Any) -> list[tuple[str, int, int]]:
+    """A short program over the values ``[a, b, s]`` (``s`` a scalar): each step applies a
+    unary or binary op to earlier values and appends the result."""
+    prog = []
+    for i in range(draw(st.integers(2, 5))):
+        n = 3 + i
+        if draw(st.booleans()):
+            prog.append((draw(st.sampled_from(sorted(_UNARY))), draw(st.integers(0, n - 1)), 0))
+        else:
+            prog.append((draw(st.sampled_from(sorted(_BINARY))), draw(st.integers(0, n - 1)),
+                         draw(st.integers(0, n - 1))))
+    return prog
+
+
+def _run_expression(prog: list, a: Any, b: Any, s: Any) -> tuple[Any, Any]:
+    vals = [a, b, s]
+    for op, i, j in prog:
+        if op in _UNARY:
+            vals.append(_UNARY[op](vals[i]))
+        else:
+            u, v = vals[i], vals[j]
+            if u.ndim == 0 and v.ndim:  # the scalar broadcast, as PyTorch does
+                u = u.expand(v.shape)
+            elif v.ndim == 0 and u.ndim:
+                v = v.expand(u.shape)
+            vals.append(_BINARY[op](u, v))
+    y = vals[-1] if vals[-1].ndim else vals[-1].expand(a.shape)
+    return y, y * b + a  # two results of one loop: a loop group
+
+
+_SHAPES = st.lists(st.lists(st.integers(1, 9), min_size=1, max_size=4).map(tuple)
+                   | st.sampled_from([(300, 130), (2, 128, 129), (64,), (1, 7)]),
+                   min_size=2, max_size=4)
+
+
+@fuzz_settings(ci_examples=6, long_examples=80)
+@given(prog=_expressions(), shapes=_SHAPES, seed=st.integers(0, 2**16))
+def test_fuzz_one_expression_at_several_sizes(prog, shapes, seed) -> None:
+    """A random elementwise program applied to pairs of several shapes in one compiled
+    function (one kernel for all of them where their sizes are all it differs in, large ones
+    split between the threads), against eager."""
+    rng = np.random.default_rng(seed)
+    args = []
+    for shape in shapes:
+        args += [rng.standard_normal(shape).astype(np.float32),
+                 rng.standard_normal(shape).astype(np.float32)]
+    scalar = np.float32(rng.standard_normal())
+
+    def f(s, *xs):
+        out = []
+        for i in range(0, len(xs), 2):
+            out += _run_expression(prog, xs[i], xs[i + 1], s)
+        return tuple(out)
+
+    step = gc.compile(f)
+    got = step(gc.tensor(scalar), *[gc.tensor(x) for x in args])
+    want = f(gc.tensor(scalar), *[gc.tensor(x) for x in args])
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.array(g), np.array(w), rtol=2e-5, atol=1e-5)
+    again = step(gc.tensor(scalar), *[gc.tensor(x) for x in args])  # the table, refilled
+    for g, w in zip(again, want, strict=True):
+        np.testing.assert_allclose(np.array(g), np.array(w), rtol=2e-5, atol=1e-5)
+
+
+class _ScaledNorm(nn.Module):
+    """A per-channel scale (a parameter, so the backward needs the batch norm's input
+    gradient), a training batch norm, an optional ReLU."""
+
+    def __init__(self, c: int, relu: bool) -> None:
+        super().__init__()
+        self.w = nn.Parameter(gc.tensor(np.linspace(0.5, 1.5, c, dtype=np.float32)
+                                        .reshape(1, c, 1, 1)))
+        self.bn = nn.BatchNorm2d(c)
+        self.relu = relu
+
+    def forward(self, x: Any) -> Any:
+        y = self.bn(x * self.w)
+        return gc.relu(y) if self.relu else y
+
+
+@fuzz_settings(ci_examples=4, long_examples=40)
+@given(shapes=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 12), st.integers(1, 9),
+                                 st.integers(1, 9)).filter(lambda s: s[0] * s[2] * s[3] > 1),
+                       min_size=2, max_size=4),
+       relu=st.booleans(), seed=st.integers(0, 2**16))
+def test_fuzz_batch_norms_at_several_sizes(shapes, relu, seed) -> None:
+    """Batch norms in training (statistics, running averages) over several ``[N, C, H, W]``
+    in one compiled step, forward and backward (channel groups sharing their kernels where
+    only the sizes differ), against eager: outputs, gradients, running statistics."""
+    rng = np.random.default_rng(seed)
+    xs = [gc.tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+    mods = nn.ModuleList([_ScaledNorm(s[1], relu) for s in shapes])
+    ref = nn.ModuleList([_ScaledNorm(s[1], relu) for s in shapes])
+
+    def f(ms, *ts):
+        outs = [m(t) for m, t in zip(ms, ts)]
+        total = outs[0].sum() * 0
+        for i, y in enumerate(outs):
+            total = total + (y * y * (i + 1)).sum()
+        total.backward()
+        return (total, *outs)
+
+    got = gc.compile(lambda *ts: f(mods, *ts))(*xs)
+    want = f(ref, *xs)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.array(g), np.array(w), rtol=1e-4, atol=1e-4)
+    for (k, p), q in zip(mods.named_parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-3, atol=1e-3,
+                                   err_msg=k)
+    for (k, v), w in zip(mods.state_dict().items(), ref.state_dict().values()):
+        np.testing.assert_allclose(np.array(v), np.array(w), rtol=1e-5, atol=1e-6, err_msg=k)
