@@ -222,6 +222,8 @@ class Lowering:
         self._epi_made: dict[tuple[int, bool], ir.Function] = {}
         self.kernels_emitted = 0
         self.generic_calls = 0  # calls of shape-generic kernels (``codegen.generic``)
+        # first member's id -> the line ``ir("fused")`` shows for such a call
+        self.generic_notes: dict[int, str] = {}
         self._released_counts: tuple[int, int] | None = None  # ``release_ir``
         if gemm_library:
             self.module.gemm_requests = self.gemm_requests  # type: ignore[attr-defined]
@@ -524,6 +526,8 @@ class Lowering:
         # own sizes, as for a kernel of fixed sizes (a generic kernel that may split checks
         # the size when it runs); the two are different kernels
         self.generic_calls += 1
+        self.generic_notes[n.id] = "shape-generic kernel, sizes from the call: " + ", ".join(
+            f"{s.name} = {sh.fmt_dim(v)}" for s, v in zip(gen.symbols, gen.values))
         size = sh.numel(full_shape(unit) if passes is not None else n.shape)
         single = isinstance(size, int) and size * (1 if passes else len(unit)) < ELEM_PAR_MIN
         step_symbols = self.symbols

@@ -254,6 +254,10 @@ def test_equal_updates_at_other_sizes_are_one_kernel(monkeypatch) -> None:
     # gradient a ninth): one kernel for the weights', one for the biases' (which also store
     # the gradient), one for the loss's
     assert len(_kernels(step, "group")) <= 3, _kernels(step, "group")
+    # the plan says which kernels take their sizes from the call, and which sizes
+    fused = step.ir("fused")
+    assert "shape-generic kernel, sizes from the call: __k1 = 24" in fused  # a 6x4 weight
+    assert fused.count("shape-generic kernel") == low.generic_calls
 
 
 # -- fuzzers: one computation at several sizes in one step ---------------------------------

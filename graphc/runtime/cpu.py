@@ -418,10 +418,15 @@ class CPUExecutable(GuardMixin, Runtime):
             from graphc.codegen.matmul import describe as describe_matmul
             from graphc.codegen.plan_text import format_plan
 
+            low = self.lowering
+
+            def note(n: Any) -> str | None:
+                lines = [describe_matmul(n, self.wide, self.debug), low.generic_notes.get(n.id)]
+                return "\n    ".join(x for x in lines if x) or None
+
             # the kernels' choices follow the caches the code was generated for
             with tuned_for(self.caches):
-                return format_plan(self.graph, self.lowering.plan,
-                                   lambda n: describe_matmul(n, self.wide, self.debug))
+                return format_plan(self.graph, low.plan, note)
 
         return {"fused": fused,
                 "llvm": lambda: str(self.mod) + self._lib_text(str),
