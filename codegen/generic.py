@@ -89,9 +89,10 @@ def _op_ok(n: Node) -> bool:
 
 
 def _cone(lower: Any, unit: list[Node], label: str) -> list[Node] | None:
-    """The nodes of ``unit``'s kernel in the order ``Lowering._kernel_key`` visits them
-    (members and inline expressions, then the buffers where they are reached), or None when
-    one of them cannot be generic (``_op_ok``; a size view whose ``shape`` is not its own)."""
+    """The nodes of ``unit``'s kernel (members, inline expressions and the buffers they
+    read), depth first from the members, so structurally equal units list them alike; None
+    when one of them cannot be generic (``_op_ok``; a size view whose ``shape`` is not its
+    own)."""
     mat = lower.mat_ids
     members = {m.id for m in unit}
     seen: set[int] = set()
@@ -222,28 +223,34 @@ def generic_form(lower: Any, unit: list[Node], label: str) -> Generic | None:
         if shapes is None:
             return None
     mat, members = lower.mat_ids, {m.id for m in unit}
+    # a buffer is read as a pointer of its dtype and shape: its operands and attributes are
+    # not the kernel's business
+    buffers = {n.id for n in cone if n.id not in members and (n.op == "input" or n.id in mat)}
     copies: dict[int, Node] = {}
     for n in cone:
+        buffer = n.id in buffers
         c = object.__new__(Node)
         c.op, c.dtype, c.id, c.loc = n.op, n.dtype, n.id, n.loc
         c.rg, c._value, c.freed = n.rg, None, n.freed
         c.shape = shapes[n.id]
         attrs = n.attrs
-        if "shape" in attrs or (n.op == "const" and isinstance(attrs.get("value"), sympy.Basic)):
+        if buffer:
+            pass
+        elif n.op == "sum":  # over every axis but the channels' (``channel_groups._kind``)
+            if set(attrs["axes"]) != set(range(len(n.shape))) - {1}:
+                return None
+            attrs = {**attrs, "axes": (0, 2)}
+        elif "shape" in attrs or (n.op == "const"
+                                  and isinstance(attrs.get("value"), sympy.Basic)):
             attrs = dict(attrs)
             if "shape" in attrs:
                 attrs["shape"] = c.shape
             if n.op == "const":
                 attrs["value"] = _const_value(attrs["value"], syms)
-        if n.op == "sum":  # over every axis but the channels' (``channel_groups._kind``)
-            if set(attrs["axes"]) != set(range(len(n.shape))) - {1}:
-                return None
-            attrs = {**attrs, "axes": (0, 2)}
         c.attrs = attrs
         copies[n.id] = c
-    for n in cone:  # a buffer's operands are not the kernel's business
-        buffer = n.id not in members and (n.op == "input" or n.id in mat)
-        copies[n.id].inputs = () if buffer else tuple(copies[x.id] for x in n.inputs)
+    for n in cone:
+        copies[n.id].inputs = () if n.id in buffers else tuple(copies[x.id] for x in n.inputs)
     if not syms.symbols or len(syms.symbols) > MAX_SYMBOLS:
         return None
     return Generic([copies[m.id] for m in unit], syms.symbols, syms.values)

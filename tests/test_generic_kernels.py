@@ -227,6 +227,34 @@ def test_a_group_that_reads_through_a_view_keeps_its_sizes(monkeypatch) -> None:
     assert f.variants[0].exe.lowering.generic_calls == 0
 
 
+def test_groups_reading_reductions_share_one_kernel(monkeypatch) -> None:
+    """Loop groups reading sums (buffers of another kernel: their axes are not the kernel's
+    business) at three sizes: one kernel, right values."""
+    monkeypatch.setattr(options, "GENERIC_KERNELS", True)
+
+    @gc.compile
+    def f(x, a, y, b, z, c):
+        out = []
+        for t, w in ((x, a), (y, b), (z, c)):
+            s = t.sum(1)
+            u = s * w + 1.0
+            out += [u, u * s]
+        return tuple(out)
+
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal(s).astype(np.float32)
+            for s in ((4, 3), (4,), (7, 5), (7,), (9, 2), (9,))]
+    got = f(*[gc.tensor(a) for a in args])
+    for i in range(3):
+        t, w = args[2 * i], args[2 * i + 1]
+        u = t.sum(1) * w + 1
+        np.testing.assert_allclose(np.array(got[2 * i]), u, rtol=1e-5)
+        np.testing.assert_allclose(np.array(got[2 * i + 1]), u * t.sum(1), rtol=1e-5)
+    low = f.variants[0].exe.lowering
+    assert low.generic_calls == 3
+    assert len([k for k in low.kernel_level if k.startswith("k_group_")]) == 1
+
+
 def test_equal_updates_at_other_sizes_are_one_kernel(monkeypatch) -> None:
     """Momentum SGD over weights of four shapes and their biases: with generic kernels the
     weights' updates are one kernel, each call its own size."""
