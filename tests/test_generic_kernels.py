@@ -156,24 +156,27 @@ class Wide(nn.Module):
         return self.c(gc.relu(self.b(gc.relu(self.a(x)))))
 
 
+def train_wide(opt: str, compiled: bool) -> tuple[nn.Module, Any]:
+    """``Wide`` trained 3 steps with ``optim.<opt>``: the model and the step."""
+    gc.manual_seed(0)
+    model = Wide()
+    o = eval(f"optim.{opt}", {"optim": optim, "model": model})
+    step = (compiled_train_step if compiled else train_step)(model, o, nn.MSELoss())
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = rng.standard_normal((8, 300)).astype(np.float32)
+        y = rng.standard_normal((8, 3)).astype(np.float32)
+        step(gc.tensor(x), gc.tensor(y))
+    return model, step
+
+
 _WIDE = """
-import numpy as np, graphc as gc
-from graphc import nn, optim
-import sys
+import numpy as np, sys
 sys.path.insert(0, {tests!r})
-from test_generic_kernels import Wide
-from _steps import compiled_train_step
-gc.manual_seed(0)
-model = Wide()
-opt = optim.{opt}
-step = compiled_train_step(model, opt, nn.MSELoss())
-rng = np.random.default_rng(0)
-for _ in range(3):
-    x = rng.standard_normal((8, 300)).astype(np.float32)
-    y = rng.standard_normal((8, 3)).astype(np.float32)
-    step(gc.tensor(x), gc.tensor(y))
-low = step.variants[0].exe.lowering
 from graphc.codegen import options
+from test_generic_kernels import train_wide
+model, step = train_wide({opt!r}, compiled=True)
+low = step.variants[0].exe.lowering
 assert (low.generic_calls >= 6) == options.GENERIC_KERNELS, low.generic_calls
 np.savez(OUT, **{{k: np.array(v) for k, v in model.state_dict().items()}})
 """
@@ -193,15 +196,7 @@ def test_updates_of_every_size_on_one_and_two_threads(tmp_path, opt) -> None:
     fixed = run_per_thread_count(tmp_path, script, threads=(1,),
                                  env={"GRAPHC_GENERIC_KERNELS": "0"})
     assert_bit_identical(runs + fixed, min_arrays=6)
-    gc.manual_seed(0)
-    model = Wide()
-    o = eval(f"optim.{opt}", {"optim": optim, "model": model})  # the same rule, eager
-    step = train_step(model, o, nn.MSELoss())
-    rng = np.random.default_rng(0)
-    for _ in range(3):
-        x = rng.standard_normal((8, 300)).astype(np.float32)
-        y = rng.standard_normal((8, 3)).astype(np.float32)
-        step(gc.tensor(x), gc.tensor(y))
+    model, _ = train_wide(opt, compiled=False)  # the same rule, eager
     # (Adam divides by the root of a small second moment: a weight whose gradients are
     # near 0 moves by a few 1e-6 more or less whatever the kernels)
     for k, v in model.state_dict().items():
