@@ -522,12 +522,12 @@ class Lowering:
         gen = generic_form(self, unit, label)
         if gen is None:
             return (*self._unit_kernel(unit, label, gi, passes, epilogue, rows), None)
-        # whether its work is too small to split between the threads is decided from its
-        # own sizes, as for a kernel of fixed sizes (a generic kernel that may split checks
-        # the size when it runs); the two are different kernels
         self.generic_calls += 1
         self.generic_notes[n.id] = "shape-generic kernel, sizes from the call: " + ", ".join(
             f"{s.name} = {sh.fmt_dim(v)}" for s, v in zip(gen.symbols, gen.values))
+        # whether its work is too small to split between the threads is decided from its
+        # own sizes, as for a kernel of fixed sizes (a generic kernel that may split checks
+        # the size when it runs); the two are different kernels
         size = sh.numel(full_shape(unit) if passes is not None else n.shape)
         single = isinstance(size, int) and size * (1 if passes else len(unit)) < ELEM_PAR_MIN
         step_symbols = self.symbols
@@ -541,8 +541,9 @@ class Lowering:
     def _unit_kernel(self, unit: list[Node], label: str, gi: int | None, passes: Any,
                      epilogue: bool, rows: bool, single: bool = False
                      ) -> tuple[ir.Function, list[Node], list[Node]]:
-        """``kernel_call`` for ``unit`` (a shape-generic unit's copies: ``codegen.generic``).
-        ``single``: it runs on one thread whatever its sizes."""
+        """The kernel of ``unit`` (for a shape-generic unit, its copies with symbolic sizes:
+        ``codegen.generic``), the nodes it writes and the buffers it reads. ``single``: it
+        runs on one thread whatever its sizes."""
         p = self.plan
         n = unit[0]
         # a convolution with an epilogue: its code does not depend on the consumer (called
