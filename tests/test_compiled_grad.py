@@ -273,7 +273,7 @@ def _fuzz_programs():
 @pytest.mark.parametrize("x_grad", [False, True])
 def test_random_programs_backward_outside_equals_eager(x_grad):
     from hypothesis import given
-    from test_fuzz import fuzz_settings
+    from test_fuzz import _close, fuzz_settings
 
     @fuzz_settings(0.5)
     @given(_fuzz_programs())
@@ -305,10 +305,14 @@ def test_random_programs_backward_outside_equals_eager(x_grad):
             (rg1, v1, *g1), (rg2, v2, *g2) = runs
             assert rg1 == rg2
             np.testing.assert_allclose(v1, v2, rtol=2e-4, atol=1e-4)
+            # an element's tolerance scales with the largest of its array, as test_fuzz's
+            # own comparisons do: a gradient through ``sin`` of a column sum over 257 rows
+            # (arguments near 50) moves a 2.6 element by 7e-4 between two float32 summation
+            # orders while its array's largest is 457 (HYPOTHESIS_PROFILE=long, seed 47)
             for a, e in zip(g1, g2):
                 assert (a is None) == (e is None)
                 if a is not None:
-                    np.testing.assert_allclose(a, e, rtol=2e-4, atol=1e-4)
+                    _close(e, a, "gradient")
 
     check()
 
