@@ -37,8 +37,9 @@ What is left concrete, and why: row groups (a row that fits one block sums in on
 ``channel_groups.fits_one_block``, and GPT's rows are equal in every layer already), units
 whose cone holds anything but elementwise arithmetic, constants, ``expand`` and
 ``reshape`` (views that move indices, ``iota``, random numbers and gathers read an index
-whose meaning depends on the shape), scan bodies, debug builds, and loop groups with a
-value of another size (a bias broadcast along rows: its loop nest needs the real dims).
+whose meaning depends on the shape), scan bodies, debug builds (they plan no groups: every
+kernel there may stop with a bounds error), and loop groups with a value of another size (a
+bias broadcast along rows: its loop nest needs the real dims).
 
 Performance: the loops run to a loaded bound instead of a constant one, which costs LLVM's
 vector loop a remainder check per run; whether a kernel splits its work between the two
