@@ -221,8 +221,8 @@ class Lowering:
         self._epi_staged: dict[str, bool] = {}
         self._epi_made: dict[tuple[int, bool], ir.Function] = {}
         self.kernels_emitted = 0
-        self.generic_calls = 0  # calls of shape-generic kernels (``codegen.generic``)
-        # first member's id -> the line ``ir("fused")`` shows for such a call
+        # a call of a shape-generic kernel (``codegen.generic``): its first member's id ->
+        # the line ``ir("fused")`` shows for it
         self.generic_notes: dict[int, str] = {}
         self._released_counts: tuple[int, int] | None = None  # ``release_ir``
         if gemm_library:
@@ -274,6 +274,16 @@ class Lowering:
             work = tuple(x.shape)
         size = sh.numel(work)
         return None if isinstance(size, int) and size * members < ELEM_PAR_MIN else work
+
+    def _unit_split(self, unit: list[Node], passes: Any) -> tuple | None:
+        """The work a channel or row group (``passes``) or a loop group splits between the
+        threads by its outermost loop, or None when it is known to be too small to split
+        (``ELEM_PAR_MIN`` elements; a loop group's members each count, ``_split_work``)."""
+        if passes is None:
+            return self._split_work(unit[0], None, len(unit))
+        full = full_shape(unit)
+        size = sh.numel(full)
+        return None if isinstance(size, int) and size < ELEM_PAR_MIN else full
 
     def run2_global(self) -> ir.GlobalVariable:
         """``graphc_parallel_run2``: the thread pool's dispatch function, set by the JIT
@@ -376,6 +386,11 @@ class Lowering:
             # returns only ERR_OK: the entry function need not test what it returns
             self._never_fails.add(fn.name)
         return fn
+
+    @property
+    def generic_calls(self) -> int:
+        """Calls of shape-generic kernels (``codegen.generic``)."""
+        return len(self.generic_notes)
 
     @property
     def kernels_distinct(self) -> int:
@@ -522,14 +537,12 @@ class Lowering:
         gen = generic_form(self, unit, label)
         if gen is None:
             return (*self._unit_kernel(unit, label, gi, passes, epilogue, rows), None)
-        self.generic_calls += 1
         self.generic_notes[n.id] = "shape-generic kernel, sizes from the call: " + ", ".join(
             f"{s.name} = {sh.fmt_dim(v)}" for s, v in zip(gen.symbols, gen.values))
         # whether its work is too small to split between the threads is decided from its
         # own sizes, as for a kernel of fixed sizes (a generic kernel that may split checks
         # the size when it runs); the two are different kernels
-        size = sh.numel(full_shape(unit) if passes is not None else n.shape)
-        single = isinstance(size, int) and size * (1 if passes else len(unit)) < ELEM_PAR_MIN
+        single = self._unit_split(unit, passes) is None
         step_symbols = self.symbols
         self.symbols = [*step_symbols, *gen.symbols]  # the kernel's own symbols after them
         try:
@@ -561,17 +574,15 @@ class Lowering:
                 finish_epilogue(k)
             elif passes is not None:  # split over the channels, or over the rows along
                 full = full_shape(unit)  # ``row_split_dim`` (``codegen.channel_groups``)
-                size = sh.numel(full)
-                split = None if single or (isinstance(size, int) and size < ELEM_PAR_MIN) \
-                    else full
                 k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_{label}",
-                                  group=unit, split=split)
+                                  group=unit,
+                                  split=None if single else self._unit_split(unit, passes))
                 k.split_extent = full[row_split_dim(full)] if rows else full[1]
                 emit_channel_group(k, passes, rows)
             elif len(unit) > 1:
                 k = KernelEmitter(self, n, f"{self.name_prefix}g{p.node_index[n.id]}_group",
-                                  group=unit, split=None if single
-                                  else self._split_work(n, kern, len(unit)),
+                                  group=unit,
+                                  split=None if single else self._unit_split(unit, None),
                                   split_weight=len(unit))
                 emit_group(k)
             else:

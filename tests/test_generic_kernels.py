@@ -355,6 +355,12 @@ def test_fuzz_one_expression_at_several_sizes(prog, shapes, seed) -> None:
     again = step(gc.tensor(scalar), *[gc.tensor(x) for x in args])  # the table, refilled
     for g, w in zip(again, want, strict=True):
         np.testing.assert_allclose(np.array(g), np.array(w), rtol=2e-5, atol=1e-5)
+    # a result that reads ``a`` or ``b`` is a loop group with ``y * b + a``: generic
+    full = [True, True, False]
+    for op, i, j in prog:
+        full.append(full[i] or (op in _BINARY and full[j]))
+    if full[-1]:
+        assert step.variants[0].exe.lowering.generic_calls >= 1
 
 
 class _ScaledNorm(nn.Module):
