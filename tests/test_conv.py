@@ -191,6 +191,42 @@ def test_pool_argmax_inside_matches_interpreter(pool: dict, dtype: Any, width: i
     assert node.op == "pool_argmax" and pool_lowering.inside(node)
 
 
+@pytest.mark.parametrize("width", [9, 40, 75], ids=["narrow", "vectors", "wide"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pool", [dict(kernel=(3, 3), stride=(2, 2), padding=(1, 1)),
+                                  dict(kernel=(3, 3), stride=(1, 1), padding=(1, 1)),
+                                  dict(kernel=(2, 3), stride=(2, 1), padding=(1, 1),
+                                       ceil_mode=True),
+                                  dict(kernel=(3, 3), stride=(2, 3), padding=(1, 1),
+                                       dilation=(2, 2), ceil_mode=True),
+                                  dict(kernel=(5, 5), stride=(3, 2), padding=(2, 2))],
+                         ids=["resnet-stem", "same", "ceil", "dilated-ceil", "5x5"])
+def test_pool_argmax_padded_matches_interpreter(pool: dict, dtype: Any, width: int) -> None:
+    """Padded windows (``MaxPool2d(3, 2, 1)`` after a ResNet stem): the interior windows run
+    unrolled and vectorised, the border ones by the general rule, and every index equals the
+    interpreter's and PyTorch's (first maximum in window order, ties to the first, NaN wins,
+    taps in the padding skipped) -- including border windows whose in-image taps are all
+    -inf or NaN."""
+    attrs = dict(padding=(0, 0), dilation=(1, 1), ceil_mode=False) | pool
+    rng = np.random.default_rng(2)
+    x = rng.integers(-2, 3, (2, 3, 11, width)).astype(dtype)  # many ties
+    x[0, 0, 0, :] = -np.inf  # the top border row's taps: all -inf in some windows
+    x[0, 1, :, 0] = np.nan  # the left border column: NaN wins
+    x[1, 2, 5, width // 2] = x[1, 0, 10, width - 1] = x[0, 2, 3, 1] = np.nan
+    x[1, 1, :3, :3] = -np.inf
+    f = lambda a: P("pool_argmax", a, **attrs)  # noqa: E731
+    native = gc.compile(f, example_args=(x,))
+    ref = gc.compile(f, example_args=(x,), backend="interp")
+    got = np.asarray(native(x))
+    np.testing.assert_array_equal(got, np.asarray(ref(x)))
+    tp = torch.nn.functional.max_pool2d(
+        torch.from_numpy(x), attrs["kernel"], attrs["stride"], attrs["padding"],
+        attrs["dilation"], attrs["ceil_mode"], return_indices=True)[1]
+    np.testing.assert_array_equal(got, tp.numpy())
+    # the unrolled kernel's column loops ran, not the general kernel's loop nest alone
+    assert "pow" in native.ir("llvm")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_conv_kernels_with_512_bit_vectors(dtype: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The 512-bit kernels (16 float lanes: AVX-512 hosts) on any host: forced here, LLVM
