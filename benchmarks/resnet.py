@@ -3,8 +3,11 @@
 ``build(nn, ...)`` takes a module namespace (``graphc.nn`` or ``torch.nn``) and returns the
 network, so both systems run literally the same architecture: BasicBlocks (3x3 conv - BN -
 ReLU - 3x3 conv - BN, plus the identity or a stride-2 1x1 conv - BN downsample, then ReLU), two
-blocks per stage, a 3x3 stem and no max-pool (small single-channel images), global average
-pooling, ``Flatten`` and a ``Linear`` head. Convolutions have no bias (BatchNorm follows) and
+blocks per stage, a 3x3 stem and no max-pool (small single-channel images; ``stem="small"``)
+or torchvision's ImageNet stem (``stem="imagenet"``: a 7x7 stride-2 convolution with padding
+3, BN, ReLU and ``MaxPool2d(3, 2, 1)``), global average pooling, ``Flatten`` and a ``Linear``
+head. ``IMAGENET`` holds torchvision's ResNet-18 configuration itself (widths 64-512, three
+input channels, that stem). Convolutions have no bias (BatchNorm follows) and
 are initialised like torchvision's (Kaiming normal, fan-out), BatchNorm with weight 1 and bias
 0; the PyTorch copy then loads the graphc weights through ``state_dict`` (same key names), so
 the two start from identical values.
@@ -28,12 +31,18 @@ WIDTHS = (16, 32, 64, 128)
 BLOCKS = (2, 2, 2, 2)
 IN_CHANNELS = 1
 NUM_CLASSES = 10
+STEMS = ("small", "imagenet")
+# torchvision's resnet18() (but for the classes): ``build(nn, **IMAGENET)``
+IMAGENET = {"widths": (64, 128, 256, 512), "in_channels": 3, "stem": "imagenet"}
 
 
 def build(nn: Any, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, ...] = BLOCKS,
-          in_channels: int = IN_CHANNELS, num_classes: int = NUM_CLASSES) -> Any:
+          in_channels: int = IN_CHANNELS, num_classes: int = NUM_CLASSES,
+          stem: str = "small") -> Any:
     """The ResNet in the module library ``nn`` (``graphc.nn`` or ``torch.nn``), initialised
     with that library's random generator (seed it first for reproducible weights)."""
+    if stem not in STEMS:
+        raise ValueError(f"stem: expected one of {STEMS}, got {stem!r}")
 
     class BasicBlock(nn.Module):
         expansion = 1
@@ -61,7 +70,13 @@ def build(nn: Any, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, ...] = B
         def __init__(self) -> None:
             super().__init__()
             self.inplanes = widths[0]
-            self.conv1 = nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False)
+            if stem == "imagenet":
+                self.conv1 = nn.Conv2d(in_channels, widths[0], 7, stride=2, padding=3,
+                                       bias=False)
+                self.maxpool = nn.MaxPool2d(3, 2, 1)
+            else:
+                self.conv1 = nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False)
+                self.maxpool = None
             self.bn1 = nn.BatchNorm2d(widths[0])
             self.relu = nn.ReLU()
             for i, (w, n) in enumerate(zip(widths, blocks, strict=True)):
@@ -89,6 +104,8 @@ def build(nn: Any, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, ...] = B
 
         def forward(self, x: Any) -> Any:
             x = self.relu(self.bn1(self.conv1(x)))
+            if self.maxpool is not None:
+                x = self.maxpool(x)
             for i in range(len(widths)):
                 x = getattr(self, f"layer{i + 1}")(x)
             return self.fc(self.flatten(self.avgpool(x)))
@@ -106,12 +123,19 @@ def torch_copy(torch: Any, gmodel: Any, **kwargs: Any) -> Any:
 
 
 def conv_shapes(size: int, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, ...] = BLOCKS,
-                in_channels: int = IN_CHANNELS) -> list[tuple[int, int, int, int, int, int, int]]:
+                in_channels: int = IN_CHANNELS, stem: str = "small"
+                ) -> list[tuple[int, int, int, int, int, int, int]]:
     """Every convolution the net runs on ``size`` x ``size`` inputs, in forward order:
     ``(in_channels, out_channels, height, width, kernel, stride, padding)`` of its input,
     repeats included (``flops`` counts each)."""
-    out = [(in_channels, widths[0], size, size, 3, 1, 1)]
-    cin, hw = widths[0], size
+    if stem == "imagenet":  # 7x7 stride 2, then the 3x3 stride-2 max-pool
+        out = [(in_channels, widths[0], size, size, 7, 2, 3)]
+        hw = (size + 6 - 7) // 2 + 1
+        hw = (hw + 2 - 3) // 2 + 1
+    else:
+        out = [(in_channels, widths[0], size, size, 3, 1, 1)]
+        hw = size
+    cin = widths[0]
     for i, (w, n) in enumerate(zip(widths, blocks, strict=True)):
         stride = 1 if i == 0 else 2
         for b in range(n):
@@ -134,12 +158,12 @@ def conv_macs(shape: tuple[int, int, int, int, int, int, int]) -> int:
 
 def flops(batch: int, size: int, widths: tuple[int, ...] = WIDTHS,
           blocks: tuple[int, ...] = BLOCKS, in_channels: int = IN_CHANNELS,
-          num_classes: int = NUM_CLASSES) -> float:
+          num_classes: int = NUM_CLASSES, stem: str = "small") -> float:
     """FLOPs of one training step, counted as for the other workloads: 2 per multiply-add in
     the forward pass, 2 for each weight gradient and 2 for each input gradient, of the
     convolutions and the Linear head; the stem's input (the images) needs no gradient.
     BatchNorm, ReLU, pooling, the loss and the optimizer are left out (a few percent)."""
-    convs = conv_shapes(size, widths, blocks, in_channels)
+    convs = conv_shapes(size, widths, blocks, in_channels, stem)
     macs = [conv_macs(c) for c in convs]
     head = widths[-1] * num_classes
     per_image = 2 * (sum(macs) + head) + 2 * (sum(macs) + head) + 2 * (sum(macs[1:]) + head)

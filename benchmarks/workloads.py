@@ -167,6 +167,16 @@ def _cnn_flops(batch: int) -> float:
     return batch * (2 * (c1 + c2 + lin) + 2 * c1 + 4 * (c2 + lin))
 
 
+def resnet18_imagenet(torch: Any) -> Workload:
+    """torchvision's ResNet-18 (``benchmarks.resnet.IMAGENET``: widths 64-512, the 7x7
+    stride-2 stem and its 3x3 max-pool, 1000 classes) on 3x224x224 images, batch 8, trained
+    as the ``resnet18`` workload is."""
+    from . import resnet
+
+    return resnet18(torch, batch=8, size=224, name="resnet18_imagenet", num_classes=1000,
+                    **resnet.IMAGENET)
+
+
 def cnn(torch: Any, batch: int = 64) -> Workload:
     """Conv(1->8,3,p1)-ReLU-MaxPool2-Conv(8->16,3,p1)-ReLU-MaxPool2-Flatten-Linear(784,10)."""
     rng = np.random.default_rng(0)
@@ -193,18 +203,22 @@ def cnn(torch: Any, batch: int = 64) -> Workload:
     return Workload("cnn", gfn, tfn, _cnn_flops(batch))
 
 
-def resnet18(torch: Any, batch: int = 32, size: int = 64, t_max: int = 1000) -> Workload:
-    """ResNet-18 (``benchmarks.resnet``: widths 16-32-64-128, one input channel) on
-    ``size`` x ``size`` images; SGD(lr=0.1, momentum=0.9, weight_decay=5e-4) with a
-    CosineAnnealingLR over ``t_max`` steps, stepped after every step as a user's loop does:
-    the scheduler writes ``param_groups[0]["lr"]``, a run-time input of the compiled step (no
-    recompilation), so it runs outside the compiled function in both systems."""
+def resnet18(torch: Any, batch: int = 32, size: int = 64, t_max: int = 1000,
+             name: str = "resnet18", **net: Any) -> Workload:
+    """ResNet-18 (``benchmarks.resnet``: widths 16-32-64-128, one input channel, or the
+    architecture ``net`` names) on ``size`` x ``size`` images; SGD(lr=0.1, momentum=0.9,
+    weight_decay=5e-4) with a CosineAnnealingLR over ``t_max`` steps, stepped after every
+    step as a user's loop does: the scheduler writes ``param_groups[0]["lr"]``, a run-time
+    input of the compiled step (no recompilation), so it runs outside the compiled function
+    in both systems."""
     from . import resnet
 
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((batch, resnet.IN_CHANNELS, size, size)).astype(np.float32)
-    Y = rng.integers(0, resnet.NUM_CLASSES, batch).astype(np.int64)
-    gm = resnet.build(nn)
+    chans = net.get("in_channels", resnet.IN_CHANNELS)
+    classes = net.get("num_classes", resnet.NUM_CLASSES)
+    X = rng.standard_normal((batch, chans, size, size)).astype(np.float32)
+    Y = rng.integers(0, classes, batch).astype(np.int64)
+    gm = resnet.build(nn, **net)
     gopt = optim.SGD(gm.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
     gsched = optim.lr_scheduler.CosineAnnealingLR(gopt, T_max=t_max)
     gstep = graphc_train_step(gm, gopt, nn.CrossEntropyLoss(), X, Y)
@@ -216,7 +230,7 @@ def resnet18(torch: Any, batch: int = 32, size: int = 64, t_max: int = 1000) -> 
 
     tfn = None
     if torch is not None:
-        tm = resnet.torch_copy(torch, gm)
+        tm = resnet.torch_copy(torch, gm, **net)
         topt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
         tsched = torch.optim.lr_scheduler.CosineAnnealingLR(topt, T_max=t_max)
         tstep = torch_train_step(tm, topt, torch.nn.CrossEntropyLoss(), torch.from_numpy(X),
@@ -227,7 +241,7 @@ def resnet18(torch: Any, batch: int = 32, size: int = 64, t_max: int = 1000) -> 
             tsched.step()
             return loss
 
-    return Workload("resnet18", gfn, tfn, resnet.flops(batch, size))
+    return Workload(name, gfn, tfn, resnet.flops(batch, size, **net))
 
 
 def char_lstm(lib: Any, vocab: int = 96, hidden: int = 256, layers: int = 2) -> Any:
@@ -373,6 +387,7 @@ def all_workloads(torch: Any, only: Any = None) -> list[Workload]:
         makers.append(("adam", lambda: mlp(torch, "adam", [784, 256, 10], 64,
                                            lambda o, p: o.Adam(p, lr=1e-3))))
     makers.append(("resnet18", lambda: resnet18(torch)))
+    makers.append(("resnet18_imagenet", lambda: resnet18_imagenet(torch)))
     makers.append(("lstm", lambda: lstm(torch)))
     makers.append(("gpt", lambda: gpt(torch)))
     makers.append(("gpt_long", lambda: gpt(torch, block=256, batch=8, name="gpt_long")))

@@ -64,16 +64,16 @@ TOL = {"float64": {"loss": 1e-10, "stats": (1e-9, 1e-9), "state": (1e-8, 1e-8)},
        "float32": {"loss": 1e-5, "stats": (1e-4, 1e-4), "state": (1e-4, 0.25)}}
 
 
-def _batches(batch: int, size: int, steps: int, seed: int = 0
+def _batches(batch: int, size: int, steps: int, seed: int = 0, channels: int = 1
              ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Learnable data: each class is a random prototype image plus noise."""
     rng = np.random.default_rng(seed)
-    protos = rng.standard_normal((resnet.NUM_CLASSES, 1, size, size))
+    protos = rng.standard_normal((resnet.NUM_CLASSES, channels, size, size))
     out = []
     for _ in range(steps):
         y = rng.integers(0, resnet.NUM_CLASSES, batch).astype(np.int64)
-        x = (protos[y] + 0.5 * rng.standard_normal((batch, 1, size, size))).astype(np.float32)
-        out.append((x, y))
+        noise = rng.standard_normal((batch, channels, size, size))
+        out.append(((protos[y] + 0.5 * noise).astype(np.float32), y))
     return out
 
 
@@ -119,10 +119,11 @@ def _compare(step: int, gm: Any, go: Any, tm: Any, to: Any, gloss: float, tloss:
             _close(name, np.asarray(b), ref, step, tol["stats"])
 
 
-def _parity(batch: int, size: int, compiled: bool, dtype: str, steps: int = STEPS) -> None:
+def _parity(batch: int, size: int, compiled: bool, dtype: str, steps: int = STEPS,
+            **net: Any) -> None:
     gc.manual_seed(0)
-    gm = resnet.build(nn)
-    tm = resnet.torch_copy(torch, gm)
+    gm = resnet.build(nn, **net)
+    tm = resnet.torch_copy(torch, gm, **net)
     if dtype == "float64":
         gm, tm = gm.double(), tm.double()
     go = optim.SGD(gm.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
@@ -141,7 +142,8 @@ def _parity(batch: int, size: int, compiled: bool, dtype: str, steps: int = STEP
     run = gc.compile(step) if compiled else step
     gm.train()
     tm.train()
-    for i, (x, y) in enumerate(_batches(batch, size, steps)):
+    channels = net.get("in_channels", resnet.IN_CHANNELS)
+    for i, (x, y) in enumerate(_batches(batch, size, steps, channels=channels)):
         x = x.astype(dtype)
         _torch_from_graphc(gm, go, tm, to)
         gloss = float(run(x, y).item())
@@ -166,6 +168,21 @@ def test_compiled_resnet18_matches_torch(batch: int, dtype: str) -> None:
 @pytest.mark.parametrize("batch", [1, 7])
 def test_eager_resnet18_matches_torch(batch: int) -> None:
     _parity(batch, 16, compiled=False, dtype="float64")
+
+
+# torchvision's stem on three channels: 7x7 stride-2 convolution, BN, ReLU, MaxPool2d(3, 2, 1)
+# (padded windows: the max-pool's border rule); 64x64 images leave the stages 16x16 to 2x2
+IMAGENET_STEM = {"stem": "imagenet", "in_channels": 3}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("batch", [2, 7])
+def test_compiled_resnet18_imagenet_stem_matches_torch(batch: int, dtype: str) -> None:
+    _parity(batch, 64, compiled=True, dtype=dtype, steps=8, **IMAGENET_STEM)
+
+
+def test_eager_resnet18_imagenet_stem_matches_torch() -> None:
+    _parity(2, 64, compiled=False, dtype="float64", steps=3, **IMAGENET_STEM)
 
 
 @pytest.mark.slow
