@@ -227,6 +227,36 @@ def test_pool_argmax_padded_matches_interpreter(pool: dict, dtype: Any, width: i
     assert "pow" in native.ir("llvm")
 
 
+def test_pool_argmax_padded_threads_bit_identical(tmp_path: Any) -> None:
+    """A ResNet stem's ``MaxPool2d(3, 2, 1)`` (with its backward) split over two threads by
+    images gives the one-thread indices, values and gradient, and PyTorch's."""
+    from _threads import assert_bit_identical, run_per_thread_count
+
+    script = """
+import numpy as np, graphc as gc
+from graphc import nn
+rng = np.random.default_rng(3)
+x = rng.integers(-3, 4, (6, 16, 40, 40)).astype(np.float32)
+pool = nn.MaxPool2d(3, 2, 1, return_indices=True)
+t = gc.tensor(x, requires_grad=True)
+def g():
+    t.grad = None
+    y, i = pool(t)
+    (y * y).sum().backward()
+    return y, i, t.grad
+y, i, dx = gc.compile(g)()
+np.savez(OUT, y=np.asarray(y), i=np.asarray(i), dx=np.asarray(dx), x=x)
+"""
+    runs = run_per_thread_count(tmp_path, script)
+    assert_bit_identical(runs, min_arrays=3)
+    tx = torch.from_numpy(runs[0]["x"]).requires_grad_(True)
+    ty, ti = torch.nn.functional.max_pool2d(tx, 3, 2, 1, return_indices=True)
+    (ty * ty).sum().backward()
+    np.testing.assert_array_equal(runs[0]["i"], ti.numpy())
+    np.testing.assert_array_equal(runs[0]["y"], ty.detach().numpy())
+    np.testing.assert_array_equal(runs[0]["dx"], tx.grad.numpy())
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_conv_kernels_with_512_bit_vectors(dtype: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The 512-bit kernels (16 float lanes: AVX-512 hosts) on any host: forced here, LLVM
