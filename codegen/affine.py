@@ -14,6 +14,14 @@ emitter then splits an innermost loop by the factor such views divide by
 
 All values described here are non-negative (loop variables from 0, clamped pad indices), so
 floor division and ``sdiv`` agree.
+
+A view may also divide an *outer* variable: GroupNorm's ``[N, C, H, W]`` read as
+``[N, G, C/G*H*W]`` puts channel ``c`` in group ``c // (C/G)``, and ``floor((c*H*W + r) /
+(C/G*H*W))`` with ``r < H*W`` is ``floor(c / (C/G))``. Such a quotient (or remainder) of a
+variable by a constant becomes a variable of its own (``derived``: one ``sdiv`` or ``srem``
+of the loop variable, which LLVM hoists out of the loops inside it), and the index stays
+affine. Before, each element paid a division and a remainder of its linear index: a
+GroupNorm(8, 64) step on ``[8, 64, 56, 56]`` ran at 0.2x PyTorch's speed.
 """
 
 from __future__ import annotations
@@ -76,9 +84,11 @@ class Forms:
             top += c * (ext - 1)
         return top
 
-    def div(self, f: Form, s: int) -> Form | None:
+    def div(self, f: Form, s: int, b: ir.IRBuilder | None = None) -> Form | None:
         """``floor(f / s)`` as a form, when the terms that are not multiples of ``s`` (and
-        the constant's remainder) always add up to less than ``s``."""
+        the constant's remainder) always add up to less than ``s``; or, with a builder
+        ``b``, when one of them is ``a * v`` with ``a`` dividing ``s`` and the others stay
+        below ``a``: then it is ``floor(v / (s / a))``, a variable ``derived`` from ``v``."""
         terms, const = f
         if const < 0 or any(c < 0 for c in terms.values()):
             return None
@@ -86,22 +96,64 @@ class Forms:
         q = {v: c // s for v, c in terms.items() if c % s == 0}
         rest = {v: c for v, c in terms.items() if c % s}
         top = self._max(rest, cr)
-        if top is None or top >= s:
+        if top is not None and top < s:
+            return q, cq
+        split = self._split(rest, cr, s, b)
+        if split is None:
             return None
+        v, m = split
+        w = self.derived(b, v, "div", m)  # type: ignore[arg-type]
+        q[w] = q.get(w, 0) + 1
         return q, cq
 
-    def mod(self, f: Form, d: int) -> Form | None:
+    def mod(self, f: Form, d: int, b: ir.IRBuilder | None = None) -> Form | None:
         """``f mod d`` as a form, when what is left after dropping multiples of ``d`` stays
-        below ``d``."""
+        below ``d``; or, with a builder ``b``, when one of those terms is ``a * v`` with ``a``
+        dividing ``d`` and the others stay below ``a``: then ``a * (v mod (d / a))``, a
+        variable ``derived`` from ``v``, takes its place."""
         terms, const = f
         if const < 0 or any(c < 0 for c in terms.values()):
             return None
         rest = {v: c for v, c in terms.items() if c % d}
         cr = const % d
         top = self._max(rest, cr)
-        if top is None or top >= d:
+        if top is not None and top < d:
+            return rest, cr
+        split = self._split(rest, cr, d, b)
+        if split is None:
             return None
+        v, m = split
+        a = rest.pop(v)
+        w = self.derived(b, v, "mod", m)  # type: ignore[arg-type]
+        rest[w] = rest.get(w, 0) + a
         return rest, cr
+
+    def _split(self, rest: dict[int, int], cr: int, s: int, b: ir.IRBuilder | None
+               ) -> tuple[int, int] | None:
+        """``(v, s / a)`` for the one term ``a * v`` of ``rest`` whose coefficient divides
+        ``s`` and exceeds everything else ``rest`` and ``cr`` can add up to; else None."""
+        if b is None:
+            return None
+        for v, a in rest.items():
+            if s % a or v not in self._var:
+                continue
+            others = self._max({u: c for u, c in rest.items() if u != v}, cr)
+            if others is not None and others < a:
+                return v, s // a
+        return None
+
+    def derived(self, b: ir.IRBuilder, v: int, how: str, m: int) -> int:
+        """The key of ``v // m`` (``how == "div"``) or ``v % m`` (``"mod"``) as a variable
+        of its own: an ``sdiv``/``srem`` of ``v`` (non-negative like every variable here)
+        emitted at the current position, each time (a value kept for later could be used
+        where it does not dominate; LLVM merges the copies and hoists them out of the loops
+        ``v`` does not vary in)."""
+        x, ext = self._var[v]
+        c = ir.Constant(I64, m)
+        val = b.sdiv(x, c) if how == "div" else b.srem(x, c)
+        extent = (None if ext is None else -(-ext // m)) if how == "div" else m
+        self.var(val, extent)
+        return id(val)
 
     def emit(self, b: ir.IRBuilder, f: Form) -> ir.Value:
         """The value of ``f`` (its form recorded, so later views can reason about it)."""

@@ -458,9 +458,9 @@ class KernelEmitter:
             if form is not None and isinstance(s, int):
                 # exact in the index's affine form (codegen.affine): no division emitted;
                 # the outermost source index needs no remainder (the index is in range)
-                q = self.forms.div(form, s) if s != 1 else form
+                q = self.forms.div(form, s, self.b) if s != 1 else form
                 r = q if k == first or q is None else (
-                    self.forms.mod(q, d) if isinstance(d, int) else None)
+                    self.forms.mod(q, d, self.b) if isinstance(d, int) else None)
                 if r is not None:
                     res.append(self.forms.emit(self.b, r))
                     continue
@@ -722,6 +722,8 @@ def loops_into(k: KernelEmitter, shape: tuple, dims: list[int], idx: list[Any], 
             return
         with for_range(k.b, i64(0), k.sym(shape[d]), name=f"r{d}") as i:
             idx[d] = i
+            if k.forms is not None:  # as ``loops`` records its variables (codegen.affine)
+                k.forms.var(i, shape[d] if isinstance(shape[d], int) else None)
             rec(j + 1)
 
     rec(0)
