@@ -596,7 +596,8 @@ class KernelEmitter:
         mat = self.L.mat_ids
         cands = [x.inputs[0].shape[-1] for m in self.members for x in closure_of(m, mat)
                  if x.op == "reshape" and x.inputs[0].shape
-                 and strided_view(x, self._is_buffer) is None]  # (a buffer's view: no division)
+                 and strided_view(x, self._is_buffer) is None  # (a buffer's view: no division)
+                 and not _unit_dims_only(x)]
         return split_factor(shape[-1] if shape else None, cands) if cands else None
 
     def finish(self) -> None:
@@ -691,6 +692,17 @@ def emit_elementwise(k: KernelEmitter) -> None:
         k.loops(n.shape, body, factor=k.inner_factor(n.shape), pads=True)
         return
     raise NotImplementedError(f"no CPU kernel for op {n.op!r}")
+
+
+def _unit_dims_only(x: Node) -> bool:
+    """Whether reshape ``x`` only inserts or drops size-1 dims: it divides no axis, so its
+    source's innermost extent says nothing about how to split a loop (``inner_factor``;
+    ``[.., 14, 14]`` seen as ``[.., 14, 1, 14, 1]`` before an ``expand``)."""
+    def real(shape: Any) -> list[Any]:
+        return [d for d in shape if not sh.same(d, 1)]
+
+    a, b = real(x.inputs[0].shape), real(x.shape)
+    return len(a) == len(b) and all(sh.same(p, q) for p, q in zip(a, b))
 
 
 def emit_group(k: KernelEmitter) -> None:

@@ -165,6 +165,36 @@ def test_avg_pool2d_whole_map(kw: dict) -> None:
     _eager(F.avg_pool2d, TF.avg_pool2d, [x[0]], kw)
 
 
+TILING = [({"kernel_size": 2}, (2, 3, 8, 12)), ({"kernel_size": (2, 3)}, (2, 3, 8, 12)),
+          ({"kernel_size": 4, "divisor_override": 5}, (2, 3, 8, 12)),
+          ({"kernel_size": 4, "ceil_mode": True}, (2, 3, 8, 12)),
+          ({"kernel_size": 8}, (2, 2, 16, 32)), ({"kernel_size": 16}, (2, 2, 32, 32)),
+          ({"kernel_size": 3, "stride": 3, "padding": 0}, (2, 3, 9, 6))]
+
+
+@pytest.mark.parametrize("kw,shape", TILING, ids=str)
+def test_avg_pool2d_tiling_windows(kw: dict, shape: tuple) -> None:
+    """Windows that tile the map run as sums over a reshape, not a convolution (their input
+    gradient a broadcast): eager and compiled (batch 2 and 5, one compile) against PyTorch,
+    values and gradients; 8x8 and 16x16 windows exercise the loop splits of the broadcast
+    (a reshape that only adds unit dims no longer blocks them)."""
+    x = _r(*shape)
+    _eager(F.avg_pool2d, TF.avg_pool2d, [x], kw)
+    _eager(F.avg_pool2d, TF.avg_pool2d, [x[0]], kw)
+    _compiled(F.avg_pool2d, TF.avg_pool2d, shape, kw)
+    step = gc.compile(lambda a: F.avg_pool2d(a, **kw))
+    step(gc.tensor(x))
+    assert "conv2d" not in step.ir("fused")
+
+
+@pytest.mark.parametrize("size", [7, (4, 2), 1])
+def test_adaptive_avg_pool2d_dividing_matches_torch_compiled(size: Any) -> None:
+    """``AdaptiveAvgPool2d`` whose output divides its input (the tiling windows above), and
+    the global one, compiled against PyTorch."""
+    _compiled(F.adaptive_avg_pool2d, TF.adaptive_avg_pool2d, (2, 3, 28, 28),
+              {"output_size": size})
+
+
 def test_adaptive_max_pool2d_indices() -> None:
     gv, gi = F.adaptive_max_pool2d(gc.tensor(X2), (5, 2), return_indices=True)
     tv, ti = TF.adaptive_max_pool2d(torch.tensor(X2), (5, 2), return_indices=True)
