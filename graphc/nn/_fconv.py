@@ -212,13 +212,14 @@ def avg_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
         out = total / float(divisor_override if divisor_override is not None else h * w)
         return out.squeeze(0) if unbatched else out
     if (p == (0, 0) and s == k and all(isinstance(d, int) for d in (c, h, w))
-            and h % k[0] == 0 and w % k[1] == 0):
+            and h % k[0] == 0 and w % k[1] == 0 and x.dtype.name in ("float32", "float64")):
         # windows that tile the map (``AvgPool2d(2)`` on even sizes, ``AdaptiveAvgPool2d``
         # dividing its input): sums over two dims of a reshape, whose input gradient is a
         # broadcast. As a depthwise convolution the input gradient was one GEMM per window
         # position (256 for 16x16 windows): measured on a Zen 4 core, forward and backward
         # on [8, 64, 112, 112], AdaptiveAvgPool2d(7) 15.9 -> 4.5 ms, AvgPool2d(2) 13.0 ->
-        # 9.1 ms (PyTorch 8.8 and 27.2 ms)
+        # 9.1 ms (PyTorch 8.8 and 27.2 ms). Not for bf16: each sum would round to bf16,
+        # where PyTorch rounds the average once
         total = x.reshape(n, c, h // k[0], k[0], w // k[1], k[1]).sum(5).sum(3)
         out = total / float(divisor_override if divisor_override is not None else k[0] * k[1])
         return out.squeeze(0) if unbatched else out
