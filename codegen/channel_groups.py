@@ -327,14 +327,14 @@ def emit_channel_group(k: KernelEmitter, phases: list[int], rows: bool = False) 
 
     nd = len(full)
     with for_range(b, lo, hi, name="chan") as c:
-        _var(k, c, k.sym(full[1]))
+        k.record_var(c, full[1])
         idx: list[Any] = [i64(0)] * nd
         idx[1] = c
         at_c = [i64(0) if d != 1 else c for d in range(nd)]
 
         def images(body: Any) -> None:
             with for_range(b, i64(0), k.sym(full[0]), name="img") as n:
-                _var(k, n, k.sym(full[0]))
+                k.record_var(n, full[0])
                 idx[0] = n
                 body()
 
@@ -382,7 +382,7 @@ def _emit_pass(k: KernelEmitter, idx: list[Any], inner: int, at_red: list[Any],
         for q in parts:
             b.store(fconst(t, 0.0), q)
         with for_range(b, i64(0), run, name="run") as j:
-            _var(k, j, run)
+            k.record_var(j, run)
             for q, v in zip(parts, values(j), strict=True):
                 b.store(b.fadd(b.load(q), v, flags=REDUCE_FLAGS), q)
         for m, q in zip(sums, parts):
@@ -394,22 +394,13 @@ def _emit_pass(k: KernelEmitter, idx: list[Any], inner: int, at_red: list[Any],
     elif elem:
         def plane() -> None:
             with for_range(b, i64(0), run, name="run") as j:
-                _var(k, j, run)
+                k.record_var(j, run)
                 values(j)
 
         outer(plane)
     for m in reduced:
         k.cache.clear()
         store(m, at_red, k.compute(m, at_red))
-
-
-def _var(k: KernelEmitter, v: ir.Value, extent: ir.Value) -> None:
-    """Record loop variable ``v`` in ``[0, extent)`` (``extent`` a constant, or known only
-    at run time) for ``codegen.affine``, as ``KernelEmitter.loops`` does: a view read in a
-    pass (GroupNorm's ``[N, G, C/G*H*W]`` rows seen as ``[N, C, H, W]``) then computes its
-    source index without a division per element."""
-    if k.forms is not None:
-        k.forms.var(v, int(extent.constant) if isinstance(extent, ir.Constant) else None)
 
 
 def row_split_dim(full: tuple) -> int:
@@ -448,7 +439,7 @@ def _emit_rows(k: KernelEmitter, phases: list[int], full: tuple, t: ir.Type) -> 
             lo, hi = i64(0), k.sym(full[d])
         with for_range(b, lo, hi, name=f"row{d}") as i:
             idx[d] = i
-            _var(k, i, k.sym(full[d]))
+            k.record_var(i, full[d])
             leading(d + 1)
 
     leading(0)

@@ -589,6 +589,18 @@ class KernelEmitter:
             fs.var(i, ext)
             inner()
 
+    def record_var(self, v: ir.Value, extent: Any) -> None:
+        """Record loop variable ``v`` in ``[0, extent)`` for ``codegen.affine`` (``extent``:
+        an int, a constant, or a size known only at run time), as ``loops`` records its own:
+        views read inside a loop written by hand (a channel or row group's passes, a
+        reduction's inner loops, a blocked sum) then find their source index without a
+        division per element (GroupNorm's ``[N, G, C/G*H*W]`` rows seen as ``[N, C, H, W]``)."""
+        if self.forms is None:
+            return
+        if isinstance(extent, ir.Constant):
+            extent = int(extent.constant)
+        self.forms.var(v, extent if isinstance(extent, int) else None)
+
     def inner_factor(self, shape: tuple) -> int | None:
         """The factor to split the innermost loop over ``shape`` by (``codegen.affine``):
         from the reshapes this kernel computes inline, the innermost extents of their
@@ -734,8 +746,7 @@ def loops_into(k: KernelEmitter, shape: tuple, dims: list[int], idx: list[Any], 
             return
         with for_range(k.b, i64(0), k.sym(shape[d]), name=f"r{d}") as i:
             idx[d] = i
-            if k.forms is not None:  # as ``loops`` records its variables (codegen.affine)
-                k.forms.var(i, shape[d] if isinstance(shape[d], int) else None)
+            k.record_var(i, shape[d])
             rec(j + 1)
 
     rec(0)

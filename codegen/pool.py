@@ -37,6 +37,12 @@ def window_start(b: ir.IRBuilder, o: ir.Value, s: int, p: int, d: int) -> ir.Val
     return b.select(b.icmp_signed("<", h0, i64(0)), b.add(h0, b.mul(steps, i64(d))), h0)
 
 
+def takes(b: ir.IRBuilder, val: ir.Value, best: ir.Value) -> ir.Value:
+    """Whether tap value ``val`` replaces the running maximum ``best``: strictly greater,
+    or NaN (NaN wins; a later NaN replaces an earlier one), ATen's rule (scalar or lanes)."""
+    return b.or_(b.fcmp_ordered(">", val, best), b.fcmp_unordered("uno", val, val))
+
+
 def direct(k: KernelEmitter) -> None:
     """PyTorch's max-pool index rule: first strict maximum in window order, NaN wins.
 
@@ -72,8 +78,7 @@ def direct(k: KernelEmitter) -> None:
                                 W)
                 val = k.value(x, [nb, c, ih, iw])
                 best = b.load(best_slot)
-                take = b.or_(b.fcmp_ordered(">", val, best), b.fcmp_unordered("uno", val, val))
-                take = b.and_(take, b.and_(okh, okw))
+                take = b.and_(takes(b, val, best), b.and_(okh, okw))
                 b.store(b.select(take, val, best), best_slot)
                 flat = b.add(b.mul(ih, i64(W)), iw)
                 b.store(b.select(take, flat, b.load(arg_slot)), arg_slot)
@@ -133,7 +138,7 @@ def _vector_windows(k: Any, src: ir.Value, row: ir.Value, rstride: ir.Value, ih0
             if best is None:
                 best, arg = val, flat
                 continue
-            take = b.or_(b.fcmp_ordered(">", val, best), b.fcmp_unordered("uno", val, val))
+            take = takes(b, val, best)
             best = b.select(take, val, best)
             arg = b.select(take, flat, arg)
     out = b.bitcast(b.gep(k.out, [b.add(orow, ow0)], inbounds=True),
@@ -187,9 +192,6 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
             lanes //= 2
         lo, hi = k.split_range or (i64(0), k.sym(n.shape[0]))
 
-        def take_of(val: ir.Value, best: ir.Value) -> ir.Value:
-            return b.or_(b.fcmp_ordered(">", val, best), b.fcmp_unordered("uno", val, val))
-
         with for_range(b, lo, hi, name="pn") as nb:
             with for_range(b, i64(0), i64(C), name="pc") as c:
                 plane = b.add(b.mul(nb, strides[0]), b.mul(c, strides[1]))
@@ -218,7 +220,7 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
                                 off = b.add(plane, b.add(b.mul(r, strides[2]),
                                                          b.mul(col, strides[3])))
                                 val = b.load(b.gep(src, [off], inbounds=True))
-                                take = b.and_(ok, take_of(val, best))
+                                take = b.and_(ok, takes(b, val, best))
                                 best = b.select(take, val, best)
                                 arg = b.select(take, b.add(b.mul(r, i64(W)), col), arg)
                         b.store(arg, b.gep(k.out, [b.add(orow, ow)], inbounds=True))
@@ -247,7 +249,7 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
                                         if best is None:
                                             best, arg = val, flat
                                             continue
-                                        take = take_of(val, best)
+                                        take = takes(b, val, best)
                                         best = b.select(take, val, best)
                                         arg = b.select(take, flat, arg)
                                 b.store(arg, b.gep(k.out, [b.add(orow, ow)], inbounds=True))
@@ -270,4 +272,4 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
 
 KERNEL = register(Kernel("pool", ("pool_argmax",), kernel(direct), dense_operands=True))
 
-__all__ = ["inside", "kernel", "direct", "window_start", "KERNEL"]
+__all__ = ["inside", "interior", "kernel", "direct", "takes", "window_start", "KERNEL"]

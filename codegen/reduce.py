@@ -202,8 +202,7 @@ def cascade_sums(k: Any, t: ir.Type, run_loops: Callable[[Callable[[], None]], N
             for p in part:
                 b.store(fconst(t, 0.0), p)
             with for_range(b, c0, hi, name="run", step=step) as j:
-                if k.forms is not None and isinstance(extent, ir.Constant):
-                    k.forms.var(j, int(extent.constant))  # j in [0, extent): codegen.affine
+                k.record_var(j, extent)  # j in [0, extent): codegen.affine
                 for p, v in zip(part, elements(j), strict=True):
                     b.store(b.fadd(b.load(p), v, flags=REDUCE_FLAGS), p)
             for c, p in zip(cas, part):

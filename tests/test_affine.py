@@ -94,6 +94,31 @@ def test_div_and_mod_match_integer_division(terms: list, const: int, s: int) -> 
     _check([e for e, _ in terms], [c for _, c in terms], const, s)
 
 
+@fuzz_settings(200, 2000)
+@given(st.integers(1, 12), st.integers(2, 6), st.integers(1, 5), st.integers(1, 3),
+       st.integers(0, 2), st.booleans())
+def test_the_split_applies_where_the_rule_says(ev: int, m: int, a: int, eo: int, co: int,
+                                              outer: bool) -> None:
+    """Forms built to meet the rule (a term ``a * v`` with ``a`` dividing ``s = a * m``, the
+    other terms and the constant staying below ``a``, plus optionally a multiple of ``s``)
+    always get a form from ``div`` and from ``mod``, with a derived variable, and those forms
+    are exact: the rule is not merely allowed to give up."""
+    co = min(co, a - 1)
+    w = max(1, (a - 1 - co) // max(1, eo - 1)) if eo > 1 else 1  # others' coefficient
+    extents, coefs = [ev, eo], [a, w]
+    if (eo - 1) * w + co >= a:  # keep the others below a
+        extents, coefs = [ev], [a]
+    if outer:
+        extents, coefs = [*extents, 3], [*coefs, a * m * 2]
+    s = a * m
+    assert _check(extents, coefs, co, s) == (True, True)
+    if ev > m:  # v spans more than one quotient of s: only a derived variable is exact
+        fs, b, keys = _setup(extents)
+        f = (dict(zip(keys, coefs)), co)
+        for got in (fs.div(f, s, b), fs.mod(f, s, b)):
+            assert got is not None and set(got[0]) - set(keys)
+
+
 def _group_norm_step(x: np.ndarray, r: np.ndarray) -> tuple[Any, Any]:
     gc.manual_seed(0)
     g = nn.GroupNorm(4, x.shape[1])
