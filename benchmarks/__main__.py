@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"built and compiled {len(wls)} workloads in {time.perf_counter() - t0:.2f} s")
     from . import jax_workloads
 
-    jax_steps = jax_workloads.steps() if (not a.no_jax and jax_workloads.available()) else {}
+    jax_steps = (jax_workloads.steps({w.name for w in wls})
+                 if (not a.no_jax and jax_workloads.available()) else {})
     head = (f"{'workload':<10} {'graphc us':>10} {'torch us':>10} {'ratio':>7} {'GFLOP/s':>8} "
             f"{'% sgemm':>7}" + (f" {'t.compile us':>12} {'ratio':>6} {'compile s':>9}"
                                 if a.torch_compile else "")
