@@ -231,7 +231,12 @@ def resnet18(torch: Any, batch: int = 32, size: int = 64, t_max: int = 1000,
     tfn = None
     if torch is not None:
         tm = resnet.torch_copy(torch, gm, **net)
-        topt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+        # the learning rate as a tensor, which the scheduler updates in place: a float that
+        # changes every step would make torch.compile recompile the optimizer's step each
+        # time until its recompile limit, then run it eagerly (PyTorch's advice for compiled
+        # optimizers with schedulers); eager PyTorch runs the same either way
+        topt = torch.optim.SGD(tm.parameters(), lr=torch.tensor(0.1), momentum=0.9,
+                               weight_decay=5e-4)
         tsched = torch.optim.lr_scheduler.CosineAnnealingLR(topt, T_max=t_max)
         tstep = torch_train_step(tm, topt, torch.nn.CrossEntropyLoss(), torch.from_numpy(X),
                                  torch.from_numpy(Y))
