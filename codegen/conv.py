@@ -96,10 +96,15 @@ from graphc.ir import Node
 from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 
-from . import conv_bf16, conv_gemm, options, wino_gemm, wino_wgrad
+from . import conv_bf16, conv_gemm, conv_pointwise, options, wino_gemm, wino_wgrad
 from . import winograd as wino
 from .abi import ALIGN, align
 from .conv_direct import DIRECT
+from .conv_epilogue import (
+    _after_image,
+    _epilogue_values,
+    _out_image,
+)
 from .gemm_bf16 import bf16_features
 from .hostinfo import current_caches
 from .kernels import Kernel, register
@@ -111,71 +116,6 @@ from .views import strided_view
 from .wino_wgrad import fill
 
 OPS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
-
-
-# a convolution's epilogue as the kernel calls it: ``i32 (ctx, stage, lo, hi)``
-EPILOGUE_FN = ir.FunctionType(I32, [I8P, I8P, I64, I64])
-
-
-@dataclass
-class Epilogue:
-    """The consumer a convolution kernel runs over its result (``planning``'s
-    ``_plan_conv_epilogues``; built by ``codegen.lower``): ``fn`` (an ``EPILOGUE_FN``
-    as ``i8*``) and ``ctx``, the kernel's last two arguments, and each thread's staging
-    buffer for one image (``stages``). A task body that runs images calls
-    ``fn(ctx, stage, image, image + 1)`` after each image, the result staged; otherwise the
-    kernel calls ``fn(ctx, null, 0, images)`` once at the end, the result already in the
-    consumer's buffer; ``staged`` records which, so that the entry function passes that
-    form of the consumer."""
-
-    fn: ir.Value
-    ctx: ir.Value
-    stages: tuple[ir.Value, ir.Value]
-    staged: bool = False
-
-
-def _call_epilogue(b: ir.IRBuilder, fn: ir.Value, args: list[ir.Value]) -> None:
-    b.call(b.bitcast(fn, EPILOGUE_FN.as_pointer()), args)
-
-
-def _epilogue_values(k: Any) -> list[ir.Value]:
-    """What a task body needs to stage and run ``k``'s epilogue (none without one)."""
-    epi = k.epilogue
-    return [] if epi is None else [epi.fn, epi.ctx, *epi.stages]
-
-
-def _out_image(task: _Task, out: ir.Value, nb: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """Where a task body stores image ``nb`` of its result: ``(buffer, image index)``, the
-    output at ``nb``, or, when the kernel has an epilogue, this thread's staging buffer at
-    image 0 (``_after_image`` runs the epilogue from there into the output)."""
-    epi = task.k.epilogue
-    if epi is None:
-        return out, nb
-    b = task.b
-    stage = b.select(task.first, task[epi.stages[0]], task[epi.stages[1]])
-    return b.bitcast(stage, out.type), i64(0)
-
-
-def _after_image(task: _Task, nb: ir.Value) -> None:
-    """In a task body, after image ``nb`` is stored (``_out_image``): the epilogue over that
-    image, from the staging buffer (in L1 or L2) into the output."""
-    epi = task.k.epilogue
-    if epi is None:
-        return
-    b = task.b
-    stage = b.select(task.first, task[epi.stages[0]], task[epi.stages[1]])
-    _call_epilogue(b, task[epi.fn], [task[epi.ctx], stage, nb, b.add(nb, i64(1))])
-    epi.staged = True
-
-
-def finish_epilogue(k: Any) -> None:
-    """After a convolution kernel's code: its epilogue in place over the whole result,
-    unless its task body ran it image by image (the batched Winograd and im2col kernels and
-    the direct loops write the whole result first)."""
-    epi = k.epilogue
-    if epi is not None and not epi.staged:
-        nimg = k.sym(k.node.shape[0])
-        _call_epilogue(k.b, epi.fn, [epi.ctx, ir.Constant(I8P, None), i64(0), nimg])
 
 
 @dataclass(frozen=True)
@@ -324,6 +264,8 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
         return wino_gemm.workspace(n, wide)
     if wino_wgrad.plan(n, wide) is not None:  # 3x3 stride-1 weight gradients: Winograd
         return wino_wgrad.workspace(n, wide)
+    if conv_pointwise.plan(n) is not None:  # 1x1 stride 1: one GEMM per image, in place
+        return conv_pointwise.workspace(n, wide)
     if conv_gemm.plan(n) is not None:  # many channels on small maps
         return conv_gemm.workspace(n, wide)
     p = problem(n, wide)
@@ -1975,6 +1917,8 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
             return
         if wino_wgrad.emit(k):  # 3x3 stride-1 weight gradients: Winograd on the GEMM
             k.level = "tile"
+            return
+        if conv_pointwise.emit(k):  # 1x1 stride 1: one GEMM per image, in place
             return
         if conv_gemm.emit(k):  # many channels on small maps: batched im2col + the GEMM
             return

@@ -139,8 +139,8 @@ class KernelEmitter:
     pad_axis: int | None = None
     pad_sides: dict[int, bool] | None = None
 
-    # a convolution's epilogue (``codegen.conv.Epilogue``): the consumer the kernel runs per
-    # image over its result (``codegen.planning._plan_conv_epilogues``)
+    # a convolution's epilogue (``codegen.conv_epilogue.Epilogue``): the consumer the kernel
+    # runs per image over its result (``codegen.planning._plan_conv_epilogues``)
     epilogue: Any = None
     staged_id: int | None = None  # see ``staged`` below (the PTX kernels do not run __init__)
     # how many of ELEM_PAR_MIN's element passes one element of the split loop is worth:

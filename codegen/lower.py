@@ -34,7 +34,7 @@ from graphc.ir import shapes as sh
 from . import options
 from .abi import ERR_NONFINITE, ERR_OK, ERR_SCRATCH, PROFILE_SYMBOL, RUN2_SYMBOL, TABLE_FIXED, align
 from .channel_groups import emit_channel_group, full_shape, row_split_dim
-from .conv import EPILOGUE_FN, Epilogue, finish_epilogue
+from .conv_epilogue import EPILOGUE_FN, Epilogue, finish_epilogue
 from .elementwise import ELEMENT_RULES
 from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
 from .families import KERNELS, kernel_for

@@ -16,7 +16,7 @@ from graphc.ir import Node
 from graphc.ir import dtypes as dt
 from graphc.ir import shapes as sh
 
-from . import conv, conv_bf16, conv_gemm, options, wino_gemm, wino_wgrad
+from . import conv, conv_bf16, conv_gemm, conv_pointwise, options, wino_gemm, wino_wgrad
 from .abi import align
 from .emitter import KernelEmitter
 from .gemm import choose_tile, degenerate_product, emit_gemm_call, workspace_bytes
@@ -51,7 +51,8 @@ def describe(n: Node, wide: bool, debug: bool = False) -> str | None:
         if debug:
             return "conv: direct loops (debug build: bounds-checked)"
         return (conv_bf16.describe(n, bf16_features()) or wino_gemm.describe(n)
-                or wino_wgrad.describe(n, wide) or conv_gemm.describe(n)
+                or wino_wgrad.describe(n, wide) or conv_pointwise.describe(n)
+                or conv_gemm.describe(n)
                 or conv.describe(n, wide))
     kern = bf16_kernel(n, wide) if n.op == "matmul" else None
     if kern is None:

@@ -1,0 +1,87 @@
+"""A convolution's epilogue: the elementwise consumer its kernel runs over its result.
+
+The planner (``planning._plan_conv_epilogues``) pairs a convolution with the kernel that
+alone reads its result; ``codegen.lower`` builds that consumer as a function of its own and
+hands it to the convolution's kernel (``Epilogue``). A kernel that runs images in a thread
+task stages each image's result in its thread's buffer and calls the consumer over that
+image while it is in cache (``_out_image``, ``_after_image``); any other kernel writes the
+whole result and the consumer runs over it once at the end (``finish_epilogue``). Here,
+below every convolution kernel family, so that each can stage its images.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llvmlite import ir
+
+from .llvm_util import I8P, I32, I64, i64
+from .parallel import KernelTask as _Task
+
+# a convolution's epilogue as the kernel calls it: ``i32 (ctx, stage, lo, hi)``
+EPILOGUE_FN = ir.FunctionType(I32, [I8P, I8P, I64, I64])
+
+
+@dataclass
+class Epilogue:
+    """The consumer a convolution kernel runs over its result (``planning``'s
+    ``_plan_conv_epilogues``; built by ``codegen.lower``): ``fn`` (an ``EPILOGUE_FN``
+    as ``i8*``) and ``ctx``, the kernel's last two arguments, and each thread's staging
+    buffer for one image (``stages``). A task body that runs images calls
+    ``fn(ctx, stage, image, image + 1)`` after each image, the result staged; otherwise the
+    kernel calls ``fn(ctx, null, 0, images)`` once at the end, the result already in the
+    consumer's buffer; ``staged`` records which, so that the entry function passes that
+    form of the consumer."""
+
+    fn: ir.Value
+    ctx: ir.Value
+    stages: tuple[ir.Value, ir.Value]
+    staged: bool = False
+
+
+def _call_epilogue(b: ir.IRBuilder, fn: ir.Value, args: list[ir.Value]) -> None:
+    b.call(b.bitcast(fn, EPILOGUE_FN.as_pointer()), args)
+
+
+def _epilogue_values(k: Any) -> list[ir.Value]:
+    """What a task body needs to stage and run ``k``'s epilogue (none without one)."""
+    epi = k.epilogue
+    return [] if epi is None else [epi.fn, epi.ctx, *epi.stages]
+
+
+def _out_image(task: _Task, out: ir.Value, nb: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Where a task body stores image ``nb`` of its result: ``(buffer, image index)``, the
+    output at ``nb``, or, when the kernel has an epilogue, this thread's staging buffer at
+    image 0 (``_after_image`` runs the epilogue from there into the output)."""
+    epi = task.k.epilogue
+    if epi is None:
+        return out, nb
+    b = task.b
+    stage = b.select(task.first, task[epi.stages[0]], task[epi.stages[1]])
+    return b.bitcast(stage, out.type), i64(0)
+
+
+def _after_image(task: _Task, nb: ir.Value) -> None:
+    """In a task body, after image ``nb`` is stored (``_out_image``): the epilogue over that
+    image, from the staging buffer (in L1 or L2) into the output."""
+    epi = task.k.epilogue
+    if epi is None:
+        return
+    b = task.b
+    stage = b.select(task.first, task[epi.stages[0]], task[epi.stages[1]])
+    _call_epilogue(b, task[epi.fn], [task[epi.ctx], stage, nb, b.add(nb, i64(1))])
+    epi.staged = True
+
+
+def finish_epilogue(k: Any) -> None:
+    """After a convolution kernel's code: its epilogue in place over the whole result,
+    unless its task body ran it image by image (the batched Winograd and im2col kernels and
+    the direct loops write the whole result first)."""
+    epi = k.epilogue
+    if epi is not None and not epi.staged:
+        nimg = k.sym(k.node.shape[0])
+        _call_epilogue(k.b, epi.fn, [epi.ctx, ir.Constant(I8P, None), i64(0), nimg])
+
+
+__all__ = ["EPILOGUE_FN", "Epilogue", "finish_epilogue"]
