@@ -156,7 +156,8 @@ def cnn_step(batch: int = 64) -> Callable[[], Any]:
 
 def resnet_step(state_dict: dict[str, Any], x: np.ndarray, y: np.ndarray, t_max: int = 1000,
                 stem: str = "small", layout: str = "NHWC") -> Callable[[], Any]:
-    """The ``resnet18`` workload's step (``benchmarks.resnet``'s architecture) in JAX: the
+    """The ``resnet18`` workload's step (``benchmarks.resnet``'s architecture, basic or
+    bottleneck blocks) in JAX: the
     network is read off ``state_dict`` (a graphc or PyTorch ResNet's, PyTorch key names), so
     it starts from the same weights and BatchNorm buffers. Training-mode BatchNorm as
     PyTorch's (biased batch variance to normalise, unbiased into ``running_var``, momentum
@@ -222,9 +223,16 @@ def resnet_step(state_dict: dict[str, Any], x: np.ndarray, y: np.ndarray, t_max:
             stage, index = (int(t) for t in re.findall(r"\d+", b))
             stride = 2 if stage > 1 and index == 0 else 1  # as ``resnet.build``'s stages
             down = f"{b}.downsample.0.weight" in ps
-            out = jax.nn.relu(bn(conv(h, ps[f"{b}.conv1.weight"], stride, 1), ps, st, new,
-                                 f"{b}.bn1"))
-            out = bn(conv(out, ps[f"{b}.conv2.weight"], 1, 1), ps, st, new, f"{b}.bn2")
+            if f"{b}.conv3.weight" in ps:  # a bottleneck: 1x1, 3x3 with the stride, 1x1
+                out = jax.nn.relu(bn(conv(h, ps[f"{b}.conv1.weight"], 1, 0), ps, st, new,
+                                     f"{b}.bn1"))
+                out = jax.nn.relu(bn(conv(out, ps[f"{b}.conv2.weight"], stride, 1), ps, st,
+                                     new, f"{b}.bn2"))
+                out = bn(conv(out, ps[f"{b}.conv3.weight"], 1, 0), ps, st, new, f"{b}.bn3")
+            else:
+                out = jax.nn.relu(bn(conv(h, ps[f"{b}.conv1.weight"], stride, 1), ps, st,
+                                     new, f"{b}.bn1"))
+                out = bn(conv(out, ps[f"{b}.conv2.weight"], 1, 1), ps, st, new, f"{b}.bn2")
             if down:
                 h = bn(conv(h, ps[f"{b}.downsample.0.weight"], stride, 0), ps, st, new,
                        f"{b}.downsample.1")
@@ -289,5 +297,6 @@ def steps(names: Collection[str] | None = None) -> dict[str, Callable[[], Any]]:
         "resnet18": resnet18_step,
         "resnet18_imagenet": lambda: resnet18_step(8, 224, num_classes=1000,
                                                    **resnet.IMAGENET),
+        "resnet50": lambda: resnet18_step(8, 224, num_classes=1000, **resnet.RESNET50),
     }
     return {k: make() for k, make in makers.items() if names is None or k in names}

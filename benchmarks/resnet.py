@@ -32,17 +32,24 @@ BLOCKS = (2, 2, 2, 2)
 IN_CHANNELS = 1
 NUM_CLASSES = 10
 STEMS = ("small", "imagenet")
+BLOCK_KINDS = ("basic", "bottleneck")
 # torchvision's resnet18() (but for the classes): ``build(nn, **IMAGENET)``
 IMAGENET = {"widths": (64, 128, 256, 512), "in_channels": 3, "stem": "imagenet"}
+# torchvision's resnet50() (but for the classes): bottleneck blocks, 3-4-6-3 of them
+RESNET50 = {**IMAGENET, "blocks": (3, 4, 6, 3), "block": "bottleneck"}
 
 
 def build(nn: Any, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, ...] = BLOCKS,
           in_channels: int = IN_CHANNELS, num_classes: int = NUM_CLASSES,
-          stem: str = "small") -> Any:
+          stem: str = "small", block: str = "basic") -> Any:
     """The ResNet in the module library ``nn`` (``graphc.nn`` or ``torch.nn``), initialised
-    with that library's random generator (seed it first for reproducible weights)."""
+    with that library's random generator (seed it first for reproducible weights).
+    ``block="bottleneck"``: torchvision's Bottleneck (1x1 - 3x3 with the stride - 1x1 to 4x
+    the width, each with BatchNorm; ResNet-50 is ``build(nn, **RESNET50)``)."""
     if stem not in STEMS:
         raise ValueError(f"stem: expected one of {STEMS}, got {stem!r}")
+    if block not in BLOCK_KINDS:
+        raise ValueError(f"block: expected one of {BLOCK_KINDS}, got {block!r}")
 
     class BasicBlock(nn.Module):
         expansion = 1
@@ -66,6 +73,33 @@ def build(nn: Any, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, ...] = B
             out = out + identity
             return self.relu(out)
 
+    class Bottleneck(nn.Module):
+        expansion = 4
+
+        def __init__(self, inplanes: int, planes: int, stride: int = 1,
+                     downsample: Any = None) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.conv2 = nn.Conv2d(planes, planes, 3, stride=stride, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.conv3 = nn.Conv2d(planes, planes * 4, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(planes * 4)
+            self.relu = nn.ReLU()
+            self.downsample = downsample
+
+        def forward(self, x: Any) -> Any:
+            identity = x
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.relu(self.bn2(self.conv2(out)))
+            out = self.bn3(self.conv3(out))
+            if self.downsample is not None:
+                identity = self.downsample(x)
+            out = out + identity
+            return self.relu(out)
+
+    unit = Bottleneck if block == "bottleneck" else BasicBlock
+
     class ResNet(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -83,7 +117,7 @@ def build(nn: Any, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, ...] = B
                 setattr(self, f"layer{i + 1}", self._make_layer(w, n, 1 if i == 0 else 2))
             self.avgpool = nn.AdaptiveAvgPool2d(1)
             self.flatten = nn.Flatten()
-            self.fc = nn.Linear(widths[-1], num_classes)
+            self.fc = nn.Linear(widths[-1] * unit.expansion, num_classes)
             for m in self.modules():
                 if isinstance(m, nn.Conv2d):
                     nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
@@ -93,13 +127,14 @@ def build(nn: Any, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, ...] = B
 
         def _make_layer(self, planes: int, n: int, stride: int) -> Any:
             downsample = None
-            if stride != 1 or self.inplanes != planes:
+            out = planes * unit.expansion
+            if stride != 1 or self.inplanes != out:
                 downsample = nn.Sequential(
-                    nn.Conv2d(self.inplanes, planes, 1, stride=stride, bias=False),
-                    nn.BatchNorm2d(planes))
-            layers = [BasicBlock(self.inplanes, planes, stride, downsample)]
-            self.inplanes = planes
-            layers += [BasicBlock(planes, planes) for _ in range(1, n)]
+                    nn.Conv2d(self.inplanes, out, 1, stride=stride, bias=False),
+                    nn.BatchNorm2d(out))
+            layers = [unit(self.inplanes, planes, stride, downsample)]
+            self.inplanes = out
+            layers += [unit(out, planes) for _ in range(1, n)]
             return nn.Sequential(*layers)
 
         def forward(self, x: Any) -> Any:
@@ -123,7 +158,7 @@ def torch_copy(torch: Any, gmodel: Any, **kwargs: Any) -> Any:
 
 
 def conv_shapes(size: int, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, ...] = BLOCKS,
-                in_channels: int = IN_CHANNELS, stem: str = "small"
+                in_channels: int = IN_CHANNELS, stem: str = "small", block: str = "basic"
                 ) -> list[tuple[int, int, int, int, int, int, int]]:
     """Every convolution the net runs on ``size`` x ``size`` inputs, in forward order:
     ``(in_channels, out_channels, height, width, kernel, stride, padding)`` of its input,
@@ -140,12 +175,17 @@ def conv_shapes(size: int, widths: tuple[int, ...] = WIDTHS, blocks: tuple[int, 
         stride = 1 if i == 0 else 2
         for b in range(n):
             s = stride if b == 0 else 1
-            out.append((cin, w, hw, hw, 3, s, 1))
             ohw = (hw + 2 - 3) // s + 1
-            out.append((w, w, ohw, ohw, 3, 1, 1))
-            if b == 0 and (s != 1 or cin != w):
-                out.append((cin, w, hw, hw, 1, s, 0))
-            cin, hw = w, ohw
+            if block == "bottleneck":
+                wout = 4 * w
+                out += [(cin, w, hw, hw, 1, 1, 0), (w, w, hw, hw, 3, s, 1),
+                        (w, wout, ohw, ohw, 1, 1, 0)]
+            else:
+                wout = w
+                out += [(cin, w, hw, hw, 3, s, 1), (w, w, ohw, ohw, 3, 1, 1)]
+            if b == 0 and (s != 1 or cin != wout):
+                out.append((cin, wout, hw, hw, 1, s, 0))
+            cin, hw = wout, ohw
     return out
 
 
@@ -158,13 +198,13 @@ def conv_macs(shape: tuple[int, int, int, int, int, int, int]) -> int:
 
 def flops(batch: int, size: int, widths: tuple[int, ...] = WIDTHS,
           blocks: tuple[int, ...] = BLOCKS, in_channels: int = IN_CHANNELS,
-          num_classes: int = NUM_CLASSES, stem: str = "small") -> float:
+          num_classes: int = NUM_CLASSES, stem: str = "small", block: str = "basic") -> float:
     """FLOPs of one training step, counted as for the other workloads: 2 per multiply-add in
     the forward pass, 2 for each weight gradient and 2 for each input gradient, of the
     convolutions and the Linear head; the stem's input (the images) needs no gradient.
     BatchNorm, ReLU, pooling, the loss and the optimizer are left out (a few percent)."""
-    convs = conv_shapes(size, widths, blocks, in_channels, stem)
+    convs = conv_shapes(size, widths, blocks, in_channels, stem, block)
     macs = [conv_macs(c) for c in convs]
-    head = widths[-1] * num_classes
+    head = widths[-1] * (4 if block == "bottleneck" else 1) * num_classes
     per_image = 2 * (sum(macs) + head) + 2 * (sum(macs) + head) + 2 * (sum(macs[1:]) + head)
     return float(batch * per_image)

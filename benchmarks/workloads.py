@@ -177,6 +177,16 @@ def resnet18_imagenet(torch: Any) -> Workload:
                     **resnet.IMAGENET)
 
 
+def resnet50(torch: Any) -> Workload:
+    """torchvision's ResNet-50 (``benchmarks.resnet.RESNET50``: bottleneck blocks 3-4-6-3,
+    widths 64-512 expanded 4x, the ImageNet stem, 1000 classes) on 3x224x224 images, batch
+    8, trained as the ``resnet18`` workload is."""
+    from . import resnet
+
+    return resnet18(torch, batch=8, size=224, name="resnet50", num_classes=1000,
+                    **resnet.RESNET50)
+
+
 def cnn(torch: Any, batch: int = 64) -> Workload:
     """Conv(1->8,3,p1)-ReLU-MaxPool2-Conv(8->16,3,p1)-ReLU-MaxPool2-Flatten-Linear(784,10)."""
     rng = np.random.default_rng(0)
@@ -393,6 +403,7 @@ def all_workloads(torch: Any, only: Any = None) -> list[Workload]:
                                            lambda o, p: o.Adam(p, lr=1e-3))))
     makers.append(("resnet18", lambda: resnet18(torch)))
     makers.append(("resnet18_imagenet", lambda: resnet18_imagenet(torch)))
+    makers.append(("resnet50", lambda: resnet50(torch)))
     makers.append(("lstm", lambda: lstm(torch)))
     makers.append(("gpt", lambda: gpt(torch)))
     makers.append(("gpt_long", lambda: gpt(torch, block=256, batch=8, name="gpt_long")))

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from graphc.codegen import conv_pointwise
 
 import graphc as gc
 import graphc.nn.functional as F
-from graphc.codegen import conv_pointwise
 
 torch = pytest.importorskip("torch")
 

@@ -5,12 +5,12 @@ its time would be of some other computation. Skipped where JAX, optax or PyTorch
 Three steps from the same weights (a graphc ResNet's ``state_dict``, loaded into both) on the
 same batch, in both activation layouts the step supports: every step's loss, and afterwards
 every parameter and BatchNorm buffer. Float32 training of a ResNet amplifies rounding (see
-``tests/test_resnet.py``), so the net is small (widths 8-16, 12x12 images, batch 6) and the
-run short. The tolerances are relative to each tensor's largest element: measured
-differences are at most 1.3e-6; on the small stem, leaving out the weight decay moved the
-third loss by 5.6e-5 (tolerance 1e-5) and a biased running variance moved ``bn1``'s by
-1.2e-4 (tolerance 1e-4; the ImageNet stem's last stage normalises 6 values a channel, where
-the two variances differ by 20%)."""
+``tests/test_resnet.py``), so the net is small (widths 8-16, basic or bottleneck blocks,
+12x12 or 24x24 images, batch 6) and the run short. The tolerances are relative to each
+tensor's largest element: measured differences are at most 1.3e-6; on the small stem,
+leaving out the weight decay moved the third loss by 5.6e-5 (tolerance 1e-5) and a biased
+running variance moved ``bn1``'s by 1.2e-4 (tolerance 1e-4; the ImageNet stem's last stage
+normalises 6 values a channel, where the two variances differ by 20%)."""
 
 from __future__ import annotations
 
@@ -40,12 +40,13 @@ def _close(name: str, got: np.ndarray, want: np.ndarray, tol: float) -> None:
     assert err <= tol, f"{name}: relative error {err:.3g} > {tol}"
 
 
-@pytest.mark.parametrize("stem,size", [("small", 12), ("imagenet", 24)])
+@pytest.mark.parametrize("stem,size,block", [("small", 12, "basic"), ("imagenet", 24, "basic"),
+                                             ("imagenet", 24, "bottleneck")])
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
-def test_jax_resnet_step_matches_torch(layout: str, stem: str, size: int) -> None:
+def test_jax_resnet_step_matches_torch(layout: str, stem: str, size: int, block: str) -> None:
     gc.manual_seed(0)
     chans = 1 if stem == "small" else 3
-    net = dict(NET, in_channels=chans, stem=stem)
+    net = dict(NET, in_channels=chans, stem=stem, block=block)
     gm = resnet.build(gc.nn, **net)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((6, chans, size, size)).astype(np.float32)

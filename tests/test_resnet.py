@@ -185,6 +185,45 @@ def test_eager_resnet18_imagenet_stem_matches_torch() -> None:
     _parity(2, 64, compiled=False, dtype="float64", steps=3, **IMAGENET_STEM)
 
 
+# torchvision's ResNet-50 blocks (``block="bottleneck"``: 1x1, 3x3 with the stride, 1x1 to
+# 4x the width), one per stage at width 64 on 64x64 images: the first stage's 16x16 maps run
+# its 1x1 convolutions as one GEMM per image (``codegen.conv_pointwise``), the later ones'
+# smaller maps as batched im2col products
+BOTTLENECK = {**IMAGENET_STEM, "widths": (64, 64, 64, 64), "blocks": (1, 1, 1, 1),
+              "block": "bottleneck"}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("batch", [2, 7])
+def test_compiled_bottleneck_resnet_matches_torch(batch: int, dtype: str) -> None:
+    _parity(batch, 64, compiled=True, dtype=dtype, steps=6, **BOTTLENECK)
+
+
+def test_eager_bottleneck_resnet_matches_torch() -> None:
+    _parity(2, 64, compiled=False, dtype="float64", steps=2, **BOTTLENECK)
+
+
+def test_bottleneck_resnet_runs_pointwise_convolutions_on_the_gemm() -> None:
+    gc.manual_seed(0)
+    m = resnet.build(nn, **BOTTLENECK)
+    opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    lf = nn.CrossEntropyLoss()
+    x, y = next(iter(_batches(2, 64, 1, channels=3)))
+
+    @gc.compile(example_args=(x, y))
+    def step(a: Any, b: Any) -> Any:
+        opt.zero_grad()
+        loss = lf(m(a), b)
+        loss.backward()
+        opt.step()
+        return loss
+
+    fused = step.ir("fused")
+    for what in ("conv: 1x1 stride 1", "conv input grad: 1x1 stride 1",
+                 "conv weight grad: 1x1 stride 1"):
+        assert what in fused, what
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_eager_resnet18_matches_torch_batch32(dtype: str) -> None:
