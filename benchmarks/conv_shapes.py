@@ -1,8 +1,9 @@
 """``python -m benchmarks.conv_shapes [--threads 1,2] [--batch 32] [--size 64] [--blocks 5]
-[--widths 16,32,64,128]``
+[--widths 16,32,64,128] [--net resnet18|resnet50]``
 
 Every distinct convolution of the ``resnet18`` workload (``benchmarks.resnet``: ResNet-18 with
-widths 16-32-64-128 on one-channel ``size`` x ``size`` images), timed in graphc and in PyTorch
+widths 16-32-64-128 on one-channel ``size`` x ``size`` images; with ``--net resnet50``,
+torchvision's ResNet-50 on three-channel images), timed in graphc and in PyTorch
 per direction: forward, input gradient and weight gradient, printed as GFLOP/s (2 FLOPs per
 multiply-add; every direction has the forward's multiply-adds) with the ratio
 ``graphc / torch`` of the rates (above 1: graphc is faster), and the host's CPU.
@@ -58,14 +59,22 @@ DIRECTIONS = ("forward", "input grad", "weight grad")
 Shape = tuple[int, int, int, int, int, int, int]  # cin, cout, h, w, kernel, stride, padding
 
 
-def distinct_shapes(size: int, widths: tuple[int, ...] | None = None
+NETS = ("resnet18", "resnet50")
+
+
+def distinct_shapes(size: int, widths: tuple[int, ...] | None = None, net: str = "resnet18"
                     ) -> list[tuple[Shape, int]]:
     """The ResNet's convolutions on ``size`` x ``size`` inputs (``widths``: the four stages'
-    channels, the workload's by default), each distinct shape once with how many times a
-    forward pass runs it, in forward order."""
-    from .resnet import WIDTHS, conv_shapes
+    channels, the workload's by default; ``net="resnet50"``: torchvision's ResNet-50,
+    bottleneck blocks on three-channel images, widths 64-512 by default), each distinct
+    shape once with how many times a forward pass runs it, in forward order."""
+    from .resnet import RESNET50, WIDTHS, conv_shapes
 
-    every = conv_shapes(size, widths or WIDTHS)
+    if net == "resnet50":
+        cfg = {**RESNET50, "widths": widths or RESNET50["widths"]}
+        every = conv_shapes(size, **cfg)
+    else:
+        every = conv_shapes(size, widths or WIDTHS)
     counts = Counter(every)
     return [(s, counts[s]) for s in dict.fromkeys(every)]
 
@@ -126,8 +135,8 @@ def _torch_fns(torch: Any, shape: Shape, x: np.ndarray, gy: np.ndarray, w0: np.n
             "weight grad": lambda: conv_bwd(*args, [False, True, False])}
 
 
-def measure(batch: int, size: int, blocks: int, widths: tuple[int, ...] | None = None
-            ) -> list[dict[str, Any]]:
+def measure(batch: int, size: int, blocks: int, widths: tuple[int, ...] | None = None,
+            net: str = "resnet18") -> list[dict[str, Any]]:
     """Time every shape and direction in this process (threads already configured)."""
     try:
         import torch
@@ -135,7 +144,7 @@ def measure(batch: int, size: int, blocks: int, widths: tuple[int, ...] | None =
         torch = None
     rows = []
     rng = np.random.default_rng(0)
-    for idx, (shape, count) in enumerate(distinct_shapes(size, widths)):
+    for idx, (shape, count) in enumerate(distinct_shapes(size, widths, net)):
         cin, cout, h, w_, k, _, _ = shape
         oh, ow = _out_hw(shape)
         x = rng.standard_normal((batch, cin, h, w_)).astype(np.float32)
@@ -177,7 +186,7 @@ def _child_env(threads: int) -> dict[str, str]:
 
 
 def child(threads: int, batch: int, size: int, blocks: int,
-          widths: tuple[int, ...] | None = None) -> int:
+          widths: tuple[int, ...] | None = None, net: str = "resnet18") -> int:
     """Measure at ``threads`` threads (environment set by the parent); print JSON."""
     if threads == 1 and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -188,7 +197,7 @@ def child(threads: int, batch: int, size: int, blocks: int,
         version = torch.__version__
     except ImportError:
         version = "absent"
-    rows = measure(batch, size, blocks, widths)
+    rows = measure(batch, size, blocks, widths, net)
     print(json.dumps({"threads": threads, "torch": version, "rows": rows}))
     return 0
 
@@ -240,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--widths", default=None,
                     help="the four stages' channels, comma-separated (default the workload's "
                          "16,32,64,128; torchvision's ResNet-18 has 64,128,256,512)")
+    ap.add_argument("--net", choices=NETS, default="resnet18",
+                    help="whose convolutions: the resnet18 workload's (default) or "
+                         "torchvision's ResNet-50 (bottleneck blocks; try --batch 8 --size "
+                         "224)")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     try:
@@ -259,19 +272,20 @@ def main(argv: list[str] | None = None) -> int:
         if len(widths) != 4 or min(widths) < 1:
             ap.error(f"--widths: expected four positive channel counts, got {a.widths!r}")
     if a.child is not None:
-        return child(a.child, a.batch, a.size, a.blocks, widths)
+        return child(a.child, a.batch, a.size, a.blocks, widths, a.net)
     from .compile_time import host_cpu
-    from .resnet import WIDTHS
+    from .resnet import RESNET50, WIDTHS
 
     print(f"host: {host_cpu()}")
-    print(f"resnet18 convolutions, widths {','.join(map(str, widths or WIDTHS))}, batch "
+    default = RESNET50["widths"] if a.net == "resnet50" else WIDTHS
+    print(f"{a.net} convolutions, widths {','.join(map(str, widths or default))}, batch "
           f"{a.batch}, {a.size}x{a.size} inputs, float32")
     results = []
     for n in threads:
         t0 = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-m", "benchmarks.conv_shapes", "--child", str(n), "--batch",
-             str(a.batch), "--size", str(a.size), "--blocks", str(a.blocks)]
+             str(a.batch), "--size", str(a.size), "--blocks", str(a.blocks), "--net", a.net]
             + ([] if widths is None else ["--widths", ",".join(map(str, widths))]),
             capture_output=True, text=True, cwd=ROOT, env=_child_env(n), check=False)
         if proc.returncode != 0:
