@@ -98,7 +98,7 @@ def images_per_chunk(g: Geometry, itemsize: int) -> int:
     return max(1, min(POSITIONS // g.P, COL_BYTES // (itemsize * g.K * g.P)))
 
 
-def _gemm_dims(n: Node, g: Geometry, q: int) -> tuple[int, int, int]:
+def gemm_dims(n: Node, g: Geometry, q: int) -> tuple[int, int, int]:
     """``(M, N, K)`` of the op's product for a chunk of ``q`` positions."""
     if n.op == "conv2d":
         return g.OC, q, g.K
@@ -113,7 +113,7 @@ def _layout(n: Node, g: Geometry, wide: bool) -> dict[str, int]:
     and one image's grid."""
     it = n.dtype.itemsize
     q = images_per_chunk(g, it) * g.P
-    m, nn, k = _gemm_dims(n, g, q)
+    m, nn, k = gemm_dims(n, g, q)
     tile = choose_tile(nn, wide, it)
     areas = [("gemm", 2 * align(workspace_bytes(m, nn, k, tile, it))),
              ("grid", 2 * align(it * g.grid)), ("col", it * g.K * q),
@@ -155,7 +155,7 @@ def emit(k: Any) -> bool:
     area = carve(b, k.work, lay, elt)
     nb = images_per_chunk(g, it)
     q = nb * g.P
-    m, nn, kk = _gemm_dims(n, g, q)
+    m, nn, kk = gemm_dims(n, g, q)
     tile = choose_tile(nn, k.L.wide, it)
     wbytes = i64(align(workspace_bytes(m, nn, kk, tile, it)))
 
@@ -300,6 +300,19 @@ def _input_grad(k: Any, g: Geometry, area: dict, nb: int, q: int, nimg: ir.Value
         _images(k, "dx", [*grids, area["col"], k.out, i0], cnt, col2im)
 
 
+def add_into(k: Any, dst: ir.Value, src: ir.Value, total: int) -> None:
+    """In kernel ``k``: ``dst[j] += src[j]`` for ``j < total``, halves on the two threads
+    (each element added by the same code either way)."""
+    task = KernelTask(k, "acc", [dst, src])
+    tb = task.b
+    lo, hi = task.split(i64(total))
+    with for_range(tb, lo, hi, name="acc") as j:
+        p = _gep(tb, task[dst], j)
+        tb.store(tb.fadd(tb.load(p), tb.load(_gep(tb, task[src], j))), p)
+    task.finish()
+    task.dispatch(ir.Constant(ir.IntType(1), total >= 1 << 15))
+
+
 def _weight_grad(k: Any, g: Geometry, area: dict, nb: int, q: int, nimg: ir.Value,
                  gemm: Any) -> None:
     n = k.node
@@ -318,18 +331,11 @@ def _weight_grad(k: Any, g: Geometry, area: dict, nb: int, q: int, nimg: ir.Valu
         gemm([area["mat"], i64(q), i64(1), area["col"], i64(1), i64(q), dst, i64(g.K),
               i64(g.OC), i64(g.K), _lin(b, (cnt, g.P))])
         with b.if_then(b.not_(first)):
-            task = KernelTask(k, "acc", [k.out, area["tmp"]])
-            tb = task.b
-            lo, hi = task.split(i64(total))
-            with for_range(tb, lo, hi, name="acc") as j:
-                p = _gep(tb, task[k.out], j)
-                tb.store(tb.fadd(tb.load(p), tb.load(_gep(tb, task[area["tmp"]], j))), p)
-            task.finish()
-            task.dispatch(ir.Constant(ir.IntType(1), total >= 1 << 15))
+            add_into(k, k.out, area["tmp"], total)
     # no images: the gradient is zero
     with b.if_then(b.icmp_signed("<=", nimg, i64(0))):
         _memset0(b, k.out, n.dtype.itemsize * total)
 
 
-__all__ = ["plan", "workspace", "describe", "emit", "images_per_chunk", "OPS", "SMALL_MAP",
-           "POSITIONS", "COL_BYTES"]
+__all__ = ["plan", "workspace", "describe", "emit", "images_per_chunk", "gemm_dims", "add_into",
+           "OPS", "SMALL_MAP", "POSITIONS", "COL_BYTES"]

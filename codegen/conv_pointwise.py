@@ -50,7 +50,7 @@ from .conv_bf16 import (
     conv_geometry,
 )
 from .conv_epilogue import _after_image, _call_epilogue, _epilogue_values, _out_image
-from .conv_gemm import SMALL_MAP
+from .conv_gemm import SMALL_MAP, add_into, gemm_dims
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .llvm_util import for_range, i64, mem_type
 from .parallel import KernelTask
@@ -88,21 +88,12 @@ def plan(n: Node) -> Geometry | None:
         return None
     if min(g.C, g.OC) < MIN_CHANNELS or g.P <= SMALL_MAP:
         return None
-    m, _, k = _dims(n, g)
+    m, _, k = gemm_dims(n, g, g.P)
     if n.op != "conv2d_weight_grad" and m < k and g.P < WIDE_MAP:
         return None  # a product that reduces (K > M) on a modest map: the tiles do as well
     # the per-image operands: x (conv2d), dY (input grad), both (weight grad)
     images = n.inputs if n.op == "conv2d_weight_grad" else n.inputs[:1]
     return g if all(_positions_contiguous(x) for x in images) else None
-
-
-def _dims(n: Node, g: Geometry) -> tuple[int, int, int]:
-    """``(M, N, K)`` of one image's product."""
-    if n.op == "conv2d":
-        return g.OC, g.P, g.C
-    if n.op == "conv2d_input_grad":
-        return g.C, g.P, g.OC
-    return g.OC, g.C, g.P
 
 
 def _layout(n: Node, g: Geometry, wide: bool) -> dict[str, int]:
@@ -111,7 +102,7 @@ def _layout(n: Node, g: Geometry, wide: bool) -> dict[str, int]:
     gradient each half's running sum's scratch (``tmp0``, ``tmp1``) and the second half's
     sum (``acc1``; the first half's is ``dW`` itself)."""
     it = n.dtype.itemsize
-    m, nn, k = _dims(n, g)
+    m, nn, k = gemm_dims(n, g, g.P)
     areas = [("gemm", 2 * align(workspace_bytes(m, nn, k, choose_tile(nn, wide, it), it)))]
     if n.op == "conv2d_weight_grad":
         areas += [(name, it * g.OC * g.C) for name in ("tmp0", "tmp1", "acc1")]
@@ -131,7 +122,7 @@ def describe(n: Node) -> str | None:
         return None
     what = {"conv2d": "conv", "conv2d_input_grad": "conv input grad",
             "conv2d_weight_grad": "conv weight grad"}[n.op]
-    m, nn, k = _dims(n, g)
+    m, nn, k = gemm_dims(n, g, g.P)
     return (f"{what}: 1x1 stride 1, one gemm per image read in place "
             f"([{m}, {k}] @ [{k}, {nn}])")
 
@@ -141,18 +132,6 @@ def _matrix(b: ir.IRBuilder, x: _Operand, img: ir.Value) -> tuple[ir.Value, ir.V
     element and its row (channel) stride; positions have unit stride (``plan``)."""
     s0, s1, _, _ = x.ir
     return _gep(b, x.ptr, _lin(b, (img, s0))), s1
-
-
-def _add_into(k: Any, dst: ir.Value, src: ir.Value, total: int) -> None:
-    """``dst[j] += src[j]`` for ``j < total``, halves on the two threads."""
-    task = KernelTask(k, "acc", [dst, src])
-    tb = task.b
-    lo, hi = task.split(i64(total))
-    with for_range(tb, lo, hi, name="acc") as j:
-        p = _gep(tb, task[dst], j)
-        tb.store(tb.fadd(tb.load(p), tb.load(_gep(tb, task[src], j))), p)
-    task.finish()
-    task.dispatch(ir.Constant(ir.IntType(1), total >= 1 << 15))
 
 
 def emit(k: Any) -> bool:
@@ -174,11 +153,13 @@ def emit(k: Any) -> bool:
     it = n.dtype.itemsize
     elt = mem_type(n.dtype)
     area = carve(b, k.work, _layout(n, g, k.L.wide), elt)
-    m, nn, kk = _dims(n, g)
+    m, nn, kk = gemm_dims(n, g, g.P)
     tile = choose_tile(nn, k.L.wide, it)
     part_bytes = align(workspace_bytes(m, nn, kk, tile, it))
     wgrad = n.op == "conv2d_weight_grad"
     a_op, b_op = _Operand(k, n.inputs[0]), _Operand(k, n.inputs[1])
+    for op in (a_op, b_op) if wgrad else (a_op,):  # as ``plan`` saw them (W == OW here)
+        assert op.inner_mergeable(g.W), f"{n.op}: an image's positions are not contiguous"
     nimg = k.sym((n if n.op == "conv2d_input_grad" else n.inputs[0]).shape[0])
 
     def product(bb: ir.IRBuilder, ops: tuple[_Operand, _Operand], img: ir.Value,
@@ -233,7 +214,7 @@ def emit(k: Any) -> bool:
             task.finish()
             task.dispatch(ir.Constant(ir.IntType(1), 1))
             if wgrad:
-                _add_into(k, k.out, area["acc1"], g.OC * g.C)
+                add_into(k, k.out, area["acc1"], g.OC * g.C)
         with one_image:
             with b.if_then(b.icmp_signed("==", nimg, i64(1))):
                 epi = k.epilogue
