@@ -217,7 +217,7 @@ def emit(k: Any) -> bool:
                 add_into(k, k.out, area["acc1"], g.OC * g.C)
         with one_image:
             with b.if_then(b.icmp_signed("==", nimg, i64(1))):
-                epi = k.epilogue
+                epi = None if wgrad else k.epilogue  # (the planner gives dW none)
                 # with an epilogue, staged as the task's images are: the entry function
                 # passes one form of the consumer for the whole kernel
                 dst = k.out if epi is None else b.bitcast(epi.stages[0], k.out.type)
