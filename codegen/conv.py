@@ -101,9 +101,9 @@ from . import winograd as wino
 from .abi import ALIGN, align
 from .conv_direct import DIRECT
 from .conv_epilogue import (
-    _after_image,
-    _epilogue_values,
-    _out_image,
+    after_image,
+    epilogue_values,
+    out_image,
 )
 from .gemm_bf16 import bf16_features
 from .hostinfo import current_caches
@@ -557,7 +557,7 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
 
     # the images, split in two halves, each with its own grid
     nimg = k.sym(n.shape[0])
-    task = _Task(k, "igemm", [src, *sst, apack, *grids, k.out, nimg, *_epilogue_values(k)])
+    task = _Task(k, "igemm", [src, *sst, apack, *grids, k.out, nimg, *epilogue_values(k)])
     images = _igemm_images_by_channels if by_channels(p) else _igemm_images
     images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
            [task[x] for x in grids], task[k.out], task[nimg])
@@ -593,7 +593,7 @@ def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
     for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, nimg, mp):
-        o, ni = _out_image(task, out, nb)
+        o, ni = out_image(task, out, nb)
         for q0, m0, tile in _channel_tiles(b, vec, accs, buf, K, offs, abase, mp, grid, P,
                                            p.OW, p.wg):
             with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
@@ -618,7 +618,7 @@ def _igemm_groups(task: _Task, p: Problem, elt: ir.Type, src: ir.Value, sst: lis
             with for_range(b, i64(0), i64(p.G), name="grp") as g:
                 _build_grid(b, p, grid, src, sst, nb, g)
                 yield nb, g, grid, _gep(b, apack, _mul(b, g, p.K * mp))
-            _after_image(task, nb)
+            after_image(task, nb)
 
 
 def _grid_starts(b: ir.IRBuilder, grid: ir.Value, q0: ir.Value, n: int, Q: int,
@@ -738,7 +738,7 @@ def _igemm_images(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value
     cout = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, nimg, mp):
-        o, ni = _out_image(task, out, nb)
+        o, ni = out_image(task, out, nb)
         with for_range(b, i64(0), i64(mp // t.rm), name="mt") as mi:
             m0 = _mul(b, mi, t.rm)
             with for_range(b, i64(0), i64(nq), name="qt") as qi:
@@ -1327,7 +1327,7 @@ def _emit_strided_igrad(k: Any, p: StridedIgrad) -> bool:
         kstart += p.S * kk
 
     nimg = k.sym(n.shape[0])
-    task = _Task(k, "igrad", [src, *sst, apack, *grids, k.out, nimg, *_epilogue_values(k)])
+    task = _Task(k, "igrad", [src, *sst, apack, *grids, k.out, nimg, *epilogue_values(k)])
     images = (_strided_igrad_images_by_channels if _igrad_by_channels(p)
               else _strided_igrad_images)
     images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
@@ -1367,7 +1367,7 @@ def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
             if any(not ph.taps for ph in p.phases):
                 # positions no tap reaches (three in four for a 1x1 kernel at stride 2) are
                 # zero: one memset of the image instead of scattering zeros
-                o, ni = _out_image(task, out, nb)
+                o, ni = out_image(task, out, nb)
                 _zero_fill(b, _gep(b, o, _mul(b, ni, cin * p.IH * p.IW)),
                            cin * p.IH * p.IW, elt)
             with for_range(b, i64(0), i64(p.G), name="grp") as g:
@@ -1379,7 +1379,7 @@ def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
                     kstart += K
                     if K:
                         yield ph, off_t, abase, K, nb, g, grid
-            _after_image(task, nb)
+            after_image(task, nb)
 
 
 def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
@@ -1405,7 +1405,7 @@ def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt
                 r, col = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
                 ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
                 iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
-                o, ni = _out_image(task, out, nb)
+                o, ni = out_image(task, out, nb)
                 ch = _add(b, _mul(b, ni, cin), _mul(b, g, p.M), _add(b, m0, c))
                 dst = _gep(b, o, _add(b, _mul(b, ch, p.IH * p.IW),
                                         _mul(b, ih, p.IW), iw))
@@ -1461,7 +1461,7 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
                                 else vec.mask(b.sub(i64(ph.cols), col)))
                         ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
                         iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
-                        o, ni = _out_image(task, out, nb)
+                        o, ni = out_image(task, out, nb)
                         for i in range(t.rm):
                             m = _add(b, m0, i64(i))
                             ch = _add(b, _mul(b, ni, cin), _mul(b, g, p.M), m)
@@ -1656,7 +1656,7 @@ def _emit_winograd(k: Any, w: Wino) -> bool:
 
     nimg = k.sym(n.shape[0])
     flat = [x for part in parts for x in part]
-    task = _Task(k, "wino", [src, *sst, upack, *flat, k.out, nimg, *_epilogue_values(k)])
+    task = _Task(k, "wino", [src, *sst, upack, *flat, k.out, nimg, *epilogue_values(k)])
     _wino_images(task, w, elt, task[src], [task[x] for x in sst], task[upack],
                  [tuple(task[x] for x in part) for part in parts], task[k.out], task[nimg])
     macs = b.mul(nimg, i64(16 * w.M * w.S * w.TH * w.TW))
@@ -1692,7 +1692,7 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
             _build_grid(b, w, grid, src, sst, nb, i64(0))
             if w.flat:
                 _build_tiles(b, w, tiles, grid)
-            o, ni = _out_image(task, out, nb)
+            o, ni = out_image(task, out, nb)
             with for_range(b, i64(0), i64(nblocks), name="blk") as bi:
                 q0 = _mul(b, bi, qb)
                 left = b.sub(i64(w.Q), q0)
@@ -1799,7 +1799,7 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
                                         store_row()
                                 else:
                                     store_row()
-            _after_image(task, nb)
+            after_image(task, nb)
     task.finish()
 
 

@@ -4,7 +4,7 @@ The planner (``planning._plan_conv_epilogues``) pairs a convolution with the ker
 alone reads its result; ``codegen.lower`` builds that consumer as a function of its own and
 hands it to the convolution's kernel (``Epilogue``). A kernel that runs images in a thread
 task stages each image's result in its thread's buffer and calls the consumer over that
-image while it is in cache (``_out_image``, ``_after_image``); any other kernel writes the
+image while it is in cache (``out_image``, ``after_image``); any other kernel writes the
 whole result and the consumer runs over it once at the end (``finish_epilogue``). Here,
 below every convolution kernel family, so that each can stage its images.
 """
@@ -40,20 +40,20 @@ class Epilogue:
     staged: bool = False
 
 
-def _call_epilogue(b: ir.IRBuilder, fn: ir.Value, args: list[ir.Value]) -> None:
+def call_epilogue(b: ir.IRBuilder, fn: ir.Value, args: list[ir.Value]) -> None:
     b.call(b.bitcast(fn, EPILOGUE_FN.as_pointer()), args)
 
 
-def _epilogue_values(k: Any) -> list[ir.Value]:
+def epilogue_values(k: Any) -> list[ir.Value]:
     """What a task body needs to stage and run ``k``'s epilogue (none without one)."""
     epi = k.epilogue
     return [] if epi is None else [epi.fn, epi.ctx, *epi.stages]
 
 
-def _out_image(task: _Task, out: ir.Value, nb: ir.Value) -> tuple[ir.Value, ir.Value]:
+def out_image(task: _Task, out: ir.Value, nb: ir.Value) -> tuple[ir.Value, ir.Value]:
     """Where a task body stores image ``nb`` of its result: ``(buffer, image index)``, the
     output at ``nb``, or, when the kernel has an epilogue, this thread's staging buffer at
-    image 0 (``_after_image`` runs the epilogue from there into the output)."""
+    image 0 (``after_image`` runs the epilogue from there into the output)."""
     epi = task.k.epilogue
     if epi is None:
         return out, nb
@@ -62,15 +62,15 @@ def _out_image(task: _Task, out: ir.Value, nb: ir.Value) -> tuple[ir.Value, ir.V
     return b.bitcast(stage, out.type), i64(0)
 
 
-def _after_image(task: _Task, nb: ir.Value) -> None:
-    """In a task body, after image ``nb`` is stored (``_out_image``): the epilogue over that
+def after_image(task: _Task, nb: ir.Value) -> None:
+    """In a task body, after image ``nb`` is stored (``out_image``): the epilogue over that
     image, from the staging buffer (in L1 or L2) into the output."""
     epi = task.k.epilogue
     if epi is None:
         return
     b = task.b
     stage = b.select(task.first, task[epi.stages[0]], task[epi.stages[1]])
-    _call_epilogue(b, task[epi.fn], [task[epi.ctx], stage, nb, b.add(nb, i64(1))])
+    call_epilogue(b, task[epi.fn], [task[epi.ctx], stage, nb, b.add(nb, i64(1))])
     epi.staged = True
 
 
@@ -81,7 +81,8 @@ def finish_epilogue(k: Any) -> None:
     epi = k.epilogue
     if epi is not None and not epi.staged:
         nimg = k.sym(k.node.shape[0])
-        _call_epilogue(k.b, epi.fn, [epi.ctx, ir.Constant(I8P, None), i64(0), nimg])
+        call_epilogue(k.b, epi.fn, [epi.ctx, ir.Constant(I8P, None), i64(0), nimg])
 
 
-__all__ = ["EPILOGUE_FN", "Epilogue", "finish_epilogue"]
+__all__ = ["EPILOGUE_FN", "Epilogue", "call_epilogue", "epilogue_values", "out_image",
+           "after_image", "finish_epilogue"]

@@ -49,7 +49,7 @@ from .conv_bf16 import (
     carve,
     conv_geometry,
 )
-from .conv_epilogue import _after_image, _call_epilogue, _epilogue_values, _out_image
+from .conv_epilogue import after_image, call_epilogue, epilogue_values, out_image
 from .conv_gemm import SMALL_MAP, add_into, gemm_dims
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .llvm_util import for_range, i64, mem_type
@@ -187,10 +187,10 @@ def emit(k: Any) -> bool:
         work = tb.select(task.first, raw, tb.gep(raw, [i64(part_bytes)]))
         if not wgrad:
             with for_range(tb, lo, hi, name="pimg") as i:
-                out, at = _out_image(task, task[k.out], i)  # a staging buffer: epilogue
+                out, at = out_image(task, task[k.out], i)  # a staging buffer: epilogue
                 product(tb, ops, i, _gep(tb, out, _lin(tb, (at, m * g.P))), work,
                         task.alloca, None)
-                _after_image(task, i)
+                after_image(task, i)
             return
         acc = tb.select(task.first, task[k.out], task[area["acc1"]])
         tmp = tb.select(task.first, task[area["tmp0"]], task[area["tmp1"]])
@@ -202,7 +202,7 @@ def emit(k: Any) -> bool:
                     p = _gep(tb, acc, j)
                     tb.store(tb.fadd(tb.load(p), tb.load(_gep(tb, tmp, j))), p)
 
-    values = [*a_op.values(), *b_op.values(), k.out, area["gemm"], *_epilogue_values(k)]
+    values = [*a_op.values(), *b_op.values(), k.out, area["gemm"], *epilogue_values(k)]
     if wgrad:
         values += [area["tmp0"], area["tmp1"], area["acc1"]]
     several = b.icmp_signed(">=", nimg, i64(2))
@@ -224,7 +224,7 @@ def emit(k: Any) -> bool:
                 product(b, (a_op, b_op), i64(0), dst, area["gemm"], k.alloca,
                         k.L.run2_global())
                 if epi is not None:
-                    _call_epilogue(b, epi.fn, [epi.ctx, epi.stages[0], i64(0), i64(1)])
+                    call_epilogue(b, epi.fn, [epi.ctx, epi.stages[0], i64(0), i64(1)])
             if wgrad:  # no images: the gradient is zero
                 with b.if_then(b.icmp_signed("<=", nimg, i64(0))):
                     _memset0(b, k.out, it * g.OC * g.C)
