@@ -265,10 +265,11 @@ def resnet_step(state_dict: dict[str, Any], x: np.ndarray, y: np.ndarray, t_max:
     return run
 
 
-def resnet18_step(batch: int = 32, size: int = 64, **net: Any) -> Callable[[], Any]:
-    """The ``resnet18`` workload's JAX step (``net``: ``benchmarks.resnet.build``'s keyword
-    arguments, e.g. ``resnet.IMAGENET``), from a graphc ResNet's initial weights and the
-    workload's data (the same seed, so the same arrays)."""
+def resnet_workload_step(batch: int = 32, size: int = 64, **net: Any) -> Callable[[], Any]:
+    """The JAX step of a ResNet workload (``resnet18``, ``resnet18_imagenet``, ``resnet50``;
+    ``net``: ``benchmarks.resnet.build``'s keyword arguments, e.g. ``resnet.IMAGENET``),
+    from a graphc ResNet's initial weights and the workload's data (the same seed, so the
+    same arrays)."""
     import graphc
 
     from . import resnet
@@ -294,9 +295,9 @@ def steps(names: Collection[str] | None = None) -> dict[str, Callable[[], Any]]:
         "infer": lambda: mlp_step([784, 256, 10], 64, "sgd_small", train=False),
         "cnn": cnn_step,
         "adam": lambda: mlp_step([784, 256, 10], 64, "adam"),
-        "resnet18": resnet18_step,
-        "resnet18_imagenet": lambda: resnet18_step(8, 224, num_classes=1000,
+        "resnet18": resnet_workload_step,
+        "resnet18_imagenet": lambda: resnet_workload_step(8, 224, num_classes=1000,
                                                    **resnet.IMAGENET),
-        "resnet50": lambda: resnet18_step(8, 224, num_classes=1000, **resnet.RESNET50),
+        "resnet50": lambda: resnet_workload_step(8, 224, num_classes=1000, **resnet.RESNET50),
     }
     return {k: make() for k, make in makers.items() if names is None or k in names}

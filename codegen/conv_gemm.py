@@ -300,15 +300,19 @@ def _input_grad(k: Any, g: Geometry, area: dict, nb: int, q: int, nimg: ir.Value
         _images(k, "dx", [*grids, area["col"], k.out, i0], cnt, col2im)
 
 
+def accumulate(b: ir.IRBuilder, dst: ir.Value, src: ir.Value, lo: ir.Value,
+               hi: ir.Value) -> None:
+    """``dst[j] += src[j]`` for ``lo <= j < hi``, on this thread."""
+    with for_range(b, lo, hi, name="acc") as j:
+        p = _gep(b, dst, j)
+        b.store(b.fadd(b.load(p), b.load(_gep(b, src, j))), p)
+
+
 def add_into(k: Any, dst: ir.Value, src: ir.Value, total: int) -> None:
     """In kernel ``k``: ``dst[j] += src[j]`` for ``j < total``, halves on the two threads
     (each element added by the same code either way)."""
     task = KernelTask(k, "acc", [dst, src])
-    tb = task.b
-    lo, hi = task.split(i64(total))
-    with for_range(tb, lo, hi, name="acc") as j:
-        p = _gep(tb, task[dst], j)
-        tb.store(tb.fadd(tb.load(p), tb.load(_gep(tb, task[src], j))), p)
+    accumulate(task.b, task[dst], task[src], *task.split(i64(total)))
     task.finish()
     task.dispatch(ir.Constant(ir.IntType(1), total >= 1 << 15))
 
@@ -338,4 +342,4 @@ def _weight_grad(k: Any, g: Geometry, area: dict, nb: int, q: int, nimg: ir.Valu
 
 
 __all__ = ["plan", "workspace", "describe", "emit", "images_per_chunk", "gemm_dims", "add_into",
-           "OPS", "SMALL_MAP", "POSITIONS", "COL_BYTES"]
+           "accumulate", "OPS", "SMALL_MAP", "POSITIONS", "COL_BYTES"]

@@ -50,7 +50,7 @@ from .conv_bf16 import (
     conv_geometry,
 )
 from .conv_epilogue import after_image, call_epilogue, epilogue_values, out_image
-from .conv_gemm import SMALL_MAP, add_into, gemm_dims
+from .conv_gemm import SMALL_MAP, accumulate, add_into, gemm_dims
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .llvm_util import for_range, i64, mem_type
 from .parallel import KernelTask
@@ -198,9 +198,7 @@ def emit(k: Any) -> bool:
             head = tb.icmp_signed("==", i, lo)
             product(tb, ops, i, tb.select(head, acc, tmp), work, task.alloca, None)
             with tb.if_then(tb.not_(head)):
-                with for_range(tb, i64(0), i64(g.OC * g.C), name="pacc") as j:
-                    p = _gep(tb, acc, j)
-                    tb.store(tb.fadd(tb.load(p), tb.load(_gep(tb, tmp, j))), p)
+                accumulate(tb, acc, tmp, i64(0), i64(g.OC * g.C))
 
     values = [*a_op.values(), *b_op.values(), k.out, area["gemm"], *epilogue_values(k)]
     if wgrad:
