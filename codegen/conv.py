@@ -1948,8 +1948,19 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
     return emit
 
 
+def unit_stride_operands(n: Node, wide: bool) -> tuple[int, ...]:
+    """The operands read as row vectors (``Kernel.unit_stride``): ``dY`` of a weight
+    gradient on position-vector tiles (``_wgrad_tiles`` loads its rows as vectors; the
+    channel-vector form and the grids read through any strides)."""
+    if n.op != "conv2d_weight_grad" or not n.dtype.is_float:
+        return ()
+    p = problem(n, wide)
+    return (1,) if p is not None and not wgrad_by_channels(p) else ()
+
+
 KERNEL = register(Kernel("conv", OPS, kernel(lambda k: DIRECT[k.node.op](k)),
-                         workspace=workspace_bytes, dense_operands=True))
+                         workspace=workspace_bytes, dense_operands=True,
+                         unit_stride=unit_stride_operands))
 
 __all__ = ["Problem", "problem", "StridedIgrad", "strided_igrad", "workspace_bytes", "kernel",
            "describe",

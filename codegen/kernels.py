@@ -32,23 +32,32 @@ class Kernel:
     the kernel needs besides its output (a GEMM's packing areas, a convolution's grids), 0 for
     none; the planner reserves the largest. ``dense_operands``: the kernel reads each operand
     element many times, so its operands get buffers of their own (or are buffers seen through
-    strided views) instead of being recomputed inline.
+    strided views) instead of being recomputed inline. ``unit_stride(node, wide)``: the
+    indices of the operands the kernel reads as vectors along their last dim; the planner
+    gives such an operand a contiguous buffer of its own when it would otherwise be a view
+    whose last stride is not 1 (a permuted, channels-last tensor), because the kernel's
+    only other way to read it is element by element.
     """
 
     def __init__(self, name: str, ops: tuple[str, ...], emit: Emit,
                  workspace: Callable[[Node, bool], Any] | None = None,
-                 dense_operands: bool = False) -> None:
+                 dense_operands: bool = False,
+                 unit_stride: Callable[[Node, bool], tuple[int, ...]] | None = None) -> None:
         self.name = name
         self.ops = ops
         self._emit = emit
         self._workspace = workspace
         self.dense_operands = dense_operands
+        self._unit_stride = unit_stride
 
     def applies(self, n: Node) -> bool:
         return n.op in self.ops
 
     def workspace(self, n: Node, wide: bool) -> Any:
         return 0 if self._workspace is None else self._workspace(n, wide)
+
+    def unit_stride(self, n: Node, wide: bool) -> tuple[int, ...]:
+        return () if self._unit_stride is None else self._unit_stride(n, wide)
 
     def emit(self, k: Any) -> None:
         self._emit(k)
