@@ -139,7 +139,8 @@ class Problem:
     KW: int
     dh: int
     dw: int
-    s: int  # stride (equal in both dims on this path)
+    sh: int  # stride along rows
+    sw: int  # stride along columns
     OH: int
     OW: int
     lanes: int
@@ -150,11 +151,11 @@ class Problem:
 
     @property
     def hg(self) -> int:
-        return self.OH + (self.KH - 1) * self.dh // self.s
+        return self.OH + (self.KH - 1) * self.dh // self.sh
 
     @property
     def wg(self) -> int:
-        return self.OW + (self.KW - 1) * self.dw // self.s
+        return self.OW + (self.KW - 1) * self.dw // self.sw
 
     @property
     def qv(self) -> int:  # vectors per output row
@@ -167,13 +168,18 @@ class Problem:
     @property
     def grid_elems(self) -> int:
         # two vectors of zeroed slack: the last row's garbage lanes read past the end
-        return self.s * self.s * self.phase_elems + 2 * self.lanes
+        return self.sh * self.sw * self.phase_elems + 2 * self.lanes
+
+    @property
+    def grid_strides(self) -> tuple[int, int]:
+        """How the grid splits into phases (``_build_grid``): the stride, rows and columns."""
+        return self.sh, self.sw
 
     @property
     def used_phases(self) -> frozenset[tuple[int, int]]:
         """The phase grids some tap reads (a 1x1 kernel at stride 2 reads one of four):
         only those are zeroed and filled."""
-        return frozenset(((kh * self.dh) % self.s, (kw * self.dw) % self.s)
+        return frozenset(((kh * self.dh) % self.sh, (kw * self.dw) % self.sw)
                          for kh in range(self.KH) for kw in range(self.KW))
 
     def offsets(self) -> list[int]:
@@ -182,9 +188,9 @@ class Problem:
         for c in range(self.S):
             for kh in range(self.KH):
                 for kw in range(self.KW):
-                    a, r = divmod(kh * self.dh, self.s)
-                    b, q = divmod(kw * self.dw, self.s)
-                    out.append((r * self.s + q) * self.phase_elems + c * self.hg * self.wg
+                    a, r = divmod(kh * self.dh, self.sh)
+                    b, q = divmod(kw * self.dw, self.sw)
+                    out.append((r * self.sw + q) * self.phase_elems + c * self.hg * self.wg
                                + a * self.wg + b)
         return out
 
@@ -199,8 +205,8 @@ def problem(n: Node, wide: bool) -> Problem | None:
         return None
     a = n.attrs
     (sh_, sw), (ph, pw), (dh, dw), g = a["stride"], a["padding"], a["dilation"], a["groups"]
-    if sh_ != sw or (n.op == "conv2d_input_grad" and sh_ != 1):
-        return None
+    if n.op == "conv2d_input_grad" and (sh_, sw) != (1, 1):
+        return None  # ``strided_igrad``
     if n.op == "conv2d":
         x, w = n.inputs
         src, y = x, n
@@ -220,8 +226,8 @@ def problem(n: Node, wide: bool) -> Problem | None:
     if n.op == "conv2d_input_grad":
         # a stride-1 convolution of the output gradient with the flipped, transposed weight
         return Problem(g, Cg, oc // g, H, W, (KH - 1) * dh - ph, (KW - 1) * dw - pw, KH, KW,
-                       dh, dw, 1, OH, OW, lanes)
-    return Problem(g, oc // g, Cg, H, W, ph, pw, KH, KW, dh, dw, sh_, OH, OW, lanes)
+                       dh, dw, 1, 1, OH, OW, lanes)
+    return Problem(g, oc // g, Cg, H, W, ph, pw, KH, KW, dh, dw, sh_, sw, OH, OW, lanes)
 
 
 @dataclass(frozen=True)
@@ -326,12 +332,13 @@ _ELT_BYTES = {"float": 4, "double": 8}
 def _zero_grid(b: ir.IRBuilder, p: Any, grid: ir.Value, elt: ir.Type) -> None:
     """Zero the phase grids the taps read, and the slack after the last one."""
     used = getattr(p, "used_phases", None)
-    if used is None or len(used) == p.s * p.s:
+    sh_, sw = p.grid_strides
+    if used is None or len(used) == sh_ * sw:
         _zero_fill(b, grid, p.grid_elems, elt)
         return
     for a, bb in sorted(used):
-        _zero_fill(b, _gep(b, grid, i64((a * p.s + bb) * p.phase_elems)), p.phase_elems, elt)
-    tail = p.s * p.s * p.phase_elems
+        _zero_fill(b, _gep(b, grid, i64((a * sw + bb) * p.phase_elems)), p.phase_elems, elt)
+    tail = sh_ * sw * p.phase_elems
     _zero_fill(b, _gep(b, grid, i64(tail)), p.grid_elems - tail, elt)
 
 def _carve(b: ir.IRBuilder, work: ir.Value, offset: int, elt: ir.Type) -> ir.Value:
@@ -352,21 +359,21 @@ def _offset_table(mod: ir.Module, p: Problem, name: str) -> ir.Value:
 def _build_grid(b: ir.IRBuilder, p: Problem, grid: ir.Value, src: ir.Value,
                 st: list[ir.Value], nb: ir.Value, g: ir.Value) -> None:
     """Copy image ``nb``'s channels of group ``g`` into the (pre-zeroed) phase grids."""
-    s = p.s
+    s, sc_ = p.grid_strides  # rows, columns
     used = getattr(p, "used_phases", None)
     unit = isinstance(st[3], ir.Constant) and st[3].constant == 1  # rows contiguous
     for a in range(s):
-        for bb in range(s):
+        for bb in range(sc_):
             if used is not None and (a, bb) not in used:
                 continue
             # grid row r holds source row r*s + a - ph: rows with 0 <= r*s + a - ph < H
             r0 = max(0, -(-(p.ph - a) // s))
             r1 = min(p.hg, (p.H - 1 + p.ph - a) // s + 1)
-            c0 = max(0, -(-(p.pw - bb) // s))
-            c1 = min(p.wg, (p.W - 1 + p.pw - bb) // s + 1)
+            c0 = max(0, -(-(p.pw - bb) // sc_))
+            c1 = min(p.wg, (p.W - 1 + p.pw - bb) // sc_ + 1)
             if r1 <= r0 or c1 <= c0:
                 continue
-            base = (a * s + bb) * p.phase_elems
+            base = (a * sc_ + bb) * p.phase_elems
             with for_range(b, i64(0), i64(p.S), name="gc") as c:
                 sc = _add(b, _mul(b, nb, st[0]), _mul(b, _add(b, _mul(b, g, p.S), c), st[1]))
                 dc = _add(b, i64(base), _mul(b, c, p.hg * p.wg))
@@ -374,12 +381,12 @@ def _build_grid(b: ir.IRBuilder, p: Problem, grid: ir.Value, src: ir.Value,
                     ih = b.sub(_add(b, _mul(b, r, s), i64(a)), i64(p.ph))
                     srow = _gep(b, src, _add(b, sc, _mul(b, ih, st[2])))
                     drow = _gep(b, grid, _add(b, dc, _mul(b, r, p.wg)))
-                    if unit and s <= 2:
+                    if unit and sc_ <= 2:
                         _copy_row(b, p.lanes, _gep(b, drow, i64(c0)),
-                                  _gep(b, srow, i64(c0 * s + bb - p.pw)), c1 - c0, s)
+                                  _gep(b, srow, i64(c0 * sc_ + bb - p.pw)), c1 - c0, sc_)
                         continue
                     with for_range(b, i64(c0), i64(c1), name="gcol") as col:
-                        iw = b.sub(_add(b, _mul(b, col, s), i64(bb)), i64(p.pw))
+                        iw = b.sub(_add(b, _mul(b, col, sc_), i64(bb)), i64(p.pw))
                         v = b.load(_gep(b, srow, _mul(b, iw, st[3])))
                         b.store(v, _gep(b, drow, col))
 
@@ -1191,7 +1198,11 @@ class StridedIgrad:
     KW: int
     phases: tuple[Phase, ...]
     lanes: int
-    s: int = 1  # the grid is not split into phases (``_build_grid``)
+
+    @property
+    def grid_strides(self) -> tuple[int, int]:
+        """The grid is not split into phases (``_build_grid``)."""
+        return 1, 1
 
     @property
     def phase_elems(self) -> int:
@@ -1533,7 +1544,11 @@ class Wino:
     OW: int
     lanes: int
     flip: bool  # the input gradient: g[m, s] = W[s, m, 2 - kh, 2 - kw]
-    s: int = 2
+
+    @property
+    def grid_strides(self) -> tuple[int, int]:
+        """The 2x2 phase grids of ``_build_grid``."""
+        return 2, 2
 
     @property
     def TH(self) -> int:  # noqa: N802 - tile rows
@@ -1601,7 +1616,7 @@ def winograd(n: Node, wide: bool) -> Wino | None:
     not pay: rows of fewer than one vector of tiles (the lanes past them are wasted work)."""
     p = problem(n, wide)
     if (p is None or n.op == "conv2d_weight_grad" or p.G != 1 or (p.KH, p.KW) != (3, 3)
-            or (p.dh, p.dw, p.s) != (1, 1, 1)):
+            or (p.dh, p.dw, p.sh, p.sw) != (1, 1, 1, 1)):
         return None
     w = Wino(p.M, p.S, p.H, p.W, p.ph, p.pw, p.OH, p.OW, p.lanes,
              n.op == "conv2d_input_grad")
@@ -1892,8 +1907,8 @@ def describe(n: Node, wide: bool) -> str | None:
         return (f"conv weight grad: implicit GEMM over every image's grid, register tiles of "
                 f"{t.rm} channels x {t.nv} taps")
     t, _ = igemm_layout(p, wide)
-    grid = (f"{len(p.used_phases)} of {p.s * p.s} stride-phase grids" if p.s > 1
-            else "a zero-bordered grid")
+    grid = (f"{len(p.used_phases)} of {p.sh * p.sw} stride-phase grids"
+            if p.sh * p.sw > 1 else "a zero-bordered grid")
     tile = (f"{t.rm} positions x {t.nv} channel vectors" if by_channels(p)
             else f"{t.rm} channels x {t.nv} position vectors")
     what = "conv input grad" if n.op == "conv2d_input_grad" else "conv"

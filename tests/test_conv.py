@@ -26,7 +26,7 @@ GEOMS = [
     (4, 6, 9, 8, (3, 3), 2, 1, 1, 2),  # stride 2: phase grids (forward, weight grad)
     (2, 4, 11, 19, (5, 3), 3, (2, 1), (1, 2), 1),  # stride 3, mixed dilation
     (6, 9, 8, 8, (3, 3), 1, 1, 1, 3),  # ragged tiles (3 rows per group)
-    (3, 4, 10, 9, (3, 3), (2, 1), 1, 1, 1),  # unequal strides: direct loops (forward)
+    (3, 4, 10, 9, (3, 3), (2, 1), 1, 1, 1),  # unequal strides: 2x1 phase grids
     (16, 32, 16, 16, (3, 3), 2, 1, 1, 1),  # ResNet downsampling: two vectors per phase row
     (16, 32, 16, 16, (1, 1), 2, 0, 1, 1),  # 1x1 at stride 2: three phases no tap reaches
     (3, 5, 12, 11, (2, 4), (3, 2), (0, 3), (2, 1), 1),  # phases of unequal sizes and taps
