@@ -446,6 +446,13 @@ class KernelEmitter:
         if n.op == "expand":
             return [i64(0) if (s == 1 and not sh.same(d, 1)) else i
                     for s, d, i in zip(src, n.shape, idx)]
+        if _unit_dims_only(n):
+            # only size-1 dims inserted or dropped (``stack``'s unsqueeze): the other
+            # indices carry over as they are. Linearised, a symbolic batch size left a
+            # division and a remainder per element, which also kept LLVM from vectorising
+            # (``stack`` of three [B, 3, 197, 64] slices: 6.2 ms against 0.32 with static B)
+            kept = iter(i for i, d in zip(idx, n.shape) if not sh.same(d, 1))
+            return [i64(0) if sh.same(d, 1) else next(kept) for d in src]
         # reshape: linearise in the output shape, delinearise in the input shape
         lin = self.linear(idx, contiguous_strides(n.shape))
         form = self.forms.get(lin) if self.forms is not None else None

@@ -67,3 +67,37 @@ def test_head_merge_kernels_divide_no_index(H: int, D: int) -> None:
     assert merged
     for s in merged:
         assert not re.search(r"= s(div|rem) i64", s), s.split("\n")[0]
+
+
+def _stack_slices(dim: int) -> Any:
+    """``stack`` of three consecutive slices of ``a`` (the gradient of timm's ViT attention,
+    ``qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)``, has this shape), with the
+    batch symbolic."""
+    def f(a: Any) -> Any:
+        n = a.shape[2] // 3
+        return gc.stack([a[:, :, :n], a[:, :, n:2 * n], a[:, :, 2 * n:]], dim)
+
+    return gc.compile(f)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 4])
+def test_stack_of_slices_matches_numpy(dim: int) -> None:
+    fn = _stack_slices(dim)
+    for batch in (3, 1):
+        a = np.random.default_rng(batch).standard_normal((batch, 2, 15, 16)).astype(np.float32)
+        ref = np.stack([a[:, :, :5], a[:, :, 5:10], a[:, :, 10:]], dim)
+        np.testing.assert_array_equal(np.asarray(fn(a)), ref)
+    assert fn.compile_count == 1
+
+
+def test_unsqueeze_of_a_slice_divides_no_index() -> None:
+    """A reshape that only inserts a unit dim (``stack``'s) maps the index through as it is:
+    no division and remainder per element by the symbolic batch (which also kept the loop
+    scalar: 6.2 ms against 0.31 for ``[16, 3, 591, 64]`` on Zen 4)."""
+    fn = _stack_slices(0)
+    fn(np.zeros((2, 3, 12, 16), np.float32))
+    text = fn.ir("llvm_unoptimized")
+    bodies = [s for s in re.split(r"\ndefine ", text) if re.match(r'internal i32 @"k_add', s)]
+    assert bodies
+    for s in bodies:
+        assert not re.search(r"= [su](div|rem) i64", s), s.split("\n")[0]
