@@ -101,3 +101,31 @@ def test_unsqueeze_of_a_slice_divides_no_index() -> None:
     assert bodies
     for s in bodies:
         assert not re.search(r"= [su](div|rem) i64", s), s.split("\n")[0]
+
+
+@pytest.mark.parametrize("H,D", [(3, 64), (2, 16), (4, 8)])
+def test_column_sum_through_a_head_permute(H: int, D: int) -> None:
+    """The bias gradient of timm's ViT qkv projection: the ``[3, B, H, N, D]`` gradient
+    permuted and reshaped to ``[B, N, 3*H*D]``, summed over ``B`` and ``N``. Its columns are
+    taken in blocks of ``D``, so the kernel divides no element's index, only the block
+    variable (once a block of ``D`` columns; it ran at 3 ns an element before: 5.6 ms
+    against 0.11 for ``B = 16, N = 197``, Zen 4), and the values equal the float64 sums at
+    two batch sizes, one compile."""
+    N = 13
+
+    @gc.compile(dynamic={"a": (1,)})  # the batch is the second dim here
+    def f(a: Any) -> Any:
+        return a.permute(1, 3, 0, 2, 4).reshape(a.shape[1], N, 3 * H * D).sum((0, 1))
+
+    for batch in (5, 1):
+        a = np.random.default_rng(batch).standard_normal((3, batch, H, N, D)).astype(
+            np.float32)
+        ref = a.astype(np.float64).transpose(1, 3, 0, 2, 4).reshape(batch, N, -1).sum((0, 1))
+        np.testing.assert_allclose(np.asarray(f(a)), ref, rtol=1e-5, atol=1e-5)
+    assert f.compile_count == 1
+    text = f.ir("llvm_unoptimized")
+    bodies = [s for s in re.split(r"\ndefine ", text) if re.match(r'internal i32 @"k_sum', s)]
+    assert bodies
+    for s in bodies:
+        divided = re.findall(r"= [su](?:div|rem) i64 (%\S+),", s)
+        assert all(v == '%"colb"' for v in divided), divided
