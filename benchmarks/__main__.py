@@ -1,8 +1,8 @@
 """``python -m benchmarks [workload ...] [--threads N] [--blocks K]``
 
 Workloads (``WORKLOADS`` below; all of them when none is named): seed, mlp_small, mlp_large,
-infer, cnn, adam, resnet18, resnet18_imagenet, resnet50, lstm, gpt, gpt_long (only the named
-ones are built and compiled).
+infer, cnn, adam, resnet18, resnet18_imagenet, resnet50, convnext, vit, lstm, gpt, gpt_long
+(only the named ones are built and compiled).
 
 Runs each workload in graphc and PyTorch eager side by side in one process: timed blocks
 alternate between the systems, and the table reports medians of per-step times and the ratio
@@ -45,6 +45,11 @@ WORKLOADS = {
                          "resnet18",
     "resnet50": "torchvision's ResNet-50 (bottleneck blocks 3-4-6-3, widths 64-512 x4, the "
                 "ImageNet stem, 1000 classes), 3x224x224 images, batch 8, trained as resnet18",
+    "convnext": "ConvNeXt (dims 96-768, depths 2-2-2-1: 7x7 depthwise convolutions, "
+                "channels-last LayerNorm and MLP, layer scale), 3x224x224 images, batch 8, "
+                "AdamW",
+    "vit": "ViT-Tiny's width (192, 3 heads, 4 blocks, timm's qkv unbind, SDPA), 16x16 "
+           "patches of 3x224x224 images, batch 16, AdamW",
     "lstm": "character LSTM language model: embedding 64, 2-layer LSTM hidden 256, batch 32, "
             "length 64, Adam, clip_grad_norm_",
     "gpt": "examples/gpt.py's training step: 2 layers, n_embd 64, 2 heads, block 32, batch 16, "

@@ -259,6 +259,29 @@ def resnet18(torch: Any, batch: int = 32, size: int = 64, t_max: int = 1000,
     return Workload(name, gfn, tfn, resnet.flops(batch, size, **net))
 
 
+def net_workload(torch: Any, name: str, build: Any, batch: int, size: int,
+                 num_classes: int = 1000, **net: Any) -> Workload:
+    """A network of ``benchmarks.nets`` (``build``) on ``size`` x ``size`` RGB images,
+    trained with AdamW (lr 1e-3, weight decay 0.05, as both papers' recipes) and
+    cross-entropy."""
+    from . import nets
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((batch, 3, size, size)).astype(np.float32)
+    Y = rng.integers(0, num_classes, batch).astype(np.int64)
+    gc.manual_seed(0)
+    gm = build(nn, gc, num_classes=num_classes, **net)
+    gopt = optim.AdamW(gm.parameters(), lr=1e-3, weight_decay=0.05)
+    gfn = graphc_train_step(gm, gopt, nn.CrossEntropyLoss(), X, Y)
+    tfn = None
+    if torch is not None:
+        tm = nets.torch_copy(torch, gm, build, num_classes=num_classes, **net)
+        topt = torch.optim.AdamW(tm.parameters(), lr=1e-3, weight_decay=0.05)
+        tfn = torch_train_step(tm, topt, torch.nn.CrossEntropyLoss(), torch.from_numpy(X),
+                               torch.from_numpy(Y))
+    return Workload(name, gfn, tfn, 0.0)
+
+
 def char_lstm(lib: Any, vocab: int = 96, hidden: int = 256, layers: int = 2) -> Any:
     """The character LSTM language model (``lib``: graphc's or PyTorch's ``nn``): embedding
     64, ``LSTM(64, hidden, num_layers=layers, batch_first=True)``, a linear read-out; its
@@ -384,6 +407,12 @@ def gpt(torch: Any, layers: int = 2, block: int = 32, batch: int = 16, name: str
     return Workload(name, gfn, tfn, flops)
 
 
+def _nets() -> Any:
+    from . import nets
+
+    return nets
+
+
 def all_workloads(torch: Any, only: Any = None) -> list[Workload]:
     """Every workload, in the order of ``benchmarks.__main__.WORKLOADS``; with ``only`` (a
     collection of names) just those, so naming one workload does not compile the others
@@ -404,6 +433,9 @@ def all_workloads(torch: Any, only: Any = None) -> list[Workload]:
     makers.append(("resnet18", lambda: resnet18(torch)))
     makers.append(("resnet18_imagenet", lambda: resnet18_imagenet(torch)))
     makers.append(("resnet50", lambda: resnet50(torch)))
+    makers.append(("convnext", lambda: net_workload(torch, "convnext", _nets().convnext, 8,
+                                                    224)))
+    makers.append(("vit", lambda: net_workload(torch, "vit", _nets().vit, 16, 224)))
     makers.append(("lstm", lambda: lstm(torch)))
     makers.append(("gpt", lambda: gpt(torch)))
     makers.append(("gpt_long", lambda: gpt(torch, block=256, batch=8, name="gpt_long")))
