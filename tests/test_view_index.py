@@ -129,3 +129,40 @@ def test_column_sum_through_a_head_permute(H: int, D: int) -> None:
     for s in bodies:
         divided = re.findall(r"= [su](?:div|rem) i64 (%\S+),", s)
         assert all(v == '%"colb"' for v in divided), divided
+
+
+def test_reshaped_permute_keeps_its_rows_vectorised() -> None:
+    """``x.permute(1, 0, 2).reshape(T * B, E)`` with a symbolic batch (nn.MultiheadAttention's
+    layout change): the kept last dim maps straight through, so only the row index is
+    divided by the batch and the row copy vectorises. Linearised whole, every element
+    divided by the batch and the loop stayed scalar (the copies around a TransformerEncoder's
+    attention took 9 % of its step; 545 -> 483 ms, Zen 4)."""
+    @gc.compile
+    def f(x: Any) -> Any:
+        return x.permute(1, 0, 2).reshape(-1, x.shape[2]) * 2.0
+
+    for batch in (3, 1):
+        x = np.random.default_rng(batch).standard_normal((batch, 7, 64)).astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(f(x)),
+                                      x.transpose(1, 0, 2).reshape(-1, 64) * 2.0)
+    assert f.compile_count == 1
+    text = f.ir("llvm")
+    bodies = [s for s in re.split(r"\ndefine ", text) if re.search(r"@\"?k_mul", s.split("\n")[0])]
+    assert any(re.search(r"load <\d+ x float>", s) for s in bodies), "no vector loads"
+
+
+@pytest.mark.parametrize("src,dst", [((2, 3, 4, 5), (2, 12, 5)), ((2, 12, 5), (2, 3, 4, 5)),
+                                     ((4, 6), (2, 2, 6)), ((3, 4, 2), (3, 2, 4)),
+                                     ((2, 1, 6), (2, 6)), ((6, 5), (2, 3, 5))])
+def test_reshapes_of_permuted_views_match_numpy(src: tuple, dst: tuple) -> None:
+    """Reshapes that keep dims at either end, read through a permute (so not as a strided
+    view), with a symbolic batch: numpy's values, at two batch sizes."""
+    @gc.compile
+    def f(x: Any) -> Any:
+        y = x.permute(0, *range(x.ndim - 1, 0, -1))  # reverse the non-batch dims
+        return y.reshape(-1, *dst) + 0.0
+
+    for batch in (2, 1):
+        x = np.random.default_rng(batch).standard_normal((batch, *src)).astype(np.float32)
+        y = x.transpose(0, *range(x.ndim - 1, 0, -1))
+        np.testing.assert_array_equal(np.asarray(f(x)), y.reshape(-1, *dst))
