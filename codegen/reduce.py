@@ -49,8 +49,6 @@ from .views import contiguous_strides
 BLOCK = 2048  # elements summed by one plain (vectorised) loop before a pairwise merge
 ROW_BLOCK = 128  # rows of a leading-dim reduction accumulated before a pairwise merge
 STRIP = 256  # output columns a leading-dim reduction accumulates at once
-# the widest last dim a leading-dim reduction reads through a dividing view in one strip
-MAX_BLOCKED_COLUMNS = 4096
 LEVELS = 48  # binary-counter depth: 2**48 blocks is more than any buffer holds
 
 
@@ -253,59 +251,70 @@ def outer_sum(k: Any) -> None:
     width = max(1, int(last_size)) if sh.is_concrete((last_size,)) and int(last_size) < STRIP \
         else STRIP
     fac = _column_blocks(k, x.shape)
-    if fac is not None:
-        width = int(last_size)  # one strip: its columns' index is ``fac * i0 + i1``
+    if fac is not None:  # strips of whole blocks (``columns``)
+        width = min(int(last_size), max(fac, width // fac * fac))
     cas = Cascade(k, t, width)
     rows = k.alloca(I64)
 
-    def columns(f: list[Any], c0: ir.Value, w: ir.Value,
+    def columns(f: list[Any], s: ir.Value | None, c0: ir.Value, w: ir.Value,
                 add: Callable[[ir.Value, list[Any]], None]) -> None:
-        """The strip's columns in order. With ``fac`` (one strip of the whole last dim),
-        in blocks of ``fac`` whose index is an affine form (``codegen.affine``): ``x`` is
-        read through a reshape that splits its last dim (a bias gradient of
-        ``[B, N, 3*H*D]`` seen through timm's ViT qkv permute), and its source index then
-        needs no division per element and consecutive columns read consecutive addresses
-        (5.6 ms against 0.11 for ``[16, 197, 576]``, Zen 4)."""
-        if fac is None:
+        """Strip ``s``'s columns in order. With ``fac``, in blocks of ``fac``: the column is
+        ``fac * J + i1`` for a block variable ``J`` over the whole last dim, an affine form
+        (``codegen.affine``) in which a view that splits the last dim (a bias gradient of
+        ``[B, N, 3*H*D]`` seen through timm's ViT qkv permute) finds its source index with
+        at most a division of ``J`` a block (hoisted out of the ``fac`` columns), where the
+        strip's columns divided every element's index and read scattered addresses (5.6 ms
+        against 0.11-0.16 for ``[16, 197, 576]``, Zen 4)."""
+        if s is None:  # (no ``fac``)
             with for_range(b, i64(0), w, name="col") as i:
                 f[last] = b.add(c0, i)
                 add(i, f)
             return
         fs = k.forms
-        with for_range(b, i64(0), i64(width // fac), name="colb") as i0:
+        nblocks = int(last_size) // fac
+        j0 = b.mul(s, i64(width // fac))
+        j1 = _umin(b, b.add(j0, i64(width // fac)), i64(nblocks))
+        with for_range(b, j0, j1, name="colb") as jb:
             with for_range(b, i64(0), i64(fac), name="col") as i1:
-                fs.var(i0, width // fac)
+                fs.var(jb, nblocks)
                 fs.var(i1, fac)
-                col = fs.emit(b, ({id(i0): fac, id(i1): 1}, 0))
+                col = fs.emit(b, ({id(jb): fac, id(i1): 1}, 0))
                 f[last] = col
-                add(col, f)
+                add(b.sub(col, c0), f)
 
     def strip(idx: list[Any]) -> None:
-        with for_range(b, i64(0), n_last, name="strip", step=i64(width)) as c0:
-            w = _umin(b, i64(width), b.sub(n_last, c0))
-            cas.reset()
-            b.store(i64(0), rows)
-            full = list(idx)
+        if fac is None:
+            with for_range(b, i64(0), n_last, name="strip", step=i64(width)) as c0:
+                strip_at(idx, None, c0)
+        else:  # strips counted, so a block's index needs no division by the width
+            with for_range(b, i64(0), i64(-(-int(last_size) // width)), name="strip") as s:
+                strip_at(idx, s, b.mul(s, i64(width)))
 
-            def add(i: ir.Value, f: list[Any]) -> None:
-                p = cas.blk_ptr(i)
-                b.store(b.fadd(b.load(p), k.value(x, list(f)), flags=REDUCE_FLAGS), p)
+    def strip_at(idx: list[Any], s: ir.Value | None, c0: ir.Value) -> None:
+        w = _umin(b, i64(width), b.sub(n_last, c0))
+        cas.reset()
+        b.store(i64(0), rows)
+        full = list(idx)
 
-            def row(f: list[Any]) -> None:
-                columns(f, c0, w, add)
-                r = b.add(b.load(rows), i64(1))
-                b.store(r, rows)
-                with b.if_then(b.icmp_signed(">=", r, i64(ROW_BLOCK))):
-                    cas.push()
-                    b.store(i64(0), rows)
+        def add(i: ir.Value, f: list[Any]) -> None:
+            p = cas.blk_ptr(i)
+            b.store(b.fadd(b.load(p), k.value(x, list(f)), flags=REDUCE_FLAGS), p)
 
-            loops_into(k, tuple(x.shape), red, full, row)
-            cas.push()
-            cas.fold()
-            with for_range(b, i64(0), w, name="put") as i:
-                out = [i64(0) if d in axes else idx[d] for d in range(nd)]
-                out[last] = b.add(c0, i)
-                k.store_out(out, b.load(cas.blk_ptr(i)))
+        def row(f: list[Any]) -> None:
+            columns(f, s, c0, w, add)
+            r = b.add(b.load(rows), i64(1))
+            b.store(r, rows)
+            with b.if_then(b.icmp_signed(">=", r, i64(ROW_BLOCK))):
+                cas.push()
+                b.store(i64(0), rows)
+
+        loops_into(k, tuple(x.shape), red, full, row)
+        cas.push()
+        cas.fold()
+        with for_range(b, i64(0), w, name="put") as i:
+            out = [i64(0) if d in axes else idx[d] for d in range(nd)]
+            out[last] = b.add(c0, i)
+            k.store_out(out, b.load(cas.blk_ptr(i)))
 
     k.loops(tuple(x.shape), strip, order=kept_outer)
 
@@ -313,15 +322,12 @@ def outer_sum(k: Any) -> None:
 def _column_blocks(k: Any, shape: tuple) -> int | None:
     """The block size ``outer_sum`` takes its columns in (``columns``), or None: the factor
     the views it reads divide the last dim by (``KernelEmitter.inner_factor``), for a last
-    dim of known size up to ``MAX_BLOCKED_COLUMNS``, which then runs as one strip (the
-    quotients of ``fac * i0 + i1`` by the view's strides stay affine; a strip origin
-    ``STRIP * s`` would not divide by them). Each column's additions are the same either
-    way."""
+    dim of known size that it divides, and no wider than a strip (the strip's accumulators,
+    ``Cascade``, live on the stack). Each column's additions are the same either way."""
     if k.forms is None or not sh.is_concrete((shape[-1],)):
         return None
-    last = int(shape[-1])
     fac = k.inner_factor(tuple(shape))
-    if fac is None or fac <= 1 or last % fac or last > MAX_BLOCKED_COLUMNS:
+    if fac is None or fac <= 1 or fac > STRIP or int(shape[-1]) % fac:
         return None
     return fac
 

@@ -109,7 +109,7 @@ def test_column_sum_through_a_head_permute(H: int, D: int) -> None:
     permuted and reshaped to ``[B, N, 3*H*D]``, summed over ``B`` and ``N``. Its columns are
     taken in blocks of ``D``, so the kernel divides no element's index, only the block
     variable (once a block of ``D`` columns; it ran at 3 ns an element before: 5.6 ms
-    against 0.11 for ``B = 16, N = 197``, Zen 4), and the values equal the float64 sums at
+    against 0.11-0.16 for ``B = 16, N = 197``, Zen 4), and the values equal the float64 sums at
     two batch sizes, one compile."""
     N = 13
 
