@@ -446,31 +446,32 @@ class KernelEmitter:
         if n.op == "expand":
             return [i64(0) if (s == 1 and not sh.same(d, 1)) else i
                     for s, d, i in zip(src, n.shape, idx)]
-        if _unit_dims_only(n):
-            # only size-1 dims inserted or dropped (``stack``'s unsqueeze): the other
-            # indices carry over as they are. Linearised, a symbolic batch size left a
-            # division and a remainder per element, which also kept LLVM from vectorising
-            # (``stack`` of three [B, 3, 197, 64] slices: 6.2 ms against 0.32 with static B)
-            kept = iter(i for i, d in zip(idx, n.shape) if not sh.same(d, 1))
-            return [i64(0) if sh.same(d, 1) else next(kept) for d in src]
-        # reshape: the dims it keeps at either end map through as they are (a head merge,
-        # ``[T, B, H, D] -> [T*B, H*D]`` of nn.MultiheadAttention, keeps no end, but its
-        # ``[T, B, E] -> [T*B, E]`` keeps E); the rest is linearised in the output shape and
-        # delinearised in the input shape. Linearised whole, each element of a reshaped
-        # permute divided its index by the symbolic batch: the copies before and after a
-        # TransformerEncoder's attention ran at 7 ns an element (Zen 4)
-        dst = list(n.shape)
+        # reshape. Size-1 dims read index 0, and the other dims it keeps at either end map
+        # through as they are (``stack``'s unsqueeze keeps all of them; nn.MultiheadAttention's
+        # ``[T, B, E] -> [T*B, E]`` keeps E); only the dims between are linearised in the
+        # output shape and delinearised in the input shape. Linearised whole, a reshaped
+        # view with a symbolic batch divided every element's index by it and stayed scalar
+        # (``stack`` of three [B, 3, 197, 64] slices: 6.2 ms against 0.31; the copies around
+        # a TransformerEncoder's attention: 7 ns an element; Zen 4)
+        dst = n.shape
+        sr = [k for k, d in enumerate(src) if not sh.same(d, 1)]
+        dr = [k for k, d in enumerate(dst) if not sh.same(d, 1)]
         lo = 0
-        while lo < min(len(src), len(dst)) and sh.same(src[lo], dst[lo]):
+        while lo < min(len(sr), len(dr)) and sh.same(src[sr[lo]], dst[dr[lo]]):
             lo += 1
         hi = 0
-        while hi < min(len(src), len(dst)) - lo and sh.same(src[-1 - hi], dst[-1 - hi]):
+        while hi < min(len(sr), len(dr)) - lo and sh.same(src[sr[-1 - hi]], dst[dr[-1 - hi]]):
             hi += 1
-        if lo or hi:
-            mid = self._delinearise(idx[lo:len(dst) - hi], tuple(dst[lo:len(dst) - hi]),
-                                    tuple(src[lo:len(src) - hi]))
-            return list(idx[:lo]) + mid + list(idx[len(dst) - hi:])
-        return self._delinearise(idx, tuple(dst), tuple(src))
+        res: list[Any] = [i64(0)] * len(src)
+        for a, c in zip(sr[:lo] + sr[len(sr) - hi:], dr[:lo] + dr[len(dr) - hi:], strict=True):
+            res[a] = idx[c]
+        ms, md = sr[lo:len(sr) - hi], dr[lo:len(dr) - hi]
+        if ms:
+            mid = self._delinearise([idx[c] for c in md], tuple(dst[c] for c in md),
+                                    tuple(src[a] for a in ms))
+            for a, v in zip(ms, mid, strict=True):
+                res[a] = v
+        return res
 
     def _delinearise(self, idx: list[ir.Value], dst: tuple, src: tuple) -> list[ir.Value]:
         """Index into a ``src``-shaped tensor of index ``idx`` of its ``dst``-shaped
