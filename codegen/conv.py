@@ -195,6 +195,86 @@ class Problem:
         return out
 
 
+@dataclass(frozen=True)
+class FlatGrid:
+    """The channel-vector forward's grid (``by_channels``): the source zero-padded but not
+    split into phases. Those tiles broadcast one grid element per position and tap, so
+    they need no contiguous vectors of a phase; output position ``(oh, ow)`` of tap
+    ``(kh, kw)`` reads row ``oh*sh + kh*dh``, column ``ow*sw + kw*dw``. Copying whole rows
+    instead of ``sh * sw`` phase rows of ``1 / sw`` of their length each was the point: on
+    a 16x16 map the phase rows are 8 elements, and the copy took 14 % of the kernel (64->128
+    3x3 stride 2, Zen 4, one thread). Attribute names follow ``Problem`` where
+    ``_build_grid`` and ``_zero_grid`` read them."""
+
+    p: Problem
+
+    @property
+    def S(self) -> int:  # noqa: N802
+        return self.p.S
+
+    @property
+    def H(self) -> int:  # noqa: N802
+        return self.p.H
+
+    @property
+    def W(self) -> int:  # noqa: N802
+        return self.p.W
+
+    @property
+    def ph(self) -> int:
+        return self.p.ph
+
+    @property
+    def pw(self) -> int:
+        return self.p.pw
+
+    @property
+    def lanes(self) -> int:
+        return self.p.lanes
+
+    @property
+    def K(self) -> int:  # noqa: N802
+        return self.p.K
+
+    @property
+    def hg(self) -> int:  # the rows some tap reads
+        p = self.p
+        return (p.OH - 1) * p.sh + (p.KH - 1) * p.dh + 1
+
+    @property
+    def wg(self) -> int:
+        p = self.p
+        return (p.OW - 1) * p.sw + (p.KW - 1) * p.dw + 1
+
+    @property
+    def grid_strides(self) -> tuple[int, int]:
+        return 1, 1
+
+    @property
+    def used_phases(self) -> frozenset[tuple[int, int]]:
+        return frozenset({(0, 0)})
+
+    @property
+    def phase_elems(self) -> int:
+        return self.S * self.hg * self.wg
+
+    @property
+    def grid_elems(self) -> int:
+        return self.phase_elems
+
+    def offsets(self) -> list[int]:
+        """Grid offset of each ``k = (c, kh, kw)`` relative to the position's element."""
+        p = self.p
+        return [c * self.hg * self.wg + kh * p.dh * self.wg + kw * p.dw
+                for c in range(p.S) for kh in range(p.KH) for kw in range(p.KW)]
+
+
+def igemm_grid(p: Problem) -> Problem | FlatGrid:
+    """The grid the forward / input-gradient implicit GEMM copies each image into: a
+    ``FlatGrid`` for the channel-vector tiles, else ``p``'s phase grids."""
+    return FlatGrid(p) if by_channels(p) else p
+
+
 def lanes_for(itemsize: int, wide: bool) -> int:
     return (64 if wide else 32) // itemsize
 
@@ -287,7 +367,7 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
         return 2 * sum(_wgrad_channel_part(p, wide, it)) * it + ALIGN
     wg = winograd(n, wide)
     _, mp = igemm_layout(p, wide)
-    igemm = align(p.G * p.K * mp * it) + 2 * align(p.grid_elems * it) + ALIGN
+    igemm = align(p.G * p.K * mp * it) + 2 * align(igemm_grid(p).grid_elems * it) + ALIGN
     if wg is not None:  # the implicit GEMM's too: the Winograd kernel may fall back to it
         return max(_wino_workspace(wg, it, wide), igemm)
     return igemm
@@ -347,7 +427,7 @@ def _carve(b: ir.IRBuilder, work: ir.Value, offset: int, elt: ir.Type) -> ir.Val
     return b.inttoptr(b.add(wi, i64(offset)), elt.as_pointer())
 
 
-def _offset_table(mod: ir.Module, p: Problem, name: str) -> ir.Value:
+def _offset_table(mod: ir.Module, p: Any, name: str) -> ir.Value:
     arr = ir.ArrayType(I64, p.K)
     gv = ir.GlobalVariable(mod, arr, name=f"{name}.offsets")
     gv.global_constant = True
@@ -536,10 +616,13 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
     t, mp = igemm_layout(p, k.L.wide)
     K = p.K
     it = n.dtype.itemsize
+    chans = by_channels(p)
+    nw = t.nv * p.lanes
+    gp = igemm_grid(p)
     apack = _carve(b, k.work, 0, elt)
     abytes = align(p.G * K * mp * it)
-    grids = [_carve(b, k.work, abytes + i * align(p.grid_elems * it), elt) for i in range(2)]
-    offs = _offset_table(k.L.module, p, k.fn.name)
+    grids = [_carve(b, k.work, abytes + i * align(gp.grid_elems * it), elt) for i in range(2)]
+    offs = _offset_table(k.L.module, gp, k.fn.name)
 
     # the weight as [group][k][m] (zero rows past M); the input gradient flips the taps
     # and swaps the channel roles: A[k=(o, kh', kw'), m=c] = W[o, c, KH-1-kh', KW-1-kw']
@@ -559,7 +642,12 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
                         wi = _add(b, _mul(b, o, wst[0]), _mul(b, ci, wst[1]),
                                   _mul(b, wkh, wst[2]), _mul(b, wkw, wst[3]))
                         v = b.load(_gep(b, wp, wi))
-                        dst = _add(b, _mul(b, _add(b, _mul(b, g, K), kk), mp), m)
+                        if chans:  # [group][channel tile][k][the tile's channels]
+                            mt, j = b.udiv(m, i64(nw)), b.urem(m, i64(nw))
+                            dst = _add(b, _mul(b, g, K * mp), _mul(b, mt, K * nw),
+                                       _mul(b, kk, nw), j)
+                        else:
+                            dst = _add(b, _mul(b, _add(b, _mul(b, g, K), kk), mp), m)
                         b.store(v, _gep(b, apack, dst))
 
     # the images, split in two halves, each with its own grid
@@ -580,7 +668,9 @@ def igemm_layout(p: Problem, wide: bool) -> tuple[Tile, int]:
     or, ``by_channels``, ``RM`` positions x ``NV`` channel vectors, rows padded to whole
     vectors."""
     if by_channels(p):
-        return pick_tile(p.OH * p.OW, -(-p.M // p.lanes), wide, max_rm=BY_CHANNELS_RM), _mpad(p)
+        t = pick_tile(p.OH * p.OW, -(-p.M // p.lanes), wide, max_rm=BY_CHANNELS_RM)
+        nw = t.nv * p.lanes
+        return t, -(-p.M // nw) * nw
     t = pick_tile(p.M, p.OH * p.qv, wide)
     return t, -(-p.M // t.rm) * t.rm
 
@@ -594,15 +684,18 @@ def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
     broadcasts its positions' grid elements and loads ``NV`` vectors of the packed weight
     row, and at the end stores each lane to its channel's plane."""
     b = task.b
-    K, mp, P = p.K, _mpad(p), p.OH * p.OW
+    K, P = p.K, p.OH * p.OW
+    mp = igemm_layout(p, task.k.L.wide)[1]
+    fg = igemm_grid(p)
     vec = _V(b, task.k.L.module, elt, p.lanes)
     cout = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
-    for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, nimg, mp):
+    for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, nimg, mp,
+                                            fg):
         o, ni = out_image(task, out, nb)
         for q0, m0, tile in _channel_tiles(b, vec, accs, buf, K, offs, abase, mp, grid, P,
-                                           p.OW, p.wg):
+                                           p.OW, fg.wg * p.sh, p.sw):
             with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
                 ch = _add(b, _mul(b, ni, cout), _mul(b, g, p.M), _add(b, m0, c))
                 dst = _gep(b, o, _add(b, _mul(b, ch, P), _add(b, q0, i)))
@@ -612,18 +705,21 @@ def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
 
 def _igemm_groups(task: _Task, p: Problem, elt: ir.Type, src: ir.Value, sst: list[ir.Value],
                   apack: ir.Value, grids: list[ir.Value], nimg: ir.Value,
-                  mp: int) -> Iterator[tuple[ir.Value, ir.Value, ir.Value, ir.Value]]:
+                  mp: int, gp: Any = None
+                  ) -> Iterator[tuple[ir.Value, ir.Value, ir.Value, ir.Value]]:
     """The implicit GEMM's loops, shared by both task bodies: this part's images, each
-    group copied into this part's grid; yields ``(image, group, grid, the group's packed
-    weight rows)`` for the body to emit its tiles in."""
+    group copied into this part's grid (``gp``'s: ``p``'s phase grids unless given); yields
+    ``(image, group, grid, the group's packed weight rows)`` for the body to emit its tiles
+    in."""
     b = task.b
+    gp = p if gp is None else gp
     lo, hi = task.split(nimg)
     grid = b.select(task.first, grids[0], grids[1])
     with b.if_then(b.icmp_signed("<", lo, hi)):
-        _zero_grid(b, p, grid, elt)
+        _zero_grid(b, gp, grid, elt)
         with for_range(b, lo, hi, name="img") as nb:
             with for_range(b, i64(0), i64(p.G), name="grp") as g:
-                _build_grid(b, p, grid, src, sst, nb, g)
+                _build_grid(b, gp, grid, src, sst, nb, g)
                 yield nb, g, grid, _gep(b, apack, _mul(b, g, p.K * mp))
             after_image(task, nb)
 
@@ -645,17 +741,19 @@ def _grid_starts(b: ir.IRBuilder, grid: ir.Value, q0: ir.Value, n: int, Q: int,
 
 def _channel_tiles(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value, K: int,
                    offs: ir.Value, abase: ir.Value, mp: int, grid: ir.Value, P: int,
-                   per_row: int, wg: int) -> Iterator[tuple[ir.Value, ir.Value, ir.Value]]:
-    """The channel-vector tiles over ``P`` positions (``per_row`` to a grid row of ``wg``)
-    and ``mp`` padded channels: each tile's inner product (``_channel_gemm``), spilled;
-    yields ``(first position, first channel, spilled tile)`` for the caller's stores."""
+                   per_row: int, wg: int, step: int = 1
+                   ) -> Iterator[tuple[ir.Value, ir.Value, ir.Value]]:
+    """The channel-vector tiles over ``P`` positions (``per_row`` to a grid row of ``wg``
+    elements, ``step`` apart) and ``mp`` padded channels (whole tiles): each tile's inner
+    product (``_channel_gemm``), spilled; yields ``(first position, first channel, spilled
+    tile)`` for the caller's stores."""
     rm, nv = len(accs), len(accs[0])
     with for_range(b, i64(0), i64(-(-P // rm)), name="cpt") as pt:
         q0 = _mul(b, pt, rm)
-        gpos = _grid_starts(b, grid, q0, rm, P, per_row, wg, 1)
+        gpos = _grid_starts(b, grid, q0, rm, P, per_row, wg, step)
         with for_range(b, i64(0), i64(-(-mp // (nv * vec.lanes))), name="cmt") as mt:
             m0 = _mul(b, mt, nv * vec.lanes)
-            _channel_gemm(b, vec, accs, K, offs, abase, mp, m0, gpos)
+            _channel_gemm(b, vec, accs, K, offs, abase, m0, gpos)
             yield q0, m0, _spill(b, vec, accs, buf)
 
 
@@ -671,16 +769,24 @@ def _channel_columns(b: ir.IRBuilder, m0: ir.Value, nv: int, lanes: int,
 
 
 def _channel_gemm(b: ir.IRBuilder, vec: _V, accs: list, K: int, offs: ir.Value,
-                  abase: ir.Value, mp: int, m0: ir.Value, gpos: list[ir.Value]) -> None:
+                  abase: ir.Value, m0: ir.Value, gpos: list[ir.Value]) -> None:
     """A channel-vector tile's inner product (``_chunked_sum``) into ``accs`` (``RM``
-    positions x ``NV`` channel vectors): for each ``k < K`` load ``NV`` vectors of the
-    packed weight row ``abase[k*mp + m0 ...]`` and multiply-add them with each position's
-    grid element at ``gpos[i] + offs[k]``, broadcast."""
-    mcol = _channel_columns(b, m0, len(accs[0]), vec.lanes, mp)
+    positions x ``NV`` channel vectors): for each ``k < K`` load the ``NV`` vectors of the
+    tile's packed weight row and multiply-add them with each position's grid element at
+    ``gpos[i] + offs[k]``, broadcast.
+
+    The weight is packed in panels, ``[channel tile][k][NV * lanes]`` from ``abase``, so a
+    tile's weight is one contiguous stream over ``k``. Rows of all the (padded) channels,
+    as before, put each ``k``'s vectors a row apart, 2 KB for 512 channels: those lines fall
+    in a few cache sets and evicted each other (256->512 3x3 stride-2 forward on 28x28, Zen
+    4, one thread: 92 -> 101 GFLOP/s)."""
+    nw = len(accs[0]) * vec.lanes
+    mcol = [i64(v * vec.lanes) for v in range(len(accs[0]))]
+    pbase = _gep(b, abase, _mul(b, m0, K))
 
     def step(kk: ir.Value) -> None:
         off = b.load(b.gep(offs, [i64(0), kk], inbounds=True))
-        arow = _gep(b, abase, _mul(b, kk, mp))
+        arow = _gep(b, pbase, _mul(b, kk, nw))
         ws = [vec.load(_gep(b, arow, c)) for c in mcol]
         for i, row in enumerate(accs):
             xv = vec.splat(b.load(_gep(b, gpos[i], off)))
@@ -1285,8 +1391,9 @@ def _igrad_layout(p: StridedIgrad, wide: bool) -> tuple[Tile, int]:
     """The tile and the packed weight's row length (``igemm_layout``'s rule)."""
     if _igrad_by_channels(p):
         rows = max(ph.rows * ph.cols for ph in p.phases)
-        return (pick_tile(rows, -(-p.M // p.lanes), wide, max_rm=BY_CHANNELS_RM),
-                -(-p.M // p.lanes) * p.lanes)
+        t = pick_tile(rows, -(-p.M // p.lanes), wide, max_rm=BY_CHANNELS_RM)
+        nw = t.nv * p.lanes
+        return t, -(-p.M // nw) * nw  # whole panels (``_channel_gemm``)
     t = pick_tile(p.M, p.positions, wide)
     return t, -(-p.M // t.rm) * t.rm
 
@@ -1306,6 +1413,7 @@ def _emit_strided_igrad(k: Any, p: StridedIgrad) -> bool:
         return False
     (src, sst), (wp, wst) = ops
     t, mp = _igrad_layout(p, k.L.wide)
+    chans, nw = _igrad_by_channels(p), t.nv * p.lanes
     it = n.dtype.itemsize
     ktot = sum(p.ks)
     apack = _carve(b, k.work, 0, elt)
@@ -1328,13 +1436,19 @@ def _emit_strided_igrad(k: Any, p: StridedIgrad) -> bool:
                     with for_range(b, i64(0), i64(kk), name="at") as tap:
                         wkh = b.load(b.gep(kh_t, [i64(0), tap], inbounds=True))
                         wkw = b.load(b.gep(kw_t, [i64(0), tap], inbounds=True))
-                        row = _add(b, _mul(b, _add(b, _mul(b, g, ktot), i64(kstart)), mp),
-                                   _mul(b, _add(b, _mul(b, o, kk), tap), mp))
+                        base = _mul(b, _add(b, _mul(b, g, ktot), i64(kstart)), mp)
+                        kr = _add(b, _mul(b, o, kk), tap)
                         with for_range(b, i64(0), i64(p.M), name="am") as m:
                             wi = _add(b, _mul(b, _add(b, _mul(b, g, p.S), o), wst[0]),
                                       _mul(b, m, wst[1]), _mul(b, wkh, wst[2]),
                                       _mul(b, wkw, wst[3]))
-                            b.store(b.load(_gep(b, wp, wi)), _gep(b, apack, _add(b, row, m)))
+                            if chans:  # the phase's rows as [channel tile][k][nw] panels
+                                mt, j = b.udiv(m, i64(nw)), b.urem(m, i64(nw))
+                                at = _add(b, base, _mul(b, mt, p.S * kk * nw),
+                                          _mul(b, kr, nw), j)
+                            else:
+                                at = _add(b, base, _mul(b, kr, mp), m)
+                            b.store(b.load(_gep(b, wp, wi)), _gep(b, apack, at))
         kstart += p.S * kk
 
     nimg = k.sym(n.shape[0])
@@ -1880,7 +1994,8 @@ def describe(n: Node, wide: bool) -> str | None:
     sp = None if p is not None else strided_igrad(n, wide)
     if sp is not None:
         t, _ = _igrad_layout(sp, wide)
-        tile = (f"{t.rm} positions x {t.nv} channel vectors" if _igrad_by_channels(sp)
+        tile = (f"{t.rm} positions x {t.nv} channel vectors (the weight in panels of "
+                f"{t.nv * sp.lanes} channels)" if _igrad_by_channels(sp)
                 else f"{t.rm} channels x {t.nv} position vectors")
         empty = sum(1 for ph in sp.phases if not ph.taps)
         zeros = f" ({empty} that no tap reaches: zeros)" if empty else ""
@@ -1908,8 +2023,9 @@ def describe(n: Node, wide: bool) -> str | None:
                 f"{t.rm} channels x {t.nv} taps")
     t, _ = igemm_layout(p, wide)
     grid = (f"{len(p.used_phases)} of {p.sh * p.sw} stride-phase grids"
-            if p.sh * p.sw > 1 else "a zero-bordered grid")
-    tile = (f"{t.rm} positions x {t.nv} channel vectors" if by_channels(p)
+            if p.sh * p.sw > 1 and not by_channels(p) else "a zero-bordered grid")
+    tile = (f"{t.rm} positions x {t.nv} channel vectors (the weight in panels of "
+            f"{t.nv * p.lanes} channels)" if by_channels(p)
             else f"{t.rm} channels x {t.nv} position vectors")
     what = "conv input grad" if n.op == "conv2d_input_grad" else "conv"
     return f"{what}: implicit GEMM per image from {grid}, register tiles of {tile}"

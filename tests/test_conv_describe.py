@@ -57,8 +57,16 @@ def test_every_convolution_is_described() -> None:
                for s in d["conv2d"])
     assert len(d["conv2d_input_grad"]) == 1
     assert "4 stride-1 phase GEMMs per image" in d["conv2d_input_grad"][0]
-    # 1x1 stride 2: one phase grid read, three phases of the input gradient are zeros
-    d = _step_ir(8, 64, 16, 1, 2, 0)
+    # 3x3 stride 2 on channel vectors: one zero-bordered grid (no phases), the weight in
+    # panels of the tile's channels, as is the phase input gradient's
+    d = _step_ir(8, 64, 16, 3, 2, 1)
+    assert any("implicit GEMM per image from a zero-bordered grid, register tiles of "
+               "6 positions x 4 channel vectors (the weight in panels of 64 channels)" in s
+               for s in d["conv2d"]), d
+    assert "channel vectors (the weight in panels of" in d["conv2d_input_grad"][0]
+    # 1x1 stride 2 on position vectors: one phase grid read, three phases of the input
+    # gradient are zeros
+    d = _step_ir(8, 8, 16, 1, 2, 0)
     assert any("1 of 4 stride-phase grids" in s for s in d["conv2d"])
     assert "(3 that no tap reaches: zeros)" in d["conv2d_input_grad"][0]
     # 16 channels, 3x3 stride 1: per-image Winograd forward and input gradient

@@ -37,7 +37,8 @@ EPI = "convolution with epilogue"
 CASES = [
     (3, 8, 10, 12, 3, 1, 1, 1, 1, "implicit GEMM per image from a zero-bordered grid"),
     (32, 64, 4, 4, 3, 1, 1, 1, 1, "positions x 4 channel vectors"),
-    (8, 16, 9, 9, 3, 2, 1, 1, 1, "4 of 4 stride-phase grids"),
+    (8, 8, 9, 9, 3, 2, 1, 1, 1, "4 of 4 stride-phase grids"),
+    (8, 32, 9, 9, 3, 2, 1, 1, 1, "from a zero-bordered grid, register tiles of 5 positions"),
     (16, 16, 32, 32, 3, 1, 1, 1, 1, "Winograd F(2x2, 3x3) per image from 2x2 phase grids"),
     (48, 48, 14, 14, 3, 1, 1, 1, 1, "Winograd F(2x2, 3x3) per image from a tile-major copy"),
     (64, 64, 6, 6, 3, 1, 1, 1, 1, "Winograd F(2x2, 3x3) channels-last"),
