@@ -105,6 +105,7 @@ from .conv_epilogue import (
     epilogue_values,
     out_image,
 )
+from .gemm import pack_b_transposed
 from .gemm_bf16 import bf16_features
 from .hostinfo import current_caches
 from .kernels import Kernel, register
@@ -626,6 +627,14 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
 
     # the weight as [group][k][m] (zero rows past M); the input gradient flips the taps
     # and swaps the channel roles: A[k=(o, kh', kw'), m=c] = W[o, c, KH-1-kh', KW-1-kw']
+    if fwd and chans and _rows_contiguous(wst, p):
+        # the channel-vector forward's panels are W's rows transposed, as the GEMM packs
+        # x @ W.T's W: blocks of lanes x lanes transposed in registers
+        with for_range(b, i64(0), i64(p.G), name="ag") as g:
+            pack_b_transposed(b, _gep(b, wp, _mul(b, _mul(b, g, p.M), wst[0])), wst[0],
+                              _gep(b, apack, _mul(b, g, K * mp)), i64(0), i64(K), i64(p.M),
+                              i64(mp), nw, p.lanes, ir.Constant(elt, 0.0))
+        return _igemm_dispatch(k, p, t, elt, offs, src, sst, apack, grids)
     _zero_fill(b, apack, p.G * K * mp, elt)
     with for_range(b, i64(0), i64(p.G), name="ag") as g:
         with for_range(b, i64(0), i64(p.M), name="am") as m:
@@ -649,8 +658,21 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
                         else:
                             dst = _add(b, _mul(b, _add(b, _mul(b, g, K), kk), mp), m)
                         b.store(v, _gep(b, apack, dst))
+    return _igemm_dispatch(k, p, t, elt, offs, src, sst, apack, grids)
 
-    # the images, split in two halves, each with its own grid
+
+def _rows_contiguous(wst: list[ir.Value], p: Problem) -> bool:
+    """Whether each output channel's weights ``(c, kh, kw)`` are one contiguous row."""
+    want = (p.KH * p.KW, p.KW, 1)
+    return all(isinstance(x, ir.Constant) and x.constant == w for x, w in zip(wst[1:], want))
+
+
+def _igemm_dispatch(k: Any, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
+                    src: ir.Value, sst: list[ir.Value], apack: ir.Value,
+                    grids: list[ir.Value]) -> bool:
+    """The implicit GEMM's images, split in two halves, each with its own grid."""
+    n, b = k.node, k.b
+    K = p.K
     nimg = k.sym(n.shape[0])
     task = _Task(k, "igemm", [src, *sst, apack, *grids, k.out, nimg, *epilogue_values(k)])
     images = _igemm_images_by_channels if by_channels(p) else _igemm_images

@@ -830,7 +830,7 @@ def _transpose(bld: ir.IRBuilder, rows: list[ir.Value], vw: int) -> list[ir.Valu
     return rows
 
 
-def _pack_b_transposed(bld: ir.IRBuilder, base: ir.Value, sbn: ir.Value, packb: ir.Value,
+def pack_b_transposed(bld: ir.IRBuilder, base: ir.Value, sbn: ir.Value, packb: ir.Value,
                        pc: ir.Value, kc: ir.Value, Nv: ir.Value, np_: ir.Value, nr: int,
                        vw: int, zero: ir.Constant) -> None:
     """Pack a k-contiguous B (``x @ W.T``'s W): vw columns x vw k at a time are loaded as
@@ -969,7 +969,7 @@ def _pack_b(bld: ir.IRBuilder, load_b: Any, raw: tuple | None, packb: ir.Value, 
         with other:
             with bld.if_else(by_cols) as (cols, gen):
                 with cols:  # B columns contiguous (a transposed weight): transpose blocks
-                    _pack_b_transposed(bld, base, sbn, packb, pc, kc, Nv, np_, nr, vw, zero)
+                    pack_b_transposed(bld, base, sbn, packb, pc, kc, Nv, np_, nr, vw, zero)
                 with gen:
                     generic()
 
