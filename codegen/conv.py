@@ -113,6 +113,7 @@ from .llvm_util import F32, I1, I8, I8P, I32, I64, VOID, declare, for_range, i64
 from .parallel import CONV_PAR_MIN_MACS
 from .parallel import KernelTask as _Task
 from .vecops import V as _V
+from .vecops import transpose_block
 from .views import strided_view
 from .wino_wgrad import fill
 
@@ -348,6 +349,9 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
     if kern is not None:  # bf16 operands on the matrix units
         return conv_bf16.workspace_bytes(n, kern.isa)
     if wino_gemm.plan(n) is not None:  # 3x3 stride 1, U past L2 or 64+ channels: batched Winograd
+        p = wino_igemm_batch(n, wide)
+        if p is not None:  # small batches run the implicit GEMM
+            return max(wino_gemm.workspace(n, wide), _igemm_workspace(p, n.dtype.itemsize, wide))
         return wino_gemm.workspace(n, wide)
     if wino_wgrad.plan(n, wide) is not None:  # 3x3 stride-1 weight gradients: Winograd
         return wino_wgrad.workspace(n, wide)
@@ -367,8 +371,7 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
         # per thread part: one image's grid and transposed dY, and its tiles' accumulators
         return 2 * sum(_wgrad_channel_part(p, wide, it)) * it + ALIGN
     wg = winograd(n, wide)
-    _, mp = igemm_layout(p, wide)
-    igemm = align(p.G * p.K * mp * it) + 2 * align(igemm_grid(p).grid_elems * it) + ALIGN
+    igemm = _igemm_workspace(p, it, wide)
     if wg is not None:  # the implicit GEMM's too: the Winograd kernel may fall back to it
         return max(_wino_workspace(wg, it, wide), igemm)
     return igemm
@@ -377,6 +380,12 @@ def workspace_bytes(n: Node, wide: bool) -> Any:
 # ---------------------------------------------------------------------------------------
 # emission helpers
 # ---------------------------------------------------------------------------------------
+def _igemm_workspace(p: Problem, it: int, wide: bool) -> int:
+    """The implicit GEMM's scratch: the packed weight and two grids (one per thread)."""
+    _, mp = igemm_layout(p, wide)
+    return align(p.G * p.K * mp * it) + 2 * align(igemm_grid(p).grid_elems * it) + ALIGN
+
+
 def _gep(b: ir.IRBuilder, p: ir.Value, i: ir.Value) -> ir.Value:
     return b.gep(p, [i], inbounds=True)
 
@@ -635,6 +644,11 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
                               _gep(b, apack, _mul(b, g, K * mp)), i64(0), i64(K), i64(p.M),
                               i64(mp), nw, p.lanes, ir.Constant(elt, 0.0))
         return _igemm_dispatch(k, p, t, elt, offs, src, sst, apack, grids)
+    if not fwd and chans and _rows_contiguous(wst, p):
+        if mp > _mpad(p):  # whole vectors of channels past M: zero
+            _zero_fill(b, apack, p.G * K * mp, elt)
+        _pack_flipped_panels(b, p, wp, wst, apack, mp, nw, elt)
+        return _igemm_dispatch(k, p, t, elt, offs, src, sst, apack, grids)
     _zero_fill(b, apack, p.G * K * mp, elt)
     with for_range(b, i64(0), i64(p.G), name="ag") as g:
         with for_range(b, i64(0), i64(p.M), name="am") as m:
@@ -659,6 +673,45 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
                             dst = _add(b, _mul(b, _add(b, _mul(b, g, K), kk), mp), m)
                         b.store(v, _gep(b, apack, dst))
     return _igemm_dispatch(k, p, t, elt, offs, src, sst, apack, grids)
+
+
+def _pack_flipped_panels(b: ir.IRBuilder, p: Problem, wp: ir.Value, wst: list[ir.Value],
+                         apack: ir.Value, mp: int, nw: int, elt: ir.Type) -> None:
+    """The channel-vector input gradient's weight panels (``apack`` zeroed past ``_mpad``):
+    ``A[k = (o, t')][c] = W[o, c, T-1-t']`` over the ``T = KH*KW`` taps, in panels of
+    ``nw`` channels ``c`` (``_channel_gemm``). For each ``o`` and vector of channels, the
+    channels' rows of taps (contiguous, ``_rows_contiguous``) are loaded ``lanes`` taps at
+    a time and transposed in registers, and each tap's vector of channels is one store: the
+    element-by-element copy took 70 % of a 512 -> 512 input gradient on 7x7 maps at batch 1
+    (Zen 4, one thread: 9.4 MB of weight per call)."""
+    vec = _V(b, b.module, elt, p.lanes)
+    L, T = p.lanes, p.KH * p.KW
+    with for_range(b, i64(0), i64(p.G), name="fg") as g:
+        with for_range(b, i64(0), i64(p.S), name="fo") as o:
+            orow = _mul(b, _add(b, _mul(b, g, p.S), o), wst[0])
+            with for_range(b, i64(0), i64(-(-p.M // L)), name="fcb") as cb:
+                c0 = _mul(b, cb, L)
+                rows = []
+                for j in range(L):  # channels past M: the last one's row, zeroed
+                    c = _add(b, c0, i64(j))
+                    real = b.icmp_signed("<", c, i64(p.M))
+                    c = b.select(real, c, i64(p.M - 1))
+                    rows.append((_gep(b, wp, _add(b, orow, _mul(b, c, wst[1]))), real))
+                mt = b.udiv(c0, i64(nw))
+                panel = _add(b, _mul(b, g, p.K * mp), _mul(b, mt, p.K * nw),
+                             b.sub(c0, _mul(b, mt, nw)))
+                for t0 in range(0, T, L):
+                    n = min(L, T - t0)
+                    vs = []
+                    for ptr, real in rows:
+                        at = _gep(b, ptr, i64(t0))
+                        v = (vec.load(at) if n == L else
+                             b.call(vec.mload, [at, vec.const_mask(n), vec.zero]))
+                        vs.append(b.select(real, v, vec.zero))
+                    for u, col in enumerate(transpose_block(b, vs)[:n]):
+                        kk = _add(b, _mul(b, o, T), i64(T - 1 - (t0 + u)))
+                        dst = _gep(b, apack, _add(b, panel, _mul(b, kk, nw)))
+                        b.store(col, b.bitcast(dst, vec.vt.as_pointer()), align=4)
 
 
 def _rows_contiguous(wst: list[ir.Value], p: Problem) -> bool:
@@ -2043,14 +2096,18 @@ def describe(n: Node, wide: bool) -> str | None:
         t = pick_tile(p.M, p.K, wide, max_nv=12, parts=2)
         return (f"conv weight grad: implicit GEMM over every image's grid, register tiles of "
                 f"{t.rm} channels x {t.nv} taps")
+    what = "conv input grad" if n.op == "conv2d_input_grad" else "conv"
+    return f"{what}: {_igemm_text(p, wide)}"
+
+
+def _igemm_text(p: Problem, wide: bool) -> str:
     t, _ = igemm_layout(p, wide)
     grid = (f"{len(p.used_phases)} of {p.sh * p.sw} stride-phase grids"
             if p.sh * p.sw > 1 and not by_channels(p) else "a zero-bordered grid")
     tile = (f"{t.rm} positions x {t.nv} channel vectors (the weight in panels of "
             f"{t.nv * p.lanes} channels)" if by_channels(p)
             else f"{t.rm} channels x {t.nv} position vectors")
-    what = "conv input grad" if n.op == "conv2d_input_grad" else "conv"
-    return f"{what}: implicit GEMM per image from {grid}, register tiles of {tile}"
+    return f"implicit GEMM per image from {grid}, register tiles of {tile}"
 
 
 def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -2065,6 +2122,11 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
         # ``tile`` level below. At O3 they were ResNet-18's largest modules; its cold
         # compile spent 0.35-0.9 CPU-s less in LLVM with them at ``tile`` (Zen 4), the
         # step's time unchanged
+        p = None if getattr(k, "debug", False) else wino_igemm_batch(k.node, k.L.wide)
+        if p is not None:  # by the batch: the implicit GEMM, or batched Winograd
+            _emit_wino_or_igemm(k, p)
+            k.level = "tile"
+            return
         if wino_gemm.emit(k):  # 3x3 stride 1, 64+ channels: batched Winograd
             k.level = "tile"
             return
@@ -2099,6 +2161,66 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
 
     emit.__doc__ = fallback.__doc__
     return emit
+
+
+# multiply-adds a batch must save (per pair of channels) for batched Winograd's filter
+# transform, 16 planes of U written and read per call, to pay: below, the implicit GEMM
+# runs (``wino_igemm_batch``). Measured on Zen 4, one thread, 512 -> 512 on 7x7 maps (185
+# saved per image), GFLOP/s of the direct sums, Winograd against the channel-vector
+# implicit GEMM: forward batch 1 50 / 79, batch 2 74 / 95, batch 4 105 / 101, batch 8
+# 128 / 102; on 14x14 (980 saved per image) Winograd won from batch 1 (146 / 104)
+WINO_MIN_SAVED = 512
+
+
+def wino_igemm_batch(n: Node, wide: bool) -> Problem | None:
+    """The implicit GEMM of a conv node that batched Winograd runs (``wino_gemm``) where
+    small batches run it instead (``_emit_wino_or_igemm``), or None. Forward and input
+    gradient, on channel vectors (the small maps with many channels where the filter
+    transform is most of the work at batch 1: ResNet's last stage)."""
+    if n.op == "conv2d_weight_grad" or wino_gemm.plan(n, wide) is None:
+        return None
+    p = problem(n, wide)
+    if p is None or not by_channels(p) or wino_min_batch(p) <= 1:
+        return None
+    return p
+
+
+def wino_min_batch(p: Problem) -> int:
+    """The smallest batch that batched Winograd runs for ``p`` (3x3 stride 1): the
+    multiply-adds it saves per image and pair of channels, ``9 * OH * OW`` against ``16``
+    per 2x2 tile, reach ``WINO_MIN_SAVED``."""
+    saved = 9 * p.OH * p.OW - 16 * (-(-p.OH // 2)) * (-(-p.OW // 2))
+    return -(-WINO_MIN_SAVED // max(saved, 1))
+
+
+def describe_batch_choice(n: Node, wide: bool) -> str | None:
+    """``describe`` for a convolution whose kernel picks its path by the batch."""
+    p = wino_igemm_batch(n, wide)
+    if p is None:
+        return None
+    return (f"{wino_gemm.describe(n, wide)}; below {wino_min_batch(p)} images: the "
+            f"{_igemm_text(p, wide)}")
+
+
+def _emit_wino_or_igemm(k: Any, p: Problem) -> None:
+    """Both kernels in one, chosen by the batch (``wino_min_batch``). The implicit GEMM's
+    branch writes the whole result and the epilogue, if any, runs over it at the end, as
+    after batched Winograd (the kernel has one form of epilogue)."""
+    b = k.b
+    nimg = k.sym(k.node.shape[0])
+    small = b.icmp_signed("<", nimg, i64(wino_min_batch(p)))
+    epi = k.epilogue
+    with b.if_else(small) as (direct, wino):
+        with direct:
+            k.epilogue = None
+            try:
+                done = _emit_igemm(k, p)
+            finally:
+                k.epilogue = epi
+            assert done, "the implicit GEMM reads both operands through strides"
+        with wino:
+            done = wino_gemm.emit(k)
+            assert done
 
 
 def unit_stride_operands(n: Node, wide: bool) -> tuple[int, ...]:

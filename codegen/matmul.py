@@ -50,10 +50,10 @@ def describe(n: Node, wide: bool, debug: bool = False) -> str | None:
     if n.op in conv_bf16.OPS:
         if debug:
             return "conv: direct loops (debug build: bounds-checked)"
-        return (conv_bf16.describe(n, bf16_features()) or wino_gemm.describe(n)
+        return (conv_bf16.describe(n, bf16_features())
+                or conv.describe_batch_choice(n, wide) or wino_gemm.describe(n)
                 or wino_wgrad.describe(n, wide) or conv_pointwise.describe(n)
-                or conv_gemm.describe(n)
-                or conv.describe(n, wide))
+                or conv_gemm.describe(n) or conv.describe(n, wide))
     kern = bf16_kernel(n, wide) if n.op == "matmul" else None
     if kern is None:
         return None
