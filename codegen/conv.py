@@ -102,6 +102,7 @@ from .abi import ALIGN, align
 from .conv_direct import DIRECT
 from .conv_epilogue import (
     after_image,
+    call_epilogue,
     epilogue_values,
     out_image,
 )
@@ -636,18 +637,33 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
 
     # the weight as [group][k][m] (zero rows past M); the input gradient flips the taps
     # and swaps the channel roles: A[k=(o, kh', kw'), m=c] = W[o, c, KH-1-kh', KW-1-kw']
-    if fwd and chans and _rows_contiguous(wst, p):
-        # the channel-vector forward's panels are W's rows transposed, as the GEMM packs
-        # x @ W.T's W: blocks of lanes x lanes transposed in registers
-        with for_range(b, i64(0), i64(p.G), name="ag") as g:
-            pack_b_transposed(b, _gep(b, wp, _mul(b, _mul(b, g, p.M), wst[0])), wst[0],
-                              _gep(b, apack, _mul(b, g, K * mp)), i64(0), i64(K), i64(p.M),
-                              i64(mp), nw, p.lanes, ir.Constant(elt, 0.0))
-        return _igemm_dispatch(k, p, t, elt, offs, src, sst, apack, grids)
-    if not fwd and chans and _rows_contiguous(wst, p):
-        if mp > _mpad(p):  # whole vectors of channels past M: zero
+    if chans and _rows_contiguous(wst, p):
+        # register transposes, the two threads taking halves of the panels (forward) or of
+        # the rows (input gradient): at batch 1 a 512 -> 512 convolution on 7x7 maps packs
+        # 9.4 MB of weight for 115 M multiply-adds
+        if not fwd and mp > _mpad(p):  # whole vectors of channels past M: zero
             _zero_fill(b, apack, p.G * K * mp, elt)
-        _pack_flipped_panels(b, p, wp, wst, apack, mp, nw, elt)
+        task = _Task(k, "pack", [wp, *wst, apack])
+        tb = task.b
+        twp, twst, tap = task[wp], [task[x] for x in wst], task[apack]
+        if fwd:
+            # the channel-vector forward's panels are W's rows transposed, as the GEMM
+            # packs x @ W.T's W
+            lo, hi = task.split(i64(mp // nw))
+            with for_range(tb, i64(0), i64(p.G), name="ag") as g:
+                c0 = _add(tb, _mul(tb, g, p.M), _mul(tb, lo, nw))
+                left = tb.sub(i64(p.M), _mul(tb, lo, nw))
+                cols = _mul(tb, tb.sub(hi, lo), nw)
+                pack_b_transposed(tb, _gep(tb, twp, _mul(tb, c0, twst[0])), twst[0],
+                                  _gep(tb, tap, _add(tb, _mul(tb, g, K * mp),
+                                                     _mul(tb, lo, K * nw))),
+                                  i64(0), i64(K), tb.select(tb.icmp_signed("<", left, cols),
+                                                            left, cols),
+                                  cols, nw, p.lanes, ir.Constant(elt, 0.0))
+        else:
+            _pack_flipped_panels(tb, p, twp, twst, tap, mp, nw, elt, task.split(i64(p.S)))
+        task.finish()
+        task.dispatch(ir.Constant(I1, p.G * p.M * K >= PACK_PAR_MIN))
         return _igemm_dispatch(k, p, t, elt, offs, src, sst, apack, grids)
     _zero_fill(b, apack, p.G * K * mp, elt)
     with for_range(b, i64(0), i64(p.G), name="ag") as g:
@@ -675,19 +691,24 @@ def _emit_igemm(k: Any, p: Problem) -> bool:
     return _igemm_dispatch(k, p, t, elt, offs, src, sst, apack, grids)
 
 
+# weight elements from which a channel-vector convolution packs its weight on two threads
+PACK_PAR_MIN = 1 << 16
+
+
 def _pack_flipped_panels(b: ir.IRBuilder, p: Problem, wp: ir.Value, wst: list[ir.Value],
-                         apack: ir.Value, mp: int, nw: int, elt: ir.Type) -> None:
+                         apack: ir.Value, mp: int, nw: int, elt: ir.Type,
+                         rows: tuple[ir.Value, ir.Value]) -> None:
     """The channel-vector input gradient's weight panels (``apack`` zeroed past ``_mpad``):
     ``A[k = (o, t')][c] = W[o, c, T-1-t']`` over the ``T = KH*KW`` taps, in panels of
     ``nw`` channels ``c`` (``_channel_gemm``). For each ``o`` and vector of channels, the
     channels' rows of taps (contiguous, ``_rows_contiguous``) are loaded ``lanes`` taps at
     a time and transposed in registers, and each tap's vector of channels is one store: the
     element-by-element copy took 70 % of a 512 -> 512 input gradient on 7x7 maps at batch 1
-    (Zen 4, one thread: 9.4 MB of weight per call)."""
+    (Zen 4, one thread: 9.4 MB of weight per call). ``rows``: the range of ``o``."""
     vec = _V(b, b.module, elt, p.lanes)
     L, T = p.lanes, p.KH * p.KW
     with for_range(b, i64(0), i64(p.G), name="fg") as g:
-        with for_range(b, i64(0), i64(p.S), name="fo") as o:
+        with for_range(b, rows[0], rows[1], name="fo") as o:
             orow = _mul(b, _add(b, _mul(b, g, p.S), o), wst[0])
             with for_range(b, i64(0), i64(-(-p.M // L)), name="fcb") as cb:
                 c0 = _mul(b, cb, L)
@@ -728,12 +749,21 @@ def _igemm_dispatch(k: Any, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
     K = p.K
     nimg = k.sym(n.shape[0])
     task = _Task(k, "igemm", [src, *sst, apack, *grids, k.out, nimg, *epilogue_values(k)])
-    images = _igemm_images_by_channels if by_channels(p) else _igemm_images
+    chans = by_channels(p)
+    images = _igemm_images_by_channels if chans else _igemm_images
     images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
            [task[x] for x in grids], task[k.out], task[nimg])
     macs = b.mul(nimg, i64(p.G * p.M * K * p.OH * p.OW))
-    task.dispatch(b.and_(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)),
-                         b.icmp_signed(">=", nimg, i64(2))))
+    par = b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS))
+    # the channel-vector body splits an odd batch's last image by tiles: any batch splits
+    task.dispatch(par if chans else b.and_(par, b.icmp_signed(">=", nimg, i64(2))))
+    epi = k.epilogue
+    if chans and epi is not None:  # that image went to the output: its epilogue there
+        with b.if_then(b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg)):
+            last = b.sub(nimg, i64(1))
+            img = _gep(b, k.out, _mul(b, last, p.G * p.M * p.OH * p.OW))
+            call_epilogue(b, epi.fn, [epi.ctx, b.bitcast(img, I8P), last,
+                                      b.add(last, i64(1))])
     return True
 
 
@@ -766,15 +796,34 @@ def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
     cout = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
-    for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, nimg, mp,
-                                            fg):
-        o, ni = out_image(task, out, nb)
+    even = b.and_(nimg, i64(-2))
+
+    def tiles(o: ir.Value, ni: ir.Value, g: ir.Value, grid: ir.Value, abase: ir.Value,
+              part: tuple[ir.Value, ir.Value] | None) -> None:
         for q0, m0, tile in _channel_tiles(b, vec, accs, buf, K, offs, abase, mp, grid, P,
-                                           p.OW, fg.wg * p.sh, p.sw):
+                                           p.OW, fg.wg * p.sh, p.sw, part):
             with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
                 ch = _add(b, _mul(b, ni, cout), _mul(b, g, p.M), _add(b, m0, c))
                 dst = _gep(b, o, _add(b, _mul(b, ch, P), _add(b, q0, i)))
                 b.store(val(tile), dst)
+
+    # an even number of images, half to each part
+    for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, even, mp,
+                                            fg):
+        o, ni = out_image(task, out, nb)
+        tiles(o, ni, g, grid, abase, None)
+    # an odd batch's last image (a batch of one: all of it): half of its tiles to each part,
+    # each part with its own copy of the image's grid, stored to the output (the kernel
+    # runs the epilogue over it afterwards: ``_igemm_dispatch``)
+    with b.if_then(b.icmp_unsigned("!=", even, nimg)):
+        last = b.sub(nimg, i64(1))
+        grid = b.select(task.first, grids[0], grids[1])
+        _zero_grid(b, fg, grid, elt)
+        ntiles = -(-P // t.rm) * (mp // (t.nv * p.lanes))
+        with for_range(b, i64(0), i64(p.G), name="lgrp") as g:
+            _build_grid(b, fg, grid, src, sst, last, g)
+            tiles(out, last, g, grid, _gep(b, apack, _mul(b, g, p.K * mp)),
+                  task.split(i64(ntiles)))
     task.finish()
 
 
@@ -816,17 +865,29 @@ def _grid_starts(b: ir.IRBuilder, grid: ir.Value, q0: ir.Value, n: int, Q: int,
 
 def _channel_tiles(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value, K: int,
                    offs: ir.Value, abase: ir.Value, mp: int, grid: ir.Value, P: int,
-                   per_row: int, wg: int, step: int = 1
+                   per_row: int, wg: int, step: int = 1,
+                   part: tuple[ir.Value, ir.Value] | None = None
                    ) -> Iterator[tuple[ir.Value, ir.Value, ir.Value]]:
     """The channel-vector tiles over ``P`` positions (``per_row`` to a grid row of ``wg``
     elements, ``step`` apart) and ``mp`` padded channels (whole tiles): each tile's inner
     product (``_channel_gemm``), spilled; yields ``(first position, first channel, spilled
-    tile)`` for the caller's stores."""
+    tile)`` for the caller's stores. ``part``: only the tiles ``lo <= t < hi`` in that
+    order (position tiles outer)."""
     rm, nv = len(accs), len(accs[0])
+    nmt = -(-mp // (nv * vec.lanes))
+    if part is not None:  # tiles ``lo <= t < hi`` of the image's, channel tiles inner
+        with for_range(b, part[0], part[1], name="ct") as ti:
+            pt, mt = b.udiv(ti, i64(nmt)), b.urem(ti, i64(nmt))
+            q0 = _mul(b, pt, rm)
+            gpos = _grid_starts(b, grid, q0, rm, P, per_row, wg, step)
+            m0 = _mul(b, mt, nv * vec.lanes)
+            _channel_gemm(b, vec, accs, K, offs, abase, m0, gpos)
+            yield q0, m0, _spill(b, vec, accs, buf)
+        return
     with for_range(b, i64(0), i64(-(-P // rm)), name="cpt") as pt:
         q0 = _mul(b, pt, rm)
         gpos = _grid_starts(b, grid, q0, rm, P, per_row, wg, step)
-        with for_range(b, i64(0), i64(-(-mp // (nv * vec.lanes))), name="cmt") as mt:
+        with for_range(b, i64(0), i64(nmt), name="cmt") as mt:
             m0 = _mul(b, mt, nv * vec.lanes)
             _channel_gemm(b, vec, accs, K, offs, abase, m0, gpos)
             yield q0, m0, _spill(b, vec, accs, buf)

@@ -92,3 +92,63 @@ def test_channel_vector_convolutions_match_torch(cin: int, cout: int, k: int, s:
                                       stride=s, padding=p, dilation=d, groups=g).numpy()
     scale = np.abs(want).max()
     np.testing.assert_allclose(got32, want, rtol=0, atol=2e-6 * scale * np.sqrt(cin * k * k))
+
+
+# a channel-vector forward with an epilogue (bias, ReLU) and input gradient with one (the
+# ReLU mask), trained at batches that leave an odd last image: both threads share its tiles
+_SPLIT_SCRIPT = """
+import numpy as np
+import graphc as gc
+from graphc import nn
+gc.manual_seed(0)
+m = nn.Sequential(nn.Conv2d(48, 64, 3, stride=2, padding=1), nn.ReLU(),
+                  nn.Conv2d(64, 64, 3, padding=1), nn.ReLU()).double()
+params = list(m.parameters())
+
+@gc.compile
+def step(x):
+    for p in params:
+        p.grad = None
+    y = m(x)
+    (y * y).sum().backward()
+    return y
+
+out = {}
+rng = np.random.default_rng(0)
+for batch in (1, 3, 4):
+    x = rng.standard_normal((batch, 48, 14, 14))
+    out[f"y{batch}"] = np.asarray(step(gc.from_numpy(x)))
+    for i, p in enumerate(params):
+        out[f"g{batch}_{i}"] = p.grad.numpy().copy()
+assert step.compile_count == 1
+text = step.ir("fused")
+assert text.count("positions x 4 channel vectors (the weight in panels of 32") >= 2, text
+np.savez(OUT, **out)
+"""
+
+
+def test_odd_batches_split_their_last_image_by_tiles(tmp_path: Any) -> None:
+    from _threads import assert_bit_identical, run_per_thread_count
+
+    runs = run_per_thread_count(tmp_path, _SPLIT_SCRIPT)
+    assert_bit_identical(runs, min_arrays=15)
+    # against PyTorch, with the same initial weights
+    gc.manual_seed(0)
+    gm = nn.Sequential(nn.Conv2d(48, 64, 3, stride=2, padding=1), nn.ReLU(),
+                       nn.Conv2d(64, 64, 3, padding=1), nn.ReLU()).double()
+    tm = torch.nn.Sequential(torch.nn.Conv2d(48, 64, 3, stride=2, padding=1),
+                             torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3, padding=1),
+                             torch.nn.ReLU()).double()
+    tm.load_state_dict({n: torch.from_numpy(np.array(v)) for n, v in gm.state_dict().items()})
+    rng = np.random.default_rng(0)
+    for batch in (1, 3, 4):
+        x = torch.from_numpy(rng.standard_normal((batch, 48, 14, 14)))
+        for p in tm.parameters():
+            p.grad = None
+        ty = tm(x)
+        (ty * ty).sum().backward()
+        np.testing.assert_allclose(runs[1][f"y{batch}"], ty.detach().numpy(), rtol=1e-11,
+                                   atol=1e-11)
+        for i, tp in enumerate(tm.parameters()):
+            np.testing.assert_allclose(runs[1][f"g{batch}_{i}"], tp.grad.numpy(), rtol=1e-10,
+                                       atol=1e-10, err_msg=f"batch {batch} parameter {i}")
