@@ -181,12 +181,10 @@ def emit(k: Any) -> bool:
     tb = task.b
     area = {a: tb.select(task.first, task[parts[0][a]], task[parts[1][a]]) for a in names}
     area["u"] = task[first["u"]]
-    lo, hi = task.split(task[nimg])
-    _part(task, v, elt, area, src.in_task(task), task[k.out], lo, hi)
+    _part(task, v, elt, area, src.in_task(task), task[k.out], task[nimg])
     task.finish()
     macs = b.mul(nimg, i64(16 * v.M * v.S * v.TT))
-    task.dispatch(b.and_(b.icmp_signed(">=", nimg, i64(2)),
-                         b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS))))
+    task.dispatch(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)))
     return True
 
 
@@ -235,9 +233,9 @@ def _products(b: ir.IRBuilder, k: Any, v: View, elt: ir.Type, area: dict, tiles:
 
 
 def _part(task: KernelTask, v: View, elt: ir.Type, area: dict, src: _Operand,
-          out: ir.Value, lo: ir.Value, hi: ir.Value) -> None:
-    """One part's images ``lo <= i < hi``, a block at a time: input transform, the 16
-    single-threaded products, output transform."""
+          out: ir.Value, nimg: ir.Value) -> None:
+    """One part's images (``TileBlocks.for_part_blocks``), a block at a time: input
+    transform, the 16 single-threaded products, output transform."""
     b = task.b
     it = v.itemsize
     vec = V(b, b.module, elt, v.L)
@@ -253,7 +251,7 @@ def _part(task: KernelTask, v: View, elt: ir.Type, area: dict, src: _Operand,
         v.for_tiles(b, img, r0, i64(0), count, whole, lambda im, a, z, t: _result_rows(
             b, v, vec, area["mo"], area["ybuf"], out, im, a, z, t))
 
-    v.for_blocks(b, lo, hi, block)
+    v.for_part_blocks(b, task.split, nimg, block)
 
 
 def _shared(k: Any, v: View, elt: ir.Type, area: dict, parts: list[dict], src: _Operand,

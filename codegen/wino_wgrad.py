@@ -162,6 +162,20 @@ class TileBlocks:
             with for_range(b, i64(0), i64(self.TH), name="rows", step=i64(rows)) as r0:
                 body(img, r0, _at_most(b, b.sub(i64(self.TH), r0), rows), False)
 
+    def for_part_blocks(self, b: ir.IRBuilder, split: Any, nimg: ir.Value, body: Any) -> None:
+        """``for_blocks`` for one thread part of a task that gives each part its own blocks
+        (``split``: the task's ``split``): half of the images of an even batch each, then,
+        when the batch is odd, half of the last image's tile rows each (a batch of one
+        would otherwise leave a thread idle), in blocks of at most a block's rows."""
+        lo, hi = split(b.and_(nimg, i64(-2)))
+        self.for_blocks(b, lo, hi, body)
+        last = b.sub(nimg, i64(1))
+        with b.if_then(b.icmp_signed("!=", b.and_(nimg, i64(-2)), nimg)):
+            rlo, rhi = split(i64(self.TH))
+            _, rows = self.blocks()
+            with for_range(b, rlo, rhi, name="lrows", step=i64(rows)) as r0:
+                body(last, r0, _at_most(b, b.sub(rhi, r0), rows), False)
+
     def for_tiles(self, b: ir.IRBuilder, img: ir.Value, r0: ir.Value, lo: ir.Value,
                   hi: ir.Value, whole: bool, fn: Any) -> None:
         """``fn(image, row0, row1, t0)`` for the part ``lo <= j < hi`` of a block of
@@ -276,12 +290,10 @@ def emit(k: Any) -> bool:
         tb = task.b
         area = {a: tb.select(task.first, task[parts[0][a]], task[parts[1][a]])
                 for a in names}
-        lo, hi = task.split(task[nimg])
-        _part(task, v, lay, elt, area, x.in_task(task), dy.in_task(task), lo, hi)
+        _part(task, v, lay, elt, area, x.in_task(task), dy.in_task(task), task[nimg])
         task.finish()
         macs = b.mul(nimg, i64(16 * v.M * v.S * v.TT))
-        task.dispatch(b.and_(b.icmp_signed(">=", nimg, i64(2)),
-                             b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS))))
+        task.dispatch(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)))
         dus = [parts[0]["du"], parts[1]["du"]]
     with b.if_else(b.icmp_signed("<=", nimg, i64(0))) as (empty, some):
         with empty:  # no images: the gradient is zero
@@ -311,10 +323,10 @@ def _products(b: ir.IRBuilder, k: Any, v: View, tile: Any, elt: ir.Type, area: d
 
 
 def _part(task: KernelTask, v: View, lay: dict[str, int], elt: ir.Type, area: dict,
-          x: _Operand, dy: _Operand, lo: ir.Value, hi: ir.Value) -> None:
-    """One part's images ``lo <= i < hi``, a block of tiles at a time: the block's tiles
-    into ``V`` and ``Md``, the 16 products into ``tmp``, added to the part's ``dU`` (zero
-    for a part without images)."""
+          x: _Operand, dy: _Operand, nimg: ir.Value) -> None:
+    """One part's images (``TileBlocks.for_part_blocks``), a block of tiles at a time: the
+    block's tiles into ``V`` and ``Md``, the 16 products into ``tmp``, added to the part's
+    ``dU`` (zero for a part without images)."""
     b = task.b
     it = v.itemsize
     vec = V(b, b.module, elt, v.L)
@@ -331,7 +343,7 @@ def _part(task: KernelTask, v: View, lay: dict[str, int], elt: ir.Type, area: di
                   b.bitcast(area["gemm"], I8P), align(lay["du"]), None, task.alloca)
         _accumulate(b, vec.vt, area["du"], area["tmp"], i64(0), i64(total // v.L))
 
-    v.for_blocks(b, lo, hi, block)
+    v.for_part_blocks(b, task.split, nimg, block)
 
 
 def _shared(k: Any, v: View, lay: dict[str, int], elt: ir.Type, parts: list[dict],
