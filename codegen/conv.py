@@ -1559,16 +1559,56 @@ def _emit_strided_igrad(k: Any, p: StridedIgrad) -> bool:
 
     # per phase: the weight's taps as A[k = (o, tap)][m = c], zero rows past M
     _zero_fill(b, apack, p.G * ktot * mp, elt)
-    offs = []
+    offs = [_table(mod, f"{k.fn.name}.offsets{pi}", p.offsets(ph))
+            for pi, ph in enumerate(p.phases)]
+    ptask = _Task(k, "pack", [wp, *wst, apack])
+    _pack_strided_igrad(ptask, p, ptask[wp], [ptask[x] for x in wst], ptask[apack], mp, nw,
+                        chans)
+    ptask.finish()
+    ptask.dispatch(ir.Constant(I1, p.G * p.M * ktot >= PACK_PAR_MIN))
+
+    nimg = k.sym(n.shape[0])
+    task = _Task(k, "igrad", [src, *sst, apack, *grids, k.out, nimg, *epilogue_values(k)])
+    images = (_strided_igrad_images_by_channels if _igrad_by_channels(p)
+              else _strided_igrad_images)
+    images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
+           [task[x] for x in grids], task[k.out], task[nimg], mp)
+    macs = b.mul(nimg, i64(p.G * p.M * p.S * sum(len(ph.taps) * ph.rows * ph.cols
+                                                 for ph in p.phases)))
+    # an odd batch's last image is split by tiles (``_igrad_phases``), straight into the
+    # output: its positions no tap reaches zeroed before, its epilogue run after
+    odd = b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg)
+    last = b.sub(nimg, i64(1))
+    img = _gep(b, k.out, _mul(b, last, p.G * p.M * p.IH * p.IW))
+    if any(not ph.taps for ph in p.phases):
+        with b.if_then(odd):
+            _zero_fill(b, img, p.G * p.M * p.IH * p.IW, elt)
+    task.dispatch(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)))
+    epi = k.epilogue
+    if epi is not None:
+        with b.if_then(odd):
+            call_epilogue(b, epi.fn, [epi.ctx, b.bitcast(img, I8P), last, b.add(last, i64(1))])
+    return True
+
+
+def _pack_strided_igrad(task: _Task, p: StridedIgrad, wp: ir.Value, wst: list[ir.Value],
+                        apack: ir.Value, mp: int, nw: int, chans: bool) -> None:
+    """The strided input gradient's packed weight (``apack`` zeroed): per phase its taps as
+    ``A[k = (o, tap)][m = c]``, in panels of ``nw`` channels when ``chans``; the two parts
+    take halves of the rows ``o`` (at batch 1 the pack is a tenth of the work)."""
+    b = task.b
+    mod = task.k.L.module
+    ktot = sum(p.ks)
+    olo, ohi = task.split(i64(p.S))
     kstart = 0
     for pi, ph in enumerate(p.phases):
-        offs.append(_table(mod, f"{k.fn.name}.offsets{pi}", p.offsets(ph)))
         kk = len(ph.taps)
-        kh_t = _table(mod, f"{k.fn.name}.kh{pi}", [tap[0] for tap in ph.taps] or [0])
-        kw_t = _table(mod, f"{k.fn.name}.kw{pi}", [tap[1] for tap in ph.taps] or [0])
+        name = f"{task.k.fn.name}.pack"
+        kh_t = _table(mod, f"{name}.kh{pi}", [tap[0] for tap in ph.taps] or [0])
+        kw_t = _table(mod, f"{name}.kw{pi}", [tap[1] for tap in ph.taps] or [0])
         if kk:
             with for_range(b, i64(0), i64(p.G), name="ag") as g:
-                with for_range(b, i64(0), i64(p.S), name="ao") as o:
+                with for_range(b, olo, ohi, name="ao") as o:
                     with for_range(b, i64(0), i64(kk), name="at") as tap:
                         wkh = b.load(b.gep(kh_t, [i64(0), tap], inbounds=True))
                         wkw = b.load(b.gep(kw_t, [i64(0), tap], inbounds=True))
@@ -1586,18 +1626,6 @@ def _emit_strided_igrad(k: Any, p: StridedIgrad) -> bool:
                                 at = _add(b, base, _mul(b, kr, mp), m)
                             b.store(b.load(_gep(b, wp, wi)), _gep(b, apack, at))
         kstart += p.S * kk
-
-    nimg = k.sym(n.shape[0])
-    task = _Task(k, "igrad", [src, *sst, apack, *grids, k.out, nimg, *epilogue_values(k)])
-    images = (_strided_igrad_images_by_channels if _igrad_by_channels(p)
-              else _strided_igrad_images)
-    images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
-           [task[x] for x in grids], task[k.out], task[nimg], mp)
-    macs = b.mul(nimg, i64(p.G * p.M * p.S * sum(len(ph.taps) * ph.rows * ph.cols
-                                                 for ph in p.phases)))
-    task.dispatch(b.and_(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)),
-                         b.icmp_signed(">=", nimg, i64(2))))
-    return True
 
 
 def _table(mod: ir.Module, name: str, values: list[int]) -> ir.Value:
@@ -1620,8 +1648,21 @@ def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
     b = task.b
     ktot = sum(p.ks)
     cin = p.G * p.M
-    lo, hi = task.split(nimg)
+    even = b.and_(nimg, i64(-2))
+    lo, hi = task.split(even)
     grid = b.select(task.first, grids[0], grids[1])
+
+    def phases(nb: ir.Value, split: Any) -> Iterator[tuple]:
+        with for_range(b, i64(0), i64(p.G), name="grp") as g:
+            _build_grid(b, p, grid, src, sst, nb, g)
+            kstart = 0
+            for ph, off_t in zip(p.phases, offs):
+                K = p.S * len(ph.taps)
+                abase = _gep(b, apack, _add(b, _mul(b, g, ktot * mp), i64(kstart * mp)))
+                kstart += K
+                if K:
+                    yield ph, off_t, abase, K, nb, g, grid, split
+
     with b.if_then(b.icmp_signed("<", lo, hi)):
         _zero_fill(b, grid, p.grid_elems, elt)
         with for_range(b, lo, hi, name="img") as nb:
@@ -1631,16 +1672,13 @@ def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
                 o, ni = out_image(task, out, nb)
                 _zero_fill(b, _gep(b, o, _mul(b, ni, cin * p.IH * p.IW)),
                            cin * p.IH * p.IW, elt)
-            with for_range(b, i64(0), i64(p.G), name="grp") as g:
-                _build_grid(b, p, grid, src, sst, nb, g)
-                kstart = 0
-                for ph, off_t in zip(p.phases, offs):
-                    K = p.S * len(ph.taps)
-                    abase = _gep(b, apack, _add(b, _mul(b, g, ktot * mp), i64(kstart * mp)))
-                    kstart += K
-                    if K:
-                        yield ph, off_t, abase, K, nb, g, grid
+            yield from phases(nb, None)
             after_image(task, nb)
+    # an odd batch's last image: each phase's tiles split between the parts, stored to the
+    # output (zeroed and its epilogue run by the kernel: ``_emit_strided_igrad``)
+    with b.if_then(b.icmp_unsigned("!=", even, nimg)):
+        _zero_fill(b, grid, p.grid_elems, elt)
+        yield from phases(b.sub(nimg, i64(1)), task.split)
 
 
 def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
@@ -1656,22 +1694,37 @@ def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt
     cin = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
-    for ph, off_t, abase, K, nb, g, grid in _igrad_phases(task, p, elt, src, sst, apack, out,
-                                                          grids, nimg, mp, offs):
+    for ph, off_t, abase, K, nb, g, grid, split in _igrad_phases(
+            task, p, elt, src, sst, apack, out, grids, nimg, mp, offs):
         P = ph.rows * ph.cols
+        part = None if split is None else split(i64(-(-P // t.rm) * (mp // (t.nv * p.lanes))))
         for q0, m0, tile in _channel_tiles(b, vec, accs, buf, K, off_t, abase, mp, grid, P,
-                                           ph.cols, p.wg):
+                                           ph.cols, p.wg, part=part):
             with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
                 q = _add(b, q0, i)
                 r, col = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
                 ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
                 iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
-                o, ni = out_image(task, out, nb)
+                o, ni = out_image(task, out, nb) if split is None else (out, nb)
                 ch = _add(b, _mul(b, ni, cin), _mul(b, g, p.M), _add(b, m0, c))
                 dst = _gep(b, o, _add(b, _mul(b, ch, p.IH * p.IW),
                                         _mul(b, ih, p.IW), iw))
                 b.store(val(tile), dst)
     task.finish()
+
+
+def _tile_pairs(b: ir.IRBuilder, n0: int, n1: int,
+                split: Any) -> Iterator[tuple[ir.Value, ir.Value]]:
+    """``(i, j)`` over ``n0 x n1`` tiles, ``j`` inner; with ``split`` (a task's), this
+    part's share of them in that order."""
+    if split is None:
+        with for_range(b, i64(0), i64(n0), name="mt") as i:
+            with for_range(b, i64(0), i64(n1), name="qt") as j:
+                yield i, j
+        return
+    lo, hi = split(i64(n0 * n1))
+    with for_range(b, lo, hi, name="tp") as t:
+        yield b.udiv(t, i64(n1)), b.urem(t, i64(n1))
 
 
 def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
@@ -1692,55 +1745,54 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
     ivt = ir.VectorType(I64, p.lanes)
     cin = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
-    for ph, off_t, abase, K, nb, g, grid in _igrad_phases(task, p, elt, src, sst, apack, out,
-                                                          grids, nimg, mp, offs):
+    for ph, off_t, abase, K, nb, g, grid, split in _igrad_phases(
+            task, p, elt, src, sst, apack, out, grids, nimg, mp, offs):
         qv = -(-ph.cols // p.lanes)
         Q = ph.rows * qv
         nq = -(-Q // t.nv)
-        with for_range(b, i64(0), i64(mp // t.rm), name="mt") as mi:
+        for mi, qi in _tile_pairs(b, mp // t.rm, nq, split):
             m0 = _mul(b, mi, t.rm)
-            with for_range(b, i64(0), i64(nq), name="qt") as qi:
-                q0 = _mul(b, qi, t.nv)
-                starts = _grid_starts(b, grid, q0, t.nv, Q, qv, p.wg, p.lanes)
-                _accumulate(
-                    b, vec, accs, K,
-                    lambda kk, starts=starts, off_t=off_t: [vec.load(_gep(
-                        b, st, b.load(b.gep(off_t, [i64(0), kk], inbounds=True))))
-                        for st in starts],
-                    lambda kk, m0=m0, abase=abase: _gep(
-                        b, abase, _add(b, _mul(b, kk, mp), m0)))
-                for v in range(t.nv):
-                    q = _add(b, q0, i64(v))
-                    with b.if_then(b.icmp_signed("<", q, i64(Q))):
-                        r, vr = b.udiv(q, i64(qv)), b.urem(q, i64(qv))
-                        col = _mul(b, vr, p.lanes)
-                        # a constant all-true mask for whole vectors: the
-                        # scatter becomes plain stores, no lane tests
-                        tail = ph.cols % p.lanes
-                        mask = (vec.const_mask(p.lanes) if tail == 0
-                                else vec.const_mask(ph.cols) if qv == 1
-                                else vec.mask(b.sub(i64(ph.cols), col)))
-                        ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
-                        iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
-                        o, ni = out_image(task, out, nb)
-                        for i in range(t.rm):
-                            m = _add(b, m0, i64(i))
-                            ch = _add(b, _mul(b, ni, cin), _mul(b, g, p.M), m)
-                            base = _gep(b, o, _add(
-                                b, _mul(b, ch, p.IH * p.IW), _mul(b, ih, p.IW), iw))
-                            addr = b.ptrtoint(base, I64)
-                            one = b.insert_element(ir.Constant(ivt, ir.Undefined),
-                                                   addr, ir.Constant(I32, 0))
-                            sp = b.shuffle_vector(one, ir.Constant(ivt, ir.Undefined),
-                                                  ir.Constant(ir.VectorType(
-                                                      I32, p.lanes), [0] * p.lanes))
-                            ptrs = b.inttoptr(b.add(sp, lane_bytes), pvt)
-                            args = [b.load(accs[i][v]), ptrs, align_, mask]
-                            if p.M % t.rm:
-                                with b.if_then(b.icmp_signed("<", m, i64(p.M))):
-                                    b.call(scatter, args)
-                            else:
+            q0 = _mul(b, qi, t.nv)
+            starts = _grid_starts(b, grid, q0, t.nv, Q, qv, p.wg, p.lanes)
+            _accumulate(
+                b, vec, accs, K,
+                lambda kk, starts=starts, off_t=off_t: [vec.load(_gep(
+                    b, st, b.load(b.gep(off_t, [i64(0), kk], inbounds=True))))
+                    for st in starts],
+                lambda kk, m0=m0, abase=abase: _gep(
+                    b, abase, _add(b, _mul(b, kk, mp), m0)))
+            for v in range(t.nv):
+                q = _add(b, q0, i64(v))
+                with b.if_then(b.icmp_signed("<", q, i64(Q))):
+                    r, vr = b.udiv(q, i64(qv)), b.urem(q, i64(qv))
+                    col = _mul(b, vr, p.lanes)
+                    # a constant all-true mask for whole vectors: the
+                    # scatter becomes plain stores, no lane tests
+                    tail = ph.cols % p.lanes
+                    mask = (vec.const_mask(p.lanes) if tail == 0
+                            else vec.const_mask(ph.cols) if qv == 1
+                            else vec.mask(b.sub(i64(ph.cols), col)))
+                    ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
+                    iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
+                    o, ni = out_image(task, out, nb) if split is None else (out, nb)
+                    for i in range(t.rm):
+                        m = _add(b, m0, i64(i))
+                        ch = _add(b, _mul(b, ni, cin), _mul(b, g, p.M), m)
+                        base = _gep(b, o, _add(
+                            b, _mul(b, ch, p.IH * p.IW), _mul(b, ih, p.IW), iw))
+                        addr = b.ptrtoint(base, I64)
+                        one = b.insert_element(ir.Constant(ivt, ir.Undefined),
+                                               addr, ir.Constant(I32, 0))
+                        sp = b.shuffle_vector(one, ir.Constant(ivt, ir.Undefined),
+                                              ir.Constant(ir.VectorType(
+                                                  I32, p.lanes), [0] * p.lanes))
+                        ptrs = b.inttoptr(b.add(sp, lane_bytes), pvt)
+                        args = [b.load(accs[i][v]), ptrs, align_, mask]
+                        if p.M % t.rm:
+                            with b.if_then(b.icmp_signed("<", m, i64(p.M))):
                                 b.call(scatter, args)
+                        else:
+                            b.call(scatter, args)
     task.finish()
 
 

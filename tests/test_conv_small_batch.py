@@ -1,12 +1,14 @@
-"""Both threads at any batch: the last image of an odd batch split by its tile rows.
+"""Both threads at any batch: the last image of an odd batch split between them.
 
 The batched Winograd kernels that give each thread half of the batch (``wino_gemm``'s and
 ``wino_wgrad``'s per-half mode, where the transformed weight fits L2) left the second
 thread idle at batch 1 and a third of the work to one thread at batch 3. An odd batch's
 last image is now split by its tile rows (``TileBlocks.for_part_blocks``): at batch 1, one
 Zen 4 core -> two, 64 -> 64 channels on 56x56: forward 186 -> 279 GFLOP/s, weight gradient
-170 -> 340. The split does not depend on the thread count (one thread runs both parts), so
-results are bit-identical on one and two threads; values against PyTorch in float64.
+170 -> 340. The strided input gradient's phase GEMMs split that image by register tiles
+(``conv._igrad_phases``), as the channel-vector implicit GEMM does (``test_conv_panels``).
+The split does not depend on the thread count (one thread runs both parts), so results
+are bit-identical on one and two threads; values against PyTorch in float64.
 """
 
 from __future__ import annotations
@@ -23,56 +25,75 @@ from graphc import nn
 torch = pytest.importorskip("torch")
 
 BATCHES = (1, 3, 2)
+# (name, channels, the second convolution's stride)
+NETS = (("wino", 64, 1), ("strided", 64, 2), ("narrow", 8, 2))
 
 _SCRIPT = """
 import numpy as np
 import graphc as gc
 from graphc import nn
-gc.manual_seed(0)
-m = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
-                  nn.Conv2d(64, 64, 3, padding=1)).double()
-params = list(m.parameters())
 
-@gc.compile
-def step(x):
-    for p in params:
-        p.grad = None
-    y = m(x)
-    (y * y).sum().backward()
-    return y
+
+def net(c, stride):
+    gc.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(c, c, 3, stride=stride, padding=1)).double()
+
 
 out = {}
-rng = np.random.default_rng(0)
-for batch in BATCHES:
-    x = gc.from_numpy(rng.standard_normal((batch, 64, 20, 20)))
-    out[f"y{batch}"] = np.asarray(step(x))
-    for i, p in enumerate(params):
-        out[f"g{batch}_{i}"] = p.grad.numpy().copy()
-text = step.ir("fused")
-assert text.count("half of the batch") >= 3, text  # forward, input and weight gradients
+texts = []
+for name, c, stride in NETS:
+    m = net(c, stride)
+    params = list(m.parameters())
+
+    @gc.compile
+    def step(x):
+        for p in params:
+            p.grad = None
+        y = m(x)
+        (y * y).sum().backward()
+        return y
+
+    rng = np.random.default_rng(0)
+    for batch in BATCHES:
+        x = gc.from_numpy(rng.standard_normal((batch, c, 20, 20)))
+        out[f"{name}y{batch}"] = np.asarray(step(x))
+        for i, p in enumerate(params):
+            out[f"{name}g{batch}_{i}"] = p.grad.numpy().copy()
+    texts.append(step.ir("fused"))
+# Winograd per half batch: forward, input and weight gradients
+assert texts[0].count("half of the batch") >= 3, texts[0]
+# the strided input gradients' phase GEMMs on channel and on position vectors
+def igrads(text):
+    return [ln for ln in text.splitlines() if "conv input grad: 4 stride-1 phase GEMMs" in ln]
+assert any("channel vectors" in ln for ln in igrads(texts[1])), texts[1]
+assert any("position vectors" in ln for ln in igrads(texts[2])), texts[2]
 np.savez(OUT, **out)
 """
 
 
 def test_odd_batches_use_both_threads_and_match_torch(tmp_path: Any) -> None:
-    runs = run_per_thread_count(tmp_path, f"BATCHES = {BATCHES!r}\n" + _SCRIPT)
-    assert_bit_identical(runs, min_arrays=5 * len(BATCHES))
-    gc.manual_seed(0)
-    gm = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
-                       nn.Conv2d(64, 64, 3, padding=1)).double()
-    tm = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(),
-                             torch.nn.Conv2d(64, 64, 3, padding=1)).double()
-    tm.load_state_dict({n: torch.from_numpy(np.array(v)) for n, v in gm.state_dict().items()})
-    rng = np.random.default_rng(0)
-    for batch in BATCHES:
-        x = torch.from_numpy(rng.standard_normal((batch, 64, 20, 20)))
-        for p in tm.parameters():
-            p.grad = None
-        ty = tm(x)
-        (ty * ty).sum().backward()
-        got = runs[1]
-        np.testing.assert_allclose(got[f"y{batch}"], ty.detach().numpy(), rtol=1e-10,
-                                   atol=1e-10)
-        for i, tp in enumerate(tm.parameters()):
-            np.testing.assert_allclose(got[f"g{batch}_{i}"], tp.grad.numpy(), rtol=1e-9,
-                                       atol=1e-8, err_msg=f"batch {batch} parameter {i}")
+    runs = run_per_thread_count(tmp_path, f"BATCHES = {BATCHES!r}\nNETS = {NETS!r}\n" + _SCRIPT)
+    assert_bit_identical(runs, min_arrays=5 * len(BATCHES) * len(NETS))
+    got = runs[1]
+    for name, c, stride in NETS:
+        gc.manual_seed(0)
+        gm = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU(),
+                           nn.Conv2d(c, c, 3, stride=stride, padding=1)).double()
+        tm = torch.nn.Sequential(torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.ReLU(),
+                                 torch.nn.Conv2d(c, c, 3, stride=stride, padding=1)).double()
+        tm.load_state_dict({n: torch.from_numpy(np.array(v))
+                            for n, v in gm.state_dict().items()})
+        rng = np.random.default_rng(0)
+        for batch in BATCHES:
+            x = torch.from_numpy(rng.standard_normal((batch, c, 20, 20)))
+            for p in tm.parameters():
+                p.grad = None
+            ty = tm(x)
+            (ty * ty).sum().backward()
+            np.testing.assert_allclose(got[f"{name}y{batch}"], ty.detach().numpy(),
+                                       rtol=1e-10, atol=1e-10, err_msg=f"{name} {batch}")
+            for i, tp in enumerate(tm.parameters()):
+                np.testing.assert_allclose(got[f"{name}g{batch}_{i}"], tp.grad.numpy(),
+                                           rtol=1e-9, atol=1e-8,
+                                           err_msg=f"{name}, batch {batch}, parameter {i}")
