@@ -1230,7 +1230,9 @@ def _emit_wgrad_channels(k: Any, p: Problem, elt: ir.Type, xp: ir.Value,
                          big: ir.Value) -> None:
     """The weight gradient when ``wgrad_by_channels``: two thread parts, each with half of
     the images and all of group ``g``'s ``RK x NV`` tiles (``RK`` taps, ``NV`` vectors of
-    output channels) over them, then ``dW`` = part 0's sums + part 1's, in that order.
+    output channels) over them, then ``dW`` = part 0's sums + part 1's, in that order. An
+    odd batch's last image (all of a batch of one) goes to both parts, each with half of
+    the tiles (batch 1 used one core of two).
 
     A part takes its images one at a time: the image's grid and its ``dY`` transposed to
     ``[position][channel]``, then blocks of output rows (``wgrad_block_rows``), every tile
@@ -1261,6 +1263,37 @@ def _emit_wgrad_channels(k: Any, p: Problem, elt: ir.Type, xp: ir.Value,
         return (_mul(bb, bb.udiv(ti, i64(nmt)), t.rm),
                 _mul(bb, bb.urem(ti, i64(nmt)), t.nv * p.lanes))
 
+    def image(task: _Task, tb: ir.IRBuilder, nb: ir.Value, grid: ir.Value, dyt: ir.Value,
+              acc: ir.Value, accs: list, vec: _V, tiles: tuple[ir.Value, ir.Value]) -> None:
+        """Image ``nb``'s grid and transposed ``dY``, then its blocks of rows through the
+        tiles ``tiles[0] <= ti < tiles[1]``, into ``acc``."""
+        _build_grid(tb, p, grid, task[xp], [task[x] for x in xst], nb, task[g])
+        _transpose_dy(tb, p, dyt, task[gp], [task[x] for x in gst], nb, task[g], elt)
+        with for_range(tb, i64(0), i64(nblk), name="wblk") as blk:
+            r0 = _mul(tb, blk, rows)
+            r1 = _add(tb, r0, i64(rows))
+            r1 = tb.select(tb.icmp_signed("<", r1, i64(p.OH)), r1, i64(p.OH))
+            with for_range(tb, tiles[0], tiles[1], name="tile") as ti:
+                k0, m0 = tile_origin(tb, ti)
+                tacc = _gep(tb, acc, _mul(tb, ti, per_tile))
+                xb = [_gep(tb, grid, o) for o in _tap_offsets(tb, offs, k0, t.rm, K)]
+                yb = [_gep(tb, dyt, c) for c in _channel_columns(tb, m0, t.nv, p.lanes, mp)]
+                for row in accs:
+                    for a in row:
+                        tb.store(vec.zero, a)
+                with for_range(tb, r0, r1, name="woh") as oh:
+                    with for_range(tb, i64(0), i64(p.OW), name="wow") as ow:
+                        q = _add(tb, _mul(tb, oh, p.OW), ow)
+                        gq = _add(tb, _mul(tb, oh, p.wg), ow)
+                        dys = [vec.load(_gep(tb, y, _mul(tb, q, mp))) for y in yb]
+                        xs = [vec.splat(tb.load(_gep(tb, x, gq))) for x in xb]
+                        for i in range(t.rm):
+                            for j in range(t.nv):
+                                tb.store(tb.call(vec.fma, [xs[i], dys[j],
+                                                           tb.load(accs[i][j])]),
+                                         accs[i][j])
+                _spill_add(tb, vec, accs, tacc)
+
     with for_range(b, i64(0), i64(p.G), name="grp") as g:
         task = _Task(k, "wchan", [xp, *xst, gp, *gst, work, nimg, g])
         tb = task.b
@@ -1269,39 +1302,20 @@ def _emit_wgrad_channels(k: Any, p: Problem, elt: ir.Type, xp: ir.Value,
         part = _gep(tb, task[work], _mul(tb, task.part, gsz + tsz + asz))
         grid, dyt, acc = part, _gep(tb, part, i64(gsz)), _gep(tb, part, i64(gsz + tsz))
         _zero_fill(tb, acc, ntiles * per_tile, elt)
-        lo, hi = task.split(task[nimg])
+        # an even batch: half of the images to each part, with all tiles; an odd batch's
+        # last image: half of the tiles to each part (summed into its own ``acc``)
+        even = tb.and_(task[nimg], i64(-2))
+        lo, hi = task.split(even)
         # once: every image rewrites the same interior, the zero border stays (as the
         # forward's grids, ``_igemm_groups``)
         _zero_grid(tb, p, grid, elt)
         with for_range(tb, lo, hi, name="wimg") as nb:
-            _build_grid(tb, p, grid, task[xp], [task[x] for x in xst], nb, task[g])
-            _transpose_dy(tb, p, dyt, task[gp], [task[x] for x in gst], nb, task[g], elt)
-            with for_range(tb, i64(0), i64(nblk), name="wblk") as blk:
-                r0 = _mul(tb, blk, rows)
-                r1 = _add(tb, r0, i64(rows))
-                r1 = tb.select(tb.icmp_signed("<", r1, i64(p.OH)), r1, i64(p.OH))
-                with for_range(tb, i64(0), i64(ntiles), name="tile") as ti:
-                    k0, m0 = tile_origin(tb, ti)
-                    tacc = _gep(tb, acc, _mul(tb, ti, per_tile))
-                    xb = [_gep(tb, grid, o) for o in _tap_offsets(tb, offs, k0, t.rm, K)]
-                    yb = [_gep(tb, dyt, c) for c in _channel_columns(tb, m0, t.nv, p.lanes, mp)]
-                    for row in accs:
-                        for a in row:
-                            tb.store(vec.zero, a)
-                    with for_range(tb, r0, r1, name="woh") as oh:
-                        with for_range(tb, i64(0), i64(p.OW), name="wow") as ow:
-                            q = _add(tb, _mul(tb, oh, p.OW), ow)
-                            gq = _add(tb, _mul(tb, oh, p.wg), ow)
-                            dys = [vec.load(_gep(tb, y, _mul(tb, q, mp))) for y in yb]
-                            xs = [vec.splat(tb.load(_gep(tb, x, gq))) for x in xb]
-                            for i in range(t.rm):
-                                for j in range(t.nv):
-                                    tb.store(tb.call(vec.fma, [xs[i], dys[j],
-                                                               tb.load(accs[i][j])]),
-                                             accs[i][j])
-                    _spill_add(tb, vec, accs, tacc)
+            image(task, tb, nb, grid, dyt, acc, accs, vec, (i64(0), i64(ntiles)))
+        with tb.if_then(tb.icmp_unsigned("!=", even, task[nimg])):
+            image(task, tb, tb.sub(task[nimg], i64(1)), grid, dyt, acc, accs, vec,
+                  task.split(i64(ntiles)))
         task.finish()
-        task.dispatch(b.and_(big, b.icmp_signed(">=", nimg, i64(2))))
+        task.dispatch(big)
         # dW[m, k] from both parts' tiles, part 0 first
         acc0 = _gep(b, work, i64(gsz + tsz))
         acc1 = _gep(b, acc0, i64(gsz + tsz + asz))
