@@ -754,11 +754,10 @@ def _igemm_dispatch(k: Any, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
     images(task, p, t, elt, offs, task[src], [task[x] for x in sst], task[apack],
            [task[x] for x in grids], task[k.out], task[nimg])
     macs = b.mul(nimg, i64(p.G * p.M * K * p.OH * p.OW))
-    par = b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS))
-    # the channel-vector body splits an odd batch's last image by tiles: any batch splits
-    task.dispatch(par if chans else b.and_(par, b.icmp_signed(">=", nimg, i64(2))))
+    # both bodies split an odd batch's last image by tiles: any batch splits
+    task.dispatch(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)))
     epi = k.epilogue
-    if chans and epi is not None:  # that image went to the output: its epilogue there
+    if epi is not None:  # that image went to the output: its epilogue there
         with b.if_then(b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg)):
             last = b.sub(nimg, i64(1))
             img = _gep(b, k.out, _mul(b, last, p.G * p.M * p.OH * p.OW))
@@ -986,56 +985,70 @@ def _igemm_images(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value
     nq = -(-Q // t.nv)
     cout = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
-    for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, nimg, mp):
-        o, ni = out_image(task, out, nb)
-        with for_range(b, i64(0), i64(mp // t.rm), name="mt") as mi:
+    even = b.and_(nimg, i64(-2))
+
+    def tiles(o: ir.Value, ni: ir.Value, g: ir.Value, grid: ir.Value, abase: ir.Value,
+              split: Any) -> None:
+        for mi, qi in _tile_pairs(b, mp // t.rm, nq, split):
             m0 = _mul(b, mi, t.rm)
-            with for_range(b, i64(0), i64(nq), name="qt") as qi:
-                q0 = _mul(b, qi, t.nv)
-                starts = _grid_starts(b, grid, q0, t.nv, Q, p.qv, p.wg, p.lanes)
-                _accumulate(
-                    b, vec, accs, K,
-                    lambda kk, starts=starts: [vec.load(_gep(b, st, b.load(b.gep(
-                        offs, [i64(0), kk], inbounds=True)))) for st in starts],
-                    lambda kk, m0=m0, abase=abase: _gep(b, abase,
-                                                        _add(b, _mul(b, kk, mp), m0)))
-                for v in range(t.nv):
-                    q = _add(b, q0, i64(v))
-                    with b.if_then(b.icmp_signed("<", q, i64(Q))):
-                        oh, vr = b.udiv(q, i64(p.qv)), b.urem(q, i64(p.qv))
-                        col = _mul(b, vr, p.lanes)
-                        # plain stores for whole vectors: a masked store costs
-                        # far more than a store on some x86 cores (AMD's
-                        # vmaskmovps), a sixth of a 16-channel layer's time
-                        tail = p.OW % p.lanes
-                        full = vec.const_mask(p.lanes)
+            q0 = _mul(b, qi, t.nv)
+            starts = _grid_starts(b, grid, q0, t.nv, Q, p.qv, p.wg, p.lanes)
+            _accumulate(
+                b, vec, accs, K,
+                lambda kk, starts=starts: [vec.load(_gep(b, st, b.load(b.gep(
+                    offs, [i64(0), kk], inbounds=True)))) for st in starts],
+                lambda kk, m0=m0, abase=abase: _gep(b, abase,
+                                                    _add(b, _mul(b, kk, mp), m0)))
+            for v in range(t.nv):
+                q = _add(b, q0, i64(v))
+                with b.if_then(b.icmp_signed("<", q, i64(Q))):
+                    oh, vr = b.udiv(q, i64(p.qv)), b.urem(q, i64(p.qv))
+                    col = _mul(b, vr, p.lanes)
+                    # plain stores for whole vectors: a masked store costs
+                    # far more than a store on some x86 cores (AMD's
+                    # vmaskmovps), a sixth of a 16-channel layer's time
+                    tail = p.OW % p.lanes
+                    full = vec.const_mask(p.lanes)
 
-                        def put(mask: ir.Value, oh: ir.Value = oh, col: ir.Value = col,
-                                v: int = v, m0: ir.Value = m0, ni: ir.Value = ni,
-                                g: ir.Value = g, o: ir.Value = o) -> None:
-                            for i in range(t.rm):
-                                m = _add(b, m0, i64(i))
-                                ch = _add(b, _mul(b, ni, cout), _mul(b, g, p.M), m)
-                                dst = _gep(b, o, _add(b, _mul(b, ch, p.OH * p.OW),
-                                                        _mul(b, oh, p.OW), col))
-                                if p.M % t.rm:
-                                    with b.if_then(b.icmp_signed("<", m, i64(p.M))):
-                                        b.call(vec.mstore, [b.load(accs[i][v]), dst,
-                                                            mask])
-                                else:
-                                    b.call(vec.mstore, [b.load(accs[i][v]), dst, mask])
+                    def put(mask: ir.Value, oh: ir.Value = oh, col: ir.Value = col,
+                            v: int = v, m0: ir.Value = m0, ni: ir.Value = ni,
+                            g: ir.Value = g, o: ir.Value = o) -> None:
+                        for i in range(t.rm):
+                            m = _add(b, m0, i64(i))
+                            ch = _add(b, _mul(b, ni, cout), _mul(b, g, p.M), m)
+                            dst = _gep(b, o, _add(b, _mul(b, ch, p.OH * p.OW),
+                                                    _mul(b, oh, p.OW), col))
+                            if p.M % t.rm:
+                                with b.if_then(b.icmp_signed("<", m, i64(p.M))):
+                                    b.call(vec.mstore, [b.load(accs[i][v]), dst,
+                                                        mask])
+                            else:
+                                b.call(vec.mstore, [b.load(accs[i][v]), dst, mask])
 
-                        if tail == 0:
-                            put(full)
-                        elif p.qv == 1:
-                            put(vec.const_mask(tail))
-                        else:
-                            last = b.icmp_signed("==", vr, i64(p.qv - 1))
-                            with b.if_else(last) as (then, otherwise):
-                                with then:
-                                    put(vec.const_mask(tail))
-                                with otherwise:
-                                    put(full)
+                    if tail == 0:
+                        put(full)
+                    elif p.qv == 1:
+                        put(vec.const_mask(tail))
+                    else:
+                        last = b.icmp_signed("==", vr, i64(p.qv - 1))
+                        with b.if_else(last) as (then, otherwise):
+                            with then:
+                                put(vec.const_mask(tail))
+                            with otherwise:
+                                put(full)
+
+    # an even number of images, half to each part; an odd batch's last image split by tiles
+    # into the output (``_igemm_images_by_channels``)
+    for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, even, mp):
+        o, ni = out_image(task, out, nb)
+        tiles(o, ni, g, grid, abase, None)
+    with b.if_then(b.icmp_unsigned("!=", even, nimg)):
+        last = b.sub(nimg, i64(1))
+        grid = b.select(task.first, grids[0], grids[1])
+        _zero_grid(b, p, grid, elt)
+        with for_range(b, i64(0), i64(p.G), name="lgrp") as g:
+            _build_grid(b, p, grid, src, sst, last, g)
+            tiles(out, last, g, grid, _gep(b, apack, _mul(b, g, p.K * mp)), task.split)
     task.finish()
 
 

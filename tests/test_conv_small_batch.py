@@ -5,8 +5,9 @@ The batched Winograd kernels that give each thread half of the batch (``wino_gem
 thread idle at batch 1 and a third of the work to one thread at batch 3. An odd batch's
 last image is now split by its tile rows (``TileBlocks.for_part_blocks``): at batch 1, one
 Zen 4 core -> two, 64 -> 64 channels on 56x56: forward 186 -> 279 GFLOP/s, weight gradient
-170 -> 340. The strided input gradient's phase GEMMs split that image by register tiles
-(``conv._igrad_phases``), as the channel-vector implicit GEMM does (``test_conv_panels``).
+170 -> 340. The implicit GEMMs (the forward's on channel and on position vectors, the strided input
+gradient's phase GEMMs, the channel-vector weight gradient) split that image by register
+tiles instead.
 The split does not depend on the thread count (one thread runs both parts), so results
 are bit-identical on one and two threads; values against PyTorch in float64.
 """
@@ -68,6 +69,9 @@ def igrads(text):
     return [ln for ln in text.splitlines() if "conv input grad: 4 stride-1 phase GEMMs" in ln]
 assert any("channel vectors" in ln for ln in igrads(texts[1])), texts[1]
 assert any("position vectors" in ln for ln in igrads(texts[2])), texts[2]
+# the forward implicit GEMMs on channel and on position vectors
+assert "conv: implicit GEMM per image from a zero-bordered grid" in texts[1], texts[1]
+assert "conv: implicit GEMM per image from 4 of 4 stride-phase grids" in texts[2], texts[2]
 np.savez(OUT, **out)
 """
 
