@@ -273,11 +273,10 @@ def _shared(k: Any, v: View, elt: ir.Type, area: dict, parts: list[dict], src: _
             task = KernelTask(k, name, [img, r0, count, *values])
             tb = task.b
             vec = V(tb, tb.module, elt, v.L)
-            lo, hi = task.split(task[count])
-            v.for_tiles(tb, task[img], task[r0], lo, hi, whole,
-                        lambda im, a, z, t: body(task, vec, im, a, z, t))
+            v.for_part_tiles(tb, task.split, task[img], task[r0], task[count], whole,
+                             lambda im, a, z, t: body(task, vec, im, a, z, t))
             task.finish()
-            task.dispatch(b.icmp_signed(">=", count, i64(2)))
+            task.dispatch(v.splits(b, count, whole))
 
         def transform(task: KernelTask, vec: V, im: ir.Value, a: ir.Value, z: ir.Value,
                       t0: ir.Value) -> None:

@@ -188,6 +188,30 @@ class TileBlocks:
             with b.if_then(b.icmp_signed("<", lo, hi)):
                 fn(img, b.add(r0, lo), b.add(r0, hi), _lin(b, (lo, self.TW)))
 
+    def for_part_tiles(self, b: ir.IRBuilder, split: Any, img: ir.Value, r0: ir.Value,
+                       count: ir.Value, whole: bool, fn: Any) -> None:
+        """``for_tiles`` over one thread part's share of a block (``split``: its task's
+        ``split``): half of its images, or of its tile rows when it is rows of an image or
+        a single whole image (a batch of one)."""
+        if not whole:
+            lo, hi = split(count)
+            self.for_tiles(b, img, r0, lo, hi, False, fn)
+            return
+        with b.if_else(b.icmp_signed("==", count, i64(1))) as (one, many):
+            with one:
+                lo, hi = split(i64(self.TH))
+                self.for_tiles(b, img, i64(0), lo, hi, False, fn)
+            with many:
+                lo, hi = split(count)
+                self.for_tiles(b, img, r0, lo, hi, True, fn)
+
+    def splits(self, b: ir.IRBuilder, count: ir.Value, whole: bool) -> ir.Value:
+        """Whether ``for_part_tiles`` gives both parts work: two images or rows, or one
+        whole image of two tile rows."""
+        if whole and self.TH >= 2:
+            return ir.Constant(ir.IntType(1), 1)
+        return b.icmp_signed(">=", count, i64(2))
+
     def tiles_of(self, b: ir.IRBuilder, count: ir.Value, whole: bool) -> ir.Value:
         """The tiles of a block of ``count`` images or tile rows."""
         return _lin(b, (count, self.TT if whole else self.TW))
@@ -374,12 +398,11 @@ def _shared(k: Any, v: View, lay: dict[str, int], elt: ir.Type, parts: list[dict
         tarea = {"gx": tb.select(task.first, task[grids[0][0]], task[grids[1][0]]),
                  "gd": tb.select(task.first, task[grids[0][1]], task[grids[1][1]]),
                  "v": task[area["v"]], "md": task[area["md"]]}
-        lo, hi = task.split(task[count])
         xo, do = x.in_task(task), dy.in_task(task)
-        v.for_tiles(tb, task[img], task[r0], lo, hi, whole,
-                    lambda im, a, z, t: _tiles(tb, v, vec, tarea, xo, do, im, a, z, t))
+        v.for_part_tiles(tb, task.split, task[img], task[r0], task[count], whole,
+                         lambda im, a, z, t: _tiles(tb, v, vec, tarea, xo, do, im, a, z, t))
         task.finish()
-        task.dispatch(b.icmp_signed(">=", count, i64(2)))
+        task.dispatch(v.splits(b, count, whole))
         dst = b.select(first, area["du"], area["tmp"])
         _products(b, k, v, tile, elt, area, dst, v.tiles_of(b, count, whole), area["gemm"],
                   gemm_bytes, k.L.run2_global(), k.alloca)

@@ -7,7 +7,9 @@ last image is now split by its tile rows (``TileBlocks.for_part_blocks``): at ba
 Zen 4 core -> two, 64 -> 64 channels on 56x56: forward 186 -> 279 GFLOP/s, weight gradient
 170 -> 340. The implicit GEMMs (the forward's on channel and on position vectors, the strided input
 gradient's phase GEMMs, the channel-vector weight gradient) split that image by register
-tiles instead.
+tiles instead, and Winograd's shared mode (the transformed weight past L2: both threads on
+each block) splits a block of one image by its tile rows (256 -> 256 channels on 14x14 at
+batch 1: one core 153, two 240 GFLOP/s).
 The split does not depend on the thread count (one thread runs both parts), so results
 are bit-identical on one and two threads; values against PyTorch in float64.
 """
@@ -26,8 +28,9 @@ from graphc import nn
 torch = pytest.importorskip("torch")
 
 BATCHES = (1, 3, 2)
-# (name, channels, the second convolution's stride)
-NETS = (("wino", 64, 1), ("strided", 64, 2), ("narrow", 8, 2))
+# (name, channels, the second convolution's stride, map size)
+NETS = (("wino", 64, 1, 20), ("strided", 64, 2, 20), ("narrow", 8, 2, 20),
+        ("shared", 128, 1, 12))
 
 _SCRIPT = """
 import numpy as np
@@ -43,7 +46,7 @@ def net(c, stride):
 
 out = {}
 texts = []
-for name, c, stride in NETS:
+for name, c, stride, size in NETS:
     m = net(c, stride)
     params = list(m.parameters())
 
@@ -57,7 +60,7 @@ for name, c, stride in NETS:
 
     rng = np.random.default_rng(0)
     for batch in BATCHES:
-        x = gc.from_numpy(rng.standard_normal((batch, c, 20, 20)))
+        x = gc.from_numpy(rng.standard_normal((batch, c, size, size)))
         out[f"{name}y{batch}"] = np.asarray(step(x))
         for i, p in enumerate(params):
             out[f"{name}g{batch}_{i}"] = p.grad.numpy().copy()
@@ -72,6 +75,8 @@ assert any("position vectors" in ln for ln in igrads(texts[2])), texts[2]
 # the forward implicit GEMMs on channel and on position vectors
 assert "conv: implicit GEMM per image from a zero-bordered grid" in texts[1], texts[1]
 assert "conv: implicit GEMM per image from 4 of 4 stride-phase grids" in texts[2], texts[2]
+# Winograd sharing each block between the threads (U past L2): a single image's tile rows
+assert texts[3].count("split over the threads") >= 3, texts[3]
 np.savez(OUT, **out)
 """
 
@@ -80,7 +85,7 @@ def test_odd_batches_use_both_threads_and_match_torch(tmp_path: Any) -> None:
     runs = run_per_thread_count(tmp_path, f"BATCHES = {BATCHES!r}\nNETS = {NETS!r}\n" + _SCRIPT)
     assert_bit_identical(runs, min_arrays=5 * len(BATCHES) * len(NETS))
     got = runs[1]
-    for name, c, stride in NETS:
+    for name, c, stride, size in NETS:
         gc.manual_seed(0)
         gm = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU(),
                            nn.Conv2d(c, c, 3, stride=stride, padding=1)).double()
@@ -90,7 +95,7 @@ def test_odd_batches_use_both_threads_and_match_torch(tmp_path: Any) -> None:
                             for n, v in gm.state_dict().items()})
         rng = np.random.default_rng(0)
         for batch in BATCHES:
-            x = torch.from_numpy(rng.standard_normal((batch, c, 20, 20)))
+            x = torch.from_numpy(rng.standard_normal((batch, c, size, size)))
             for p in tm.parameters():
                 p.grad = None
             ty = tm(x)
