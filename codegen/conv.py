@@ -756,14 +756,23 @@ def _igemm_dispatch(k: Any, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
     macs = b.mul(nimg, i64(p.G * p.M * K * p.OH * p.OW))
     # both bodies split an odd batch's last image by tiles: any batch splits
     task.dispatch(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)))
-    epi = k.epilogue
-    if epi is not None:  # that image went to the output: its epilogue there
-        with b.if_then(b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg)):
-            last = b.sub(nimg, i64(1))
-            img = _gep(b, k.out, _mul(b, last, p.G * p.M * p.OH * p.OW))
-            call_epilogue(b, epi.fn, [epi.ctx, b.bitcast(img, I8P), last,
-                                      b.add(last, i64(1))])
+    _odd_epilogue(k, nimg, p.G * p.M * p.OH * p.OW)
     return True
+
+
+def _odd_epilogue(k: Any, nimg: ir.Value, per_image: int) -> None:
+    """After a task whose parts split an odd batch's last image (stored straight to the
+    output, not staged): the epilogue, if any, over that image, in place in the output
+    (its staged form, pointed at the image: the consumer reads each element before it
+    writes it)."""
+    epi = k.epilogue
+    if epi is None:
+        return
+    b = k.b
+    with b.if_then(b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg)):
+        last = b.sub(nimg, i64(1))
+        img = _gep(b, k.out, _mul(b, last, per_image))
+        call_epilogue(b, epi.fn, [epi.ctx, b.bitcast(img, I8P), last, b.add(last, i64(1))])
 
 
 def igemm_layout(p: Problem, wide: bool) -> tuple[Tile, int]:
@@ -1604,17 +1613,13 @@ def _emit_strided_igrad(k: Any, p: StridedIgrad) -> bool:
                                                  for ph in p.phases)))
     # an odd batch's last image is split by tiles (``_igrad_phases``), straight into the
     # output: its positions no tap reaches zeroed before, its epilogue run after
-    odd = b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg)
-    last = b.sub(nimg, i64(1))
-    img = _gep(b, k.out, _mul(b, last, p.G * p.M * p.IH * p.IW))
+    per_image = p.G * p.M * p.IH * p.IW
     if any(not ph.taps for ph in p.phases):
-        with b.if_then(odd):
-            _zero_fill(b, img, p.G * p.M * p.IH * p.IW, elt)
+        with b.if_then(b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg)):
+            last = b.sub(nimg, i64(1))
+            _zero_fill(b, _gep(b, k.out, _mul(b, last, per_image)), per_image, elt)
     task.dispatch(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)))
-    epi = k.epilogue
-    if epi is not None:
-        with b.if_then(odd):
-            call_epilogue(b, epi.fn, [epi.ctx, b.bitcast(img, I8P), last, b.add(last, i64(1))])
+    _odd_epilogue(k, nimg, per_image)
     return True
 
 
@@ -2004,8 +2009,8 @@ def _emit_winograd(k: Any, w: Wino) -> bool:
     _wino_images(task, w, elt, task[src], [task[x] for x in sst], task[upack],
                  [tuple(task[x] for x in part) for part in parts], task[k.out], task[nimg])
     macs = b.mul(nimg, i64(16 * w.M * w.S * w.TH * w.TW))
-    task.dispatch(b.and_(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)),
-                         b.icmp_signed(">=", nimg, i64(2))))
+    task.dispatch(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)))
+    _odd_epilogue(k, nimg, w.M * w.OH * w.OW)
     return True
 
 
@@ -2019,7 +2024,6 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
     qb, mp = w.block(wide), w.mp(wide)
     L = w.lanes
     vec = _V(b, task.k.L.module, elt, L)
-    lo, hi = task.split(nimg)
     grid, tiles, vbuf, mbuf = (b.select(task.first, x0, x1) for x0, x1 in zip(*parts))
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     nblocks = -(-w.Q // qb)
@@ -2028,122 +2032,139 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
               for h in range(2)]
     undef2 = ir.Constant(ir.VectorType(elt, 2 * L), ir.Undefined)
     tail = w.OW - 2 * (w.qv - 1) * L  # columns in a row's last vector pair
-    with b.if_then(b.icmp_signed("<", lo, hi)):
+    def image(nb: ir.Value, o: ir.Value, ni: ir.Value,
+              blocks: tuple[ir.Value, ir.Value]) -> None:
+        """Image ``nb``'s grids, then its tile blocks ``blocks[0] <= bi < blocks[1]``."""
+        _build_grid(b, w, grid, src, sst, nb, i64(0))
+        if w.flat:
+            _build_tiles(b, w, tiles, grid)
+        with for_range(b, blocks[0], blocks[1], name="blk") as bi:
+            q0 = _mul(b, bi, qb)
+            left = b.sub(i64(w.Q), q0)
+            qn = b.select(b.icmp_signed("<", left, i64(qb)), left, i64(qb))
+            # input transform: V[xi][s][qq] = (B^T d B)[xi] for the block's tiles
+            with for_range(b, i64(0), i64(w.S), name="vs") as s:
+                with for_range(b, i64(0), qn, name="vq") as qq:
+                    q = _add(b, q0, qq)
+                    if w.flat:
+                        base = _add(b, _mul(b, s, w.Q * L), _mul(b, q, L))
+                        d = [[vec.load(_gep(b, tiles, _add(b, base, i64(
+                            (r * 4 + c) * w.S * w.Q * L)))) for c in range(4)]
+                             for r in range(4)]
+                    else:
+                        th, vr = b.udiv(q, i64(w.qv)), b.urem(q, i64(w.qv))
+                        base = _add(b, _mul(b, s, w.hg * w.wg), _mul(b, th, w.wg),
+                                    _mul(b, vr, L))
+                        d = [[vec.load(_gep(b, grid, _add(b, base, i64(
+                            ((r % 2) * 2 + c % 2) * w.phase_elems + (r // 2) * w.wg
+                            + c // 2)))) for c in range(4)] for r in range(4)]
+                    tmp = [[wino.lin(b, wino.BT[j], d[r]) for j in range(4)] for r in range(4)]
+                    for i in range(4):
+                        for j in range(4):
+                            v = wino.lin(b, wino.BT[i], [tmp[r][j] for r in range(4)])
+                            dst = _mul(b, _add(b, _mul(b, _add(b, _mul(b, i64(i * 4 + j),
+                                                                     w.S), s), qb), qq), L)
+                            b.store(v, b.bitcast(_gep(b, vbuf, dst), vec.vt.as_pointer()),
+                                    align=ALIGN if L * 4 >= ALIGN else 4)
+            # the 16 GEMMs: M[xi][m][qq] = sum_s U[xi][s][m] * V[xi][s][qq]
+            nqt = b.udiv(_add(b, qn, i64(t.nv - 1)), i64(t.nv))
+            with for_range(b, i64(0), i64(16), name="xi") as xi:
+                ub = _gep(b, upack, _mul(b, xi, w.S * mp))
+                vb = _gep(b, vbuf, _mul(b, xi, w.S * qb * L))
+                mb = _gep(b, mbuf, _mul(b, xi, mp * qb * L))
+                with for_range(b, i64(0), i64(mp // t.rm), name="wmt") as mi:
+                    m0 = _mul(b, mi, t.rm)
+                    with for_range(b, i64(0), nqt, name="wqt") as qi:
+                        qs = []
+                        for v in range(t.nv):
+                            qq = _add(b, _mul(b, qi, t.nv), i64(v))
+                            qs.append(qq)
+                        last = b.sub(qn, i64(1))
+                        starts = [_gep(b, vb, _mul(b, b.select(
+                            b.icmp_signed("<", qq, qn), qq, last), L)) for qq in qs]
+                        _accumulate(
+                            b, vec, accs, w.S,
+                            lambda s, starts=starts: [vec.load(_gep(b, st, _mul(
+                                b, s, qb * L))) for st in starts],
+                            lambda s, m0=m0, ub=ub: _gep(b, ub, _add(b, _mul(b, s, mp), m0)))
+                        for v, qq in enumerate(qs):
+                            with b.if_then(b.icmp_signed("<", qq, qn)):
+                                for i in range(t.rm):
+                                    dst = _mul(b, _add(b, _mul(b, _add(b, m0, i64(i)), qb),
+                                                       qq), L)
+                                    b.store(b.load(accs[i][v]), b.bitcast(
+                                        _gep(b, mb, dst), vec.vt.as_pointer()), align=4)
+            # output transform: the 2x2 block A^T M A of each tile, rows interleaved
+            with for_range(b, i64(0), i64(w.M), name="om") as m:
+                ch = _add(b, _mul(b, ni, w.M), m)
+                with for_range(b, i64(0), qn, name="oq") as qq:
+                    mv = [vec.load(_gep(b, mbuf, _mul(b, _add(b, _mul(b, _add(
+                        b, _mul(b, i64(xi), mp), m), qb), qq), L))) for xi in range(16)]
+                    tm = [[wino.lin(b, wino.AT[i], [mv[r * 4 + c] for r in range(4)])
+                           for c in range(4)] for i in range(2)]
+                    y = [[wino.lin(b, wino.AT[j], tm[i]) for j in range(2)] for i in range(2)]
+                    q = _add(b, q0, qq)
+                    if w.flat:
+                        _store_tiles(b, w, y, o, ch, q)
+                    else:
+                        th, vr = b.udiv(q, i64(w.qv)), b.urem(q, i64(w.qv))
+                        col = _mul(b, vr, 2 * L)
+                        for a in range(2):
+                            oh = _add(b, _mul(b, th, 2), i64(a))
+                            both = b.shuffle_vector(y[a][0], y[a][1], inter)
+                            vals = [b.shuffle_vector(both, undef2, hv) for hv in halves]
+                            row = _gep(b, o, _add(b, _mul(b, ch, w.OH * w.OW),
+                                                    _mul(b, oh, w.OW), col))
+                            dsts = [row, _gep(b, row, i64(L))]
+
+                            def put(masks: list, vals: list = vals, dsts: list = dsts) -> None:
+                                for val, dst, mk in zip(vals, dsts, masks):
+                                    if mk is not None:
+                                        b.call(vec.mstore, [val, dst, mk])
+
+                            def store_row() -> None:
+                                full = [vec.const_mask(L)] * 2
+                                if tail == 2 * L:
+                                    put(full)
+                                    return
+                                ends = [vec.const_mask(min(tail, L)),
+                                        vec.const_mask(tail - L) if tail > L else None]
+                                if w.qv == 1:
+                                    put(ends)
+                                    return
+                                with b.if_else(b.icmp_signed("==", vr, i64(w.qv - 1))) as (
+                                        then, otherwise):
+                                    with then:
+                                        put(ends)
+                                    with otherwise:
+                                        put(full)
+
+                            if a == 1 and w.OH % 2:
+                                with b.if_then(b.icmp_signed("<", oh, i64(w.OH))):
+                                    store_row()
+                            else:
+                                store_row()
+
+    # an even number of images, half to each part; an odd batch's last image: half of its
+    # tile blocks to each part, stored to the output (its epilogue run by the kernel after)
+    even = b.and_(nimg, i64(-2))
+    lo, hi = task.split(even)
+
+    def zero_grids() -> None:
         _zero_fill(b, grid, w.grid_elems, elt)
         if w.flat:  # the lanes past the last tile stay zero
             _zero_fill(b, tiles, w.tiles_elems, elt)
+
+    with b.if_then(b.icmp_signed("<", lo, hi)):
+        zero_grids()
         with for_range(b, lo, hi, name="img") as nb:
-            _build_grid(b, w, grid, src, sst, nb, i64(0))
-            if w.flat:
-                _build_tiles(b, w, tiles, grid)
             o, ni = out_image(task, out, nb)
-            with for_range(b, i64(0), i64(nblocks), name="blk") as bi:
-                q0 = _mul(b, bi, qb)
-                left = b.sub(i64(w.Q), q0)
-                qn = b.select(b.icmp_signed("<", left, i64(qb)), left, i64(qb))
-                # input transform: V[xi][s][qq] = (B^T d B)[xi] for the block's tiles
-                with for_range(b, i64(0), i64(w.S), name="vs") as s:
-                    with for_range(b, i64(0), qn, name="vq") as qq:
-                        q = _add(b, q0, qq)
-                        if w.flat:
-                            base = _add(b, _mul(b, s, w.Q * L), _mul(b, q, L))
-                            d = [[vec.load(_gep(b, tiles, _add(b, base, i64(
-                                (r * 4 + c) * w.S * w.Q * L)))) for c in range(4)]
-                                 for r in range(4)]
-                        else:
-                            th, vr = b.udiv(q, i64(w.qv)), b.urem(q, i64(w.qv))
-                            base = _add(b, _mul(b, s, w.hg * w.wg), _mul(b, th, w.wg),
-                                        _mul(b, vr, L))
-                            d = [[vec.load(_gep(b, grid, _add(b, base, i64(
-                                ((r % 2) * 2 + c % 2) * w.phase_elems + (r // 2) * w.wg
-                                + c // 2)))) for c in range(4)] for r in range(4)]
-                        tmp = [[wino.lin(b, wino.BT[j], d[r]) for j in range(4)] for r in range(4)]
-                        for i in range(4):
-                            for j in range(4):
-                                v = wino.lin(b, wino.BT[i], [tmp[r][j] for r in range(4)])
-                                dst = _mul(b, _add(b, _mul(b, _add(b, _mul(b, i64(i * 4 + j),
-                                                                         w.S), s), qb), qq), L)
-                                b.store(v, b.bitcast(_gep(b, vbuf, dst), vec.vt.as_pointer()),
-                                        align=ALIGN if L * 4 >= ALIGN else 4)
-                # the 16 GEMMs: M[xi][m][qq] = sum_s U[xi][s][m] * V[xi][s][qq]
-                nqt = b.udiv(_add(b, qn, i64(t.nv - 1)), i64(t.nv))
-                with for_range(b, i64(0), i64(16), name="xi") as xi:
-                    ub = _gep(b, upack, _mul(b, xi, w.S * mp))
-                    vb = _gep(b, vbuf, _mul(b, xi, w.S * qb * L))
-                    mb = _gep(b, mbuf, _mul(b, xi, mp * qb * L))
-                    with for_range(b, i64(0), i64(mp // t.rm), name="wmt") as mi:
-                        m0 = _mul(b, mi, t.rm)
-                        with for_range(b, i64(0), nqt, name="wqt") as qi:
-                            qs = []
-                            for v in range(t.nv):
-                                qq = _add(b, _mul(b, qi, t.nv), i64(v))
-                                qs.append(qq)
-                            last = b.sub(qn, i64(1))
-                            starts = [_gep(b, vb, _mul(b, b.select(
-                                b.icmp_signed("<", qq, qn), qq, last), L)) for qq in qs]
-                            _accumulate(
-                                b, vec, accs, w.S,
-                                lambda s, starts=starts: [vec.load(_gep(b, st, _mul(
-                                    b, s, qb * L))) for st in starts],
-                                lambda s, m0=m0, ub=ub: _gep(b, ub, _add(b, _mul(b, s, mp), m0)))
-                            for v, qq in enumerate(qs):
-                                with b.if_then(b.icmp_signed("<", qq, qn)):
-                                    for i in range(t.rm):
-                                        dst = _mul(b, _add(b, _mul(b, _add(b, m0, i64(i)), qb),
-                                                           qq), L)
-                                        b.store(b.load(accs[i][v]), b.bitcast(
-                                            _gep(b, mb, dst), vec.vt.as_pointer()), align=4)
-                # output transform: the 2x2 block A^T M A of each tile, rows interleaved
-                with for_range(b, i64(0), i64(w.M), name="om") as m:
-                    ch = _add(b, _mul(b, ni, w.M), m)
-                    with for_range(b, i64(0), qn, name="oq") as qq:
-                        mv = [vec.load(_gep(b, mbuf, _mul(b, _add(b, _mul(b, _add(
-                            b, _mul(b, i64(xi), mp), m), qb), qq), L))) for xi in range(16)]
-                        tm = [[wino.lin(b, wino.AT[i], [mv[r * 4 + c] for r in range(4)])
-                               for c in range(4)] for i in range(2)]
-                        y = [[wino.lin(b, wino.AT[j], tm[i]) for j in range(2)] for i in range(2)]
-                        q = _add(b, q0, qq)
-                        if w.flat:
-                            _store_tiles(b, w, y, o, ch, q)
-                        else:
-                            th, vr = b.udiv(q, i64(w.qv)), b.urem(q, i64(w.qv))
-                            col = _mul(b, vr, 2 * L)
-                            for a in range(2):
-                                oh = _add(b, _mul(b, th, 2), i64(a))
-                                both = b.shuffle_vector(y[a][0], y[a][1], inter)
-                                vals = [b.shuffle_vector(both, undef2, hv) for hv in halves]
-                                row = _gep(b, o, _add(b, _mul(b, ch, w.OH * w.OW),
-                                                        _mul(b, oh, w.OW), col))
-                                dsts = [row, _gep(b, row, i64(L))]
-
-                                def put(masks: list, vals: list = vals, dsts: list = dsts) -> None:
-                                    for val, dst, mk in zip(vals, dsts, masks):
-                                        if mk is not None:
-                                            b.call(vec.mstore, [val, dst, mk])
-
-                                def store_row() -> None:
-                                    full = [vec.const_mask(L)] * 2
-                                    if tail == 2 * L:
-                                        put(full)
-                                        return
-                                    ends = [vec.const_mask(min(tail, L)),
-                                            vec.const_mask(tail - L) if tail > L else None]
-                                    if w.qv == 1:
-                                        put(ends)
-                                        return
-                                    with b.if_else(b.icmp_signed("==", vr, i64(w.qv - 1))) as (
-                                            then, otherwise):
-                                        with then:
-                                            put(ends)
-                                        with otherwise:
-                                            put(full)
-
-                                if a == 1 and w.OH % 2:
-                                    with b.if_then(b.icmp_signed("<", oh, i64(w.OH))):
-                                        store_row()
-                                else:
-                                    store_row()
+            image(nb, o, ni, (i64(0), i64(nblocks)))
             after_image(task, nb)
+    with b.if_then(b.icmp_unsigned("!=", even, nimg)):
+        zero_grids()
+        last = b.sub(nimg, i64(1))
+        image(last, out, last, task.split(i64(nblocks)))
     task.finish()
 
 

@@ -7,7 +7,8 @@ last image is now split by its tile rows (``TileBlocks.for_part_blocks``): at ba
 Zen 4 core -> two, 64 -> 64 channels on 56x56: forward 186 -> 279 GFLOP/s, weight gradient
 170 -> 340. The implicit GEMMs (the forward's on channel and on position vectors, the strided input
 gradient's phase GEMMs, the channel-vector weight gradient) split that image by register
-tiles instead, and Winograd's shared mode (the transformed weight past L2: both threads on
+tiles instead, the per-image Winograd kernel (fewer channels) by its blocks of tiles, and
+Winograd's shared mode (the transformed weight past L2: both threads on
 each block) splits a block of one image by its tile rows (256 -> 256 channels on 14x14 at
 batch 1: one core 153, two 240 GFLOP/s).
 The split does not depend on the thread count (one thread runs both parts), so results
@@ -30,7 +31,7 @@ torch = pytest.importorskip("torch")
 BATCHES = (1, 3, 2)
 # (name, channels, the second convolution's stride, map size)
 NETS = (("wino", 64, 1, 20), ("strided", 64, 2, 20), ("narrow", 8, 2, 20),
-        ("shared", 128, 1, 12))
+        ("shared", 128, 1, 12), ("flat", 48, 1, 14))
 
 _SCRIPT = """
 import numpy as np
@@ -77,6 +78,9 @@ assert "conv: implicit GEMM per image from a zero-bordered grid" in texts[1], te
 assert "conv: implicit GEMM per image from 4 of 4 stride-phase grids" in texts[2], texts[2]
 # Winograd sharing each block between the threads (U past L2): a single image's tile rows
 assert texts[3].count("split over the threads") >= 3, texts[3]
+# Winograd per image (fewer channels): from phase grids, and from a tile-major copy
+assert "Winograd F(2x2, 3x3) per image from 2x2 phase grids" in texts[2], texts[2]
+assert "Winograd F(2x2, 3x3) per image from a tile-major copy" in texts[4], texts[4]
 np.savez(OUT, **out)
 """
 
