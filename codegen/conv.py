@@ -804,56 +804,51 @@ def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
     cout = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
-    even = b.and_(nimg, i64(-2))
-
-    def tiles(o: ir.Value, ni: ir.Value, g: ir.Value, grid: ir.Value, abase: ir.Value,
-              part: tuple[ir.Value, ir.Value] | None) -> None:
+    ntiles = -(-P // t.rm) * (mp // (t.nv * p.lanes))
+    for _, g, grid, abase, o, ni, split in _igemm_groups(task, p, elt, src, sst, apack,
+                                                         grids, out, nimg, mp, fg):
+        part = None if split is None else split(i64(ntiles))
         for q0, m0, tile in _channel_tiles(b, vec, accs, buf, K, offs, abase, mp, grid, P,
                                            p.OW, fg.wg * p.sh, p.sw, part):
             with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
                 ch = _add(b, _mul(b, ni, cout), _mul(b, g, p.M), _add(b, m0, c))
                 dst = _gep(b, o, _add(b, _mul(b, ch, P), _add(b, q0, i)))
                 b.store(val(tile), dst)
-
-    # an even number of images, half to each part
-    for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, even, mp,
-                                            fg):
-        o, ni = out_image(task, out, nb)
-        tiles(o, ni, g, grid, abase, None)
-    # an odd batch's last image (a batch of one: all of it): half of its tiles to each part,
-    # each part with its own copy of the image's grid, stored to the output (the kernel
-    # runs the epilogue over it afterwards: ``_igemm_dispatch``)
-    with b.if_then(b.icmp_unsigned("!=", even, nimg)):
-        last = b.sub(nimg, i64(1))
-        grid = b.select(task.first, grids[0], grids[1])
-        _zero_grid(b, fg, grid, elt)
-        ntiles = -(-P // t.rm) * (mp // (t.nv * p.lanes))
-        with for_range(b, i64(0), i64(p.G), name="lgrp") as g:
-            _build_grid(b, fg, grid, src, sst, last, g)
-            tiles(out, last, g, grid, _gep(b, apack, _mul(b, g, p.K * mp)),
-                  task.split(i64(ntiles)))
     task.finish()
 
 
 def _igemm_groups(task: _Task, p: Problem, elt: ir.Type, src: ir.Value, sst: list[ir.Value],
-                  apack: ir.Value, grids: list[ir.Value], nimg: ir.Value,
-                  mp: int, gp: Any = None
-                  ) -> Iterator[tuple[ir.Value, ir.Value, ir.Value, ir.Value]]:
-    """The implicit GEMM's loops, shared by both task bodies: this part's images, each
-    group copied into this part's grid (``gp``'s: ``p``'s phase grids unless given); yields
-    ``(image, group, grid, the group's packed weight rows)`` for the body to emit its tiles
-    in."""
+                  apack: ir.Value, grids: list[ir.Value], out: ir.Value, nimg: ir.Value,
+                  mp: int, gp: Any = None) -> Iterator[tuple]:
+    """The implicit GEMM's loops, shared by both task bodies: each image copied group by
+    group into this part's grid (``gp``'s: ``p``'s phase grids unless given). Yields
+    ``(image, group, grid, the group's packed weight rows, where to store the image, its
+    index there, split)`` for the body to emit its tiles in: an even number of images, half
+    to each part, stored through ``out_image`` (``split`` None); then an odd batch's last
+    image (all of a batch of one) to both parts, stored straight to ``out``, ``split`` the
+    task's: the body takes its part's share of the image's tiles (the kernel runs the
+    epilogue over that image afterwards: ``_odd_epilogue``)."""
     b = task.b
     gp = p if gp is None else gp
-    lo, hi = task.split(nimg)
+    even = b.and_(nimg, i64(-2))
+    lo, hi = task.split(even)
     grid = b.select(task.first, grids[0], grids[1])
+
+    def groups(nb: ir.Value, o: ir.Value, ni: ir.Value, split: Any) -> Iterator[tuple]:
+        with for_range(b, i64(0), i64(p.G), name="grp") as g:
+            _build_grid(b, gp, grid, src, sst, nb, g)
+            yield nb, g, grid, _gep(b, apack, _mul(b, g, p.K * mp)), o, ni, split
+
     with b.if_then(b.icmp_signed("<", lo, hi)):
         _zero_grid(b, gp, grid, elt)
         with for_range(b, lo, hi, name="img") as nb:
-            with for_range(b, i64(0), i64(p.G), name="grp") as g:
-                _build_grid(b, gp, grid, src, sst, nb, g)
-                yield nb, g, grid, _gep(b, apack, _mul(b, g, p.K * mp))
+            o, ni = out_image(task, out, nb)
+            yield from groups(nb, o, ni, None)
             after_image(task, nb)
+    with b.if_then(b.icmp_unsigned("!=", even, nimg)):
+        last = b.sub(nimg, i64(1))
+        _zero_grid(b, gp, grid, elt)
+        yield from groups(last, out, last, task.split)
 
 
 def _grid_starts(b: ir.IRBuilder, grid: ir.Value, q0: ir.Value, n: int, Q: int,
@@ -994,10 +989,8 @@ def _igemm_images(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value
     nq = -(-Q // t.nv)
     cout = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
-    even = b.and_(nimg, i64(-2))
-
-    def tiles(o: ir.Value, ni: ir.Value, g: ir.Value, grid: ir.Value, abase: ir.Value,
-              split: Any) -> None:
+    for _, g, grid, abase, o, ni, split in _igemm_groups(task, p, elt, src, sst, apack,
+                                                         grids, out, nimg, mp):
         for mi, qi in _tile_pairs(b, mp // t.rm, nq, split):
             m0 = _mul(b, mi, t.rm)
             q0 = _mul(b, qi, t.nv)
@@ -1045,19 +1038,6 @@ def _igemm_images(task: _Task, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value
                                 put(vec.const_mask(tail))
                             with otherwise:
                                 put(full)
-
-    # an even number of images, half to each part; an odd batch's last image split by tiles
-    # into the output (``_igemm_images_by_channels``)
-    for nb, g, grid, abase in _igemm_groups(task, p, elt, src, sst, apack, grids, even, mp):
-        o, ni = out_image(task, out, nb)
-        tiles(o, ni, g, grid, abase, None)
-    with b.if_then(b.icmp_unsigned("!=", even, nimg)):
-        last = b.sub(nimg, i64(1))
-        grid = b.select(task.first, grids[0], grids[1])
-        _zero_grid(b, p, grid, elt)
-        with for_range(b, i64(0), i64(p.G), name="lgrp") as g:
-            _build_grid(b, p, grid, src, sst, last, g)
-            tiles(out, last, g, grid, _gep(b, apack, _mul(b, g, p.K * mp)), task.split)
     task.finish()
 
 

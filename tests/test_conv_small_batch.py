@@ -11,8 +11,10 @@ tiles instead, the per-image Winograd kernel (fewer channels) by its blocks of t
 Winograd's shared mode (the transformed weight past L2: both threads on
 each block) splits a block of one image by its tile rows (256 -> 256 channels on 14x14 at
 batch 1: one core 153, two 240 GFLOP/s).
-The split does not depend on the thread count (one thread runs both parts), so results
-are bit-identical on one and two threads; values against PyTorch in float64.
+Each net ends its convolutions with a ReLU, so every forward and input gradient carries an
+epilogue; where the odd image went straight to the output, the kernel runs it there after
+the split. The split does not depend on the thread count (one thread runs both parts), so
+results are bit-identical on one and two threads; values against PyTorch in float64.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from graphc import nn
 def net(c, stride):
     gc.manual_seed(0)
     return nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU(),
-                         nn.Conv2d(c, c, 3, stride=stride, padding=1)).double()
+                         nn.Conv2d(c, c, 3, stride=stride, padding=1), nn.ReLU()).double()
 
 
 out = {}
@@ -66,6 +68,9 @@ for name, c, stride, size in NETS:
         for i, p in enumerate(params):
             out[f"{name}g{batch}_{i}"] = p.grad.numpy().copy()
     texts.append(step.ir("fused"))
+# every convolution but the weight gradients has an epilogue (a ReLU, or its mask): the
+# odd image's goes over the output after the split (``conv._odd_epilogue``)
+assert all(t.count("convolution with epilogue") >= 3 for t in texts), texts
 # Winograd per half batch: forward, input and weight gradients
 assert texts[0].count("half of the batch") >= 3, texts[0]
 # the strided input gradients' phase GEMMs on channel and on position vectors
@@ -92,9 +97,10 @@ def test_odd_batches_use_both_threads_and_match_torch(tmp_path: Any) -> None:
     for name, c, stride, size in NETS:
         gc.manual_seed(0)
         gm = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU(),
-                           nn.Conv2d(c, c, 3, stride=stride, padding=1)).double()
+                           nn.Conv2d(c, c, 3, stride=stride, padding=1), nn.ReLU()).double()
         tm = torch.nn.Sequential(torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.ReLU(),
-                                 torch.nn.Conv2d(c, c, 3, stride=stride, padding=1)).double()
+                                 torch.nn.Conv2d(c, c, 3, stride=stride, padding=1),
+                                 torch.nn.ReLU()).double()
         tm.load_state_dict({n: torch.from_numpy(np.array(v))
                             for n, v in gm.state_dict().items()})
         rng = np.random.default_rng(0)
