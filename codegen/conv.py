@@ -712,19 +712,19 @@ def _pack_flipped_panels(b: ir.IRBuilder, p: Problem, wp: ir.Value, wst: list[ir
             orow = _mul(b, _add(b, _mul(b, g, p.S), o), wst[0])
             with for_range(b, i64(0), i64(-(-p.M // L)), name="fcb") as cb:
                 c0 = _mul(b, cb, L)
-                rows = []
+                taps = []  # each channel's row of taps
                 for j in range(L):  # channels past M: the last one's row, zeroed
                     c = _add(b, c0, i64(j))
                     real = b.icmp_signed("<", c, i64(p.M))
                     c = b.select(real, c, i64(p.M - 1))
-                    rows.append((_gep(b, wp, _add(b, orow, _mul(b, c, wst[1]))), real))
+                    taps.append((_gep(b, wp, _add(b, orow, _mul(b, c, wst[1]))), real))
                 mt = b.udiv(c0, i64(nw))
                 panel = _add(b, _mul(b, g, p.K * mp), _mul(b, mt, p.K * nw),
                              b.sub(c0, _mul(b, mt, nw)))
                 for t0 in range(0, T, L):
                     n = min(L, T - t0)
                     vs = []
-                    for ptr, real in rows:
+                    for ptr, real in taps:
                         at = _gep(b, ptr, i64(t0))
                         v = (vec.load(at) if n == L else
                              b.call(vec.mload, [at, vec.const_mask(n), vec.zero]))
@@ -744,7 +744,8 @@ def _rows_contiguous(wst: list[ir.Value], p: Problem) -> bool:
 def _igemm_dispatch(k: Any, p: Problem, t: Tile, elt: ir.Type, offs: ir.Value,
                     src: ir.Value, sst: list[ir.Value], apack: ir.Value,
                     grids: list[ir.Value]) -> bool:
-    """The implicit GEMM's images, split in two halves, each with its own grid."""
+    """The implicit GEMM's images on the two threads, each with its own grid: half of an
+    even batch each, then an odd batch's last image split by tiles (``_igemm_groups``)."""
     n, b = k.node, k.b
     K = p.K
     nimg = k.sym(n.shape[0])
