@@ -118,7 +118,7 @@ from .gemm_bf16 import bf16_features
 from .hostinfo import current_caches
 from .kernels import Kernel, register
 from .llvm_util import F32, I1, I8, I8P, I32, I64, VOID, declare, for_range, i64, mem_type
-from .parallel import CONV_PAR_MIN_MACS
+from .parallel import CONV_PAR_MIN_MACS, odd_last
 from .parallel import KernelTask as _Task
 from .vecops import V as _V
 from .vecops import transpose_block
@@ -777,8 +777,7 @@ def _odd_epilogue(k: Any, nimg: ir.Value, per_image: int) -> None:
     if epi is None:
         return
     b = k.b
-    with b.if_then(b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg)):
-        last = b.sub(nimg, i64(1))
+    with odd_last(b, nimg) as last:
         img = _gep(b, k.out, _mul(b, last, per_image))
         call_epilogue(b, epi.fn, [epi.ctx, b.bitcast(img, I8P), last, b.add(last, i64(1))])
 
@@ -838,8 +837,7 @@ def _igemm_groups(task: _Task, p: Problem, elt: ir.Type, src: ir.Value, sst: lis
     epilogue over that image afterwards: ``_odd_epilogue``)."""
     b = task.b
     gp = p if gp is None else gp
-    even = b.and_(nimg, i64(-2))
-    lo, hi = task.split(even)
+    lo, hi = task.split_even(nimg)
     grid = b.select(task.first, grids[0], grids[1])
 
     def groups(nb: ir.Value, o: ir.Value, ni: ir.Value, split: Any) -> Iterator[tuple]:
@@ -853,8 +851,7 @@ def _igemm_groups(task: _Task, p: Problem, elt: ir.Type, src: ir.Value, sst: lis
             o, ni = out_image(task, out, nb)
             yield from groups(nb, o, ni, None)
             after_image(task, nb)
-    with b.if_then(b.icmp_unsigned("!=", even, nimg)):
-        last = b.sub(nimg, i64(1))
+    with odd_last(b, nimg) as last:
         _zero_grid(b, gp, grid, elt)
         yield from groups(last, out, last, task.split)
 
@@ -1314,16 +1311,14 @@ def _emit_wgrad_channels(k: Any, p: Problem, elt: ir.Type, xp: ir.Value,
         _zero_fill(tb, acc, ntiles * per_tile, elt)
         # an even batch: half of the images to each part, with all tiles; an odd batch's
         # last image: half of the tiles to each part (summed into its own ``acc``)
-        even = tb.and_(task[nimg], i64(-2))
-        lo, hi = task.split(even)
+        lo, hi = task.split_even(task[nimg])
         # once: every image rewrites the same interior, the zero border stays (as the
         # forward's grids, ``_igemm_groups``)
         _zero_grid(tb, p, grid, elt)
         with for_range(tb, lo, hi, name="wimg") as nb:
             image(task, tb, nb, grid, dyt, acc, accs, vec, (i64(0), i64(ntiles)))
-        with tb.if_then(tb.icmp_unsigned("!=", even, task[nimg])):
-            image(task, tb, tb.sub(task[nimg], i64(1)), grid, dyt, acc, accs, vec,
-                  task.split(i64(ntiles)))
+        with odd_last(tb, task[nimg]) as last:
+            image(task, tb, last, grid, dyt, acc, accs, vec, task.split(i64(ntiles)))
         task.finish()
         task.dispatch(big)
         # dW[m, k] from both parts' tiles, part 0 first
@@ -1603,8 +1598,7 @@ def _emit_strided_igrad(k: Any, p: StridedIgrad) -> bool:
     # output: its positions no tap reaches zeroed before, its epilogue run after
     per_image = p.G * p.M * p.IH * p.IW
     if any(not ph.taps for ph in p.phases):
-        with b.if_then(b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg)):
-            last = b.sub(nimg, i64(1))
+        with odd_last(b, nimg) as last:
             _zero_fill(b, _gep(b, k.out, _mul(b, last, per_image)), per_image, elt)
     task.dispatch(b.icmp_signed(">=", macs, i64(CONV_PAR_MIN_MACS)))
     _odd_epilogue(k, nimg, per_image)
@@ -1668,8 +1662,7 @@ def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
     b = task.b
     ktot = sum(p.ks)
     cin = p.G * p.M
-    even = b.and_(nimg, i64(-2))
-    lo, hi = task.split(even)
+    lo, hi = task.split_even(nimg)
     grid = b.select(task.first, grids[0], grids[1])
 
     def phases(nb: ir.Value, split: Any) -> Iterator[tuple]:
@@ -1696,9 +1689,9 @@ def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
             after_image(task, nb)
     # an odd batch's last image: each phase's tiles split between the parts, stored to the
     # output (zeroed and its epilogue run by the kernel: ``_emit_strided_igrad``)
-    with b.if_then(b.icmp_unsigned("!=", even, nimg)):
+    with odd_last(b, nimg) as last:
         _zero_fill(b, grid, p.grid_elems, elt)
-        yield from phases(b.sub(nimg, i64(1)), task.split)
+        yield from phases(last, task.split)
 
 
 def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
@@ -2135,8 +2128,7 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
 
     # an even number of images, half to each part; an odd batch's last image: half of its
     # tile blocks to each part, stored to the output (its epilogue run by the kernel after)
-    even = b.and_(nimg, i64(-2))
-    lo, hi = task.split(even)
+    lo, hi = task.split_even(nimg)
 
     def zero_grids() -> None:
         _zero_fill(b, grid, w.grid_elems, elt)
@@ -2149,9 +2141,8 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
             o, ni = out_image(task, out, nb)
             image(nb, o, ni, (i64(0), i64(nblocks)))
             after_image(task, nb)
-    with b.if_then(b.icmp_unsigned("!=", even, nimg)):
+    with odd_last(b, nimg) as last:
         zero_grids()
-        last = b.sub(nimg, i64(1))
         image(last, out, last, task.split(i64(nblocks)))
     task.finish()
 

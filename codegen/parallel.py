@@ -45,7 +45,8 @@ ms. ``graphc_pool_stats`` reads the counters (``STATS``; ``graphc.runtime.pool.s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from llvmlite import ir
@@ -163,6 +164,11 @@ class KernelTask:
         half = b.udiv(b.add(total, i64(1)), i64(2))
         return b.select(self.first, i64(0), half), b.select(self.first, half, total)
 
+    def split_even(self, total: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """This part's half of the even part of ``total`` (``split`` of ``total & ~1``): the
+        images each part takes whole, the last of an odd batch left to ``odd_last``."""
+        return self.split(self.b.and_(total, i64(-2)))
+
     def finish(self) -> None:
         self.b.ret_void()
 
@@ -182,6 +188,15 @@ class KernelTask:
             with otherwise:
                 b.call(self.fn, [cp, i64(0)])
                 b.call(self.fn, [cp, i64(1)])
+
+
+@contextmanager
+def odd_last(b: ir.IRBuilder, total: ir.Value) -> Iterator[ir.Value]:
+    """Code run only when ``total`` is odd, given ``total - 1``: the last image of an odd
+    batch, which the convolution kernels split between the parts by tiles or rows after
+    ``KernelTask.split_even``'s whole images (so a batch of one uses both threads)."""
+    with b.if_then(b.icmp_unsigned("!=", b.and_(total, i64(-2)), total)):
+        yield b.sub(total, i64(1))
 
 
 def _clock_function(mod: ir.Module) -> ir.Function:

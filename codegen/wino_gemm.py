@@ -251,7 +251,7 @@ def _part(task: KernelTask, v: View, elt: ir.Type, area: dict, src: _Operand,
         v.for_tiles(b, img, r0, i64(0), count, whole, lambda im, a, z, t: _result_rows(
             b, v, vec, area["mo"], area["ybuf"], out, im, a, z, t))
 
-    v.for_part_blocks(b, task.split, nimg, block)
+    v.for_part_blocks(b, task, nimg, block)
 
 
 def _shared(k: Any, v: View, elt: ir.Type, area: dict, parts: list[dict], src: _Operand,

@@ -80,7 +80,7 @@ from .conv_bf16 import (
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .hostinfo import current_caches
 from .llvm_util import I8, I8P, I32, for_range, i64, mem_type
-from .parallel import CONV_PAR_MIN_MACS, KernelTask
+from .parallel import CONV_PAR_MIN_MACS, KernelTask, odd_last
 from .vecops import V, transpose_block
 
 OPS = ("conv2d_weight_grad",)
@@ -162,16 +162,16 @@ class TileBlocks:
             with for_range(b, i64(0), i64(self.TH), name="rows", step=i64(rows)) as r0:
                 body(img, r0, _at_most(b, b.sub(i64(self.TH), r0), rows), False)
 
-    def for_part_blocks(self, b: ir.IRBuilder, split: Any, nimg: ir.Value, body: Any) -> None:
-        """``for_blocks`` for one thread part of a task that gives each part its own blocks
-        (``split``: the task's ``split``): half of the images of an even batch each, then,
+    def for_part_blocks(self, b: ir.IRBuilder, task: KernelTask, nimg: ir.Value,
+                        body: Any) -> None:
+        """``for_blocks`` for one thread part of ``task``, which gives each part its own
+        blocks: half of the images of an even batch each (``KernelTask.split_even``), then,
         when the batch is odd, half of the last image's tile rows each (a batch of one
         would otherwise leave a thread idle), in blocks of at most a block's rows."""
-        lo, hi = split(b.and_(nimg, i64(-2)))
+        lo, hi = task.split_even(nimg)
         self.for_blocks(b, lo, hi, body)
-        last = b.sub(nimg, i64(1))
-        with b.if_then(b.icmp_signed("!=", b.and_(nimg, i64(-2)), nimg)):
-            rlo, rhi = split(i64(self.TH))
+        with odd_last(b, nimg) as last:
+            rlo, rhi = task.split(i64(self.TH))
             _, rows = self.blocks()
             with for_range(b, rlo, rhi, name="lrows", step=i64(rows)) as r0:
                 body(last, r0, _at_most(b, b.sub(rhi, r0), rows), False)
@@ -367,7 +367,7 @@ def _part(task: KernelTask, v: View, lay: dict[str, int], elt: ir.Type, area: di
                   b.bitcast(area["gemm"], I8P), align(lay["du"]), None, task.alloca)
         _accumulate(b, vec.vt, area["du"], area["tmp"], i64(0), i64(total // v.L))
 
-    v.for_part_blocks(b, task.split, nimg, block)
+    v.for_part_blocks(b, task, nimg, block)
 
 
 def _shared(k: Any, v: View, lay: dict[str, int], elt: ir.Type, parts: list[dict],

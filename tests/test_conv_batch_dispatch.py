@@ -50,10 +50,14 @@ def test_both_paths_match_torch_in_one_compiled_step() -> None:
         (y * y).sum().backward()
         return y
 
-    rng = np.random.default_rng(0)
+    # every batch's images are the first of one set, so the leading images' results show
+    # which path ran: the implicit GEMM's and Winograd's sums round differently
+    xs = np.random.default_rng(0).standard_normal((9, 64, 5, 5))
+    first: dict[int, np.ndarray] = {}
     for batch in (2, 9, 1, 7, 6):
-        x = rng.standard_normal((batch, 64, 5, 5))
+        x = xs[:batch].copy()
         got = np.asarray(step(gc.from_numpy(x)))
+        first[batch] = got[:1].copy()
         for p in tm.parameters():
             p.grad = None
         ty = tm(torch.from_numpy(x))
@@ -64,5 +68,11 @@ def test_both_paths_match_torch_in_one_compiled_step() -> None:
             np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-9,
                                        atol=1e-9, err_msg=f"{name}, batch {batch}")
     assert step.compile_count == 1
+    # below 7 images the implicit GEMM (each image's values whatever the batch), from 7 on
+    # Winograd: the same image's values differ in the last bits between the two sides
+    for small, large in ((1, 2), (6, 2)):
+        np.testing.assert_array_equal(first[small], first[large])
+    np.testing.assert_array_equal(first[7], first[9])
+    assert not np.array_equal(first[2], first[9])
     text = step.ir("fused")
     assert text.count("below 7 images: the implicit GEMM") == 3, text
