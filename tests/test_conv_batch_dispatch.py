@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from graphc.codegen import conv
 
 import graphc as gc
-from codegen import conv
 from graphc import nn
 
 torch = pytest.importorskip("torch")
