@@ -168,3 +168,20 @@ def test_every_package_is_installed() -> None:
                  ["packages"])
     found = {m for m, p in _modules().items() if p.name == "__init__.py"}
     assert found == listed
+
+
+def test_scripts_import_the_installed_packages() -> None:
+    """Tests, benchmarks and examples import ``graphc.codegen`` / ``graphc.passes``, never the
+    source folders ``codegen`` / ``passes`` as top-level modules: those resolve only when the
+    repository root is on ``sys.path`` (``python -m pytest`` puts it there, plain ``pytest``
+    from a clean install, as CI runs it, does not)."""
+    bad = []
+    for folder in ("tests", "benchmarks", "examples", "scripts"):
+        for p in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0
+                         and node.module else [])
+                bad += [f"{p.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
+                        if n.split(".")[0] in ("codegen", "passes")]
+    assert bad == []
