@@ -185,3 +185,21 @@ def test_scripts_import_the_installed_packages() -> None:
                 bad += [f"{p.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
                         if n.split(".")[0] in ("codegen", "passes")]
     assert bad == []
+
+
+def test_tests_put_the_root_on_the_path_before_importing_benchmarks() -> None:
+    """``benchmarks/`` is not installed either: a test module that imports it must put the
+    repository root on ``sys.path`` first. Without that the import succeeds only when another
+    module of the same worker happened to import ``benchmarks`` earlier."""
+    bad = []
+    for p in sorted((ROOT / "tests").glob("test_*.py")):
+        tree = ast.parse(p.read_text())
+        inserted = None
+        for node in tree.body:  # module level, in order
+            if inserted is None and "sys.path.insert" in ast.unparse(node):
+                inserted = node.lineno
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            if any(m.split(".")[0] == "benchmarks" for m in mods) and inserted is None:
+                bad.append(f"{p.relative_to(ROOT)}:{node.lineno}")
+    assert bad == []

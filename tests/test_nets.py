@@ -10,16 +10,23 @@ gradient read through the permute) and its 16x16 stride-16 patch convolution.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import graphc as gc
-from benchmarks import nets
 from graphc import nn, optim
 
 torch = pytest.importorskip("torch")
+
+# benchmarks/ is a folder of the repository, not an installed package
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from benchmarks import nets  # noqa: E402
 
 SMALL = {
     "convnext": (nets.convnext, {"dims": (8, 16), "depths": (1, 2), "num_classes": 5,
