@@ -31,6 +31,7 @@ import numpy as np
 from . import _context
 from .ir import dtypes as dt
 from .ir import shapes as sh
+from .ir.ops import OpError
 from .nn import module as nn_module
 from .runtime import compile_log, gcpause
 from .runtime.executable import Mismatch, argument_array, argument_grads
@@ -58,8 +59,6 @@ def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, .
     common one (an attention mask ``[L, S]`` beside batched data) are fixed, and last every
     size: a step whose arguments do not all lead with the batch compiles (one variant per
     shape of those) instead of failing on ``B1`` against ``L``."""
-    from .ir.shapes import ShapeError
-
     # a malformed ``dynamic`` raises here, not inside the trace (whose TypeError is taken
     # for Python needing a size as a number)
     axes = symbolic_axes(fn.dynamic, args, fn._arg_names(len(args)))
@@ -73,11 +72,13 @@ def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, .
         if fn.dynamic is False or not any(a.ndim for a in args):
             raise
         return trace(fn.fn, args, fn.name, False, arg_grad=arg_grad)
-    except ShapeError as err:
+    except RETRIED as err:
+        # a shape rule that met a symbolic size where it needed a number: ``a @ b`` with
+        # b's first, inner, size symbolic
         first = err
     tries = [{i: tuple(ax for ax in ax_i if args[i].shape[ax] > 1)
               for i, ax_i in axes.items()}]
-    if first.symbols and not isinstance(fn.dynamic, dict):
+    if getattr(first, "symbols", None) and not isinstance(fn.dynamic, dict):
         # the rule named the symbols it needs fixed (a convolution weight passed as an
         # argument: its out-channels took a symbol): fix the axes that have them, first
         syms = axis_symbols(args, axes)
@@ -101,10 +102,18 @@ def _trace(fn: CompiledFunction, args: list[np.ndarray], arg_grad: tuple[bool, .
         seen.append(kept)
         try:
             return trace(fn.fn, args, fn.name, kept, arg_grad=arg_grad)
-        except ShapeError:
+        except RETRIED:
             if kept is tries[-1]:
-                raise
+                raise  # every size fixed: the error is the program's, with plain numbers
     raise first
+
+
+# the errors a trace with symbolic sizes retries with fewer of them (``_trace``): shape
+# rules' (ShapeError, and the OpError of an op whose operands' sizes disagree). A genuine
+# error repeats on the last try, every size fixed, and is raised from there. Not
+# RuntimeError: what cannot take a symbolic size at all says so and what to do
+# (NotImplementedError: ``pdist`` over symbolic rows, ``unfold`` of the batch)
+RETRIED = (sh.ShapeError, OpError)
 
 
 class Variant:

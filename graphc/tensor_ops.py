@@ -908,11 +908,15 @@ def cat(tensors: Sequence[Any], dim: int = 0) -> Tensor:
     dtype = t0.dtype
     for t in ts[1:]:
         dtype = dt.promote(dtype, t.dtype)
-        if t.ndim != t0.ndim or not all(sh.same(a, b) for i, (a, b) in
-                                        enumerate(zip(t.shape, t0.shape)) if i != ax):
-            raise RuntimeError(
-                f"torch.cat(): sizes of tensors must match except in dimension {ax}, got "
-                f"{tuple(t0.shape)} and {tuple(t.shape)}")
+        differ = [(a, b) for i, (a, b) in enumerate(zip(t.shape, t0.shape))
+                  if i != ax and not sh.same(a, b)]
+        if t.ndim != t0.ndim or differ:
+            msg = (f"torch.cat(): sizes of tensors must match except in dimension {ax}, got "
+                   f"{tuple(t0.shape)} and {tuple(t.shape)}")
+            syms = sh.free_symbols(differ) if t.ndim == t0.ndim else set()
+            if syms:  # not provably equal: a compiled trace fixes these sizes, tries again
+                raise sh.ShapeError(msg, symbols=frozenset(syms))
+            raise RuntimeError(msg)
     total = _sum_dims([t.shape[ax] for t in ts])
     out = None
     off: Any = 0

@@ -405,6 +405,38 @@ def test_an_argument_whose_first_dim_is_not_the_batch_compiles():
         g(np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32))
 
 
+def test_a_matmul_of_two_arguments_compiles():
+    """``a @ b`` of two arguments: the default made b's first dim (the inner one) a symbol
+    beside a's fixed last dim, and matmul's rule raised an OpError ("1600 != B1") that the
+    trace did not take for a shape it could fix, so the plain product failed to compile
+    (``cat`` likewise, with its RuntimeError). Now the rule names the symbols and the trace
+    retries on these errors with fixed sizes: one variant for every M, the inner size
+    guarded, and a genuine mismatch still the op's error, with the sizes."""
+    from graphc.ir.ops import OpError
+
+    rng = np.random.default_rng(0)
+    b = rng.standard_normal((40, 6)).astype(np.float32)
+    f = gc.compile(lambda x, y: x @ y)
+    for m in (9, 3, 1):
+        a = rng.standard_normal((m, 40)).astype(np.float32)
+        np.testing.assert_allclose(f(a, b).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+    assert f.compile_count == 1
+    assert "f32[B,40]" in f.ir("traced") and "f32[40,6]" in f.ir("traced")
+    with pytest.raises(OpError, match=r"inner dimensions differ.*\(40 != 41\)"):
+        f(np.ones((2, 40), np.float32), np.ones((41, 6), np.float32))
+    assert f.compile_count == 1
+    # the same with a size check of a tensor function (RuntimeError, as PyTorch's): cat's
+    # b.T is [6, B1] beside a's [B, 40]; the trace retries with b's sizes fixed, and a
+    # genuine mismatch says which sizes differ
+    g = gc.compile(lambda x, y: gc.cat([x, y.T], dim=0))
+    for m in (5, 2):
+        a = rng.standard_normal((m, 40)).astype(np.float32)
+        np.testing.assert_array_equal(g(a, b).numpy(), np.concatenate([a, b.T]))
+    assert g.compile_count == 1
+    with pytest.raises(RuntimeError, match=r"got \(B, 40\) and \(6, 41\)"):
+        g(np.ones((2, 40), np.float32), np.ones((41, 6), np.float32))
+
+
 @pytest.mark.parametrize("groups", [1, 2])
 def test_a_conv_weight_passed_as_an_argument_gets_fixed_sizes(groups):
     """The default made a weight argument's out-channels a symbol: with ``groups=1`` the
