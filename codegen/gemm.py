@@ -110,6 +110,12 @@ def choose_tile(n: Any, wide: bool, itemsize: int = 4) -> Tile:
     regs = 28 if wide else 14  # accumulators we can afford next to B vectors and A broadcasts
     nvec = (int(n) + lanes - 1) // lanes if isinstance(n, int) else 4
     nv = max(1, min(4 if wide else 2, nvec))
+    if wide and nvec > 4 and -nvec % 4 >= 2 and -nvec % 3 < -nvec % 4:
+        # three vectors a row where four would pad two or more: 96 columns (ConvNeXt's
+        # first width) are two 48-column panels, not a 64 and a half-empty 64 (8 x 3: 24
+        # accumulators, as 6 x 4). Measured on an AVX-512 Xeon (Ice Lake), one thread:
+        # 384x25088x96 as x^T @ g 66-74 -> 86 GFLOP/s
+        nv = 3
     # at most 8 rows: narrow tiles of 13-14 rows ran at half the rate of 8-row ones (Zen 4,
     # one thread: 4096x1024 @ 1024x10 32 -> 61 GFLOP/s, 1024x4096 @ 4096x16 56 -> 106,
     # N = 32 88 -> 104; 6 to 10 rows measured alike) and compile in twice the time
@@ -234,6 +240,24 @@ def _swap_pays(bld: ir.IRBuilder, tile: Tile, m: ir.Value, n: ir.Value, k: ir.Va
     fits = bld.icmp_signed("<=", bld.mul(np2, k), i64(tile.swap_max_bytes() // itemsize))
     return bld.and_(bld.and_(bld.icmp_signed("==", sbk, i64(1)), fits),
                     bld.icmp_signed("<", swapped, plain))
+
+
+def _inplace_panel_fits(bld: ir.IRBuilder, tile: Tile, kc: ir.Value, sak: ir.Value,
+                        n: ir.Value, itemsize: int) -> ir.Value:
+    """Whether an A with contiguous columns is as well read in place as packed: its K
+    block's micro-panel stays in L1d, as the packed one does (``Tile.kc``), or is read only
+    once. In place, each k of the panel is its own cache line (``sak`` elements apart: a
+    whole line once ``sak`` spans one), so the panel takes ``kc`` lines, not ``MR * kc``
+    elements: 64 KiB at KC 1024 against 24 KiB packed; past L1d every column panel of B
+    after the first re-reads it from L2. With one column panel (N <= NR) nothing re-reads
+    it, and packing is pure cost. Measured on an AVX-512 Xeon (Ice Lake, 48 KiB L1d, one
+    thread, ``x^T @ g``, GFLOP/s in place -> packed): 384x25088x96 45-66 -> 74-86,
+    384x4096x384 68-90 -> 87-102, ViT's 576x3152x192 81-83 -> 98-103; but 192x2048x64 (one
+    panel) 95-117 -> 69-73, and 256x512x64 (a 32 KiB panel) 90 -> 43-55."""
+    line = bld.select(bld.icmp_signed("<", sak, i64(64 // itemsize)),
+                      bld.mul(sak, i64(itemsize)), i64(64))
+    return bld.or_(bld.icmp_signed("<=", bld.mul(kc, line), i64(tile.l1d)),
+                   bld.icmp_signed("<=", n, i64(tile.nr)))
 
 
 def _kblocks(bld: ir.IRBuilder, k: ir.Value, kcmax: int) -> tuple[ir.Value, ir.Value]:
@@ -653,9 +677,12 @@ def _gemm_body(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value, ld
     # (packing it cost ~30% of a 256x512x64 product) -- unless ``sak`` spans a page or
     # more: then every k of a panel is a new page (a TLB miss per few FMAs, and no
     # prefetch across pages), and the panel is packed by ``_pack_a_cols`` (an LSTM's
-    # 1024x256 gate weight gradient over 2048 rows: 40 -> 65 GFLOP/s packed)
+    # 1024x256 gate weight gradient over 2048 rows: 40 -> 65 GFLOP/s packed) -- or unless
+    # the panel read in place does not fit L1d (``_inplace_panel_fits``)
     cols = bld.and_(bld.icmp_signed("==", sam, i64(1)), bld.not_(direct))
-    far = bld.and_(cols, bld.icmp_signed(">=", sak, i64(COLS_PACK_BYTES // itemsize)))
+    far = bld.and_(cols, bld.or_(
+        bld.icmp_signed(">=", sak, i64(COLS_PACK_BYTES // itemsize)),
+        bld.not_(_inplace_panel_fits(bld, tile, kcb, sak, Nv, itemsize))))
     cols = bld.and_(cols, bld.not_(far))
     direct = bld.or_(direct, cols)
     astride = bld.select(cols, sak, i64(1))  # elements per k of A read in place
@@ -1014,12 +1041,26 @@ def _pack_a_cols(bld: ir.IRBuilder, abase: ir.Value, sak: ir.Value, packa: ir.Va
                  zero: ir.Constant) -> None:
     """``_pack_a`` for an A with contiguous columns (``A[m, k]`` at ``m + k * sak``): row k
     of the K block is read once, front to back, and dealt out MR elements to each panel,
-    so the source is streamed a page at a time instead of one page per k of each panel."""
+    so the source is streamed a page at a time instead of one page per k of each panel.
+    Whole panels move as one MR-element vector each (unaligned; the scalar copy ran at a
+    third of the speed), the last panel, which may pass M, element by element."""
+    vt = ir.VectorType(zero.type, mr)
+    al = 4 if zero.type == F32 else 8  # f32 or f64, the GEMM's types
+    whole = bld.sdiv(Mv, i64(mr))  # panels inside M
     with for_range(bld, i64(0), kc, name="pck") as kk:
         row = bld.gep(abase, [bld.mul(bld.add(pc, kk), sak)], inbounds=True)
-        with for_range(bld, i64(0), bld.sdiv(mp, i64(mr)), name="pci") as ip:
+
+        def dst_of(ip: ir.Value) -> ir.Value:
+            return bld.add(bld.mul(bld.mul(ip, kc), i64(mr)), bld.mul(kk, i64(mr)))
+
+        with for_range(bld, i64(0), whole, name="pcv") as ip:
+            src = bld.gep(row, [bld.mul(ip, i64(mr))], inbounds=True)
+            v = bld.load(bld.bitcast(src, vt.as_pointer()), align=al)
+            dst = bld.gep(packa, [dst_of(ip)], inbounds=True)
+            bld.store(v, bld.bitcast(dst, vt.as_pointer()), align=al)
+        with for_range(bld, whole, bld.sdiv(mp, i64(mr)), name="pci") as ip:
             m0 = bld.mul(ip, i64(mr))
-            dst = bld.add(bld.mul(bld.mul(ip, kc), i64(mr)), bld.mul(kk, i64(mr)))
+            dst = dst_of(ip)
             for i in range(mr):
                 r = bld.add(m0, i64(i))
                 inside = bld.icmp_signed("<", r, Mv)

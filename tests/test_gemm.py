@@ -58,6 +58,18 @@ for dt in (np.float32, np.float64):
         a = rng.standard_normal((k, m)).astype(dt)
         b = rng.standard_normal((k, n)).astype(dt)
         check(g(a, b), a.T.astype(np.float64) @ b.astype(np.float64), k, ("TN", m, n, k))
+    # ... and packed too where a K block's panel, read in place, would not fit L1d (KC 800
+    # > 48 KiB of lines) and two or more column panels re-read it (N > NR); in place with
+    # one panel. Either way the products and their order are those of a contiguous A^T:
+    # the same bits as the NN product of the transposed copy
+    if dt == np.float32:
+        gnn = gc.compile(lambda a, b: a @ b)
+        for k, m, n in ((1600, 389, 96), (1600, 389, 200), (1600, 70, 64)):
+            a = rng.standard_normal((k, m)).astype(dt)
+            b = rng.standard_normal((k, n)).astype(dt)
+            got = g(a, b)
+            check(got, a.T.astype(np.float64) @ b.astype(np.float64), k, ("TN", m, n, k))
+            assert np.array_equal(got.numpy(), gnn(np.ascontiguousarray(a.T), b).numpy())
     # strided views: every other column of x, an offset slice, a transposed x
     Wn = rng.standard_normal((256, 392)).astype(dt)
     W = gc.tensor(Wn)
