@@ -10,7 +10,9 @@ sysfs, fixed defaults for AOT builds for a named CPU):
   pack B into ``NR``-column panels (zero-padded), reading it through its strides, so
   transposed operands — which the backward pass is full of — cost nothing extra and need no
   explicit transpose; A is read in place when its rows or its columns are contiguous
-  (activations; ``x^T`` in a weight gradient), else packed into ``MR``-row panels;
+  (activations; ``x^T`` in a weight gradient, unless its k stride spans a page or its
+  panel, a line per k, would not fit L1d: ``_inplace_panel_fits``), else packed into
+  ``MR``-row panels;
 - a microkernel keeps an ``MR x NR`` tile of C in vector registers (``NR = NV`` vectors),
   broadcasting one A element per row and multiplying it with the B row vectors
   (``llvm.fmuladd``: an FMA where the ISA has one, mul+add otherwise); the A panel stays in
@@ -36,7 +38,8 @@ which one runs (it may differ between a call and its two-thread halves) changes 
 
 The tile shape is chosen per instruction set and per GEMM: 512-bit vectors and up to 24
 accumulators with AVX-512 (32 registers), 256-bit vectors and 12 with AVX2 (16 registers);
-``NV`` shrinks for narrow outputs (N=10 classes) so no work is wasted on padding.
+``NV`` shrinks for narrow outputs (N=10 classes) so no work is wasted on padding, and is 3
+instead of 4 where that pads less (96 columns: 8 x 3 tiles).
 """
 
 from __future__ import annotations
