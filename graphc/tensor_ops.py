@@ -911,12 +911,10 @@ def cat(tensors: Sequence[Any], dim: int = 0) -> Tensor:
         differ = [(a, b) for i, (a, b) in enumerate(zip(t.shape, t0.shape))
                   if i != ax and not sh.same(a, b)]
         if t.ndim != t0.ndim or differ:
-            msg = (f"torch.cat(): sizes of tensors must match except in dimension {ax}, got "
-                   f"{tuple(t0.shape)} and {tuple(t.shape)}")
-            syms = sh.free_symbols(differ) if t.ndim == t0.ndim else set()
-            if syms:  # not provably equal: a compiled trace fixes these sizes, tries again
-                raise sh.ShapeError(msg, symbols=frozenset(syms))
-            raise RuntimeError(msg)
+            raise sh.mismatch(
+                f"torch.cat(): sizes of tensors must match except in dimension {ax}, got "
+                f"{tuple(t0.shape)} and {tuple(t.shape)}",
+                differ if t.ndim == t0.ndim else [], RuntimeError)
     total = _sum_dims([t.shape[ax] for t in ts])
     out = None
     off: Any = 0

@@ -170,6 +170,15 @@ def test_every_package_is_installed() -> None:
     assert found == listed
 
 
+def _absolute_imports(node: ast.AST) -> list[str]:
+    """The modules an ``import`` or an absolute ``from ... import`` statement names."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        return [node.module]
+    return []
+
+
 def test_scripts_import_the_installed_packages() -> None:
     """Tests, benchmarks and examples import ``graphc.codegen`` / ``graphc.passes``, never the
     source folders ``codegen`` / ``passes`` as top-level modules: those resolve only when the
@@ -179,11 +188,9 @@ def test_scripts_import_the_installed_packages() -> None:
     for folder in ("tests", "benchmarks", "examples", "scripts"):
         for p in sorted((ROOT / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(p.read_text())):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                         [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0
-                         and node.module else [])
-                bad += [f"{p.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
-                        if n.split(".")[0] in ("codegen", "passes")]
+                bad += [f"{p.relative_to(ROOT)}:{node.lineno} imports {n}"
+                        for n in _absolute_imports(node) if n.split(".")[0] in ("codegen",
+                                                                                 "passes")]
     assert bad == []
 
 
@@ -198,8 +205,7 @@ def test_tests_put_the_root_on_the_path_before_importing_benchmarks() -> None:
         for node in tree.body:  # module level, in order
             if inserted is None and "sys.path.insert" in ast.unparse(node):
                 inserted = node.lineno
-            mods = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                    [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            mods = _absolute_imports(node)
             if any(m.split(".")[0] == "benchmarks" for m in mods) and inserted is None:
                 bad.append(f"{p.relative_to(ROOT)}:{node.lineno}")
     assert bad == []

@@ -173,15 +173,9 @@ def _matmul(op, xs, a):
     if x.dtype is not y.dtype or not x.dtype.is_float:
         raise OpError(f"matmul: operands must share a float dtype, got {_fmt(x)} @ {_fmt(y)}")
     if not sh.same(x.shape[-1], y.shape[-2]):
-        msg = (f"matmul: inner dimensions differ, {_fmt(x)} @ {_fmt(y)} "
-               f"({sh.fmt_dim(x.shape[-1])} != {sh.fmt_dim(y.shape[-2])})")
-        syms = sh.free_symbols([(x.shape[-1], y.shape[-2])])
-        if syms:
-            # not provably equal, as a symbolic size never is a number: the trace fixes
-            # these sizes and tries again (``graphc.api._trace``): ``a @ b`` of two
-            # arguments, b's first size symbolic (the default) and a's last one fixed
-            raise sh.ShapeError(msg, symbols=frozenset(syms))
-        raise OpError(msg)
+        raise sh.mismatch(f"matmul: inner dimensions differ, {_fmt(x)} @ {_fmt(y)} "
+                          f"({sh.fmt_dim(x.shape[-1])} != {sh.fmt_dim(y.shape[-2])})",
+                          [(x.shape[-1], y.shape[-2])], OpError)
     if not sh.same_shape(x.shape[:-2], y.shape[:-2]):
         raise OpError(f"matmul: batch dimensions differ (expand explicitly), {_fmt(x)} @ {_fmt(y)}")
     return tuple(x.shape[:-1]) + (y.shape[-1],), x.dtype

@@ -446,6 +446,16 @@ def resolve_slice(size: Dim, start: int | None, stop: int | None, step: int
     return b, dim(sympy.Max(b, e))
 
 
+def mismatch(msg: str, pairs: Iterable[Sequence[Dim]], error: type = ValueError) -> Exception:
+    """The error for sizes a rule needed equal (``pairs``: the ones that are not provably
+    so): a ShapeError naming their symbols when any is symbolic, which a trace with the
+    default symbolic axes answers by fixing exactly those and tracing again
+    (``graphc.api._trace``: ``a @ b`` of two arguments, b's first size symbolic); else
+    ``error(msg)``, the op's own error."""
+    syms = free_symbols(pairs)
+    return ShapeError(msg, symbols=frozenset(syms)) if syms else error(msg)
+
+
 def free_symbols(shapes: Iterable[Sequence[Dim]]) -> set[sympy.Symbol]:
     out: set[sympy.Symbol] = set()
     for s in shapes:
