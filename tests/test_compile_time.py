@@ -460,6 +460,53 @@ def test_gemm_tiles_compile_at_the_tile_level(monkeypatch: pytest.MonkeyPatch) -
     assert {"tile", "O3", "fast"} <= set(levels)  # the tile, the kernels, the entry
 
 
+_STRIDED_COPY = """
+define void @f(float* noalias %a, float* noalias %b, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %loop]
+  %j = mul i64 %i, 3
+  %p = getelementptr inbounds float, float* %a, i64 %j
+  %v = load float, float* %p
+  %k = add i64 %j, 7
+  %q = getelementptr inbounds float, float* %b, i64 %k
+  store float %v, float* %q
+  %i1 = add i64 %i, 1
+  %c = icmp slt i64 %i1, %n
+  br i1 %c, label %loop, label %done
+done:
+  ret void
+}
+"""
+
+
+def test_tile_emission_drops_lsr_and_puts_the_option_back() -> None:
+    """``emit_object`` generates a ``tile`` module without loop strength reduction (a loop
+    whose addresses LSR would rewrite comes out differently), and LLVM's process-wide option
+    is back afterwards: the same module at O3 gives the same bytes before and after, equal
+    to the bytes with LSR explicitly on."""
+    import llvmlite.binding as llvm
+    from graphc.codegen import llvm_objects as lo
+
+    tm = lo.target_machine(None, None)
+
+    def emit(level: str) -> bytes:
+        return lo.emit_object(lo.parse(_STRIDED_COPY, tm), tm, level)
+
+    before = emit("O3")
+    tile = emit("tile")
+    after = emit("O3")
+    assert tile != before
+    assert after == before
+    llvm.set_option("", "-disable-lsr=true")
+    try:
+        assert tm.emit_object(lo.parse(_STRIDED_COPY, tm)) == tile
+    finally:
+        llvm.set_option("", "-disable-lsr=false")
+    assert emit("O3") == before
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_tile_level_gemm_equals_o3_bit_for_bit(monkeypatch: pytest.MonkeyPatch,
                                                dtype: type) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from graphc.codegen.abi import ALIGN
+from graphc.codegen.llvm_objects import emit_object
 from graphc.runtime import gcpause
 
 from .csource import generate_header, generate_source
@@ -78,7 +79,7 @@ def _data_object(tm: Any, model: AotModel) -> tuple[bytes, list[int]]:
     m = llvm.parse_assembly(str(mod))
     m.get_global_variable(gv.name).visibility = "hidden"  # (llvmlite.ir does not print it)
     m.verify()
-    return tm.emit_object(m), offsets
+    return emit_object(m, tm), offsets
 
 
 def build(fn: Any, example_args: Any, out_dir: str | os.PathLike[str], name: str,
@@ -118,7 +119,7 @@ def build(fn: Any, example_args: Any, out_dir: str | os.PathLike[str], name: str
                             data_layout=str(tm.target_data), wide=wide)
         mod = compile_module(lowering, tm)
     _privatize(mod, lowering.name)
-    kernel_obj = tm.emit_object(mod)
+    kernel_obj = emit_object(mod, tm)
     data_obj, offsets = _data_object(tm, model)
 
     out = Path(out_dir)

@@ -18,6 +18,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from graphc.codegen.cpu import host_target_machine, init_llvm
+from graphc.codegen.llvm_objects import emit_object
 
 from . import cache
 
@@ -38,7 +39,7 @@ def _pool_object(tm: Any) -> bytes:
 
         mod = llvm.parse_assembly(str(pool_module(tm.triple, hold)))
         mod.verify()
-        obj = tm.emit_object(mod)
+        obj = emit_object(mod, tm)
         cache.store(k, obj)
     return obj
 
