@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import llvmlite.binding as llvm
 
-from .llvm_objects import init_llvm, optimize, target_machine
+from .llvm_objects import emit_assembly, init_llvm, optimize, target_machine
 
 if TYPE_CHECKING:  # imported where it is used: loading a cached step lowers nothing
     from .lower import Lowering
@@ -57,7 +57,7 @@ def _emits_zmm(tm: Any) -> bool:
     mod = llvm.parse_assembly(_ZMM_PROBE)
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
-    return "%zmm" in tm.emit_assembly(mod)
+    return "%zmm" in emit_assembly(mod, tm)
 
 
 def compile_module(lowering: Lowering, tm: Any) -> Any:

@@ -130,15 +130,20 @@ def parse(text: str, tm: Any) -> Any:
 _TMS: dict[tuple[str | None, str | None, int], Any] = {}
 
 # LLVM's code generation options are process-wide (``set_option``), so a module's are set
-# and put back around its emission, under one lock: an emission elsewhere in the process
-# (another thread's, the AOT builder's: ``emit_object``) never sees another level's setting
+# and put back around its emission, under one lock: no emission elsewhere in the process
+# (another thread's, the AOT builder's, the PTX backend's) sees another level's setting
 _emit_lock = threading.Lock()
+
+# ``-disable-lsr`` is TargetPassConfig's option in every LLVM llvmlite has shipped (up to 22,
+# checked); LLVM's option parser exits the process on an option it does not know, so a newer
+# LLVM is not asked for it until it has been checked there (its tiles then keep LSR)
+_LSR_OPTION = llvm.llvm_version_info[0] <= 22
 
 
 def emit_object(mod: Any, tm: Any, level: str = "O3") -> bytes:
     """``mod``'s object code, generated as ``level`` asks: for ``tile`` modules without loop
-    strength reduction. Every emission in graphc goes through here (the AOT builder's and
-    the thread pool's too), so none runs while a tile module's setting is in force.
+    strength reduction. Every object and assembly text graphc generates goes through here
+    or ``emit_assembly``, so none is generated while a tile module's setting is in force.
 
     Why no LSR for the tiles: their loops step pointers and offsets written out by the
     emitter, so LSR has nothing to rewrite, but it still searched every address use of the
@@ -148,13 +153,19 @@ def emit_object(mod: Any, tm: Any, level: str = "O3") -> bytes:
     convolutions 0.98x, ConvNeXt's products 0.97x). Other levels keep LLVM's default: their
     loops are LLVM's own (vectorised by it), where LSR is what makes the addressing cheap."""
     with _emit_lock:
-        if level != "tile":
+        if level != "tile" or not _LSR_OPTION:
             return tm.emit_object(mod)
         llvm.set_option("", "-disable-lsr=true")
         try:
             return tm.emit_object(mod)
         finally:
             llvm.set_option("", "-disable-lsr=false")
+
+
+def emit_assembly(mod: Any, tm: Any) -> str:
+    """``mod``'s assembly text with LLVM's default options (``emit_object``'s lock)."""
+    with _emit_lock:
+        return tm.emit_assembly(mod)
 
 
 def compile_object(text: str, cpu: str | None, features: str | None, level: str) -> bytes:
@@ -250,4 +261,4 @@ def serve(inp: BinaryIO | None = None, out: BinaryIO | None = None) -> None:
 
 
 __all__ = ["LEVELS", "init_llvm", "host_cpu", "tuned_features", "target_machine", "optimize",
-           "parse", "emit_object", "compile_object", "compile_timed", "serve"]
+           "parse", "emit_object", "emit_assembly", "compile_object", "compile_timed", "serve"]

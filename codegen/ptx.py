@@ -43,6 +43,7 @@ from graphc.ir import loops as L
 from graphc.ir import shapes as sh
 
 from .legalize import legalize_bf16
+from .llvm_objects import emit_assembly
 from .llvm_util import I64, VOID, i64, mem_type
 from .planning import Plan, plan
 from .ptx_kernels import (
@@ -208,7 +209,7 @@ class PTXProgram:
         pb = llvm.create_pass_builder(self.tm, pto)
         pb.getModulePassManager().run(mod, pb)
         self.llvm_module = mod
-        self.ptx = self.tm.emit_assembly(mod)
+        self.ptx = emit_assembly(mod, self.tm)
 
     # graph-level index of a node (kernel names and error reports use the printed numbering)
     @property

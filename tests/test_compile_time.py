@@ -507,6 +507,19 @@ def test_tile_emission_drops_lsr_and_puts_the_option_back() -> None:
     assert emit("O3") == before
 
 
+def test_an_unchecked_llvm_is_not_asked_for_the_lsr_option(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """LLVM's option parser exits the process on an option it does not know, so where the
+    LLVM version has not been checked for ``-disable-lsr`` no option is set: a tile module
+    is generated with LLVM's defaults, as an O3 one is."""
+    from graphc.codegen import llvm_objects as lo
+
+    tm = lo.target_machine(None, None)
+    monkeypatch.setattr(lo, "_LSR_OPTION", False)
+    assert lo.emit_object(lo.parse(_STRIDED_COPY, tm), tm, "tile") == \
+        lo.emit_object(lo.parse(_STRIDED_COPY, tm), tm, "O3")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_tile_level_gemm_equals_o3_bit_for_bit(monkeypatch: pytest.MonkeyPatch,
                                                dtype: type) -> None:

@@ -37,7 +37,7 @@ from graphc.codegen.abi import (
 )
 from graphc.codegen.cpu import has_avx512, host_target_machine, init_llvm
 from graphc.codegen.hostinfo import BF16_CONV_OPS, DEFAULT_CACHES, bf16_isa, host_caches, tuned_for
-from graphc.codegen.llvm_objects import host_cpu
+from graphc.codegen.llvm_objects import emit_assembly, host_cpu
 from graphc.ir import Graph
 from graphc.ir import shapes as sh
 from graphc.tensor import Tensor
@@ -430,8 +430,8 @@ class CPUExecutable(GuardMixin, Runtime):
 
         return {"fused": fused,
                 "llvm": lambda: str(self.mod) + self._lib_text(str),
-                "asm": lambda: self.tm.emit_assembly(self.mod) + self._lib_text(
-                    self.tm.emit_assembly),
+                "asm": lambda: emit_assembly(self.mod, self.tm) + self._lib_text(
+                    lambda m: emit_assembly(m, self.tm)),
                 "llvm_unoptimized": lambda: str(self.ir_lowering().module)}
 
     # -- calling --------------------------------------------------------------------------
