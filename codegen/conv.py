@@ -108,10 +108,9 @@ from . import winograd as wino
 from .abi import ALIGN, align
 from .conv_direct import DIRECT
 from .conv_epilogue import (
-    after_image,
     call_epilogue,
     epilogue_values,
-    out_image,
+    part_images,
 )
 from .gemm import pack_b_transposed
 from .gemm_bf16 import bf16_features
@@ -814,9 +813,8 @@ def _igemm_images_by_channels(task: _Task, p: Problem, t: Tile, elt: ir.Type,
     ntiles = -(-P // t.rm) * (mp // (t.nv * p.lanes))
     for _, g, grid, abase, o, ni, split in _igemm_groups(task, p, elt, src, sst, apack,
                                                          grids, out, nimg, mp, fg):
-        part = None if split is None else split(i64(ntiles))
         for q0, m0, tile in _channel_tiles(b, vec, accs, buf, K, offs, abase, mp, grid, P,
-                                           p.OW, fg.wg * p.sh, p.sw, part):
+                                           p.OW, fg.wg * p.sh, p.sw, split(i64(ntiles))):
             with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
                 ch = _add(b, _mul(b, ni, cout), _mul(b, g, p.M), _add(b, m0, c))
                 dst = _gep(b, o, _add(b, _mul(b, ch, P), _add(b, q0, i)))
@@ -830,30 +828,15 @@ def _igemm_groups(task: _Task, p: Problem, elt: ir.Type, src: ir.Value, sst: lis
     """The implicit GEMM's loops, shared by both task bodies: each image copied group by
     group into this part's grid (``gp``'s: ``p``'s phase grids unless given). Yields
     ``(image, group, grid, the group's packed weight rows, where to store the image, its
-    index there, split)`` for the body to emit its tiles in: an even number of images, half
-    to each part, stored through ``out_image`` (``split`` None); then an odd batch's last
-    image (all of a batch of one) to both parts, stored straight to ``out``, ``split`` the
-    task's: the body takes its part's share of the image's tiles (the kernel runs the
-    epilogue over that image afterwards: ``_odd_epilogue``)."""
+    index there, split)`` for the body to emit its tiles in, once for this part's images
+    (``part_images``): the body takes ``split``'s share of each image's tiles."""
     b = task.b
     gp = p if gp is None else gp
-    lo, hi = task.split_even(nimg)
     grid = b.select(task.first, grids[0], grids[1])
-
-    def groups(nb: ir.Value, o: ir.Value, ni: ir.Value, split: Any) -> Iterator[tuple]:
+    for im in part_images(task, out, nimg, lambda: _zero_grid(b, gp, grid, elt)):
         with for_range(b, i64(0), i64(p.G), name="grp") as g:
-            _build_grid(b, gp, grid, src, sst, nb, g)
-            yield nb, g, grid, _gep(b, apack, _mul(b, g, p.K * mp)), o, ni, split
-
-    with b.if_then(b.icmp_signed("<", lo, hi)):
-        _zero_grid(b, gp, grid, elt)
-        with for_range(b, lo, hi, name="img") as nb:
-            o, ni = out_image(task, out, nb)
-            yield from groups(nb, o, ni, None)
-            after_image(task, nb)
-    with odd_last(b, nimg) as last:
-        _zero_grid(b, gp, grid, elt)
-        yield from groups(last, out, last, task.split)
+            _build_grid(b, gp, grid, src, sst, im.nb, g)
+            yield im.nb, g, grid, _gep(b, apack, _mul(b, g, p.K * mp)), im.o, im.ni, im.split
 
 
 def _grid_starts(b: ir.IRBuilder, grid: ir.Value, q0: ir.Value, n: int, Q: int,
@@ -873,32 +856,23 @@ def _grid_starts(b: ir.IRBuilder, grid: ir.Value, q0: ir.Value, n: int, Q: int,
 
 def _channel_tiles(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value, K: int,
                    offs: ir.Value, abase: ir.Value, mp: int, grid: ir.Value, P: int,
-                   per_row: int, wg: int, step: int = 1,
-                   part: tuple[ir.Value, ir.Value] | None = None
+                   per_row: int, wg: int, step: int,
+                   part: tuple[ir.Value, ir.Value]
                    ) -> Iterator[tuple[ir.Value, ir.Value, ir.Value]]:
     """The channel-vector tiles over ``P`` positions (``per_row`` to a grid row of ``wg``
     elements, ``step`` apart) and ``mp`` padded channels (whole tiles): each tile's inner
     product (``_channel_gemm``), spilled; yields ``(first position, first channel, spilled
-    tile)`` for the caller's stores. ``part``: only the tiles ``lo <= t < hi`` in that
-    order (position tiles outer)."""
+    tile)`` for the caller's stores. ``part``: the tiles ``lo <= t < hi`` of the image's
+    (``PartImage.split``), in that order, channel tiles inner."""
     rm, nv = len(accs), len(accs[0])
     nmt = -(-mp // (nv * vec.lanes))
-    if part is not None:  # tiles ``lo <= t < hi`` of the image's, channel tiles inner
-        with for_range(b, part[0], part[1], name="ct") as ti:
-            pt, mt = b.udiv(ti, i64(nmt)), b.urem(ti, i64(nmt))
-            q0 = _mul(b, pt, rm)
-            gpos = _grid_starts(b, grid, q0, rm, P, per_row, wg, step)
-            m0 = _mul(b, mt, nv * vec.lanes)
-            _channel_gemm(b, vec, accs, K, offs, abase, m0, gpos)
-            yield q0, m0, _spill(b, vec, accs, buf)
-        return
-    with for_range(b, i64(0), i64(-(-P // rm)), name="cpt") as pt:
+    with for_range(b, part[0], part[1], name="ct") as ti:
+        pt, mt = b.udiv(ti, i64(nmt)), b.urem(ti, i64(nmt))
         q0 = _mul(b, pt, rm)
         gpos = _grid_starts(b, grid, q0, rm, P, per_row, wg, step)
-        with for_range(b, i64(0), i64(nmt), name="cmt") as mt:
-            m0 = _mul(b, mt, nv * vec.lanes)
-            _channel_gemm(b, vec, accs, K, offs, abase, m0, gpos)
-            yield q0, m0, _spill(b, vec, accs, buf)
+        m0 = _mul(b, mt, nv * vec.lanes)
+        _channel_gemm(b, vec, accs, K, offs, abase, m0, gpos)
+        yield q0, m0, _spill(b, vec, accs, buf)
 
 
 def _channel_columns(b: ir.IRBuilder, m0: ir.Value, nv: int, lanes: int,
@@ -1311,14 +1285,10 @@ def _emit_wgrad_channels(k: Any, p: Problem, elt: ir.Type, xp: ir.Value,
         _zero_fill(tb, acc, ntiles * per_tile, elt)
         # an even batch: half of the images to each part, with all tiles; an odd batch's
         # last image: half of the tiles to each part (summed into its own ``acc``)
-        lo, hi = task.split_even(task[nimg])
         # once: every image rewrites the same interior, the zero border stays (as the
-        # forward's grids, ``_igemm_groups``)
-        _zero_grid(tb, p, grid, elt)
-        with for_range(tb, lo, hi, name="wimg") as nb:
-            image(task, tb, nb, grid, dyt, acc, accs, vec, (i64(0), i64(ntiles)))
-        with odd_last(tb, task[nimg]) as last:
-            image(task, tb, last, grid, dyt, acc, accs, vec, task.split(i64(ntiles)))
+        # forward's grids, ``_igemm_groups``); no output per image (``dW`` is summed)
+        for im in part_images(task, None, task[nimg], lambda: _zero_grid(tb, p, grid, elt)):
+            image(task, tb, im.nb, grid, dyt, acc, accs, vec, im.split(i64(ntiles)))
         task.finish()
         task.dispatch(big)
         # dW[m, k] from both parts' tiles, part 0 first
@@ -1654,44 +1624,33 @@ def _table(mod: ir.Module, name: str, values: list[int]) -> ir.Value:
 def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
                   sst: list[ir.Value], apack: ir.Value, out: ir.Value, grids: list[ir.Value],
                   nimg: ir.Value, mp: int, offs: list[ir.Value]) -> Iterator[tuple]:
-    """The strided input gradient's loops, shared by both task bodies: this part's images,
-    each copied once into this part's grid of ``dY`` (the positions no tap reaches zeroed),
-    then per group every phase with taps, yielded as ``(phase, its offset table, its packed
-    weight rows, K, image, group, grid)`` for the body to emit that phase's GEMM inside the
-    loops."""
+    """The strided input gradient's loops, shared by both task bodies: this part's images
+    (``part_images``), each copied once into this part's grid of ``dY`` (the positions no
+    tap reaches zeroed), then per group every phase with taps, yielded as ``(phase, its
+    offset table, its packed weight rows, K, image, group, grid, split, where to store the
+    image, its index there)`` for the body to emit that phase's GEMM inside the loops."""
     b = task.b
     ktot = sum(p.ks)
     cin = p.G * p.M
-    lo, hi = task.split_even(nimg)
     grid = b.select(task.first, grids[0], grids[1])
-
-    def phases(nb: ir.Value, split: Any) -> Iterator[tuple]:
+    for im in part_images(task, out, nimg, lambda: _zero_fill(b, grid, p.grid_elems, elt)):
+        if any(not ph.taps for ph in p.phases):
+            # positions no tap reaches (three in four for a 1x1 kernel at stride 2) are
+            # zero: one memset of the image instead of scattering zeros (the kernel zeroes
+            # an odd batch's last image, which both parts share, before the task:
+            # ``_emit_strided_igrad``)
+            with b.if_then(b.not_(im.last)):
+                _zero_fill(b, _gep(b, im.o, _mul(b, im.ni, cin * p.IH * p.IW)),
+                           cin * p.IH * p.IW, elt)
         with for_range(b, i64(0), i64(p.G), name="grp") as g:
-            _build_grid(b, p, grid, src, sst, nb, g)
+            _build_grid(b, p, grid, src, sst, im.nb, g)
             kstart = 0
             for ph, off_t in zip(p.phases, offs):
                 K = p.S * len(ph.taps)
                 abase = _gep(b, apack, _add(b, _mul(b, g, ktot * mp), i64(kstart * mp)))
                 kstart += K
                 if K:
-                    yield ph, off_t, abase, K, nb, g, grid, split
-
-    with b.if_then(b.icmp_signed("<", lo, hi)):
-        _zero_fill(b, grid, p.grid_elems, elt)
-        with for_range(b, lo, hi, name="img") as nb:
-            if any(not ph.taps for ph in p.phases):
-                # positions no tap reaches (three in four for a 1x1 kernel at stride 2) are
-                # zero: one memset of the image instead of scattering zeros
-                o, ni = out_image(task, out, nb)
-                _zero_fill(b, _gep(b, o, _mul(b, ni, cin * p.IH * p.IW)),
-                           cin * p.IH * p.IW, elt)
-            yield from phases(nb, None)
-            after_image(task, nb)
-    # an odd batch's last image: each phase's tiles split between the parts, stored to the
-    # output (zeroed and its epilogue run by the kernel: ``_emit_strided_igrad``)
-    with odd_last(b, nimg) as last:
-        _zero_fill(b, grid, p.grid_elems, elt)
-        yield from phases(last, task.split)
+                    yield ph, off_t, abase, K, im.nb, g, grid, im.split, im.o, im.ni
 
 
 def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
@@ -1707,18 +1666,17 @@ def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt
     cin = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
-    for ph, off_t, abase, K, nb, g, grid, split in _igrad_phases(
+    for ph, off_t, abase, K, _, g, grid, split, o, ni in _igrad_phases(
             task, p, elt, src, sst, apack, out, grids, nimg, mp, offs):
         P = ph.rows * ph.cols
-        part = None if split is None else split(i64(-(-P // t.rm) * (mp // (t.nv * p.lanes))))
+        part = split(i64(-(-P // t.rm) * (mp // (t.nv * p.lanes))))
         for q0, m0, tile in _channel_tiles(b, vec, accs, buf, K, off_t, abase, mp, grid, P,
-                                           ph.cols, p.wg, part=part):
+                                           ph.cols, p.wg, 1, part):
             with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
                 q = _add(b, q0, i)
                 r, col = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
                 ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
                 iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
-                o, ni = out_image(task, out, nb) if split is None else (out, nb)
                 ch = _add(b, _mul(b, ni, cin), _mul(b, g, p.M), _add(b, m0, c))
                 dst = _gep(b, o, _add(b, _mul(b, ch, p.IH * p.IW),
                                         _mul(b, ih, p.IW), iw))
@@ -1728,13 +1686,8 @@ def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt
 
 def _tile_pairs(b: ir.IRBuilder, n0: int, n1: int,
                 split: Any) -> Iterator[tuple[ir.Value, ir.Value]]:
-    """``(i, j)`` over ``n0 x n1`` tiles, ``j`` inner; with ``split`` (a task's), this
-    part's share of them in that order."""
-    if split is None:
-        with for_range(b, i64(0), i64(n0), name="mt") as i:
-            with for_range(b, i64(0), i64(n1), name="qt") as j:
-                yield i, j
-        return
+    """``split``'s share (``PartImage.split``) of the ``(i, j)`` over ``n0 x n1`` tiles,
+    ``j`` inner, in that order."""
     lo, hi = split(i64(n0 * n1))
     with for_range(b, lo, hi, name="tp") as t:
         yield b.udiv(t, i64(n1)), b.urem(t, i64(n1))
@@ -1758,7 +1711,7 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
     ivt = ir.VectorType(I64, p.lanes)
     cin = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
-    for ph, off_t, abase, K, nb, g, grid, split in _igrad_phases(
+    for ph, off_t, abase, K, _, g, grid, split, o, ni in _igrad_phases(
             task, p, elt, src, sst, apack, out, grids, nimg, mp, offs):
         qv = -(-ph.cols // p.lanes)
         Q = ph.rows * qv
@@ -1787,7 +1740,6 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
                             else vec.mask(b.sub(i64(ph.cols), col)))
                     ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
                     iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
-                    o, ni = out_image(task, out, nb) if split is None else (out, nb)
                     for i in range(t.rm):
                         m = _add(b, m0, i64(i))
                         ch = _add(b, _mul(b, ni, cin), _mul(b, g, p.M), m)
@@ -2126,24 +2078,15 @@ def _wino_images(task: _Task, w: Wino, elt: ir.Type, src: ir.Value, sst: list[ir
                             else:
                                 store_row()
 
-    # an even number of images, half to each part; an odd batch's last image: half of its
-    # tile blocks to each part, stored to the output (its epilogue run by the kernel after)
-    lo, hi = task.split_even(nimg)
-
+    # this part's images (``part_images``): an odd batch's last image with half of its
+    # tile blocks to each part
     def zero_grids() -> None:
         _zero_fill(b, grid, w.grid_elems, elt)
         if w.flat:  # the lanes past the last tile stay zero
             _zero_fill(b, tiles, w.tiles_elems, elt)
 
-    with b.if_then(b.icmp_signed("<", lo, hi)):
-        zero_grids()
-        with for_range(b, lo, hi, name="img") as nb:
-            o, ni = out_image(task, out, nb)
-            image(nb, o, ni, (i64(0), i64(nblocks)))
-            after_image(task, nb)
-    with odd_last(b, nimg) as last:
-        zero_grids()
-        image(last, out, last, task.split(i64(nblocks)))
+    for im in part_images(task, out, nimg, zero_grids):
+        image(im.nb, im.o, im.ni, im.split(i64(nblocks)))
     task.finish()
 
 

@@ -11,12 +11,13 @@ below every convolution kernel family, so that each can stage its images.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
 
-from .llvm_util import I8P, I32, I64, i64
+from .llvm_util import I8P, I32, I64, for_range, i64
 from .parallel import KernelTask as _Task
 
 # a convolution's epilogue as the kernel calls it: ``i32 (ctx, stage, lo, hi)``
@@ -74,6 +75,61 @@ def after_image(task: _Task, nb: ir.Value) -> None:
     epi.staged = True
 
 
+@dataclass
+class PartImage:
+    """One image of a thread part's share of the batch (``part_images``): its index
+    ``nb``, where to store it (``o`` at image index ``ni``, as ``out_image``), ``split``
+    (``count`` -> this part's ``[lo, hi)`` of the image's ``count`` work items: all of them
+    for an image the part takes whole, its half for the odd batch's last image) and
+    ``last`` (i1: this is that shared last image)."""
+
+    nb: ir.Value
+    o: ir.Value | None
+    ni: ir.Value | None
+    split: Callable[[ir.Value], tuple[ir.Value, ir.Value]]
+    last: ir.Value
+
+
+def part_images(task: _Task, out: ir.Value | None, nimg: ir.Value,
+                before: Callable[[], None] | None = None) -> Iterator[PartImage]:
+    """A convolution task's images as one loop, its body emitted once: half of an even
+    batch's images to each part, whole (``KernelTask.split_even``), then an odd batch's last
+    image (all of a batch of one) to both, each with its share of the image's work items
+    (``PartImage.split``), stored straight to ``out``; the kernel runs the epilogue over
+    that image afterwards (``conv._odd_epilogue``).
+
+    The body used to be emitted twice, for the whole images and for the shared last one:
+    that second copy was a third of ResNet-18's convolution code and of its LLVM time.
+    Here the part's items are ``lo <= j < hi + odd``, the one past ``hi`` standing for image
+    ``nimg - 1``; what differs between the two kinds (the work range, the staging buffer,
+    the per-image epilogue) is selected at run time. ``before`` runs once before the first
+    image, only when the part has one (zeroing its grid's border). ``out`` None: the task
+    stores no image of a result (a weight gradient's sums), ``o`` and ``ni`` are None."""
+    b = task.b
+    lo, hi = task.split_even(nimg)
+    odd = b.zext(b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg), I64)
+    end = b.add(hi, odd)
+    epi = None if out is None else task.k.epilogue
+    with b.if_then(b.icmp_signed("<", lo, end)):
+        if before is not None:
+            before()
+        with for_range(b, lo, end, name="img") as j:
+            last = b.icmp_signed(">=", j, hi)
+            nb = b.select(last, b.sub(nimg, i64(1)), j)
+            o, ni = (None, None) if out is None else out_image(task, out, nb)
+            if epi is not None:
+                o, ni = b.select(last, out, o), b.select(last, nb, ni)
+
+            def split(count: ir.Value, last: ir.Value = last) -> tuple[ir.Value, ir.Value]:
+                slo, shi = task.split(count)
+                return b.select(last, slo, i64(0)), b.select(last, shi, count)
+
+            yield PartImage(nb, o, ni, split, last)
+            if epi is not None:
+                with b.if_then(b.not_(last)):
+                    after_image(task, nb)
+
+
 def finish_epilogue(k: Any) -> None:
     """After a convolution kernel's code: its epilogue in place over the whole result,
     unless its task body ran it image by image (the batched Winograd and im2col kernels and
@@ -85,4 +141,4 @@ def finish_epilogue(k: Any) -> None:
 
 
 __all__ = ["EPILOGUE_FN", "Epilogue", "call_epilogue", "epilogue_values", "out_image",
-           "after_image", "finish_epilogue"]
+           "after_image", "PartImage", "part_images", "finish_epilogue"]
