@@ -243,7 +243,7 @@ def _part(task: KernelTask, v: View, elt: ir.Type, area: dict, src: _Operand,
                              it)
     _memset0(b, area["grid"], v.GH * v.GW * v.Sp * it)
 
-    def block(img: ir.Value, r0: ir.Value, count: ir.Value, whole: bool) -> None:
+    def block(img: ir.Value, r0: ir.Value, count: ir.Value, whole: ir.Value) -> None:
         v.for_tiles(b, img, r0, i64(0), count, whole, lambda im, a, z, t: _source_tiles(
             b, v, vec, src, area["grid"], area["v"], im, a, z, t))
         _products(b, task.k, v, elt, area, v.tiles_of(b, count, whole), wbytes, None,
@@ -268,7 +268,7 @@ def _shared(k: Any, v: View, elt: ir.Type, area: dict, parts: list[dict], src: _
     for grid in grids:
         _memset0(b, grid, v.GH * v.GW * v.Sp * it)
 
-    def block(img: ir.Value, r0: ir.Value, count: ir.Value, whole: bool) -> None:
+    def block(img: ir.Value, r0: ir.Value, count: ir.Value, whole: ir.Value) -> None:
         def split(name: str, values: list[ir.Value], body: Any) -> None:
             task = KernelTask(k, name, [img, r0, count, *values])
             tb = task.b

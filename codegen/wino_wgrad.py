@@ -80,7 +80,7 @@ from .conv_bf16 import (
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .hostinfo import current_caches
 from .llvm_util import I8, I8P, I32, for_range, i64, mem_type
-from .parallel import CONV_PAR_MIN_MACS, KernelTask, odd_last
+from .parallel import CONV_PAR_MIN_MACS, KernelTask
 from .vecops import V, transpose_block
 
 OPS = ("conv2d_weight_grad",)
@@ -151,70 +151,92 @@ class TileBlocks:
 
     def for_blocks(self, b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, body: Any) -> None:
         """``body(img, r0, count, whole)`` for each block of images ``lo <= i < hi``:
-        ``count`` whole images from ``img`` (``whole``), or ``count`` tile rows of image
-        ``img`` from row ``r0``."""
+        ``count`` whole images from ``img`` (``whole``, an i1), or ``count`` tile rows of
+        image ``img`` from row ``r0``."""
         nb, rows = self.blocks()
         if rows == self.TH:
             with for_range(b, lo, hi, name="chunk", step=i64(nb)) as i0:
-                body(i0, i64(0), _at_most(b, b.sub(hi, i0), nb), True)
+                body(i0, i64(0), _at_most(b, b.sub(hi, i0), nb), _I1(1))
             return
         with for_range(b, lo, hi, name="wi") as img:
             with for_range(b, i64(0), i64(self.TH), name="rows", step=i64(rows)) as r0:
-                body(img, r0, _at_most(b, b.sub(i64(self.TH), r0), rows), False)
+                body(img, r0, _at_most(b, b.sub(i64(self.TH), r0), rows), _I1(0))
 
     def for_part_blocks(self, b: ir.IRBuilder, task: KernelTask, nimg: ir.Value,
                         body: Any) -> None:
         """``for_blocks`` for one thread part of ``task``, which gives each part its own
         blocks: half of the images of an even batch each (``KernelTask.split_even``), then,
         when the batch is odd, half of the last image's tile rows each (a batch of one
-        would otherwise leave a thread idle), in blocks of at most a block's rows."""
+        would otherwise leave a thread idle), in blocks of at most a block's rows.
+
+        One loop over both kinds of block, ``body`` emitted once: the ``n`` blocks of the
+        part's whole images first, then those of its rows of the last image, each block's
+        origin and size selected at run time (``conv_epilogue.part_images`` does the same
+        for the other convolution kernels; the second copy of the body cost as much LLVM
+        time as the first)."""
+        nb, rows = self.blocks()
         lo, hi = task.split_even(nimg)
-        self.for_blocks(b, lo, hi, body)
-        with odd_last(b, nimg) as last:
-            rlo, rhi = task.split(i64(self.TH))
-            _, rows = self.blocks()
-            with for_range(b, rlo, rhi, name="lrows", step=i64(rows)) as r0:
-                body(last, r0, _at_most(b, b.sub(rhi, r0), rows), False)
+        odd = b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg)
+        last = b.sub(nimg, i64(1))
+        rlo, rhi = task.split(i64(self.TH))
+        # blocks of whole images (``rows == TH``: ``nb`` images a block) or of rows of them
+        span = b.sub(hi, lo)
+        per = -(-self.TH // rows)
+        n = (b.udiv(b.add(span, i64(nb - 1)), i64(nb)) if rows == self.TH
+             else b.mul(span, i64(per)))
+        nodd = b.select(odd, b.udiv(b.add(b.sub(rhi, rlo), i64(rows - 1)), i64(rows)), i64(0))
+        with for_range(b, i64(0), b.add(n, nodd), name="pblk") as i:
+            mine = b.icmp_signed("<", i, n)
+            if rows == self.TH:
+                wimg = b.add(lo, b.mul(i, i64(nb)))
+                wr0, wcount = i64(0), _at_most(b, b.sub(hi, wimg), nb)
+            else:
+                wimg = b.add(lo, b.udiv(i, i64(per)))
+                wr0 = b.mul(b.urem(i, i64(per)), i64(rows))
+                wcount = _at_most(b, b.sub(i64(self.TH), wr0), rows)
+            or0 = b.add(rlo, b.mul(b.sub(i, n), i64(rows)))
+            ocount = _at_most(b, b.sub(rhi, or0), rows)
+            body(b.select(mine, wimg, last), b.select(mine, wr0, or0),
+                 b.select(mine, wcount, ocount),
+                 b.and_(mine, _I1(1 if rows == self.TH else 0)))
 
     def for_tiles(self, b: ir.IRBuilder, img: ir.Value, r0: ir.Value, lo: ir.Value,
-                  hi: ir.Value, whole: bool, fn: Any) -> None:
+                  hi: ir.Value, whole: ir.Value, fn: Any) -> None:
         """``fn(image, row0, row1, t0)`` for the part ``lo <= j < hi`` of a block of
-        ``for_blocks``: its images ``img + j`` (tile rows 0..TH, tiles from ``j * TT``), or
-        the tile rows ``r0 + lo .. r0 + hi`` of ``img`` (tiles from ``lo * TW``)."""
-        if whole:
-            with for_range(b, lo, hi, name="bi") as j:
-                fn(b.add(img, j), i64(0), i64(self.TH), _lin(b, (j, self.TT)))
-        else:
-            with b.if_then(b.icmp_signed("<", lo, hi)):
-                fn(img, b.add(r0, lo), b.add(r0, hi), _lin(b, (lo, self.TW)))
+        ``for_blocks``: its images ``img + j`` (tile rows 0..TH, tiles from ``j * TT``), or,
+        ``whole`` false, the tile rows ``r0 + lo .. r0 + hi`` of ``img`` (tiles from
+        ``lo * TW``) in one call. ``fn`` is emitted once, the two kinds selected at run
+        time."""
+        some = b.zext(b.icmp_signed("<", lo, hi), ir.IntType(64))
+        end = b.select(whole, hi, b.add(lo, some))
+        with for_range(b, lo, end, name="bi") as j:
+            fn(b.select(whole, b.add(img, j), img), b.select(whole, i64(0), b.add(r0, lo)),
+               b.select(whole, i64(self.TH), b.add(r0, hi)),
+               b.select(whole, _lin(b, (j, self.TT)), _lin(b, (lo, self.TW))))
 
     def for_part_tiles(self, b: ir.IRBuilder, split: Any, img: ir.Value, r0: ir.Value,
-                       count: ir.Value, whole: bool, fn: Any) -> None:
+                       count: ir.Value, whole: ir.Value, fn: Any) -> None:
         """``for_tiles`` over one thread part's share of a block (``split``: its task's
         ``split``): half of its images, or of its tile rows when it is rows of an image or
         a single whole image (a batch of one)."""
-        if not whole:
-            lo, hi = split(count)
-            self.for_tiles(b, img, r0, lo, hi, False, fn)
-            return
-        with b.if_else(b.icmp_signed("==", count, i64(1))) as (one, many):
-            with one:
-                lo, hi = split(i64(self.TH))
-                self.for_tiles(b, img, i64(0), lo, hi, False, fn)
-            with many:
-                lo, hi = split(count)
-                self.for_tiles(b, img, r0, lo, hi, True, fn)
+        one = b.and_(whole, b.icmp_signed("==", count, i64(1)))
+        lo, hi = split(b.select(one, i64(self.TH), count))
+        self.for_tiles(b, img, b.select(one, i64(0), r0), lo, hi, b.and_(whole, b.not_(one)),
+                       fn)
 
-    def splits(self, b: ir.IRBuilder, count: ir.Value, whole: bool) -> ir.Value:
+    def splits(self, b: ir.IRBuilder, count: ir.Value, whole: ir.Value) -> ir.Value:
         """Whether ``for_part_tiles`` gives both parts work: two images or rows, or one
         whole image of two tile rows."""
-        if whole and self.TH >= 2:
-            return ir.Constant(ir.IntType(1), 1)
-        return b.icmp_signed(">=", count, i64(2))
+        two = b.icmp_signed(">=", count, i64(2))
+        return b.or_(b.and_(whole, _I1(1 if self.TH >= 2 else 0)), two)
 
-    def tiles_of(self, b: ir.IRBuilder, count: ir.Value, whole: bool) -> ir.Value:
+    def tiles_of(self, b: ir.IRBuilder, count: ir.Value, whole: ir.Value) -> ir.Value:
         """The tiles of a block of ``count`` images or tile rows."""
-        return _lin(b, (count, self.TT if whole else self.TW))
+        return b.mul(count, b.select(whole, i64(self.TT), i64(self.TW)))
+
+
+def _I1(v: int) -> ir.Constant:  # noqa: N802 - an i1 constant, as ``ir.IntType(1)``
+    return ir.Constant(ir.IntType(1), v)
 
 
 def _at_most(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
@@ -360,7 +382,7 @@ def _part(task: KernelTask, v: View, lay: dict[str, int], elt: ir.Type, area: di
     _memset0(b, area["gd"], 4 * v.TT * v.Mp * it)
     _memset0(b, area["du"], total * it)
 
-    def block(img: ir.Value, r0: ir.Value, count: ir.Value, whole: bool) -> None:
+    def block(img: ir.Value, r0: ir.Value, count: ir.Value, whole: ir.Value) -> None:
         v.for_tiles(b, img, r0, i64(0), count, whole,
                     lambda im, a, z, t: _tiles(b, v, vec, area, x, dy, im, a, z, t))
         _products(b, task.k, v, tile, elt, area, area["tmp"], v.tiles_of(b, count, whole),
@@ -387,7 +409,7 @@ def _shared(k: Any, v: View, lay: dict[str, int], elt: ir.Type, parts: list[dict
         _memset0(b, gx, v.GH * v.GW * v.Sp * it)
         _memset0(b, gd, 4 * v.TT * v.Mp * it)
 
-    def block(img: ir.Value, r0: ir.Value, count: ir.Value, whole: bool) -> None:
+    def block(img: ir.Value, r0: ir.Value, count: ir.Value, whole: ir.Value) -> None:
         """The block from image ``img`` (``count`` images from it, or ``count`` tile rows
         of it from row ``r0``): transforms, products, accumulation."""
         first = b.icmp_signed("==", b.or_(img, r0), i64(0))
