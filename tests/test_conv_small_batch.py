@@ -116,3 +116,68 @@ def test_odd_batches_use_both_threads_and_match_torch(tmp_path: Any) -> None:
                 np.testing.assert_allclose(got[f"{name}g{batch}_{i}"], tp.grad.numpy(),
                                            rtol=1e-9, atol=1e-8,
                                            err_msg=f"{name}, batch {batch}, parameter {i}")
+
+
+def _training_step(c: int, stride: int) -> Any:
+    gc.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU(),
+                      nn.Conv2d(c, c, 3, stride=stride, padding=1), nn.ReLU()).double()
+    params = list(m.parameters())
+
+    @gc.compile
+    def step(x: Any) -> Any:
+        for p in params:
+            p.grad = None
+        y = m(x)
+        (y * y).sum().backward()
+        return y
+
+    return step
+
+
+def test_each_convolution_body_is_emitted_once(monkeypatch: Any) -> None:
+    """The odd batch's last image takes the same code as the whole images
+    (``conv_epilogue.part_images``, ``TileBlocks.for_part_blocks``): every convolution task
+    body emits each of its register-tile GEMMs once (one per stride phase for the strided
+    input gradient), where the code for that image used to be a second copy of the body, a
+    third of ResNet-18's convolution code and LLVM time. Counted while the kernels are
+    emitted, per LLVM function, over the NETS paths (fresh sizes, no cache)."""
+    from collections import Counter
+
+    from graphc.codegen import conv, wino_gemm, wino_wgrad
+
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    emitted: Counter[str] = Counter()
+    net = [""]
+
+    def counting(module: Any, name: str) -> None:
+        orig = getattr(module, name)
+
+        def spy(b: Any, *args: Any, **kwargs: Any) -> Any:
+            emitted[f"{name} in {net[0]}: {b.function.name}"] += 1
+            return orig(b, *args, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+
+    counting(conv, "_chunked_sum")  # every implicit GEMM's and phase GEMM's K loop
+    counting(conv, "_spill_add")  # the channel-vector weight gradient's tile blocks
+    counting(wino_gemm, "_products")  # Winograd's 16 GEMMs a block
+    counting(wino_wgrad, "_products")
+    texts = []
+    for name, c, stride, size in NETS:
+        c, size = c + 8, size - 7  # sizes no other test compiles
+        net[0] = name
+        step = _training_step(c, stride)
+        step(gc.from_numpy(np.ones((3, c, size, size))))
+        texts.append(step.ir("fused"))
+    assert emitted, "no convolution kernel was emitted"
+    phases = {k: v for k, v in emitted.items() if k.endswith("igrad.body")}
+    once = {k: v for k, v in emitted.items() if k not in phases}
+    assert phases and all(v == 4 for v in phases.values()), (phases, texts)
+    assert once and all(v == 1 for v in once.values()), (once, texts)
+    # the paths the counts cover: Winograd a half batch each and shared, the channel-vector
+    # weight gradient, the implicit GEMMs on channel and position vectors
+    assert any("half of the batch" in t for t in texts), texts
+    assert any("split over the threads" in t for t in texts), texts
+    bodies = {k.split(": ")[1].partition(".")[2] for k in once}
+    assert bodies >= {"igemm.body", "wchan.body"}, once
