@@ -116,7 +116,20 @@ from .gemm import pack_b_transposed
 from .gemm_bf16 import bf16_features
 from .hostinfo import current_caches
 from .kernels import Kernel, register
-from .llvm_util import F32, I1, I8, I8P, I32, I64, VOID, declare, for_range, i64, mem_type
+from .llvm_util import (
+    F32,
+    I1,
+    I8,
+    I8P,
+    I32,
+    I64,
+    VOID,
+    declare,
+    for_range,
+    i64,
+    mem_type,
+    splat,
+)
 from .parallel import CONV_PAR_MIN_MACS, odd_last
 from .parallel import KernelTask as _Task
 from .vecops import V as _V
@@ -578,7 +591,7 @@ ACC_CHUNK = 256
 
 
 def _accumulate(b: ir.IRBuilder, vec: _V, accs: list, K: Any, bvecs: Callable,
-                arow: Callable) -> None:
+                arow: Callable, kmax: int | None = None) -> None:
     """The register tile's inner product: for each ``k < K`` broadcast the ``RM`` values at
     ``arow(k)`` and multiply-add them with the ``NV`` vectors ``bvecs(k)``, into ``accs``
     (``RM x NV`` vector slots, summed in chunks: ``_chunked_sum``). Shared by the implicit
@@ -592,11 +605,11 @@ def _accumulate(b: ir.IRBuilder, vec: _V, accs: list, K: Any, bvecs: Callable,
             for v, acc in enumerate(row):
                 b.store(b.call(vec.fma, [av, bvs[v], b.load(acc)]), acc)
 
-    _chunked_sum(b, vec, accs, K, step)
+    _chunked_sum(b, vec, accs, K, step, kmax)
 
 
 def _chunked_sum(b: ir.IRBuilder, vec: _V, accs: list, K: Any,
-                 step: Callable[[ir.Value], None]) -> None:
+                 step: Callable[[ir.Value], None], kmax: int | None = None) -> None:
     """``accs`` = the sum over ``k < K`` of what ``step(k)`` adds to them, in chunks of
     ``ACC_CHUNK``: each chunk sums from zero and is then added to the tile's totals, so an
     element is a sum of ``K / ACC_CHUNK`` chunk sums instead of one running sum of ``K``
@@ -607,10 +620,12 @@ def _chunked_sum(b: ir.IRBuilder, vec: _V, accs: list, K: Any,
     one load, add and store per accumulator to its ``ACC_CHUNK`` multiply-adds (a 5x5
     64->64 convolution at 28x28, ``K`` = 1600, one thread on a Zen 4 host: 52.4-52.8 ->
     53.1-53.5 ms; chunks of 64 cost 3%). ``K <= ACC_CHUNK`` is one chunk: Winograd's
-    GEMMs up to 256 channels and ResNet-18's 3x3 layers to 28 channels sum as before."""
+    GEMMs up to 256 channels and ResNet-18's 3x3 layers to 28 channels sum as before.
+    ``kmax``: a bound on a run-time ``K`` (the strided input gradient's phase loop), one
+    chunk when within ``ACC_CHUNK``."""
     Kv = K if isinstance(K, ir.Value) else i64(K)
     _zero_accs(b, vec, accs)
-    if isinstance(K, int) and K <= ACC_CHUNK:
+    if (K if isinstance(K, int) else kmax if kmax is not None else ACC_CHUNK + 1) <= ACC_CHUNK:
         with for_range(b, i64(0), Kv, name="kk") as kk:
             step(kk)
         return
@@ -887,10 +902,10 @@ def _grid_starts(b: ir.IRBuilder, grid: ir.Value, q0: ir.Value, n: int, Q: int,
     return out
 
 
-def _channel_tiles(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value, K: int,
+def _channel_tiles(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value, K: Any,
                    offs: ir.Value, abase: ir.Value, mp: int, grid: ir.Value, P: int,
                    per_row: int, wg: int, step: int,
-                   part: tuple[ir.Value, ir.Value]
+                   part: tuple[ir.Value, ir.Value], kmax: int | None = None
                    ) -> Iterator[tuple[ir.Value, ir.Value, ir.Value]]:
     """The channel-vector tiles over ``P`` positions (``per_row`` to a grid row of ``wg``
     elements, ``step`` apart) and ``mp`` padded channels (whole tiles): each tile's inner
@@ -904,7 +919,7 @@ def _channel_tiles(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value, K: int,
         q0 = _mul(b, pt, rm)
         gpos = _grid_starts(b, grid, q0, rm, P, per_row, wg, step)
         m0 = _mul(b, mt, nv * vec.lanes)
-        _channel_gemm(b, vec, accs, K, offs, abase, m0, gpos)
+        _channel_gemm(b, vec, accs, K, offs, abase, m0, gpos, kmax)
         yield q0, m0, _spill(b, vec, accs, buf)
 
 
@@ -919,8 +934,9 @@ def _channel_columns(b: ir.IRBuilder, m0: ir.Value, nv: int, lanes: int,
     return cols
 
 
-def _channel_gemm(b: ir.IRBuilder, vec: _V, accs: list, K: int, offs: ir.Value,
-                  abase: ir.Value, m0: ir.Value, gpos: list[ir.Value]) -> None:
+def _channel_gemm(b: ir.IRBuilder, vec: _V, accs: list, K: Any, offs: ir.Value,
+                  abase: ir.Value, m0: ir.Value, gpos: list[ir.Value],
+                  kmax: int | None = None) -> None:
     """A channel-vector tile's inner product (``_chunked_sum``) into ``accs`` (``RM``
     positions x ``NV`` channel vectors): for each ``k < K`` load the ``NV`` vectors of the
     tile's packed weight row and multiply-add them with each position's grid element at
@@ -936,7 +952,7 @@ def _channel_gemm(b: ir.IRBuilder, vec: _V, accs: list, K: int, offs: ir.Value,
     pbase = _gep(b, abase, _mul(b, m0, K))
 
     def step(kk: ir.Value) -> None:
-        off = b.load(b.gep(offs, [i64(0), kk], inbounds=True))
+        off = _offset_at(b, offs, kk)
         arow = _gep(b, pbase, _mul(b, kk, nw))
         ws = [vec.load(_gep(b, arow, c)) for c in mcol]
         for i, row in enumerate(accs):
@@ -944,7 +960,15 @@ def _channel_gemm(b: ir.IRBuilder, vec: _V, accs: list, K: int, offs: ir.Value,
             for j, acc in enumerate(row):
                 b.store(b.call(vec.fma, [xv, ws[j], b.load(acc)]), acc)
 
-    _chunked_sum(b, vec, accs, K, step)
+    _chunked_sum(b, vec, accs, K, step, kmax)
+
+
+def _offset_at(b: ir.IRBuilder, offs: ir.Value, kk: ir.Value) -> ir.Value:
+    """Entry ``kk`` of an offset table: a table global, or a pointer into one (a phase's
+    part of the strided input gradient's table, ``_phase_runs``)."""
+    if isinstance(offs.type.pointee, ir.ArrayType):
+        return b.load(b.gep(offs, [i64(0), kk], inbounds=True))
+    return b.load(b.gep(offs, [kk], inbounds=True))
 
 
 def _spill(b: ir.IRBuilder, vec: _V, accs: list, buf: ir.Value) -> ir.Value:
@@ -1581,8 +1605,7 @@ def _emit_strided_igrad(k: Any, p: StridedIgrad) -> bool:
 
     # per phase: the weight's taps as A[k = (o, tap)][m = c], zero rows past M
     _zero_fill(b, apack, p.G * ktot * mp, elt)
-    offs = [_table(mod, f"{k.fn.name}.offsets{pi}", p.offsets(ph))
-            for pi, ph in enumerate(p.phases)]
+    offs = _phase_tables(mod, k.fn.name, p)
     ptask = _Task(k, "pack", [wp, *wst, apack])
     _pack_strided_igrad(ptask, p, ptask[wp], [ptask[x] for x in wst], ptask[apack], mp, nw,
                         chans)
@@ -1654,16 +1677,81 @@ def _table(mod: ir.Module, name: str, values: list[int]) -> ir.Value:
     return gv
 
 
+@dataclass
+class PhaseRun:
+    """One phase GEMM of the strided input gradient as a task body emits it
+    (``_phase_runs``): its positions' ``rows x cols`` (the same for every phase the loop
+    covers), where they start (``a``, ``b``: i64 values), ``K`` (a value, at most
+    ``kmax``), its offset table (``off``: an ``i64*``) and its packed weight rows
+    (``abase``)."""
+
+    rows: int
+    cols: int
+    a: ir.Value
+    b: ir.Value
+    K: Any  # an int when the phase is written out
+    kmax: int
+    off: ir.Value
+    abase: ir.Value
+
+
+def _phase_tables(mod: ir.Module, name: str, p: StridedIgrad) -> Any:
+    """The offset tables of ``p``'s phases with taps: for one loop over them
+    (``_phase_runs``), when they share their positions' shape (every ``s_h x s_w`` phase of
+    an input whose sizes the strides divide), ``(descriptors, offsets)``: per phase ``(K,
+    first packed row, a, b, first offset)`` and all phases' offsets, one after the other;
+    otherwise a table per phase."""
+    live = [ph for ph in p.phases if ph.taps]
+    if len(live) > 1 and len({(ph.rows, ph.cols) for ph in live}) == 1:
+        desc, allo, kstart = [], [], 0
+        for ph in p.phases:
+            K = p.S * len(ph.taps)
+            if K:
+                desc += [K, kstart, ph.a, ph.b, len(allo)]
+                allo += p.offsets(ph)
+            kstart += K
+        return (_table(mod, f"{name}.phases", desc), _table(mod, f"{name}.offsets", allo))
+    return [_table(mod, f"{name}.offsets{pi}", p.offsets(ph)) for pi, ph in enumerate(p.phases)]
+
+
+def _phase_runs(b: ir.IRBuilder, p: StridedIgrad, tables: Any, apack: ir.Value,
+                g: ir.Value, mp: int) -> Iterator[PhaseRun]:
+    """``p``'s phase GEMMs for group ``g``: one loop over the phases' descriptors, its body
+    emitted once, when ``_phase_tables`` made them (the four phases of a stride-2 input
+    gradient were four copies of the GEMM and its stores: 75 % of the kernel's code, and
+    the most expensive of ResNet-18's modules to compile), else each phase written out."""
+    ktot = sum(p.ks)
+    gbase = _mul(b, g, ktot * mp)
+    if isinstance(tables, tuple):
+        desc, allo = tables
+        live = [ph for ph in p.phases if ph.taps]
+        with for_range(b, i64(0), i64(len(live)), name="phase") as pi:
+            K, kstart, a, bb, o0 = (
+                b.load(b.gep(desc, [i64(0), _add(b, _mul(b, pi, 5), i64(j))], inbounds=True))
+                for j in range(5))
+            yield PhaseRun(live[0].rows, live[0].cols, a, bb, K, max(p.ks),
+                           b.gep(allo, [i64(0), o0], inbounds=True),
+                           _gep(b, apack, _add(b, gbase, _mul(b, kstart, mp))))
+        return
+    kstart = 0
+    for ph, off_t in zip(p.phases, tables):
+        K = p.S * len(ph.taps)
+        if K:
+            yield PhaseRun(ph.rows, ph.cols, i64(ph.a), i64(ph.b), K, K,
+                           b.gep(off_t, [i64(0), i64(0)], inbounds=True),
+                           _gep(b, apack, _add(b, gbase, i64(kstart * mp))))
+        kstart += K
+
+
 def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
                   sst: list[ir.Value], apack: ir.Value, out: ir.Value, grids: list[ir.Value],
-                  nimg: ir.Value, mp: int, offs: list[ir.Value]) -> Iterator[tuple]:
+                  nimg: ir.Value, mp: int, offs: Any) -> Iterator[tuple]:
     """The strided input gradient's loops, shared by both task bodies: this part's images
     (``part_images``), each copied once into this part's grid of ``dY`` (the positions no
-    tap reaches zeroed), then per group every phase with taps, yielded as ``(phase, its
-    offset table, its packed weight rows, K, image, group, grid, split, where to store the
-    image, its index there)`` for the body to emit that phase's GEMM inside the loops."""
+    tap reaches zeroed), then per group the phases with taps (``_phase_runs``), yielded as
+    ``(PhaseRun, image, group, grid, split, where to store the image, its index there)``
+    for the body to emit a phase's GEMM inside the loops."""
     b = task.b
-    ktot = sum(p.ks)
     cin = p.G * p.M
     grid = b.select(task.first, grids[0], grids[1])
     for im in part_images(task, out, nimg, lambda: _zero_fill(b, grid, p.grid_elems, elt)):
@@ -1677,17 +1765,12 @@ def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
                            cin * p.IH * p.IW, elt)
         with for_range(b, i64(0), i64(p.G), name="grp") as g:
             _build_grid(b, p, grid, src, sst, im.nb, g)
-            kstart = 0
-            for ph, off_t in zip(p.phases, offs):
-                K = p.S * len(ph.taps)
-                abase = _gep(b, apack, _add(b, _mul(b, g, ktot * mp), i64(kstart * mp)))
-                kstart += K
-                if K:
-                    yield ph, off_t, abase, K, im.nb, g, grid, im.split, im.o, im.ni
+            for run in _phase_runs(b, p, offs, apack, g, mp):
+                yield run, im.nb, g, grid, im.split, im.o, im.ni
 
 
 def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
-                                      offs: list[ir.Value], src: ir.Value,
+                                      offs: Any, src: ir.Value,
                                       sst: list[ir.Value], apack: ir.Value,
                                       grids: list[ir.Value], out: ir.Value, nimg: ir.Value,
                                       mp: int) -> None:
@@ -1699,17 +1782,17 @@ def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt
     cin = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
-    for ph, off_t, abase, K, _, g, grid, split, o, ni in _igrad_phases(
+    for ph, _, g, grid, split, o, ni in _igrad_phases(
             task, p, elt, src, sst, apack, out, grids, nimg, mp, offs):
         P = ph.rows * ph.cols
         part = split(i64(-(-P // t.rm) * (mp // (t.nv * p.lanes))))
-        for q0, m0, tile in _channel_tiles(b, vec, accs, buf, K, off_t, abase, mp, grid, P,
-                                           ph.cols, p.wg, 1, part):
+        for q0, m0, tile in _channel_tiles(b, vec, accs, buf, ph.K, ph.off, ph.abase, mp,
+                                           grid, P, ph.cols, p.wg, 1, part, ph.kmax):
             with _tile_lanes(b, t, p.lanes, m0, p.M, q0, P) as (i, c, val):
                 q = _add(b, q0, i)
                 r, col = b.udiv(q, i64(ph.cols)), b.urem(q, i64(ph.cols))
-                ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
-                iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
+                ih = _add(b, _mul(b, r, p.sh), ph.a)
+                iw = _add(b, _mul(b, col, p.sw), ph.b)
                 ch = _add(b, _mul(b, ni, cin), _mul(b, g, p.M), _add(b, m0, c))
                 dst = _gep(b, o, _add(b, _mul(b, ch, p.IH * p.IW),
                                         _mul(b, ih, p.IW), iw))
@@ -1727,7 +1810,7 @@ def _tile_pairs(b: ir.IRBuilder, n0: int, n1: int,
 
 
 def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
-                          offs: list[ir.Value], src: ir.Value, sst: list[ir.Value],
+                          offs: Any, src: ir.Value, sst: list[ir.Value],
                           apack: ir.Value, grids: list[ir.Value], out: ir.Value,
                           nimg: ir.Value, mp: int) -> None:
     """The task body: this part's images, each copied once into this part's grid of ``dY``,
@@ -1741,10 +1824,9 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
     it = 4 if elt == F32 else 8
     align_ = ir.Constant(I32, it)
     lane_bytes = ir.Constant(ir.VectorType(I64, p.lanes), [i * p.sw * it for i in range(p.lanes)])
-    ivt = ir.VectorType(I64, p.lanes)
     cin = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
-    for ph, off_t, abase, K, _, g, grid, split, o, ni in _igrad_phases(
+    for ph, _, g, grid, split, o, ni in _igrad_phases(
             task, p, elt, src, sst, apack, out, grids, nimg, mp, offs):
         qv = -(-ph.cols // p.lanes)
         Q = ph.rows * qv
@@ -1754,12 +1836,11 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
             q0 = _mul(b, qi, t.nv)
             starts = _grid_starts(b, grid, q0, t.nv, Q, qv, p.wg, p.lanes)
             _accumulate(
-                b, vec, accs, K,
-                lambda kk, starts=starts, off_t=off_t: [vec.load(_gep(
-                    b, st, b.load(b.gep(off_t, [i64(0), kk], inbounds=True))))
-                    for st in starts],
-                lambda kk, m0=m0, abase=abase: _gep(
-                    b, abase, _add(b, _mul(b, kk, mp), m0)))
+                b, vec, accs, ph.K,
+                lambda kk, starts=starts, ph=ph: [vec.load(_gep(
+                    b, st, _offset_at(b, ph.off, kk))) for st in starts],
+                lambda kk, m0=m0, ph=ph: _gep(b, ph.abase, _add(b, _mul(b, kk, mp), m0)),
+                ph.kmax)
             for v in range(t.nv):
                 q = _add(b, q0, i64(v))
                 with b.if_then(b.icmp_signed("<", q, i64(Q))):
@@ -1771,19 +1852,14 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
                     mask = (vec.const_mask(p.lanes) if tail == 0
                             else vec.const_mask(ph.cols) if qv == 1
                             else vec.mask(b.sub(i64(ph.cols), col)))
-                    ih = _add(b, _mul(b, r, p.sh), i64(ph.a))
-                    iw = _add(b, _mul(b, col, p.sw), i64(ph.b))
+                    ih = _add(b, _mul(b, r, p.sh), ph.a)
+                    iw = _add(b, _mul(b, col, p.sw), ph.b)
                     for i in range(t.rm):
                         m = _add(b, m0, i64(i))
                         ch = _add(b, _mul(b, ni, cin), _mul(b, g, p.M), m)
                         base = _gep(b, o, _add(
                             b, _mul(b, ch, p.IH * p.IW), _mul(b, ih, p.IW), iw))
-                        addr = b.ptrtoint(base, I64)
-                        one = b.insert_element(ir.Constant(ivt, ir.Undefined),
-                                               addr, ir.Constant(I32, 0))
-                        sp = b.shuffle_vector(one, ir.Constant(ivt, ir.Undefined),
-                                              ir.Constant(ir.VectorType(
-                                                  I32, p.lanes), [0] * p.lanes))
+                        sp = splat(b, b.ptrtoint(base, I64), p.lanes)
                         ptrs = b.inttoptr(b.add(sp, lane_bytes), pvt)
                         args = [b.load(accs[i][v]), ptrs, align_, mask]
                         if p.M % t.rm:

@@ -53,7 +53,7 @@ from llvmlite import ir
 from graphc.ir import shapes as sh
 
 from .hostinfo import DEFAULT_CACHES, current_caches
-from .llvm_util import F32, I8P, I32, I64, declare, for_range, i64
+from .llvm_util import F32, I8P, I32, I64, declare, for_range, i64, splat
 from .parallel import GEMM_PAR_MIN_MACS, TASK, context_type, pack_context, unpack_context
 
 KC_MIN, KC_MAX = 128, 1024  # bounds of the K block (see ``Tile.kc``)
@@ -345,10 +345,7 @@ def _gemm_swapped(bld: ir.IRBuilder, mod: ir.Module, alloca: Any, out: ir.Value,
         nlim = bld.sub(Nv, n0)
         nlim = bld.select(bld.icmp_signed("<", nlim, i64(mr)), nlim, i64(mr))
         nl32 = bld.trunc(nlim, I32)
-        splat = bld.shuffle_vector(
-            bld.insert_element(ir.Constant(lane.type, ir.Undefined), nl32, i64(0)),
-            ir.Constant(lane.type, ir.Undefined), ir.Constant(lane.type, [0] * w))
-        nmask = bld.icmp_signed("<", lane, splat)
+        nmask = bld.icmp_signed("<", lane, splat(bld, nl32, w))
         with for_range(bld, i64(0), bld.sdiv(np2, i64(nr)), name="sjr") as jp:
             m0 = bld.mul(jp, i64(nr))
             with for_range(bld, i64(0), nblk, name="spc") as pcb:
@@ -824,7 +821,6 @@ def _microkernel(bld: ir.IRBuilder, fma: ir.Function, accs: list, tile: Tile, kc
     NV by default): ``nvu`` vector loads of the packed B row, one broadcast per row of A
     (``a_at(k, i)`` points at it, packed or not)."""
     vt = fma.args[0].type
-    mask0 = ir.Constant(ir.VectorType(I32, tile.vw), [0] * tile.vw)
     nvu = tile.nv if nvu is None else nvu
     with for_range(bld, i64(0), kc, name="uk") as kk:
         bvs = []
@@ -834,11 +830,9 @@ def _microkernel(bld: ir.IRBuilder, fma: ir.Function, accs: list, tile: Tile, kc
             bvs.append(bld.load(bld.bitcast(p, vt.as_pointer()), align=64))
         for i in range(tile.mr):
             av = bld.load(a_at(kk, i))
-            splat = bld.shuffle_vector(
-                bld.insert_element(ir.Constant(vt, ir.Undefined), av, i64(0)),
-                ir.Constant(vt, ir.Undefined), mask0)
+            sp = splat(bld, av, tile.vw)
             for j in range(nvu):
-                bld.store(bld.call(fma, [splat, bvs[j], bld.load(accs[i][j])]), accs[i][j])
+                bld.store(bld.call(fma, [sp, bvs[j], bld.load(accs[i][j])]), accs[i][j])
 
 
 def _transpose(bld: ir.IRBuilder, rows: list[ir.Value], vw: int) -> list[ir.Value]:

@@ -6,6 +6,7 @@ manager, a sympy dimension becomes i64 arithmetic on the run-time symbol values.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -75,7 +76,58 @@ def round_bf16(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 
 
 def i64(v: int) -> ir.Constant:
-    return ir.Constant(I64, int(v))
+    """An i64 constant, one object per value: llvmlite caches a value's printed text on the
+    object, so the tens of thousands of offsets and bounds a network's kernels name are
+    formatted once each instead of once per use."""
+    return _i64(int(v))
+
+
+@functools.lru_cache(maxsize=4096)
+def _i64(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+_i32_zero = ir.Constant(ir.IntType(32), 0)
+
+
+class _Literal(ir.Constant):
+    """A constant printed as the literal given (``undef``, ``zeroinitializer``): llvmlite
+    spells a vector ``undef`` out lane by lane (``<16 x float> <float undef, ...>``, each
+    lane a constant formatted on its own), a tenth of the printing time of a convolution's
+    kernels, for what LLVM reads as one word."""
+
+    def __init__(self, typ: ir.Type, text: str) -> None:
+        self.type = typ
+        self.constant = text
+
+    def _get_reference(self) -> str:
+        return self.constant
+
+
+@functools.lru_cache(maxsize=256)
+def undef(t: ir.Type) -> ir.Constant:
+    """``t``'s ``undef`` (one object per type, printed once)."""
+    return _Literal(t, "undef")
+
+
+@functools.lru_cache(maxsize=256)
+def zeros(t: ir.Type) -> ir.Constant:
+    """``t``'s ``zeroinitializer`` (one object per type, printed once)."""
+    return _Literal(t, "zeroinitializer")
+
+
+def splat(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
+    """The scalar ``v`` in every lane of a ``lanes``-wide vector (insert into lane 0, then a
+    shuffle with an all-zero mask: what LLVM turns into a broadcast)."""
+    t = ir.VectorType(v.type, lanes)
+    one = b.insert_element(undef(t), v, _i32_zero)
+    return b.shuffle_vector(one, undef(t), lane_indices((0,) * lanes))
+
+
+@functools.lru_cache(maxsize=1024)
+def lane_indices(idx: tuple[int, ...]) -> ir.Constant:
+    """A vector of i32 lane numbers (a shuffle's mask), one object per mask, printed once."""
+    return ir.Constant(ir.VectorType(I32, len(idx)), list(idx))
 
 
 def fconst(t: ir.Type, v: float) -> ir.Constant:

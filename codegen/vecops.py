@@ -4,9 +4,11 @@ transpose of a square block of vectors."""
 
 from __future__ import annotations
 
+import functools
+
 from llvmlite import ir
 
-from .llvm_util import F32, I1, I32, declare
+from .llvm_util import F32, I1, I32, declare, lane_indices, splat, undef
 
 
 class V:
@@ -22,8 +24,8 @@ class V:
         self.mload = declare(mod, f"llvm.masked.load.{sfx}.p0", self.vt, [ep, mt, self.vt])
         self.mstore = declare(mod, f"llvm.masked.store.{sfx}.p0", ir.VoidType(),
                               [self.vt, ep, mt])
-        self.zero = ir.Constant(self.vt, [0.0] * lanes)
-        self.iota = ir.Constant(ir.VectorType(I32, lanes), list(range(lanes)))
+        self.zero = _zero_vector(self.vt)
+        self.iota = lane_indices(tuple(range(lanes)))
 
     def splat(self, v: ir.Value) -> ir.Value:
         """An element as a vector."""
@@ -31,41 +33,42 @@ class V:
 
     def broadcast(self, v: ir.Value) -> ir.Value:
         """Any scalar (an element, or an address for a gather) as a vector of ``lanes``."""
-        b = self.b
-        t = ir.VectorType(v.type, self.lanes)
-        one = b.insert_element(ir.Constant(t, ir.Undefined), v, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, ir.Constant(t, ir.Undefined),
-                                ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
+        return splat(self.b, v, self.lanes)
 
     def load(self, p: ir.Value) -> ir.Value:
         return self.b.load(self.b.bitcast(p, self.vt.as_pointer()), align=4)
 
     def const_mask(self, n: int) -> ir.Constant:
-        return ir.Constant(ir.VectorType(I1, self.lanes), [int(i < n) for i in range(self.lanes)])
+        return _mask(self.lanes, n)
 
     def mask(self, n: ir.Value) -> ir.Value:
         """Lanes ``< n`` (a run-time i64)."""
         b = self.b
-        n32 = b.trunc(n, I32)
-        one = b.insert_element(ir.Constant(self.iota.type, ir.Undefined), n32,
-                               ir.Constant(I32, 0))
-        sp = b.shuffle_vector(one, ir.Constant(self.iota.type, ir.Undefined),
-                              ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
-        return b.icmp_signed("<", self.iota, sp)
+        return b.icmp_signed("<", self.iota, splat(b, b.trunc(n, I32), self.lanes))
 
     def hsum(self, v: ir.Value) -> ir.Value:
         b = self.b
         w = self.lanes
         while w > 1:
             h = w // 2
-            undef = ir.Constant(ir.VectorType(self.elt, w), ir.Undefined)
-            lo = b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, h), list(range(h))))
-            hi = b.shuffle_vector(v, undef,
-                                  ir.Constant(ir.VectorType(I32, h), list(range(h, w))))
+            u = undef(ir.VectorType(self.elt, w))
+            lo = b.shuffle_vector(v, u, lane_indices(tuple(range(h))))
+            hi = b.shuffle_vector(v, u, lane_indices(tuple(range(h, w))))
             v = b.fadd(lo, hi)
             w = h
         return b.extract_element(v, ir.Constant(I32, 0))
 
+
+
+@functools.lru_cache(maxsize=64)
+def _zero_vector(vt: ir.VectorType) -> ir.Constant:
+    return ir.Constant(vt, [0.0] * vt.count)
+
+
+@functools.lru_cache(maxsize=1024)
+def _mask(lanes: int, n: int) -> ir.Constant:
+    """Lanes ``< n`` as a constant (one object per mask: printed once)."""
+    return ir.Constant(ir.VectorType(I1, lanes), [int(i < n) for i in range(lanes)])
 
 
 def transpose_block(b: ir.IRBuilder, vs: list[ir.Value]) -> list[ir.Value]:

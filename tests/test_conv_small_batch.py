@@ -137,11 +137,13 @@ def _training_step(c: int, stride: int) -> Any:
 
 def test_each_convolution_body_is_emitted_once(monkeypatch: Any) -> None:
     """The odd batch's last image takes the same code as the whole images
-    (``conv_epilogue.part_images``, ``TileBlocks.for_part_blocks``): every convolution task
-    body emits each of its register-tile GEMMs once (one per stride phase for the strided
-    input gradient), where the code for that image used to be a second copy of the body, a
-    third of ResNet-18's convolution code and LLVM time. Counted while the kernels are
-    emitted, per LLVM function, over the NETS paths (fresh sizes, no cache)."""
+    (``conv_epilogue.part_images``, ``TileBlocks.for_part_blocks``), and the strided input
+    gradient's phases whose positions have one shape share one loop
+    (``conv._phase_runs``): every convolution task body emits its register-tile GEMM once,
+    where the code for that image was a second copy of the body (a third of ResNet-18's
+    convolution code and LLVM time) and each phase a copy of its own. Phases of different
+    shapes (an odd input size) are still written out, one GEMM each. Counted while the
+    kernels are emitted, per LLVM function, over the NETS paths (fresh sizes, no cache)."""
     from collections import Counter
 
     from graphc.codegen import conv, wino_gemm, wino_wgrad
@@ -164,20 +166,26 @@ def test_each_convolution_body_is_emitted_once(monkeypatch: Any) -> None:
     counting(wino_gemm, "_products")  # Winograd's 16 GEMMs a block
     counting(wino_wgrad, "_products")
     texts = []
-    for name, c, stride, size in NETS:
-        c, size = c + 8, size - 7  # sizes no other test compiles
+    # sizes no other test compiles; the stride-2 nets once more at an odd size, whose four
+    # phases have three shapes
+    cases = [(name, c + 8, stride, size - 6) for name, c, stride, size in NETS]
+    cases += [(f"{name}-odd", c + 8, stride, size - 7) for name, c, stride, size in NETS
+              if stride == 2]
+    for name, c, stride, size in cases:
         net[0] = name
         step = _training_step(c, stride)
         step(gc.from_numpy(np.ones((3, c, size, size))))
         texts.append(step.ir("fused"))
     assert emitted, "no convolution kernel was emitted"
-    phases = {k: v for k, v in emitted.items() if k.endswith("igrad.body")}
-    once = {k: v for k, v in emitted.items() if k not in phases}
-    assert phases and all(v == 4 for v in phases.values()), (phases, texts)
+    odd = {k: v for k, v in emitted.items() if "-odd:" in k and k.endswith("igrad.body")}
+    once = {k: v for k, v in emitted.items() if k not in odd}
+    assert len(odd) == 2 and all(v == 4 for v in odd.values()), (odd, texts)
     assert once and all(v == 1 for v in once.values()), (once, texts)
     # the paths the counts cover: Winograd a half batch each and shared, the channel-vector
-    # weight gradient, the implicit GEMMs on channel and position vectors
+    # weight gradient, the implicit GEMMs on channel and position vectors, both strided
+    # input gradients (on channel and on position vectors)
     assert any("half of the batch" in t for t in texts), texts
     assert any("split over the threads" in t for t in texts), texts
     bodies = {k.split(": ")[1].partition(".")[2] for k in once}
-    assert bodies >= {"igemm.body", "wchan.body"}, once
+    assert bodies >= {"igemm.body", "wchan.body", "igrad.body"}, once
+    assert sum(k.endswith("igrad.body") for k in once) == 2, once
