@@ -166,7 +166,8 @@ class KernelTask:
 
     def split_even(self, total: ir.Value) -> tuple[ir.Value, ir.Value]:
         """This part's half of the even part of ``total`` (``split`` of ``total & ~1``): the
-        images each part takes whole, the last of an odd batch left to ``odd_last``."""
+        images each part takes whole; the last of an odd batch is shared by both parts, in
+        the same loop (``conv_epilogue.part_images``, ``TileBlocks.for_part_blocks``)."""
         return self.split(self.b.and_(total, i64(-2)))
 
     def finish(self) -> None:
@@ -194,7 +195,10 @@ class KernelTask:
 def odd_last(b: ir.IRBuilder, total: ir.Value) -> Iterator[ir.Value]:
     """Code run only when ``total`` is odd, given ``total - 1``: the last image of an odd
     batch, which the convolution kernels split between the parts by tiles or rows after
-    ``KernelTask.split_even``'s whole images (so a batch of one uses both threads)."""
+    ``KernelTask.split_even``'s whole images (so a batch of one uses both threads). The
+    kernels use it around their task (zeroing that image before, its epilogue after); the
+    tasks themselves take that image in their one image loop (``part_images``), not in a
+    second copy of their body."""
     with b.if_then(b.icmp_unsigned("!=", b.and_(total, i64(-2)), total)):
         yield b.sub(total, i64(1))
 
