@@ -625,7 +625,8 @@ def _chunked_sum(b: ir.IRBuilder, vec: _V, accs: list, K: Any,
     chunk when within ``ACC_CHUNK``."""
     Kv = K if isinstance(K, ir.Value) else i64(K)
     _zero_accs(b, vec, accs)
-    if (K if isinstance(K, int) else kmax if kmax is not None else ACC_CHUNK + 1) <= ACC_CHUNK:
+    bound = K if isinstance(K, int) else kmax
+    if bound is not None and bound <= ACC_CHUNK:
         with for_range(b, i64(0), Kv, name="kk") as kk:
             step(kk)
         return

@@ -91,10 +91,10 @@ _i32_zero = ir.Constant(ir.IntType(32), 0)
 
 
 class _Literal(ir.Constant):
-    """A constant printed as the literal given (``undef``, ``zeroinitializer``): llvmlite
-    spells a vector ``undef`` out lane by lane (``<16 x float> <float undef, ...>``, each
-    lane a constant formatted on its own), a tenth of the printing time of a convolution's
-    kernels, for what LLVM reads as one word."""
+    """A constant printed as the literal given (``undef``): llvmlite spells a vector
+    ``undef`` out lane by lane (``<16 x float> <float undef, ...>``, each lane a constant
+    formatted on its own), a tenth of the printing time of a convolution's kernels, for what
+    LLVM reads as one word."""
 
     def __init__(self, typ: ir.Type, text: str) -> None:
         self.type = typ
@@ -108,12 +108,6 @@ class _Literal(ir.Constant):
 def undef(t: ir.Type) -> ir.Constant:
     """``t``'s ``undef`` (one object per type, printed once)."""
     return _Literal(t, "undef")
-
-
-@functools.lru_cache(maxsize=256)
-def zeros(t: ir.Type) -> ir.Constant:
-    """``t``'s ``zeroinitializer`` (one object per type, printed once)."""
-    return _Literal(t, "zeroinitializer")
 
 
 def splat(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:

@@ -156,11 +156,11 @@ class TileBlocks:
         nb, rows = self.blocks()
         if rows == self.TH:
             with for_range(b, lo, hi, name="chunk", step=i64(nb)) as i0:
-                body(i0, i64(0), _at_most(b, b.sub(hi, i0), nb), _I1(1))
+                body(i0, i64(0), _at_most(b, b.sub(hi, i0), nb), _bit(1))
             return
         with for_range(b, lo, hi, name="wi") as img:
             with for_range(b, i64(0), i64(self.TH), name="rows", step=i64(rows)) as r0:
-                body(img, r0, _at_most(b, b.sub(i64(self.TH), r0), rows), _I1(0))
+                body(img, r0, _at_most(b, b.sub(i64(self.TH), r0), rows), _bit(0))
 
     def for_part_blocks(self, b: ir.IRBuilder, task: KernelTask, nimg: ir.Value,
                         body: Any) -> None:
@@ -198,7 +198,7 @@ class TileBlocks:
             ocount = _at_most(b, b.sub(rhi, or0), rows)
             body(b.select(mine, wimg, last), b.select(mine, wr0, or0),
                  b.select(mine, wcount, ocount),
-                 b.and_(mine, _I1(1 if rows == self.TH else 0)))
+                 b.and_(mine, _bit(1 if rows == self.TH else 0)))
 
     def for_tiles(self, b: ir.IRBuilder, img: ir.Value, r0: ir.Value, lo: ir.Value,
                   hi: ir.Value, whole: ir.Value, fn: Any) -> None:
@@ -228,14 +228,15 @@ class TileBlocks:
         """Whether ``for_part_tiles`` gives both parts work: two images or rows, or one
         whole image of two tile rows."""
         two = b.icmp_signed(">=", count, i64(2))
-        return b.or_(b.and_(whole, _I1(1 if self.TH >= 2 else 0)), two)
+        return b.or_(b.and_(whole, _bit(1 if self.TH >= 2 else 0)), two)
 
     def tiles_of(self, b: ir.IRBuilder, count: ir.Value, whole: ir.Value) -> ir.Value:
         """The tiles of a block of ``count`` images or tile rows."""
         return b.mul(count, b.select(whole, i64(self.TT), i64(self.TW)))
 
 
-def _I1(v: int) -> ir.Constant:  # noqa: N802 - an i1 constant, as ``ir.IntType(1)``
+def _bit(v: int) -> ir.Constant:
+    """An i1 constant (``TileBlocks``' ``whole`` flags)."""
     return ir.Constant(ir.IntType(1), v)
 
 
