@@ -458,12 +458,7 @@ def _carve(b: ir.IRBuilder, work: ir.Value, offset: int, elt: ir.Type) -> ir.Val
 
 
 def _offset_table(mod: ir.Module, p: Any, name: str) -> ir.Value:
-    arr = ir.ArrayType(I64, p.K)
-    gv = ir.GlobalVariable(mod, arr, name=f"{name}.offsets")
-    gv.global_constant = True
-    gv.linkage = "internal"
-    gv.initializer = ir.Constant(arr, p.offsets())
-    return gv
+    return _table(mod, f"{name}.offsets", p.offsets())
 
 
 def _build_grid(b: ir.IRBuilder, p: Problem, grid: ir.Value, src: ir.Value,
@@ -1750,7 +1745,7 @@ def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
     """The strided input gradient's loops, shared by both task bodies: this part's images
     (``part_images``), each copied once into this part's grid of ``dY`` (the positions no
     tap reaches zeroed), then per group the phases with taps (``_phase_runs``), yielded as
-    ``(PhaseRun, image, group, grid, split, where to store the image, its index there)``
+    ``(PhaseRun, group, grid, split, where to store the image, its index there)``
     for the body to emit a phase's GEMM inside the loops."""
     b = task.b
     cin = p.G * p.M
@@ -1767,7 +1762,7 @@ def _igrad_phases(task: _Task, p: StridedIgrad, elt: ir.Type, src: ir.Value,
         with for_range(b, i64(0), i64(p.G), name="grp") as g:
             _build_grid(b, p, grid, src, sst, im.nb, g)
             for run in _phase_runs(b, p, offs, apack, g, mp):
-                yield run, im.nb, g, grid, im.split, im.o, im.ni
+                yield run, g, grid, im.split, im.o, im.ni
 
 
 def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
@@ -1783,7 +1778,7 @@ def _strided_igrad_images_by_channels(task: _Task, p: StridedIgrad, t: Tile, elt
     cin = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
     buf = task.alloca(ir.ArrayType(elt, t.rm * t.nv * p.lanes))
-    for ph, _, g, grid, split, o, ni in _igrad_phases(
+    for ph, g, grid, split, o, ni in _igrad_phases(
             task, p, elt, src, sst, apack, out, grids, nimg, mp, offs):
         P = ph.rows * ph.cols
         part = split(i64(-(-P // t.rm) * (mp // (t.nv * p.lanes))))
@@ -1827,7 +1822,7 @@ def _strided_igrad_images(task: _Task, p: StridedIgrad, t: Tile, elt: ir.Type,
     lane_bytes = ir.Constant(ir.VectorType(I64, p.lanes), [i * p.sw * it for i in range(p.lanes)])
     cin = p.G * p.M
     accs = [[task.alloca(vec.vt) for _ in range(t.nv)] for _ in range(t.rm)]
-    for ph, _, g, grid, split, o, ni in _igrad_phases(
+    for ph, g, grid, split, o, ni in _igrad_phases(
             task, p, elt, src, sst, apack, out, grids, nimg, mp, offs):
         qv = -(-ph.cols // p.lanes)
         Q = ph.rows * qv

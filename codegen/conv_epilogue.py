@@ -19,6 +19,7 @@ from llvmlite import ir
 
 from .llvm_util import I8P, I32, I64, for_range, i64
 from .parallel import KernelTask as _Task
+from .parallel import is_odd
 
 # a convolution's epilogue as the kernel calls it: ``i32 (ctx, stage, lo, hi)``
 EPILOGUE_FN = ir.FunctionType(I32, [I8P, I8P, I64, I64])
@@ -107,7 +108,7 @@ def part_images(task: _Task, out: ir.Value | None, nimg: ir.Value,
     stores no image of a result (a weight gradient's sums), ``o`` and ``ni`` are None."""
     b = task.b
     lo, hi = task.split_even(nimg)
-    odd = b.zext(b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg), I64)
+    odd = b.zext(is_odd(b, nimg), I64)
     end = b.add(hi, odd)
     epi = None if out is None else task.k.epilogue
     with b.if_then(b.icmp_signed("<", lo, end)):

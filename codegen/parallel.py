@@ -191,6 +191,12 @@ class KernelTask:
                 b.call(self.fn, [cp, i64(1)])
 
 
+def is_odd(b: ir.IRBuilder, total: ir.Value) -> ir.Value:
+    """``total`` (an i64 count of images) is odd: ``KernelTask.split_even`` leaves its last
+    image to both parts."""
+    return b.icmp_unsigned("!=", b.and_(total, i64(-2)), total)
+
+
 @contextmanager
 def odd_last(b: ir.IRBuilder, total: ir.Value) -> Iterator[ir.Value]:
     """Code run only when ``total`` is odd, given ``total - 1``: the last image of an odd
@@ -199,7 +205,7 @@ def odd_last(b: ir.IRBuilder, total: ir.Value) -> Iterator[ir.Value]:
     kernels use it around their task (zeroing that image before, its epilogue after); the
     tasks themselves take that image in their one image loop (``part_images``), not in a
     second copy of their body."""
-    with b.if_then(b.icmp_unsigned("!=", b.and_(total, i64(-2)), total)):
+    with b.if_then(is_odd(b, total)):
         yield b.sub(total, i64(1))
 
 
@@ -473,4 +479,4 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
 __all__ = ["pool_module", "TASK", "CREDIT_NS", "HOLD_FACTOR", "HOLD_MAX_NS", "HOLD_BIG_NS",
            "STATS",
            "KernelTask", "context_type", "pack_context", "unpack_context",
-           "GEMM_PAR_MIN_MACS", "CONV_PAR_MIN_MACS"]
+           "GEMM_PAR_MIN_MACS", "CONV_PAR_MIN_MACS", "is_odd", "odd_last"]

@@ -80,7 +80,7 @@ from .conv_bf16 import (
 from .gemm import choose_tile, emit_gemm_call, workspace_bytes
 from .hostinfo import current_caches
 from .llvm_util import I8, I8P, I32, for_range, i64, mem_type
-from .parallel import CONV_PAR_MIN_MACS, KernelTask
+from .parallel import CONV_PAR_MIN_MACS, KernelTask, is_odd
 from .vecops import V, transpose_block
 
 OPS = ("conv2d_weight_grad",)
@@ -176,7 +176,7 @@ class TileBlocks:
         time as the first)."""
         nb, rows = self.blocks()
         lo, hi = task.split_even(nimg)
-        odd = b.icmp_unsigned("!=", b.and_(nimg, i64(-2)), nimg)
+        odd = is_odd(b, nimg)
         last = b.sub(nimg, i64(1))
         rlo, rhi = task.split(i64(self.TH))
         # blocks of whole images (``rows == TH``: ``nb`` images a block) or of rows of them
