@@ -889,10 +889,17 @@ def _grid_starts(b: ir.IRBuilder, grid: ir.Value, q0: ir.Value, n: int, Q: int,
     one: the last one again, their results are not stored), ``per_row`` items to a grid
     row of ``wg`` elements, ``step`` elements apart: vectors of positions (``step`` =
     lanes) or single positions (``step`` = 1, the channel-vector tiles)."""
+    # rows that hold their items back to back (no padding after the last): item q is at
+    # q * step, and the row split (a division by per_row and its remainder, which LLVM
+    # would have to fold back into one product) is left out
+    dense = wg == per_row * step
     out = []
     for i in range(n):
         q = _add(b, q0, i64(i))
         q = b.select(b.icmp_signed("<", q, i64(Q)), q, i64(Q - 1))
+        if dense:
+            out.append(_gep(b, grid, q if step == 1 else _mul(b, q, step)))
+            continue
         r, c = b.udiv(q, i64(per_row)), b.urem(q, i64(per_row))
         out.append(_gep(b, grid, _add(b, _mul(b, r, wg), c if step == 1 else _mul(b, c, step))))
     return out
