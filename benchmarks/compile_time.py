@@ -29,6 +29,13 @@ workload:
   on-disk cache leaves, as for a training script run again. Its phases are tabled too (what
   the cache does not save).
 
+A first call is a compile and one run of the step, so two more figures keep them apart: the
+cold process calls the step once more (``step ms``: the step alone), and each phase table
+ends with ``first run``, the first call's time past the compile log's total. A first run
+costs more than a later one: its buffers are touched for the first time (ResNet-18's 210 MB
+arena, with the huge pages numpy asks for, took 0.3-0.4 s more on an Ice Lake host where the
+kernel compacts memory for them).
+
 Each figure is the median of ``--repeat`` runs (default 3), each with its own fresh cache
 directory. Python bytecode is cached as for an installed package (``--bytecode cached``, the
 default: a warm-up child writes it to a temporary ``PYTHONPYCACHEPREFIX``), since some
@@ -207,13 +214,24 @@ def build(workload: str, layers: int, fw: SimpleNamespace) -> tuple[Callable[...
     return train_step, (fw.tensor(x), fw.tensor(y))
 
 
-def _first_call(fw: SimpleNamespace, workload: str, layers: int) -> tuple[float, Any]:
-    """Seconds to compile a new step and call it once (building the model not counted)."""
+def _first_call(fw: SimpleNamespace, workload: str, layers: int
+                ) -> tuple[float, Any, tuple]:
+    """Seconds to compile a new step and call it once (building the model not counted),
+    the step and its arguments."""
     fn, args = build(workload, layers, fw)
     t0 = time.perf_counter()
     step = fw.compile(fn)
     float(step(*args))  # the loss, materialised
-    return time.perf_counter() - t0, step
+    return time.perf_counter() - t0, step, args
+
+
+def _later_call(step: Any, args: tuple) -> float:
+    """Seconds of one more call of a compiled step: what its first call spent running the
+    step rather than compiling it, near enough (a first run also touches its memory for
+    the first time)."""
+    t0 = time.perf_counter()
+    float(step(*args))
+    return time.perf_counter() - t0
 
 
 def _reason(e: BaseException) -> str:
@@ -233,13 +251,15 @@ def child(argv: Sequence[str]) -> int:
         t0 = time.perf_counter()
         fw = _framework(system)
         out["import"] = time.perf_counter() - t0
-        out["first"], step = _first_call(fw, workload, layers)
+        out["first"], step, args = _first_call(fw, workload, layers)
         log = getattr(step, "compile_log", None)
         if log is not None:
             out.update(phases=dict(log.phases), counts={k: str(v) for k, v in
                                                         log.counts.items()}, total=log.total)
+            out["run"] = out["first"] - log.total
         if mode == "cold":
-            out["warm"], _ = _first_call(fw, workload, layers)
+            out["step"] = _later_call(step, args)
+            out["warm"], _, _ = _first_call(fw, workload, layers)
     except Exception as e:  # noqa: BLE001 - reported as n/a by the parent, with the reason
         out["error"] = _reason(e)
     sys.stdout.flush()
@@ -438,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [name for _, _, name in jobs]
     notes: list[str] = []
 
-    def cell(s: str, name: str, kind: str, key: str, width: int) -> str:
+    def cell(s: str, name: str, kind: str, key: str, width: int, scale: float = 1.0) -> str:
         t = results.get((name, s))
         if t is None:
             return f"{'-':>{width}}"
@@ -449,11 +469,12 @@ def main(argv: list[str] | None = None) -> int:
                 notes.append(why)
             return f"{f'n/a [{notes.index(why) + 1}]':>{width}}"
         v = t.median(kind, key)
-        return f"{v:>{width}.3f}" if v is not None else f"{'-':>{width}}"
+        return f"{v * scale:>{width}.3f}" if v is not None else f"{'-':>{width}}"
 
     wn = max(8, *map(len, names))
     print(f"\ncompile time, seconds: first call of a compiled step (median of {a.repeat})")
-    head = f"{'workload':<{wn}}  {'graphc cold':>11} {'warm':>7} {'disk':>7} {'import':>7}"
+    head = (f"{'workload':<{wn}}  {'graphc cold':>11} {'warm':>7} {'disk':>7} {'import':>7}"
+            f" {'step ms':>8}")
     if "torch" in systems:
         head += f"  {'torch.compile cold':>18} {'warm':>7} {'disk':>7} {'import':>7}"
     print(head)
@@ -461,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
         row = (f"{name:<{wn}}  {cell('graphc', name, 'cold', 'first', 11)} "
                f"{cell('graphc', name, 'cold', 'warm', 7)} "
                f"{cell('graphc', name, 'disk', 'first', 7)} "
-               f"{cell('graphc', name, 'cold', 'import', 7)}")
+               f"{cell('graphc', name, 'cold', 'import', 7)} "
+               f"{cell('graphc', name, 'cold', 'step', 8, 1e3)}")
         if "torch" in systems:
             row += (f"  {cell('torch', name, 'cold', 'first', 18)} "
                     f"{cell('torch', name, 'cold', 'warm', 7)} "
@@ -470,7 +492,8 @@ def main(argv: list[str] | None = None) -> int:
         print(row)
     print("cold: empty cache; warm: a new model of the same shapes compiled next in the same "
           "process;\ndisk: a new process on the cache the cold run filled; import: not counted "
-          "in the others")
+          "in the others;\nstep ms: graphc's second call in the cold process, milliseconds: the "
+          "step alone (a first call also runs it once)")
     for kind, title in (("cold", "cold compile"), ("disk", "disk-cached compile")):
         tables = {name: results[name, "graphc"].phases(kind) for name in names}
         phases: dict[str, None] = {}
@@ -492,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
             f" {other[n]:>{cw}.3f}" if other[n] is not None else f" {'-':>{cw}}" for n in names))
         print(f"{'total (log)':<{pw}}" + "".join(f" {cell('graphc', n, kind, 'total', cw)}"
                                                  for n in names))
+        print(f"{'first run':<{pw}}" + "".join(f" {cell('graphc', n, kind, 'run', cw)}"
+                                               for n in names))
         for n in names:
             first = next((r[kind] for r in results[n, "graphc"].rounds
                           if r[kind].get("counts")), None)
@@ -501,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
             print("llvm parse/optimise/emit are CPU seconds summed over the compile workers "
                   "(they overlap the lowering);\n'llvm (wait)' is how long the step waited "
                   "for them after it ('not in a phase' counts it, not them).")
+        print("first run: the first call's time past the compile log's total: running the "
+              "step, its buffers touched for the first time")
     for i, why in enumerate(notes, 1):
         print(f"[{i}] {why}")
     failed = [n for n in names if any(results[n, "graphc"].error(k) for k in ("cold", "disk"))]
