@@ -39,6 +39,7 @@ from .elementwise import ELEMENT_RULES
 from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
 from .families import KERNELS, kernel_for
 from .generic import MAX_SYMBOLS, generic_form
+from .irtext import function_text, global_text
 from .legalize import legalize_bf16
 from .llvm_util import I8P, I32, I64, VOID, SymEmitter, declare, i64, mem_type
 from .loop import emit_scan
@@ -142,7 +143,7 @@ class _Texts(dict):
     def __getitem__(self, name: str) -> str:
         t = self.memo.get(name)
         if t is None:
-            t = self.memo[name] = str(self.objs[name])
+            t = self.memo[name] = global_text(self.objs[name])
         return t
 
 
@@ -360,8 +361,8 @@ class Lowering:
         prefix = fn.name + "."
         helpers = [v for name, v in m.globals.items() if name.startswith(prefix)]
         own = re.compile('"' + re.escape(fn.name) + '(?=[".])')
-        kcanon = own.sub('"<kernel>', str(fn))
-        hcanon = [own.sub('"<kernel>', str(h)) for h in helpers]
+        kcanon = own.sub('"<kernel>', function_text(fn))
+        hcanon = [own.sub('"<kernel>', global_text(h)) for h in helpers]
         canon = "\n".join([kcanon, *hcanon])
         prev = self._kernel_by_text.get(canon)
         for v in [fn, *helpers]:
@@ -434,7 +435,7 @@ class Lowering:
         """The module as LLVM assembly (``str(self.module)``, kernels printed only once)."""
         m = self.module
         lines = self._header()
-        lines += [self._text.get(v.name) or self._helper_text.get(v.name) or str(v)
+        lines += [self._text.get(v.name) or self._helper_text.get(v.name) or global_text(v)
                   for v in m.globals.values()]
         lines += m._get_metadata_lines()
         return "\n".join(lines)
@@ -453,7 +454,7 @@ class Lowering:
         for v in m.globals.values():
             if isinstance(v, ir.Function):
                 if v.is_declaration:
-                    parts["decls"].append(str(v))
+                    parts["decls"].append(function_text(v))
                 elif v.name == self.name:
                     parts["entry"] = v
                 elif v.name not in self._text:
@@ -486,7 +487,7 @@ class Lowering:
         """Assembly of the entry function's module: the kernels are declarations there."""
         parts = parts or self._parts()
         m = self.module
-        entry = str(parts["entry"])
+        entry = function_text(parts["entry"])
         kdecls = [_declaration(m.globals[k]) for k in self._text]
         helpers = parts["helpers"]
         return "\n".join(parts["head"] + parts["defs"] + parts["decls"]

@@ -37,6 +37,7 @@ from graphc.codegen.abi import (
 )
 from graphc.codegen.cpu import has_avx512, host_target_machine, init_llvm
 from graphc.codegen.hostinfo import BF16_CONV_OPS, DEFAULT_CACHES, bf16_isa, host_caches, tuned_for
+from graphc.codegen.irtext import module_text
 from graphc.codegen.llvm_objects import emit_assembly, host_cpu
 from graphc.ir import Graph
 from graphc.ir import shapes as sh
@@ -318,7 +319,7 @@ class CPUExecutable(GuardMixin, Runtime):
             else:
                 parts = library_parts({req})
             for spec, build in parts:
-                shared(spec, lambda build=build: str(build()))
+                shared(spec, lambda build=build: module_text(build()))
 
         try:
             # lowered here, on a cache miss, before anything could ask for a stage
@@ -370,7 +371,7 @@ class CPUExecutable(GuardMixin, Runtime):
         req = self.lowering.gemm_requests
         if self._lib_mod is None and req:
             lib = build_library(req, name=f"{self.name}_gemm")
-            self._lib_mod = compile_ir(str(lib), self.tm)
+            self._lib_mod = compile_ir(module_text(lib), self.tm)
         return self._lib_mod
 
     @property

@@ -1,0 +1,165 @@
+"""``codegen.irtext`` prints exactly what llvmlite prints.
+
+The text is what the workers compile, what kernel deduplication and the compile cache key
+on, and what ``step.ir("llvm")`` shows, so it must be llvmlite's character for character:
+for every instruction class it prints itself, for the classes and cases it hands back to
+llvmlite (metadata, call attributes, fast-math flags, other instructions), and for every
+function a compiled training step prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from graphc.codegen import irtext
+from graphc.codegen import lower as lower_mod
+from llvmlite import ir
+
+import graphc as gc
+from graphc import nn
+
+F32, I64, I32 = ir.FloatType(), ir.IntType(64), ir.IntType(32)
+V16 = ir.VectorType(F32, 16)
+
+
+def _module() -> ir.Module:
+    """One function with every instruction class ``irtext`` prints, each with and without
+    the options that change its text, and some it leaves to llvmlite."""
+    m = ir.Module(name="m")
+    callee = ir.Function(m, ir.FunctionType(F32, [F32, I64]), name="callee")
+    varargs = ir.Function(m, ir.FunctionType(I32, [I64], var_arg=True), name="printf")
+    fma = ir.Function(m, ir.FunctionType(V16, [V16, V16, V16]), name="llvm.fma.v16f32")
+    fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [F32.as_pointer(), I64, F32]),
+                     name='odd "name"\\x')
+    p, n, x = fn.args
+    n.name = "n"
+    entry = fn.append_basic_block("entry")
+    body = fn.append_basic_block("loop body")
+    done = fn.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    acc = b.alloca(F32, name="acc")
+    arr = b.alloca(F32, size=ir.Constant(I64, 4))
+    arr.align = 64
+    b.store(x, acc)
+    st = b.store(x, arr)
+    st.align = 4
+    s = b.add(n, ir.Constant(I64, 1), name="s")
+    b.mul(s, n, flags=["nsw", "nuw"])
+    b.sub(s, n)
+    b.fadd(x, x, flags=["fast"])
+    b.fneg(x)
+    c = b.icmp_signed("<", s, n)
+    b.fcmp_ordered("<", x, x, flags=["nnan"])
+    b.fcmp_unordered("!=", x, x)
+    sel = b.select(c, s, n)
+    b.select(c, x, ir.Constant(F32, 1.5), flags=["fast"])
+    q = b.gep(p, [sel], inbounds=True)
+    b.gep(p, [ir.Constant(I64, 3)])
+    vp = b.bitcast(q, V16.as_pointer())
+    v = b.load(vp)
+    v.align = 4
+    b.load(q)
+    b.sitofp(s, F32)
+    b.ptrtoint(q, I64)
+    sh = b.shuffle_vector(v, ir.Constant(V16, ir.Undefined),
+                          ir.Constant(ir.VectorType(I32, 16), list(range(15, -1, -1))))
+    e = b.extract_element(sh, ir.Constant(I32, 0))
+    b.insert_element(v, e, ir.Constant(I32, 1))
+    b.call(fma, [v, v, sh])
+    b.call(callee, [x, n], name="r")
+    b.call(callee, [x, n], tail=True)
+    b.call(callee, [x, n], fastmath=["fast"])  # left to llvmlite
+    b.call(callee, [x, n], attrs=["nounwind"])  # left to llvmlite
+    b.call(varargs, [n, n])
+    md = b.load(q)
+    md.set_metadata("nontemporal", m.add_metadata([ir.Constant(I32, 1)]))  # llvmlite's
+    b.cbranch(c, body, done)
+    b.position_at_end(body)
+    i = b.phi(I64, name="i")
+    i.add_incoming(ir.Constant(I64, 0), entry)
+    i.add_incoming(s, body)
+    sw = b.switch(i, done)  # left to llvmlite
+    sw.add_case(ir.Constant(I64, 2), body)
+    b.position_at_end(done)
+    b.ret_void()
+    g = ir.Function(m, ir.FunctionType(F32, []), name="g")
+    gb = ir.IRBuilder(g.append_basic_block())
+    gb.unreachable()
+    h = ir.Function(m, ir.FunctionType(F32, [F32]), name="h")
+    hb = ir.IRBuilder(h.append_basic_block())
+    hb.ret(h.args[0])
+    return m
+
+
+def test_each_instruction_prints_as_llvmlite_prints_it() -> None:
+    m = _module()
+    # irtext first: llvmlite keeps each instruction's text once printed, irtext keeps none
+    ours = {f.name: irtext.function_text(f) for f in m.functions}
+    mod = irtext.module_text(m)
+    for f in m.functions:
+        assert ours[f.name] == str(f), f.name
+    assert mod == str(m)
+    assert "getelementptr inbounds float" in ours['odd "name"\\x']
+
+
+def test_a_renamed_function_prints_under_its_new_name() -> None:
+    """``Lowering._dedup`` renames a kept kernel; irtext keeps no text, so printing it again
+    shows the new name where llvmlite shows the one it printed first."""
+    m = _module()
+    f = m.get_global("h")
+    before = irtext.function_text(f)
+    f._name = "h2"
+    f.__dict__.pop("_StringReferenceCaching__cached_refstr", None)
+    after = irtext.function_text(f)
+    assert '@"h"' in before and '@"h2"' in after
+
+
+def test_every_function_of_a_compiled_step_prints_as_llvmlite(monkeypatch: Any) -> None:
+    """A training step with convolutions, batch norm, a product, a softmax loss and SGD:
+    every function the lowering prints, compared with llvmlite's own text."""
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    printed = []
+    plain = irtext.function_text
+
+    def checked(fn: ir.Function) -> str:
+        text = plain(fn)
+        assert text == ir.Function.__str__(fn), fn.name
+        printed.append(fn.name)
+        return text
+
+    monkeypatch.setattr(irtext, "function_text", checked)
+    monkeypatch.setattr(lower_mod, "function_text", checked)
+    gc.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.ReLU(),
+                          nn.Flatten(), nn.Linear(16 * 8 * 8, 10))
+    opt = gc.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    @gc.compile
+    def step(x: gc.Tensor, y: gc.Tensor) -> gc.Tensor:
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    rng = np.random.default_rng(0)
+    x = gc.from_numpy(rng.standard_normal((4, 3, 16, 16)).astype(np.float32))
+    y = gc.from_numpy(rng.integers(0, 10, 4))
+    loss = step(x, y)
+    assert np.isfinite(loss.item())
+    assert len(printed) >= 20
+    assert any("conv2d" in name for name in printed)
+    text = step.ir("llvm")
+    assert text.count("define ") >= 10
+
+
+@pytest.mark.parametrize("bad", [None, 3])
+def test_a_non_function_global_is_printed_by_llvmlite(bad: Any) -> None:
+    m = ir.Module(name="g")
+    gv = ir.GlobalVariable(m, I64, name="gv")
+    if bad is not None:
+        gv.initializer = ir.Constant(I64, bad)
+    assert irtext.global_text(gv) == str(gv)
