@@ -74,6 +74,7 @@ def _emit_finite_exit(b: ir.IRBuilder, flag: Node, buf: ir.Value, err: ir.Value,
 
 
 _RETURNS = re.compile(r"^\s*ret i32 (\S+)", re.M)
+_GLOBAL_REF = re.compile(r'@"([^"]+)"')
 
 
 _PLAIN = frozenset({int, float, str, bool, type(None)})
@@ -116,17 +117,20 @@ def _declaration(fn: ir.Function) -> str:
     return f'declare {fn.ftype.return_type} @"{fn.name}"({args})'
 
 
-def _helpers_used(text: str, helpers: dict[str, str]) -> list[str]:
+def _helpers_used(text: str, helpers: dict[str, str], elsewhere: set[str] = frozenset()
+                  ) -> list[str]:
     """The helpers (internal functions and constants) ``text`` names, directly or through
-    other helpers; ``helpers`` maps a name to its text."""
+    other helpers; ``helpers`` maps a name to its text. A helper in ``elsewhere`` (defined
+    by another module) is listed, but not what it names in turn."""
     seen: list[str] = []
     todo = [text]
     while todo:
         t = todo.pop()
-        for name in re.findall(r'@"([^"]+)"', t):
+        for name in _GLOBAL_REF.findall(t):
             if name in helpers and name not in seen:
                 seen.append(name)
-                todo.append(helpers[name])
+                if name not in elsewhere:
+                    todo.append(helpers[name])
     return seen
 
 
@@ -214,6 +218,10 @@ class Lowering:
         self._kernel_by_key: dict[str, ir.Function] = {}  # ``_kernel_key`` -> function
         self._never_fails: set[str] = set()  # kernels whose every ``ret`` returns 0
         self._helper_text: dict[str, str] = {}  # helper global name -> printed text
+        # content-named helpers of tile-level kernels (``_share_helpers``) that a streamed
+        # module has defined already: later modules of the step declare them
+        self._shared_defined: set[str] = set()
+        self._shared_names: set[str] = set()  # every content-named helper function
         self.kernel_level: dict[str, str] = {}  # kernel name -> its module's LLVM level
         # kernel name -> the kernels it calls (an epilogue's wrapper), declared in its module
         self._callees: dict[str, list[str]] = {}
@@ -380,6 +388,8 @@ class Lowering:
             self._helper_text[v.name] = text.replace('"<kernel>', f'"{new}')
         self._kernel_by_text[canon] = fn
         self._text[fn.name] = self._helper_text.pop(fn.name)
+        if level == "tile" and helpers:
+            self._share_helpers(fn, helpers)
         self._pending.append(fn.name)
         self._pending_chars += len(canon)
         self.kernel_level[fn.name] = level
@@ -387,6 +397,72 @@ class Lowering:
             # returns only ERR_OK: the entry function need not test what it returns
             self._never_fails.add(fn.name)
         return fn
+
+    def _share_helpers(self, fn: ir.Function, helpers: list[Any]) -> None:
+        """Name a tile-level kernel's helpers (task bodies, grid builders, offset tables)
+        after their text, so equal helpers of different kernels are one global.
+
+        Why: kernels of different shapes often share a body. ResNet-18's 3x3 forward and
+        input-gradient convolutions of one width run the same batched Winograd GEMM body
+        (1300-1500 lines of IR), and the implicit GEMMs of several shapes the same tile
+        loop; a kernel's module held a copy of each, compiled once per kernel. Named
+        ``b_<digest><suffix>`` (the digest of the helper's text with the helpers it names
+        replaced by their own names, so equal names mean equal code, callees included), the
+        first streamed module that uses one defines it with external linkage and later
+        modules of the step declare it (``_kernel_module``); the step's objects are linked
+        together (``CPUExecutable``), so the calls resolve to that definition.
+
+        Only for the ``tile`` level: its pipeline has no inliner and no interprocedural
+        pass, so a helper compiles to the same code whether its module holds its callers
+        or not. O3 kernels keep their helpers internal, where LLVM may inline them or
+        specialise them to the constants they are called with."""
+        if any(isinstance(h, ir.Function) and h.linkage != "internal" for h in helpers):
+            return  # (every helper the emitters make is internal)
+        texts = {h.name: self._helper_text[h.name] for h in helpers}
+        own = fn.name
+        named: dict[str, str] = {}
+
+        def deps(name: str) -> list[str]:
+            return [r for r in dict.fromkeys(_GLOBAL_REF.findall(texts[name]))
+                    if r in texts and r != name]
+
+        def content_name(name: str, path: tuple[str, ...]) -> str | None:
+            if name in named:
+                return named[name]
+            if name in path:
+                return None  # helpers calling each other round: left as they are
+            canon = texts[name]
+            for d in deps(name):
+                dn = content_name(d, (*path, name))
+                if dn is None:
+                    return None
+                canon = canon.replace(f'@"{d}"', f'@"{dn}"')
+            canon = canon.replace(f'@"{name}"', '@"<self>"')
+            digest = hashlib.blake2b(canon.encode(), digest_size=8).hexdigest()
+            named[name] = f"b_{digest}{name[len(own):]}"
+            return named[name]
+
+        for name in texts:
+            if content_name(name, ()) is None:
+                return
+
+        def renamed(text: str) -> str:
+            return _GLOBAL_REF.sub(lambda mo: f'@"{named.get(mo.group(1), mo.group(1))}"',
+                                   text)
+
+        m = self.module
+        for h in helpers:
+            old = h.name
+            text = renamed(self._helper_text.pop(old))
+            h._name = named[old]
+            h.__dict__.pop("_StringReferenceCaching__cached_refstr", None)
+            del m.globals[old]
+            # an equal helper of an earlier kernel: that global stands for both
+            m.globals.setdefault(h.name, h)
+            self._helper_text[h.name] = text
+            if isinstance(h, ir.Function):
+                self._shared_names.add(h.name)
+        self._text[own] = renamed(self._text[own])
 
     @property
     def generic_calls(self) -> int:
@@ -476,12 +552,24 @@ class Lowering:
         of the internal helper functions they call."""
         texts = [self._text[k].replace("define internal ", "define ", 1) for k in names]
         helpers = parts["helpers"]
-        used = _helpers_used("\n".join(texts), helpers)
+        used = _helpers_used("\n".join(texts), helpers, self._shared_defined)
         callees = dict.fromkeys(c for k in names for c in self._callees.get(k, ())
                                 if c not in names)
         kdecls = [_declaration(self.module.globals[c]) for c in callees]
+        # content-named helper functions (``_share_helpers``): defined, with external
+        # linkage, by the first module that uses them, declared by the later ones
+        defs = []
+        for h in used:
+            if h in self._shared_names:
+                if h in self._shared_defined:
+                    kdecls.append(_declaration(self.module.globals[h]))
+                    continue
+                self._shared_defined.add(h)
+                defs.append(helpers[h].replace("define internal ", "define ", 1))
+            else:
+                defs.append(helpers[h])
         return "\n".join(parts["head"] + parts["externs"] + parts["decls"] + kdecls
-                         + [helpers[h] for h in used] + texts + parts["meta"])
+                         + defs + texts + parts["meta"])
 
     def entry_text(self, parts: dict[str, Any] | None = None) -> str:
         """Assembly of the entry function's module: the kernels are declarations there."""

@@ -135,7 +135,8 @@ def test_streamed_modules_cover_the_module(monkeypatch: pytest.MonkeyPatch) -> N
     # elementwise kernel split over the two threads) defined beside them
     kernels = [k for k in streamed if "." not in k]
     assert sorted(kernels) == sorted(low._text)
-    assert all(k.split(".")[0] in low._text for k in streamed)
+    # (or content-named helpers of tile-level kernels, ``b_<digest>.*``: see the test below)
+    assert all(k.split(".")[0] in low._text or k in low._shared_names for k in streamed)
     assert len(set(streamed)) == len(streamed)
     entry = low.entry_text()
     assert all(f'declare i32 @"{k}"' in entry for k in low._text)
@@ -149,6 +150,65 @@ def test_streamed_modules_cover_the_module(monkeypatch: pytest.MonkeyPatch) -> N
     # the step's IR stages lower it again; the plan stays with the released lowering
     assert 'define i32 @"graphc_step"' in step.ir("llvm_unoptimized")
     assert "kernels of" in step.ir("fused") and exe.lowering.module is None
+
+
+def _conv_net() -> tuple[nn.Module, Any]:
+    gc.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(16, 16, 3, padding=1, bias=False))
+    opt = optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    def step(x: object) -> object:
+        opt.zero_grad()
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return model, step
+
+
+def test_equal_helpers_of_tile_kernels_are_compiled_once(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """Convolutions of one width share their task bodies (``Lowering._share_helpers``): the
+    first streamed module that uses a body defines it, later ones declare it, the step's
+    objects link together, and the step trains as it does eagerly."""
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    x = np.random.default_rng(0).standard_normal((4, 16, 16, 16)).astype(np.float32)
+    model, step = _conv_net()
+    compiled = gc.compile(step)
+    losses = [float(compiled(x)) for _ in range(3)]
+    weights = [p.numpy().copy() for p in model.parameters()]
+    eager_model, eager_step = _conv_net()
+    eager = [float(eager_step(gc.from_numpy(x))) for _ in range(3)]
+    np.testing.assert_allclose(losses, eager, rtol=2e-5, atol=1e-6)
+    for w, e in zip(weights, eager_model.parameters()):
+        np.testing.assert_allclose(w, e.numpy(), rtol=2e-5, atol=1e-6)
+
+    exe = compiled.variants[0].exe
+    low = lower_mod.Lowering(exe.graph, wide=exe.wide, gemm_library=True,
+                             on_kernels=lambda text, level: None)
+    defined: dict[str, int] = {}
+    declared_later = []
+    for i, chunk in enumerate(low.chunks):
+        for line in chunk.splitlines():
+            if line.startswith(("define ", "declare ")) and '@"b_' in line:
+                name = line.split('@"')[1].split('"')[0]
+                assert name in low._shared_names
+                if line.startswith("define "):
+                    assert name not in defined, f"{name} defined twice"
+                    assert not line.startswith("define internal")  # linked from elsewhere
+                    defined[name] = i
+                else:
+                    declared_later.append((name, i))
+    assert declared_later, "no module used a helper an earlier module defined"
+    assert all(n in defined and defined[n] < i for n, i in declared_later)
+    # the whole module (``step.ir``, AOT builds) keeps one internal copy of each
+    whole = low.module_text()
+    for name in defined:
+        assert whole.count(f'define internal void @"{name}"') + whole.count(
+            f'define internal i32 @"{name}"') == 1, name
 
 
 _TINY = textwrap.dedent("""
