@@ -211,6 +211,57 @@ def test_equal_helpers_of_tile_kernels_are_compiled_once(monkeypatch: pytest.Mon
             f'define internal i32 @"{name}"') == 1, name
 
 
+_SHARED_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import graphc as gc
+    from graphc import nn, optim
+
+    def net(first):
+        gc.manual_seed(0)
+        layers = [nn.Conv2d(first, 16, 3, padding=1), nn.ReLU()]
+        layers += [nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1)]
+        return nn.Sequential(*layers)
+
+    def trainer(model):
+        opt = optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+        @gc.compile
+        def step(x):
+            opt.zero_grad()
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    rng = np.random.default_rng(0)
+    x16 = rng.standard_normal((4, 16, 16, 16)).astype(np.float32)
+    x3 = rng.standard_normal((4, 3, 16, 16)).astype(np.float32)
+    a = net(16)
+    train_a = trainer(a)
+    forward_a = gc.compile(lambda x: a(x).sum())
+    train_b = trainer(net(3))
+    out = []
+    for _ in range(2):
+        out += [float(train_a(x16)), float(forward_a(x16)), float(train_b(x3))]
+    hits = [f.variants[0].exe.cache_hit for f in (train_a, forward_a, train_b)]
+    print(repr(out), hits)
+""")
+
+
+def test_shared_helpers_link_across_steps_and_from_the_disk_cache(tmp_path: Any) -> None:
+    """Three steps in one process whose kernels share helpers, each step with its own
+    definitions; then a second process that loads every object from the disk cache. Both
+    compute the same values (and the first process's match eager's: the test above)."""
+    env = {**os.environ, "GRAPHC_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", _SHARED_SCRIPT], env=env, check=True,
+                           capture_output=True, text=True).stdout.strip().splitlines()[-1]
+            for _ in range(2)]
+    assert runs[0].endswith("[False, False, False]"), runs[0]
+    assert runs[1].endswith("[True, True, True]"), runs[1]
+    assert runs[0].split("]")[0] == runs[1].split("]")[0]
+
+
 _TINY = textwrap.dedent("""
     define i32 @f(i32 %x) {
       %y = mul i32 %x, 3
