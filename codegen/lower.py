@@ -117,8 +117,8 @@ def _declaration(fn: ir.Function) -> str:
     return f'declare {fn.ftype.return_type} @"{fn.name}"({args})'
 
 
-def _helpers_used(text: str, helpers: dict[str, str], elsewhere: set[str] = frozenset()
-                  ) -> list[str]:
+def _helpers_used(text: str, helpers: dict[str, str],
+                  elsewhere: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """The helpers (internal functions and constants) ``text`` names, directly or through
     other helpers; ``helpers`` maps a name to its text. A helper in ``elsewhere`` (defined
     by another module) is listed, but not what it names in turn."""
@@ -416,7 +416,7 @@ class Lowering:
         pass, so a helper compiles to the same code whether its module holds its callers
         or not. O3 kernels keep their helpers internal, where LLVM may inline them or
         specialise them to the constants they are called with."""
-        if any(isinstance(h, ir.Function) and h.linkage != "internal" for h in helpers):
+        if any(h.linkage != "internal" for h in helpers):
             return  # (every helper the emitters make is internal)
         texts = {h.name: self._helper_text[h.name] for h in helpers}
         own = fn.name

@@ -156,10 +156,10 @@ def test_every_function_of_a_compiled_step_prints_as_llvmlite(monkeypatch: Any) 
     assert text.count("define ") >= 10
 
 
-@pytest.mark.parametrize("bad", [None, 3])
-def test_a_non_function_global_is_printed_by_llvmlite(bad: Any) -> None:
+@pytest.mark.parametrize("init", [None, 3])
+def test_a_non_function_global_is_printed_by_llvmlite(init: Any) -> None:
     m = ir.Module(name="g")
     gv = ir.GlobalVariable(m, I64, name="gv")
-    if bad is not None:
-        gv.initializer = ir.Constant(I64, bad)
+    if init is not None:
+        gv.initializer = ir.Constant(I64, init)
     assert irtext.global_text(gv) == str(gv)
