@@ -31,7 +31,12 @@ workload:
 
 A first call is a compile and one run of the step, so two more figures keep them apart: the
 cold process calls the step once more (``step ms``: the step alone), and each phase table
-ends with ``first run``, the first call's time past the compile log's total. A first run
+has ``first run``, the first call's time past the compile log's total. Each phase table ends
+with ``CPU, first call``: the CPU seconds of the first call, this process's (every thread)
+plus its compile workers' (``graphc.runtime.compile_worker.cpu_seconds``, from ``/proc``).
+On a host whose speed drifts from minute to minute, or one shared with other work, that is
+the figure to compare two trees by; the wall time of a compile that keeps both cores busy
+is about half of it. A first run
 costs more than a later one: its buffers are touched for the first time (ResNet-18's 210 MB
 arena, with the huge pages numpy asks for, took 0.3-0.4 s more on an Ice Lake host where the
 kernel compacts memory for them).
@@ -215,14 +220,24 @@ def build(workload: str, layers: int, fw: SimpleNamespace) -> tuple[Callable[...
 
 
 def _first_call(fw: SimpleNamespace, workload: str, layers: int
-                ) -> tuple[float, Any, tuple]:
-    """Seconds to compile a new step and call it once (building the model not counted),
-    the step and its arguments."""
+                ) -> tuple[float, float, Any, tuple]:
+    """Seconds to compile a new step and call it once (building the model not counted), this
+    process's CPU seconds meanwhile (every thread), the step and its arguments."""
     fn, args = build(workload, layers, fw)
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     step = fw.compile(fn)
     float(step(*args))  # the loss, materialised
-    return time.perf_counter() - t0, step, args
+    return time.perf_counter() - t0, time.process_time() - c0, step, args
+
+
+def _worker_cpu(system: str) -> float | None:
+    """CPU seconds graphc's compile workers of this process have used (None for torch, or
+    where ``/proc`` does not say)."""
+    if system != "graphc":
+        return None
+    from graphc.runtime import compile_worker
+
+    return compile_worker.cpu_seconds()
 
 
 def _later_call(step: Any, args: tuple) -> float:
@@ -251,7 +266,10 @@ def child(argv: Sequence[str]) -> int:
         t0 = time.perf_counter()
         fw = _framework(system)
         out["import"] = time.perf_counter() - t0
-        out["first"], step, args = _first_call(fw, workload, layers)
+        out["first"], cpu, step, args = _first_call(fw, workload, layers)
+        workers = _worker_cpu(system)  # started by this first call, if at all
+        if workers is not None:
+            out["cpu"] = cpu + workers
         log = getattr(step, "compile_log", None)
         if log is not None:
             out.update(phases=dict(log.phases), counts={k: str(v) for k, v in
@@ -260,7 +278,7 @@ def child(argv: Sequence[str]) -> int:
             if mode == "cold":  # graphc's row reads it; torch.compile's has no column for it
                 out["step"] = _later_call(step, args)
         if mode == "cold":
-            out["warm"], _, _ = _first_call(fw, workload, layers)
+            out["warm"], _, _, _ = _first_call(fw, workload, layers)
     except Exception as e:  # noqa: BLE001 - reported as n/a by the parent, with the reason
         out["error"] = _reason(e)
     sys.stdout.flush()
@@ -518,6 +536,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  for n in names))
         print(f"{'first run':<{pw}}" + "".join(f" {cell('graphc', n, kind, 'run', cw)}"
                                                for n in names))
+        print(f"{'CPU, first call':<{pw}}" + "".join(f" {cell('graphc', n, kind, 'cpu', cw)}"
+                                                     for n in names))
         for n in names:
             first = next((r[kind] for r in results[n, "graphc"].rounds
                           if r[kind].get("counts")), None)
@@ -528,7 +548,10 @@ def main(argv: list[str] | None = None) -> int:
                   "(they overlap the lowering);\n'llvm (wait)' is how long the step waited "
                   "for them after it ('not in a phase' counts it, not them).")
         print("first run: the first call's time past the compile log's total: running the "
-              "step, its buffers touched for the first time")
+              "step, its buffers touched for the first time;\nCPU, first call: this process's "
+              "CPU seconds in the first call (every thread) plus its compile workers' (start "
+              "included):\nsteadier than wall time on a noisy host, and about twice it while "
+              "the compile keeps two cores busy")
     for i, why in enumerate(notes, 1):
         print(f"[{i}] {why}")
     failed = [n for n in names if any(results[n, "graphc"].error(k) for k in ("cold", "disk"))]

@@ -107,7 +107,14 @@ def test_compile_time_seed_prints_the_cpu_the_times_and_the_phases():
     run = float(cold_table.split("\nfirst run ")[1].split()[0])
     assert run > 0 and abs(total + run - cold) < 2e-3, (total, run, cold)
     assert "disk cache: miss" in cold_table
-    assert "disk cache: hit" in out.split("graphc disk-cached compile per phase")[1]
+    disk_table = out.split("graphc disk-cached compile per phase")[1]
+    assert "disk cache: hit" in disk_table
+    # the first call's CPU: this process's and its compile workers', no less than a busy
+    # half of the call's wall time, no more than every core for all of it
+    if Path("/proc/self/stat").exists():
+        cpu = float(cold_table.split("\nCPU, first call ")[1].split()[0])
+        assert 0.5 * cold <= cpu <= (os.cpu_count() or 1) * cold + 0.05, (cpu, cold)
+        assert float(disk_table.split("\nCPU, first call ")[1].split()[0]) > 0
 
 
 def test_each_timed_block_follows_a_warm_up_of_its_own_system():

@@ -178,6 +178,27 @@ def prestart() -> None:
     _pool()
 
 
+def cpu_seconds() -> float | None:
+    """CPU seconds (user and system) this process's live compile workers have used so far,
+    from ``/proc`` (None where there is no ``/proc``).
+
+    Why: a cold compile's wall time is its CPU shared between this process and the workers
+    (the compile is bound by CPU on two cores), and on a shared or noisy host the CPU is the
+    steadier figure to compare two compilers by (``benchmarks.compile_time``)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total = 0.0
+    with _lock:
+        live = [w for w in _workers if not w.dead and w.pid_of_parent == os.getpid()]
+    for w in live:
+        try:
+            stat = Path(f"/proc/{w.proc.pid}/stat").read_text()
+        except OSError:
+            return None
+        fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 def _retire(ws: list[Worker]) -> None:
     global retired
     for w in ws:
