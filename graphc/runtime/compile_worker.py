@@ -324,4 +324,4 @@ def compile_all(jobs: list[tuple[str, str]], cpu: str | None, features: str | No
     return batch.finish()
 
 
-__all__ = ["enabled", "prestart", "compile_all", "Batch", "Worker"]
+__all__ = ["enabled", "prestart", "cpu_seconds", "compile_all", "Batch", "Worker"]
