@@ -31,15 +31,16 @@ workload:
 
 A first call is a compile and one run of the step, so two more figures keep them apart: the
 cold process calls the step once more (``step ms``: the step alone), and each phase table
-has ``first run``, the first call's time past the compile log's total. Each phase table ends
-with ``CPU, first call``: the CPU seconds of the first call, this process's (every thread)
-plus its compile workers' (``graphc.runtime.compile_worker.cpu_seconds``, from ``/proc``).
-On a host whose speed drifts from minute to minute, or one shared with other work, that is
-the figure to compare two trees by; the wall time of a compile that keeps both cores busy
-is about half of it. A first run
-costs more than a later one: its buffers are touched for the first time (ResNet-18's 210 MB
-arena, with the huge pages numpy asks for, took 0.3-0.4 s more on an Ice Lake host where the
-kernel compacts memory for them).
+has ``first run``, the first call's time past the compile log's total. A first run costs
+more than a later one: its buffers are touched for the first time (ResNet-18's 210 MB arena,
+with the huge pages numpy asks for, took 0.3-0.4 s more on an Ice Lake host where the kernel
+compacts memory for them).
+
+Each phase table ends with ``CPU, first call``: the CPU seconds of the first call, this
+process's (every thread) plus its compile workers' (``graphc.runtime.compile_worker.
+cpu_seconds``, from ``/proc``). On a host whose speed drifts from minute to minute, or one
+shared with other work, that is the figure to compare two trees by; the wall time of a
+compile that keeps both cores busy is about half of it.
 
 Each figure is the median of ``--repeat`` runs (default 3), each with its own fresh cache
 directory. Python bytecode is cached as for an installed package (``--bytecode cached``, the
