@@ -115,7 +115,7 @@ class Worker:
             except Exception:  # noqa: BLE001 - anything but the greeting: not a worker
                 msg = None
             if msg is None or msg[0] != "ready":
-                self.dead = True
+                self._discard()
                 raise OSError("compile worker did not start")
             self.ready = True
 
@@ -129,10 +129,10 @@ class Worker:
                 llvm_objects._write(self.proc.stdin, (text, cpu, features, level))
                 reply = llvm_objects._read(self.proc.stdout)
             except Exception as e:  # noqa: BLE001 - a broken pipe, a garbled reply: done with it
-                self.dead = True
+                self._discard()
                 raise OSError(f"compile worker failed: {e}") from e
             if reply is None:
-                self.dead = True
+                self._discard()
                 raise OSError("compile worker exited")
             status, payload, seconds, peak = reply
             self.peak_kib = peak
@@ -141,6 +141,9 @@ class Worker:
             return status, payload, seconds
 
     def close(self) -> None:
+        """Stop the worker and close both ends of its pipes: a pipe left open is reported
+        as an unclosed file when the process exits (``ResourceWarning``, shown under
+        ``python -X dev`` and ``-W default``)."""
         self.dead = True
         try:
             self.proc.stdin.close()
@@ -148,6 +151,20 @@ class Worker:
         except Exception:  # noqa: BLE001 - a worker that does not stop is killed
             self.proc.kill()
             self.proc.wait()
+        self.proc.stdout.close()
+
+    def _discard(self) -> None:
+        """A worker that failed (no greeting, a broken pipe, a garbled or missing reply):
+        never used again, stopped now rather than at this process's exit (its state is
+        unknown, so it is not asked to finish), its pipes closed."""
+        self.dead = True
+        self.proc.kill()  # a no-op on a process that has exited
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:  # data it could not flush to a stopped worker: dropped
+                pass
 
 
 _lock = threading.Lock()
