@@ -57,6 +57,13 @@ benchmark goes on. JAX has no port of these steps; the header says whether it is
 The host's CPU (model, the LLVM CPU graphc compiles for, ISA extensions) heads the output:
 cold compile time is mostly LLVM's work, whose speed differs from host to host (and from day
 to day on a shared one), so figures compare only within one run or one host.
+
+And the host's speed at the time, before and after the workloads (``host_speed``): a fresh
+process compiles one fixed LLVM module (a GEMM tile's library piece, the same text on every
+host) at the tile level and runs a fixed pure-Python loop, each the fastest of three. On a
+shared host the speed moved by half within minutes (the same code's cold ResNet-18 compile
+read 2.3-2.5 s in a fast stretch of an Ice Lake guest and 3.2 s in a slow one, when a Python
+loop took 1.9x as long), so a compile time compares across runs only next to these.
 """
 
 from __future__ import annotations
@@ -288,6 +295,61 @@ def child(argv: Sequence[str]) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# The host's speed: one fixed job, timed in a fresh process.
+
+SPEED = ("import sys; sys.path.insert(0, sys.argv[1]); "
+         "from benchmarks.compile_time import speed_child; raise SystemExit(speed_child())")
+
+
+def speed_child() -> int:
+    """Print (as JSON) the CPU seconds LLVM takes to compile one fixed module at the tile
+    level, and the seconds a fixed pure-Python loop takes, each the fastest of three: the
+    module is a GEMM tile's library piece of fixed sizes and caches, so its text (about 0.3
+    MB of IR) is the same on every host and in every version that keeps that tile's code."""
+    from graphc.codegen.gemm import Tile, library_parts
+    from graphc.codegen.irtext import module_text
+    from graphc.codegen.llvm_objects import compile_timed
+
+    (_, build), *_ = library_parts({(Tile(vw=16, mr=6, nv=4, l1d=48 << 10, l2=1280 << 10),
+                                     "f32")})
+    text = module_text(build())
+    llvm_s = []
+    for _ in range(3):
+        t0 = time.process_time()
+        compile_timed(text, None, None, "tile")
+        llvm_s.append(time.process_time() - t0)
+    python_s = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(5_000_000):
+            total += i
+        python_s.append(time.perf_counter() - t0)
+    print(json.dumps({"llvm": min(llvm_s), "python": min(python_s), "chars": len(text)}))
+    return 0
+
+
+def host_speed(timeout: float) -> dict[str, float] | None:
+    """``speed_child``'s figures from a fresh process, or None where it failed."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", SPEED, str(ROOT)], capture_output=True,
+                              text=True, timeout=timeout)
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        return out if isinstance(out, dict) else None
+    except (subprocess.TimeoutExpired, IndexError, ValueError):
+        return None
+
+
+def speed_line(when: str, speed: dict[str, float] | None) -> str:
+    """The host-speed line printed before and after the workloads."""
+    if speed is None:
+        return f"host speed {when}: not measured (the reference process failed)"
+    return (f"host speed {when}: a fixed LLVM module ({speed['chars'] / 1e6:.2f} MB of IR, "
+            f"tile level) {speed['llvm']:.3f} CPU-s, a fixed Python loop (5M additions) "
+            f"{speed['python']:.3f} s")
+
+
+# ---------------------------------------------------------------------------------------------
 # The parent: run the children, take medians, print the tables.
 
 
@@ -468,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         print("note: PYTHONDONTWRITEBYTECODE is set, so every process compiles the Python "
               "source it imports:\nthe import times, and graphc's lazily imported code "
               "generator in the first compile, include it")
-    sys.stdout.flush()
+    print(speed_line("before", host_speed(a.timeout)), flush=True)
     results: dict[tuple[str, str], Table] = {}
     for w, n, name in jobs:
         for s in systems:
@@ -555,6 +617,8 @@ def main(argv: list[str] | None = None) -> int:
               "the compile keeps two cores busy")
     for i, why in enumerate(notes, 1):
         print(f"[{i}] {why}")
+    print("\n" + speed_line("after", host_speed(a.timeout)))
+    print("(the same code's compile times move with these: compare runs only next to them)")
     failed = [n for n in names if any(results[n, "graphc"].error(k) for k in ("cold", "disk"))]
     return 1 if failed else 0
 

@@ -76,8 +76,9 @@ def test_compile_time_unknown_workload_is_a_usage_error():
 
 
 def test_compile_time_seed_prints_the_cpu_the_times_and_the_phases():
-    """The seed step, graphc only, one round: the host CPU heads the output, the seed's row
-    has cold, warm, disk-cached, import and later-call seconds, the cold compile's phases are
+    """The seed step, graphc only, one round: the host CPU heads the output, the host's speed
+    is measured before and after, the seed's row has cold, warm, disk-cached, import and
+    later-call seconds, the cold compile's phases are
     tabled with the first call's run apart, and the disk-cached process found the cold one's
     objects in the cache."""
     proc = _benchmarks("--workloads", "seed", "--repeat", "1", "--no-torch",
@@ -94,6 +95,13 @@ def test_compile_time_seed_prints_the_cpu_the_times_and_the_phases():
             assert model in host, host
     assert "jax:" in out
     assert "python bytecode: cached" in out  # the default: as an installed package runs
+    # the host's speed before and after: a fixed LLVM module's CPU seconds and a fixed
+    # Python loop's seconds, both measured (a failed reference process says so instead)
+    for when in ("before", "after"):
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"host speed {when}: "))
+        llvm_s = float(line.split(" tile level) ")[1].split(" CPU-s")[0])
+        python_s = float(line.rsplit(" ", 2)[1])
+        assert 0 < llvm_s < 30 and 0 < python_s < 30, line
     row = next(ln for ln in out.splitlines() if ln.startswith("seed "))
     cold, warm, disk, imported, later_ms = map(float, row.split()[1:])
     assert cold > 0 and warm > 0 and disk > 0 and imported > 0 and later_ms > 0, row
