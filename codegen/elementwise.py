@@ -21,7 +21,7 @@ from graphc.ir import dtypes as dt
 from graphc.ir import ops as gops
 from graphc.ir.elementwise import ELEMENTWISE
 
-from .emit import Emit
+from .emit import Emit, VectorEmit
 from .llvm_util import (
     F32,
     I1,
@@ -110,6 +110,13 @@ def _l_table(k, n, idx):
     """Every op-table elementwise primitive: its ``lower`` expression (``lower_ptx`` on PTX
     where the entry has one), over the operands' values, in the ``Emit`` vocabulary."""
     d = gops.OP_INFO[n.op]
+    if getattr(k, "lanes", 0):  # a vector run (``KernelEmitter.lanes``): CPU only
+        # an operand read twice (``x * x``) computed once: the tile level has no CSE
+        got: dict[int, ir.Value] = {}
+        for x in n.inputs:
+            if x.id not in got:
+                got[x.id] = k.splat(k.value(x, idx))
+        return d.lower(VectorEmit(k, n, k.lanes), *[got[x.id] for x in n.inputs])
     e = Emit(k, n)
     rule = d.lower_ptx if (e.ptx and d.lower_ptx is not None) else d.lower
     return rule(e, *[k.value(x, idx) for x in n.inputs])

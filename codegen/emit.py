@@ -21,7 +21,7 @@ from llvmlite import ir
 
 from graphc.ir import dtypes as dt
 
-from .llvm_util import F32, F64, I1, fconst, for_range, i64, intrinsic, reg_type
+from .llvm_util import F32, F64, I1, declare, fconst, for_range, i64, intrinsic, reg_type
 from .vmath import VMath
 
 _FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -348,3 +348,35 @@ class Emit:
 
 
 __all__ = ["Emit"]
+
+
+class VectorEmit(Emit):
+    """``Emit`` over vectors of ``lanes`` elements: the same rules, with constants splatted
+    and intrinsics named for the vector type (``llvm.sqrt.v16f32``). LLVM's arithmetic,
+    compares and ``select`` take vectors as they are. Used by the vector runs of channel
+    groups (``codegen.channel_groups.vector_ops``), which admit only rules written in those
+    terms: no vector-math routine (``math``) is given vectors here."""
+
+    def __init__(self, k: Any, node: Any, lanes: int) -> None:
+        super().__init__(k, node)
+        self.lanes = lanes
+        self.t = ir.VectorType(self.t, lanes)
+
+    def c(self, v: float) -> ir.Constant:
+        """``v`` in every lane of the operand type."""
+        if self.is_float:
+            return ir.Constant(self.t, [float(v)] * self.lanes)
+        if self.dtype is dt.bool_:
+            return ir.Constant(ir.VectorType(I1, self.lanes), [int(bool(v))] * self.lanes)
+        return ir.Constant(self.t, [int(v)] * self.lanes)
+
+    def intr(self, name: str, *xs: ir.Value) -> ir.Value:
+        """``llvm.<name>.v<lanes>f32/f64`` on float vector operands."""
+        t = xs[0].type
+        suffix = f"v{t.count}{'f32' if t.element == F32 else 'f64'}"
+        return self.b.call(declare(self.mod, f"llvm.{name}.{suffix}", t, [t] * len(xs)),
+                           list(xs))
+
+    def math(self, name: str, *xs: ir.Value) -> ir.Value:
+        raise NotImplementedError(f"vector-math routine {name!r} on vectors: the channel "
+                                  "group's vector runs admit no such op (vector_ops)")

@@ -273,10 +273,31 @@ class KernelEmitter:
         strides = contiguous_strides(n.shape) if strides is None else strides
         if n.id == self.staged_id:  # one image of it (``staged``)
             strides = [0, *list(strides)[1:]]
+        if self.lanes:
+            run = self._run_pointer(self.ptr[n.id], idx, strides)
+            if run is not None:
+                vt = ir.VectorType(run.type.pointee, self.lanes)
+                return self.b.load(self.b.bitcast(run, vt.as_pointer()), align=4)
         lin = self.linear(idx, strides)
         if self.debug:
             self.check_bounds(lin, n)
         ptr = self.b.gep(self.ptr[n.id], [lin], inbounds=True)
+        if self.lanes:
+            # a vector run (``lanes``): the caller guarantees every read is contiguous along
+            # ``lane_var`` or does not depend on it (``channel_groups.vector_ops``)
+            if self.uses(lin, self.lane_var):
+                vt = ir.VectorType(ptr.type.pointee, self.lanes)
+                return self.b.load(self.b.bitcast(ptr, vt.as_pointer()), align=4)
+            block, outer = self.hoist if self.hoist is not None else (None, ())
+            if block is not None and all(isinstance(i, ir.Constant)
+                                         or any(i is o for o in outer) for i in idx):
+                # the same element at every index of the run (a per-channel value): loaded
+                # and broadcast once, before the run's loop (the tile level has no LICM);
+                # the copy computed here is left unused
+                with self.b.goto_block(block):
+                    p = self.b.gep(self.ptr[n.id], [self.linear(idx, strides)], inbounds=True)
+                    return self.splat(self.b.load(p))
+            return self.splat(self.b.load(ptr))
         v = self.b.load(ptr)
         if n.dtype is dt.bool_:
             v = self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
@@ -285,8 +306,75 @@ class KernelEmitter:
         return v
 
     def store_out(self, idx: list[ir.Value], v: ir.Value) -> None:
+        if self.lanes:  # a vector run: ``lanes`` consecutive elements from ``idx``
+            v = self.splat(v)
+            ptr = self._run_pointer(self.out, idx, contiguous_strides(self.node.shape))
+            if ptr is None:
+                ptr = self.out_ptr(idx)
+            self.b.store(v, self.b.bitcast(ptr, v.type.as_pointer()), align=4)
+            return
         ptr = self.out_ptr(idx)
         self.b.store(self.to_memory(self.node.dtype, v), ptr)
+
+    # -- vector runs ---------------------------------------------------------------------
+    # While ``lanes`` is set, values are computed for ``lanes`` consecutive indices of the
+    # innermost loop variable ``lane_var`` at once: a read that depends on it loads a
+    # vector, one that does not a scalar broadcast to every lane, and elementwise rules run
+    # on vectors (``elementwise._l_table``, ``emit.VectorEmit``). Only a caller that has
+    # checked every read and rule of its values sets it (``channel_groups``).
+    lanes = 0
+    lane_var: Any = None
+    # (the block before a vector run's loop, the index values defined before it): where a
+    # read that does not depend on ``lane_var`` is loaded and broadcast
+    hoist: tuple[ir.Block, tuple] | None = None
+
+    def _run_pointer(self, base: ir.Value, idx: list[ir.Value], strides: list[Any]
+                     ) -> ir.Value | None:
+        """In a vector run, the address of ``idx`` when it is ``lane_var`` at stride 1 in
+        one dim and values defined before the run's loop elsewhere: the run's start computed
+        there (``hoist``), plus ``lane_var`` here, so the loop adds one index per access
+        (the tile level has no LICM or strength reduction to do it); else None."""
+        if self.hoist is None:
+            return None
+        block, outer = self.hoist
+        at = [d for d, i in enumerate(idx) if i is self.lane_var]
+        if len(at) != 1 or not (isinstance(strides[at[0]], int) and strides[at[0]] == 1):
+            return None
+        rest = [i for d, i in enumerate(idx) if d != at[0]]
+        if not all(isinstance(i, ir.Constant) or any(i is o for o in outer) for i in rest):
+            return None
+        start = list(idx)
+        start[at[0]] = ir.Constant(I64, 0)
+        with self.b.goto_block(block):
+            first = self.b.gep(base, [self.linear(start, strides)], inbounds=True)
+        return self.b.gep(first, [self.lane_var], inbounds=True)
+
+    def splat(self, v: ir.Value) -> ir.Value:
+        """``v`` in every lane (a vector run's scalar: a constant, a per-channel value);
+        a vector, or any value outside a vector run, as it is."""
+        if not self.lanes or isinstance(v.type, ir.VectorType):
+            return v
+        vt = ir.VectorType(v.type, self.lanes)
+        if isinstance(v, ir.Constant):
+            return ir.Constant(vt, [v.constant] * self.lanes)
+        x = self.b.insert_element(ir.Constant(vt, None), v, ir.Constant(I32, 0))
+        return self.b.shuffle_vector(x, ir.Constant(vt, None),
+                                     ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
+
+    @staticmethod
+    def uses(v: Any, var: Any) -> bool:
+        """Whether the LLVM value ``v`` is computed from ``var`` (an index: the operands of
+        the instructions that built it, followed back)."""
+        seen: set[int] = set()
+        todo = [v]
+        while todo:
+            x = todo.pop()
+            if x is var:
+                return True
+            if isinstance(x, ir.Instruction) and id(x) not in seen:
+                seen.add(id(x))
+                todo.extend(x.operands)
+        return False
 
     def to_memory(self, d: dt.DType, v: ir.Value) -> ir.Value:
         """A register value of dtype ``d`` as stored (bool as a byte, bf16 as its bits)."""

@@ -31,6 +31,13 @@ float32 kernels: the loss (``rtol 1e-5``) and the BatchNorm statistics (``rtol =
 of the largest element: forward quantities, which a flipped ReLU changes by about its input,
 i.e. nothing), ``num_batches_tracked`` exactly, and parameters, gradients and momentum buffers
 only to 25% of each tensor's largest element (``rtol 1e-4``): a flip's size, not a formula's.
+A flip reaches few elements of a tensor, though not always within 25%: in the bottleneck net
+at batch 2 (its last stage normalises 8 values per channel) one moved 4 of the 16,384 elements
+of a 1x1 convolution's weight gradient by up to 40% of its largest, one step after the channel
+groups' sums changed their order of addition (the same step from the same state: every
+gradient within 6e-6 of the earlier code's, relative). So up to 0.1% of a float32 tensor's
+elements (at least one) may be off by more than 25%, none by more than 60%; a formula error
+moves most of a tensor's elements.
 
 The default run uses the full widths on 16x16 images (the last stage is 2x2); the issue's
 configuration, 64x64 images at batch 32, is in the slow set. Batch 1 on 8x8 images leaves the
@@ -61,7 +68,7 @@ STEPS = 20
 LR, MOMENTUM, WD = 0.1, 0.9, 5e-4
 # (rtol, atol relative to the tensor's largest element) per dtype; see the module docstring
 TOL = {"float64": {"loss": 1e-10, "stats": (1e-9, 1e-9), "state": (1e-8, 1e-8)},
-       "float32": {"loss": 1e-5, "stats": (1e-4, 1e-4), "state": (1e-4, 0.25)}}
+       "float32": {"loss": 1e-5, "stats": (1e-4, 1e-4), "state": (1e-4, 0.25, 1e-3, 0.6)}}
 
 
 def _batches(batch: int, size: int, steps: int, seed: int = 0, channels: int = 1
@@ -77,10 +84,20 @@ def _batches(batch: int, size: int, steps: int, seed: int = 0, channels: int = 1
     return out
 
 
-def _close(what: str, got: Any, ref: Any, step: int, tol: tuple[float, float]) -> None:
+def _close(what: str, got: Any, ref: Any, step: int, tol: tuple[float, ...]) -> None:
+    """``got`` within ``rtol = tol[0]`` and ``atol = tol[1]`` of ``ref``'s largest element;
+    with ``tol[2:]`` (float32 state: see the module docstring), a fraction ``tol[2]`` of the
+    elements (at least one) may be off by more, up to ``tol[3]`` of the largest: a flip."""
     got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
     assert got.shape == ref.shape, (what, step, got.shape, ref.shape)
-    atol = tol[1] * float(np.abs(ref).max(initial=0.0)) + 1e-12
+    scale = float(np.abs(ref).max(initial=0.0))
+    atol = tol[1] * scale + 1e-12
+    if len(tol) > 2:
+        off = np.abs(got - ref) > tol[0] * np.abs(ref) + atol
+        if 0 < off.sum() <= max(1, tol[2] * off.size):
+            np.testing.assert_allclose(got, ref, rtol=0, atol=tol[3] * scale + 1e-12,
+                                       err_msg=f"step {step}: {what} (a flip's elements)")
+            return
     np.testing.assert_allclose(got, ref, rtol=tol[0], atol=atol, err_msg=f"step {step}: {what}")
 
 
