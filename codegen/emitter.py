@@ -286,6 +286,12 @@ class KernelEmitter:
             # a vector run (``lanes``): the caller guarantees every read is contiguous along
             # ``lane_var`` or does not depend on it (``channel_groups.vector_ops``)
             if self.uses(lin, self.lane_var):
+                # contiguous along the run, as the caller's plan makes every such read: the
+                # run's index itself in one dim of stride 1, no other index computed from it
+                at = [d for d, i in enumerate(idx) if i is self.lane_var]
+                if len(at) != 1 or not sh.same(strides[at[0]], 1) or any(
+                        self.uses(i, self.lane_var) for d, i in enumerate(idx) if d != at[0]):
+                    raise AssertionError(f"a vector run's read of %{n.id} is not contiguous")
                 vt = ir.VectorType(ptr.type.pointee, self.lanes)
                 return self.b.load(self.b.bitcast(ptr, vt.as_pointer()), align=4)
             block, outer = self.hoist if self.hoist is not None else (None, ())
@@ -338,7 +344,7 @@ class KernelEmitter:
             return None
         block, outer = self.hoist
         at = [d for d, i in enumerate(idx) if i is self.lane_var]
-        if len(at) != 1 or not (isinstance(strides[at[0]], int) and strides[at[0]] == 1):
+        if len(at) != 1 or not sh.same(strides[at[0]], 1):
             return None
         rest = [i for d, i in enumerate(idx) if d != at[0]]
         if not all(isinstance(i, ir.Constant) or any(i is o for o in outer) for i in rest):
