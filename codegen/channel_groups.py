@@ -91,7 +91,7 @@ from .elementwise import ELEMENT_RULES
 from .emitter import KernelEmitter
 from .families import KERNELS
 from .llvm_util import I32, I64, REDUCE_FLAGS, fconst, for_range, i64, reg_type
-from .reduce import BLOCK, Cascade, _umin, cascade_sums, fits_one_block
+from .reduce import BLOCK, Cascade, _umin, cascade_sums, end_block, fits_one_block, totals
 from .views import VIEW_OPS
 
 FULL, RED, CHAN = "full", "red", "chan"
@@ -578,23 +578,10 @@ def _vector_pass(k: KernelEmitter, lanes: int, idx: list[Any], outer: Any, run: 
                 k.record_var(j, run)
                 for p, v in zip(part, values(j), strict=True):
                     b.store(b.fadd(b.load(p), v, flags=REDUCE_FLAGS), p)
-            for c, p in zip(cas, part):
-                blk = c.blk_ptr(i64(0))
-                b.store(b.fadd(b.load(blk), b.load(p)), blk)
-            got = b.add(b.load(filled), b.sub(hi, c0))
-            b.store(got, filled)
-            with b.if_then(b.icmp_signed(">=", got, i64(BLOCK))):
-                for c in cas:
-                    c.push()
-                b.store(i64(0), filled)
+            end_block(b, cas, part, filled, b.sub(hi, c0), BLOCK)
 
     outer(body)
-    totals = []
-    for c in cas:
-        c.push()
-        c.fold()
-        totals.append(b.load(c.blk_ptr(i64(0))))
-    return totals
+    return totals(b, cas)
 
 
 def row_split_dim(full: tuple) -> int:

@@ -205,24 +205,37 @@ def cascade_sums(k: Any, t: ir.Type, run_loops: Callable[[Callable[[], None]], N
                 k.record_var(j, extent)  # j in [0, extent): codegen.affine
                 for p, v in zip(part, elements(j), strict=True):
                     b.store(b.fadd(b.load(p), v, flags=REDUCE_FLAGS), p)
-            for c, p in zip(cas, part):
-                blk = c.blk_ptr(i64(0))
-                b.store(b.fadd(b.load(blk), b.load(p)), blk)
-            n = b.sub(hi, c0)
-            got = b.add(b.load(filled), n if step is None else i64(block))
-            b.store(got, filled)
-            with b.if_then(b.icmp_signed(">=", got, i64(block))):
-                for c in cas:
-                    c.push()
-                b.store(i64(0), filled)
+            end_block(b, cas, part, filled, b.sub(hi, c0) if step is None else i64(block),
+                      block)
 
     run_loops(body)
+    return totals(b, cas)
+
+
+def totals(b: ir.IRBuilder, cas: list[Cascade]) -> list[ir.Value]:
+    """Each cascade's sum once its last block is in: the block pushed, the levels folded."""
     out = []
     for c in cas:
         c.push()
         c.fold()
         out.append(b.load(c.blk_ptr(i64(0))))
     return out
+
+
+def end_block(b: ir.IRBuilder, cas: list[Cascade], part: list[ir.Value], filled: ir.Value,
+              count: ir.Value, block: int) -> None:
+    """The end of one block of ``cascade_sums`` (and of a channel group's vector runs):
+    each sum's block total (``part``) added into its cascade's block slot, ``count`` more
+    elements counted in ``filled``, and every ``block`` elements the blocks pushed."""
+    for c, p in zip(cas, part):
+        blk = c.blk_ptr(i64(0))
+        b.store(b.fadd(b.load(blk), b.load(p)), blk)
+    got = b.add(b.load(filled), count)
+    b.store(got, filled)
+    with b.if_then(b.icmp_signed(">=", got, i64(block))):
+        for c in cas:
+            c.push()
+        b.store(i64(0), filled)
 
 
 def outer_sum(k: Any) -> None:
@@ -491,4 +504,4 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
 KERNEL = register(Kernel("reduce", ("sum", "max"), kernel(direct)))
 
 __all__ = ["kernel", "direct", "combine", "init", "KERNEL", "Cascade", "cascade_sum",
-           "cascade_sums", "outer_sum", "fits_one_block", "BLOCK"]
+           "end_block", "totals", "cascade_sums", "outer_sum", "fits_one_block", "BLOCK"]
