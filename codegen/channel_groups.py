@@ -66,7 +66,7 @@ Why: LLVM's O3 pipeline (its loop vectoriser and what it needs) was most of the 
 groups' compile time, five times a tile module's per line of IR. Measured on an Ice Lake
 Xeon (2 vCPU), ResNet-18's nine channel-group modules: 0.99-1.05 s of LLVM CPU at O3,
 0.30-0.38 s written in vectors at the tile level (the entry module included in both); the
-cold compile of the step took 1.0-1.3 CPU-s and 0.4-0.7 s less in three alternating pairs;
+cold compile of the step took 0.8-1.3 CPU-s and 0.4-0.7 s less in three alternating pairs;
 the step's channel and loop groups ran in 176M time-stamp ticks against 187M (one thread,
 the minimum of three runs per kernel), the step as a whole within noise. Values equal the
 scalar runs' up to the sums' order of addition (a few ulps: ``tests/test_vector_channel_groups
