@@ -284,7 +284,7 @@ class KernelEmitter:
         ptr = self.b.gep(self.ptr[n.id], [lin], inbounds=True)
         if self.lanes:
             # a vector run (``lanes``): the caller guarantees every read is contiguous along
-            # ``lane_var`` or does not depend on it (``channel_groups.vector_ops``)
+            # ``lane_var`` or does not depend on it (``channel_groups.vector_group``)
             if self.uses(lin, self.lane_var):
                 # contiguous along the run, as the caller's plan makes every such read: the
                 # run's index itself in one dim of stride 1, no other index computed from it
