@@ -56,7 +56,7 @@ and sums' inputs are float32 arithmetic, compares, ``where``, ``sqrt``/``abs``/`
 at the tile level (SROA, instcombine, simplifycfg: no loop vectoriser, no LICM):
 - every read is contiguous along the run or per channel (the plan's ``_flat``), so a read
   that depends on the run index is a vector load from the run's start (computed before the
-  loop, ``KernelEmitter._run_pointer``) and one that does not is loaded and broadcast once
+  loop, ``KernelEmitter._run_address``) and one that does not is loaded and broadcast once
   before the loop (``KernelEmitter.hoist``); elementwise rules run on vectors
   (``emit.VectorEmit``); the last elements of a run (fewer than 16) run as scalars;
 - a sum keeps ``reduce.cascade_sums``'s blocks of 2048 and pairwise combination; inside a
@@ -90,8 +90,8 @@ from . import options
 from .elementwise import ELEMENT_RULES
 from .emitter import KernelEmitter
 from .families import KERNELS
-from .llvm_util import I32, I64, REDUCE_FLAGS, fconst, for_range, i64, reg_type
-from .reduce import BLOCK, Cascade, _umin, cascade_sums, end_block, fits_one_block, totals
+from .llvm_util import I32, REDUCE_FLAGS, fconst, for_range, i64, reg_type
+from .reduce import cascade_sums, fits_one_block
 from .views import VIEW_OPS
 
 FULL, RED, CHAN = "full", "red", "chan"
@@ -510,9 +510,10 @@ def _vector_pass(k: KernelEmitter, lanes: int, idx: list[Any], outer: Any, run: 
                  ) -> list[ir.Value]:
     """A pass's loops with the run in vectors: ``values(j)`` emitted once with
     ``k.lanes`` set (``lanes`` elements from ``j``), once as scalars for the tail of fewer
-    than ``lanes``. The sums add as ``reduce.cascade_sums`` adds (blocks of ``BLOCK``
-    elements, pairwise between blocks); inside a block, ``lanes`` running sums, added
-    together at its end, then the block's tail. Returns the sums' totals."""
+    than ``lanes``. The sums are ``reduce.cascade_sums``'s (blocks of ``BLOCK`` elements,
+    pairwise between blocks), each block summed here: two running vectors, added together
+    and across lanes at the block's end, then the block's scalar tail. Returns the sums'
+    totals."""
     b = k.b
 
     def vector_end(lo: ir.Value, hi: ir.Value) -> ir.Value:
@@ -525,6 +526,10 @@ def _vector_pass(k: KernelEmitter, lanes: int, idx: list[Any], outer: Any, run: 
             return values(j)
         finally:
             k.lanes, k.lane_var, k.hoist = 0, None, None
+
+    def add(slots: list[ir.Value], vals: list[ir.Value]) -> None:
+        for q, v in zip(slots, vals, strict=True):
+            b.store(b.fadd(b.load(q), v, flags=REDUCE_FLAGS), q)
 
     if not sums:
         def plane() -> None:
@@ -541,47 +546,32 @@ def _vector_pass(k: KernelEmitter, lanes: int, idx: list[Any], outer: Any, run: 
             outer(plane)
         return []
     vt = ir.VectorType(t, lanes)
-    cas = [Cascade(k, t) for _ in sums]
-    part = [k.alloca(t) for _ in sums]
     # two running sums per sum, so that consecutive vectors' additions overlap (one chain
     # of dependent additions would wait out the adder's latency at every vector)
     vpart = [(k.alloca(vt), k.alloca(vt)) for _ in sums]
-    filled = k.alloca(I64)
-    for c in cas:
-        c.reset()
-    b.store(i64(0), filled)
 
-    def add(slots: list[ir.Value], vals: list[ir.Value]) -> None:
-        for vp, v in zip(slots, vals, strict=True):
-            b.store(b.fadd(b.load(vp), v, flags=REDUCE_FLAGS), vp)
+    def block_sums(c0: ir.Value, hi: ir.Value, part: list[ir.Value]) -> None:
+        end = vector_end(c0, hi)
+        pairs = b.add(c0, b.and_(b.sub(end, c0), i64(-2 * lanes)))
+        for vp in vpart:
+            for q in vp:
+                b.store(ir.Constant(vt, [0.0] * lanes), q)
+        before = b.block
+        with for_range(b, c0, pairs, name="vrun", step=i64(2 * lanes)) as j:
+            k.record_var(j, run)
+            add([vp[0] for vp in vpart], vector_values(j, before))
+            j2 = b.add(j, i64(lanes))
+            k.record_var(j2, run)
+            add([vp[1] for vp in vpart], vector_values(j2, before))
+        with b.if_then(b.icmp_signed("<", pairs, end)):  # one vector more
+            add([vp[0] for vp in vpart], vector_values(pairs, b.block))
+        for p, vp in zip(part, vpart):
+            b.store(_hsum(b, b.fadd(b.load(vp[0]), b.load(vp[1]))), p)
+        with for_range(b, end, hi, name="run") as j:
+            k.record_var(j, run)
+            add(part, values(j))
 
-    def body() -> None:
-        with for_range(b, i64(0), run, name="blk", step=i64(BLOCK)) as c0:
-            hi = _umin(b, b.add(c0, i64(BLOCK)), run)
-            end = vector_end(c0, hi)
-            pairs = b.add(c0, b.and_(b.sub(end, c0), i64(-2 * lanes)))
-            for vp in vpart:
-                for q in vp:
-                    b.store(ir.Constant(vt, [0.0] * lanes), q)
-            before = b.block
-            with for_range(b, c0, pairs, name="vrun", step=i64(2 * lanes)) as j:
-                k.record_var(j, run)
-                add([vp[0] for vp in vpart], vector_values(j, before))
-                j2 = b.add(j, i64(lanes))
-                k.record_var(j2, run)
-                add([vp[1] for vp in vpart], vector_values(j2, before))
-            with b.if_then(b.icmp_signed("<", pairs, end)):  # one vector more
-                add([vp[0] for vp in vpart], vector_values(pairs, b.block))
-            for p, vp in zip(part, vpart):
-                b.store(_hsum(b, b.fadd(b.load(vp[0]), b.load(vp[1]))), p)
-            with for_range(b, end, hi, name="run") as j:
-                k.record_var(j, run)
-                for p, v in zip(part, values(j), strict=True):
-                    b.store(b.fadd(b.load(p), v, flags=REDUCE_FLAGS), p)
-            end_block(b, cas, part, filled, b.sub(hi, c0), BLOCK)
-
-    outer(body)
-    return totals(b, cas)
+    return cascade_sums(k, t, outer, run, values, len(sums), block_sums=block_sums)
 
 
 def row_split_dim(full: tuple) -> int:

@@ -274,36 +274,18 @@ class KernelEmitter:
         if n.id == self.staged_id:  # one image of it (``staged``)
             strides = [0, *list(strides)[1:]]
         if self.lanes:
-            run = self._run_pointer(self.ptr[n.id], idx, strides)
-            if run is not None:
-                vt = ir.VectorType(run.type.pointee, self.lanes)
-                return self.b.load(self.b.bitcast(run, vt.as_pointer()), align=4)
+            ptr, moves, before = self._run_address(self.ptr[n.id], idx, strides, f"%{n.id}")
+            if moves:
+                vt = ir.VectorType(ptr.type.pointee, self.lanes)
+                return self.b.load(self.b.bitcast(ptr, vt.as_pointer()), align=4)
+            if before is None:
+                return self.splat(self.b.load(ptr))
+            with self.b.goto_block(before):  # a per-channel value: loaded and broadcast once
+                return self.splat(self.b.load(ptr))
         lin = self.linear(idx, strides)
         if self.debug:
             self.check_bounds(lin, n)
         ptr = self.b.gep(self.ptr[n.id], [lin], inbounds=True)
-        if self.lanes:
-            # a vector run (``lanes``): the caller guarantees every read is contiguous along
-            # ``lane_var`` or does not depend on it (``channel_groups.vector_group``)
-            if self.uses(lin, self.lane_var):
-                # contiguous along the run, as the caller's plan makes every such read: the
-                # run's index itself in one dim of stride 1, no other index computed from it
-                at = [d for d, i in enumerate(idx) if i is self.lane_var]
-                if len(at) != 1 or not sh.same(strides[at[0]], 1) or any(
-                        self.uses(i, self.lane_var) for d, i in enumerate(idx) if d != at[0]):
-                    raise AssertionError(f"a vector run's read of %{n.id} is not contiguous")
-                vt = ir.VectorType(ptr.type.pointee, self.lanes)
-                return self.b.load(self.b.bitcast(ptr, vt.as_pointer()), align=4)
-            block, outer = self.hoist if self.hoist is not None else (None, ())
-            if block is not None and all(isinstance(i, ir.Constant)
-                                         or any(i is o for o in outer) for i in idx):
-                # the same element at every index of the run (a per-channel value): loaded
-                # and broadcast once, before the run's loop (the tile level has no LICM);
-                # the copy computed here is left unused
-                with self.b.goto_block(block):
-                    p = self.b.gep(self.ptr[n.id], [self.linear(idx, strides)], inbounds=True)
-                    return self.splat(self.b.load(p))
-            return self.splat(self.b.load(ptr))
         v = self.b.load(ptr)
         if n.dtype is dt.bool_:
             v = self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
@@ -314,9 +296,12 @@ class KernelEmitter:
     def store_out(self, idx: list[ir.Value], v: ir.Value) -> None:
         if self.lanes:  # a vector run: ``lanes`` consecutive elements from ``idx``
             v = self.splat(v)
-            ptr = self._run_pointer(self.out, idx, contiguous_strides(self.node.shape))
-            if ptr is None:
-                ptr = self.out_ptr(idx)
+            ptr, moves, _ = self._run_address(self.out, idx,
+                                              contiguous_strides(self.node.shape),
+                                              f"%{self.node.id}")
+            if not moves:
+                raise AssertionError(f"a vector run's store of %{self.node.id} does not move "
+                                     "with the run")
             self.b.store(v, self.b.bitcast(ptr, v.type.as_pointer()), align=4)
             return
         ptr = self.out_ptr(idx)
@@ -334,26 +319,37 @@ class KernelEmitter:
     # read that does not depend on ``lane_var`` is loaded and broadcast
     hoist: tuple[ir.Block, tuple] | None = None
 
-    def _run_pointer(self, base: ir.Value, idx: list[ir.Value], strides: list[Any]
-                     ) -> ir.Value | None:
-        """In a vector run, the address of ``idx`` when it is ``lane_var`` at stride 1 in
-        one dim and values defined before the run's loop elsewhere: the run's start computed
-        there (``hoist``), plus ``lane_var`` here, so the loop adds one index per access
-        (the tile level has no LICM or strength reduction to do it); else None."""
-        if self.hoist is None:
-            return None
-        block, outer = self.hoist
-        at = [d for d, i in enumerate(idx) if i is self.lane_var]
-        if len(at) != 1 or not sh.same(strides[at[0]], 1):
-            return None
-        rest = [i for d, i in enumerate(idx) if d != at[0]]
-        if not all(isinstance(i, ir.Constant) or any(i is o for o in outer) for i in rest):
-            return None
+    def _run_address(self, base: ir.Value, idx: list[ir.Value], strides: list[Any],
+                     what: str) -> tuple[ir.Value, bool, ir.Block | None]:
+        """A vector run's address of ``idx`` in ``base`` (with ``strides``), whether it
+        moves with ``lane_var``, and the block before the run's loop where its start was
+        computed (None: in the loop). One that moves must be ``lane_var`` itself at stride 1 in
+        one dim, no other index computed from it (the caller's plan makes every such access
+        contiguous: checked here, raising rather than reading the wrong memory); it is the
+        run's start plus ``lane_var``. One that does not is the same element at every index
+        of the run (a per-channel value). The start is computed before the run's loop
+        (``hoist``) when every other index is defined there: the tile level has no LICM or
+        strength reduction to move it."""
+        live = [d for d, s in enumerate(strides) if not (isinstance(s, int) and s == 0)]
+        moving = [d for d in live if self.uses(idx[d], self.lane_var)]
+        if moving and (len(moving) != 1 or idx[moving[0]] is not self.lane_var
+                       or not sh.same(strides[moving[0]], 1)):
+            raise AssertionError(f"a vector run's access of {what} is not contiguous")
         start = list(idx)
-        start[at[0]] = ir.Constant(I64, 0)
-        with self.b.goto_block(block):
+        for d in moving:
+            start[d] = ir.Constant(I64, 0)
+        block, outer = self.hoist if self.hoist is not None else (None, ())
+        if block is not None and not all(isinstance(start[d], ir.Constant)
+                                         or any(start[d] is o for o in outer) for d in live):
+            block = None
+        if block is None:
             first = self.b.gep(base, [self.linear(start, strides)], inbounds=True)
-        return self.b.gep(first, [self.lane_var], inbounds=True)
+        else:
+            with self.b.goto_block(block):
+                first = self.b.gep(base, [self.linear(start, strides)], inbounds=True)
+        if not moving:
+            return first, False, block
+        return self.b.gep(first, [self.lane_var], inbounds=True), True, block
 
     def splat(self, v: ir.Value) -> ir.Value:
         """``v`` in every lane (a vector run's scalar: a constant, a per-channel value);

@@ -180,11 +180,16 @@ def cascade_sum(k: Any, t: ir.Type, run_loops: Callable[[Callable[[], None]], No
 def cascade_sums(k: Any, t: ir.Type, run_loops: Callable[[Callable[[], None]], None],
                  extent: ir.Value, elements: Callable[[ir.Value], list[ir.Value]],
                  count: int, start: ir.Value | None = None, step: ir.Value | None = None,
-                 block: int = BLOCK) -> list[ir.Value]:
+                 block: int = BLOCK,
+                 block_sums: Callable[[ir.Value, ir.Value, list[ir.Value]], None] | None = None
+                 ) -> list[ir.Value]:
     """``cascade_sum`` of ``count`` sums in one loop: ``elements(j)`` gives the j-th
     element of each (and may store other values at j: a channel group's members,
     ``codegen.channel_groups``); each sum has its own block accumulator and cascade, and
-    all share the block boundaries, so each is summed exactly as ``cascade_sum`` sums it."""
+    all share the block boundaries, so each is summed exactly as ``cascade_sum`` sums it.
+    ``block_sums(c0, hi, part)``, where given, stores each sum's total over the block
+    ``[c0, hi)`` in its ``part`` slot instead of the loop over ``elements`` (a channel
+    group's vector runs: ``channel_groups._vector_pass``); blocks and cascades stay these."""
     b = k.b
     cas = [Cascade(k, t) for _ in range(count)]
     part = [k.alloca(t) for _ in range(count)]
@@ -199,43 +204,33 @@ def cascade_sums(k: Any, t: ir.Type, run_loops: Callable[[Callable[[], None]], N
     def body() -> None:
         with for_range(b, first, extent, name="blk", step=span) as c0:
             hi = _umin(b, b.add(c0, span), extent)
-            for p in part:
-                b.store(fconst(t, 0.0), p)
-            with for_range(b, c0, hi, name="run", step=step) as j:
-                k.record_var(j, extent)  # j in [0, extent): codegen.affine
-                for p, v in zip(part, elements(j), strict=True):
-                    b.store(b.fadd(b.load(p), v, flags=REDUCE_FLAGS), p)
-            end_block(b, cas, part, filled, b.sub(hi, c0) if step is None else i64(block),
-                      block)
+            if block_sums is not None:
+                block_sums(c0, hi, part)
+            else:
+                for p in part:
+                    b.store(fconst(t, 0.0), p)
+                with for_range(b, c0, hi, name="run", step=step) as j:
+                    k.record_var(j, extent)  # j in [0, extent): codegen.affine
+                    for p, v in zip(part, elements(j), strict=True):
+                        b.store(b.fadd(b.load(p), v, flags=REDUCE_FLAGS), p)
+            for c, p in zip(cas, part):
+                blk = c.blk_ptr(i64(0))
+                b.store(b.fadd(b.load(blk), b.load(p)), blk)
+            n = b.sub(hi, c0)
+            got = b.add(b.load(filled), n if step is None else i64(block))
+            b.store(got, filled)
+            with b.if_then(b.icmp_signed(">=", got, i64(block))):
+                for c in cas:
+                    c.push()
+                b.store(i64(0), filled)
 
     run_loops(body)
-    return totals(b, cas)
-
-
-def totals(b: ir.IRBuilder, cas: list[Cascade]) -> list[ir.Value]:
-    """Each cascade's sum once its last block is in: the block pushed, the levels folded."""
     out = []
     for c in cas:
         c.push()
         c.fold()
         out.append(b.load(c.blk_ptr(i64(0))))
     return out
-
-
-def end_block(b: ir.IRBuilder, cas: list[Cascade], part: list[ir.Value], filled: ir.Value,
-              count: ir.Value, block: int) -> None:
-    """The end of one block of ``cascade_sums`` (and of a channel group's vector runs):
-    each sum's block total (``part``) added into its cascade's block slot, ``count`` more
-    elements counted in ``filled``, and every ``block`` elements the blocks pushed."""
-    for c, p in zip(cas, part):
-        blk = c.blk_ptr(i64(0))
-        b.store(b.fadd(b.load(blk), b.load(p)), blk)
-    got = b.add(b.load(filled), count)
-    b.store(got, filled)
-    with b.if_then(b.icmp_signed(">=", got, i64(block))):
-        for c in cas:
-            c.push()
-        b.store(i64(0), filled)
 
 
 def outer_sum(k: Any) -> None:
@@ -504,4 +499,4 @@ def kernel(fallback: Callable[[Any], None]) -> Callable[[Any], None]:
 KERNEL = register(Kernel("reduce", ("sum", "max"), kernel(direct)))
 
 __all__ = ["kernel", "direct", "combine", "init", "KERNEL", "Cascade", "cascade_sum",
-           "end_block", "totals", "cascade_sums", "outer_sum", "fits_one_block", "BLOCK"]
+           "cascade_sums", "outer_sum", "fits_one_block", "BLOCK"]

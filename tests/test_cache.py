@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from graphc.codegen import options
 
 from graphc.runtime import cache
 
@@ -480,3 +481,23 @@ def test_generated_python_comes_from_the_cache_and_only_when_authentic(tmp_path,
     ns = {}
     exec(runner._code_of(src, "<graphc runner t>"), ns)  # noqa: S102
     assert ns["run"](3) == 7 and len(calls) == 2  # rejected, compiled again
+
+
+@pytest.mark.parametrize("switch", [o for o in options.__all__ if o != "POOL_HOLD"])
+def test_every_code_generator_switch_is_part_of_the_cache_key(switch: str,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """Each switch of ``codegen.options`` that changes the object code (all but
+    ``POOL_HOLD``, the thread pool's run-time hold) keys the compile cache: a step compiled
+    with it on never gets the objects compiled with it off, and the other way round."""
+    import numpy as np
+
+    import graphc as gc
+
+    keys = []
+    for value in (True, False):
+        monkeypatch.setattr(options, switch, value)
+        step = gc.compile(lambda x: gc.relu(x * 2.0 + 1.0))
+        step(gc.tensor(np.ones((4, 5), np.float32)))
+        keys.append(step.variants[0].exe.cache_key)
+    assert keys[0] != keys[1], switch

@@ -90,15 +90,3 @@ def test_a_group_with_another_op_keeps_scalar_runs(monkeypatch: pytest.MonkeyPat
     got = _run(5, True, "sigmoid", monkeypatch)
     assert got["levels"] == {"O3"}, got["levels"]
     _close(got, _run(5, None, "sigmoid", monkeypatch), "sigmoid group against the interpreter")
-
-
-def test_the_switch_is_part_of_the_cache_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``GRAPHC_VECTOR_CHANNEL_GROUPS=0`` compiles other objects: a step compiled with either
-    setting never gets the other's from the compile cache."""
-    keys = []
-    for vector in (True, False):
-        monkeypatch.setattr(options, "VECTOR_CHANNEL_GROUPS", vector)
-        step = gc.compile(lambda x: gc.relu(x * 2.0 + 1.0))
-        step(gc.tensor(np.ones((4, 5), np.float32)))
-        keys.append(step.variants[0].exe.cache_key)
-    assert keys[0] != keys[1]

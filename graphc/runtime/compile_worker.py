@@ -140,31 +140,34 @@ class Worker:
                 self.retire = True
             return status, payload, seconds
 
-    def close(self) -> None:
+    def close(self, graceful: bool = True) -> None:
         """Stop the worker and close both ends of its pipes: a pipe left open is reported
         as an unclosed file when the process exits (``ResourceWarning``, shown under
-        ``python -X dev`` and ``-W default``)."""
+        ``python -X dev`` and ``-W default``). ``graceful``: asked to finish (its input
+        closed), killed if it does not within 5 s; else (``_discard``) killed at once."""
         self.dead = True
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=5)
-        except Exception:  # noqa: BLE001 - a worker that does not stop is killed
-            self.proc.kill()
+        stopped = False
+        if graceful:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+                stopped = True
+            except Exception:  # noqa: BLE001 - a worker that does not stop is killed
+                pass
+        if not stopped:
+            self.proc.kill()  # a no-op on a process that has exited
             self.proc.wait()
-        self.proc.stdout.close()
-
-    def _discard(self) -> None:
-        """A worker that failed (no greeting, a broken pipe, a garbled or missing reply):
-        never used again, stopped now rather than at this process's exit (its state is
-        unknown, so it is not asked to finish), its pipes closed."""
-        self.dead = True
-        self.proc.kill()  # a no-op on a process that has exited
-        self.proc.wait()
         for pipe in (self.proc.stdin, self.proc.stdout):
             try:
                 pipe.close()
             except OSError:  # data it could not flush to a stopped worker: dropped
                 pass
+
+    def _discard(self) -> None:
+        """A worker that failed (no greeting, a broken pipe, a garbled or missing reply):
+        never used again, stopped now rather than at this process's exit (its state is
+        unknown, so it is not asked to finish)."""
+        self.close(graceful=False)
 
 
 _lock = threading.Lock()
