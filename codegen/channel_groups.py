@@ -52,8 +52,8 @@ groups, to compare.
 
 Vector runs (``vector_group``, ``_vector_pass``). A channel group whose full-shaped members
 and sums' inputs are float32 arithmetic, compares, ``where``, ``sqrt``/``abs``/``maximum``
-(``VECTOR_OPS``) over float32 buffers is written in vectors of 16 (``LANES``) and compiled
-at the tile level (SROA, instcombine, simplifycfg: no loop vectoriser, no LICM):
+(``vector_runs.VECTOR_OPS``) over float32 buffers is written in vectors of 16 (``LANES``)
+and compiled at the tile level (SROA, instcombine, simplifycfg: no loop vectoriser, no LICM):
 - every read is contiguous along the run or per channel (the plan's ``_flat``), so a read
   that depends on the run index is a vector load from the run's start (computed before the
   loop, ``KernelEmitter._run_address``) and one that does not is loaded and broadcast once
@@ -92,6 +92,7 @@ from .emitter import KernelEmitter
 from .families import KERNELS
 from .llvm_util import I32, REDUCE_FLAGS, fconst, for_range, i64, reg_type
 from .reduce import cascade_sums, fits_one_block
+from .vector_runs import LANES, op_ok
 from .views import VIEW_OPS
 
 FULL, RED, CHAN = "full", "red", "chan"
@@ -436,25 +437,17 @@ def _emit_pass(k: KernelEmitter, idx: list[Any], inner: int, at_red: list[Any],
         store(m, at_red, k.compute(m, at_red))
 
 
-# -- vector runs ------------------------------------------------------------------------
-LANES = 16  # floats a vector run computes at once (AVX-512's width; two AVX2 registers)
-
-# the ops a vector run computes: LLVM arithmetic, compares, ``select`` and the intrinsics
-# ``VectorEmit`` names for vectors (``sqrt``, ``fabs``, ``maximum``, ``minimum``); the views
-# that only move an index (an ``expand`` of a per-channel value, a ``reshape`` below one)
-VECTOR_OPS = frozenset({"add", "sub", "mul", "div", "neg", "abs", "sqrt", "relu", "sign",
-                        "maximum", "minimum", "where", "lt", "le", "gt", "ge", "eq", "ne",
-                        "const", "expand", "reshape"})
-_COMPARES = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+# -- vector runs (``codegen.vector_runs``: the ops they take, their width) -----------------
 
 
 def vector_group(k: KernelEmitter, members: list[Node]) -> bool:
     """Whether every run of a channel group can be written in vectors: float32 throughout,
-    every full-shaped member and every sum's input computed from ``VECTOR_OPS`` over float32
-    buffers. What makes the vector loads right is the plan's (``_flat``): every buffer a
-    channel group reads at the full shape is read contiguously along the run, everything
-    else is broadcast per channel, so a read either depends on the run index with stride 1
-    (a vector load) or not at all (a scalar, broadcast). Per-channel members are computed
+    every full-shaped member and every sum's input computed from ``vector_runs.VECTOR_OPS``
+    (``vector_runs.op_ok``) over float32 buffers. What makes the vector loads right is the
+    plan's (``_flat``): every buffer a channel group reads at the full shape is read
+    contiguously along the run, everything else is broadcast per channel, so a read either
+    depends on the run index with stride 1 (a vector load) or not at all (a scalar,
+    broadcast). Per-channel members are computed
     between the passes as scalars, whatever their ops."""
     if not options.VECTOR_CHANNEL_GROUPS or k.debug:
         return False
@@ -478,16 +471,8 @@ def vector_group(k: KernelEmitter, members: list[Node]) -> bool:
             if n.dtype is not dt.float32:  # read from a buffer: floats only
                 return False
             continue
-        if n.op not in VECTOR_OPS:
-            return False
-        if n.op in _COMPARES:
-            if n.dtype is not dt.bool_:
-                return False
-        elif n.op == "const":
-            if n.dtype not in (dt.float32, dt.bool_):
-                return False
-        elif n.dtype is not dt.float32:
-            return False
+        if not op_ok(n) or (own and n.dtype is not dt.float32):
+            return False  # (a member stored from vectors: float32, not a compare's bools)
         todo.extend((x, False) for x in n.inputs)
     return True
 

@@ -354,7 +354,8 @@ class VectorEmit(Emit):
     """``Emit`` over vectors of ``lanes`` elements: the same rules, with constants splatted
     and intrinsics named for the vector type (``llvm.sqrt.v16f32``). LLVM's arithmetic,
     compares and ``select`` take vectors as they are. Used by the vector runs of channel
-    groups (``codegen.channel_groups.vector_group``), which admit only rules written in those
+    groups and of elementwise kernels (``codegen.channel_groups.vector_group``,
+    ``codegen.vector_runs``), which admit only rules written in those
     terms: no vector-math routine (``math``) is given vectors here."""
 
     def __init__(self, k: Any, node: Any, lanes: int) -> None:
@@ -380,4 +381,4 @@ class VectorEmit(Emit):
     def math(self, name: str, *xs: ir.Value) -> ir.Value:
         raise NotImplementedError(f"vector-math routine {name!r} on vectors: a channel "
                                   "group's vector runs admit no such op "
-                                  "(channel_groups.VECTOR_OPS)")
+                                  "(vector_runs.VECTOR_OPS)")

@@ -44,6 +44,7 @@ from .llvm_util import (
     round_bf16,
 )
 from .parallel import TASK, context_type, pack_context, unpack_context
+from .vector_runs import emit_runs
 from .views import VIEW_OPS, closure_of, contiguous_strides, strided_view
 
 # elements of an elementwise kernel's loop nest from which its two halves run on the two
@@ -318,6 +319,39 @@ class KernelEmitter:
     # (the block before a vector run's loop, the index values defined before it): where a
     # read that does not depend on ``lane_var`` is loaded and broadcast
     hoist: tuple[ir.Block, tuple] | None = None
+    # the values that are the same all along a vector run (``codegen.vector_runs``): each
+    # computed once, as scalars in the block before the run's loop, and broadcast (the
+    # tile level has no LICM to move them out); ``run_values``: those made for this run
+    invariant: frozenset[int] = frozenset()
+    run_values: dict[tuple[int, bool], ir.Value] = {}  # (node id, computed here) -> vector
+    run_scalars: dict[int, ir.Value] = {}  # member id -> its scalar, made before the loop
+
+    def _before_run(self, n: Node, idx: list[ir.Value], own: bool) -> ir.Value:
+        """Node ``n``'s value (``own``: computed, as for a member, else read) all along the
+        vector run, computed once before its loop and broadcast to every lane. The scalars
+        of the members made so far stand in for ``cache`` while it is computed: anything an
+        invariant value reads is invariant too. ``codegen.vector_runs`` resets both tables
+        for each run."""
+        got = self.run_values.get((n.id, own))
+        if got is not None:
+            return got
+        assert self.hoist is not None
+        block = self.hoist[0]
+        lanes, var, hoist, cache = self.lanes, self.lane_var, self.hoist, self.cache
+        at = [i64(0) if self.uses(i, var) else i for i in idx]
+        self.lanes, self.lane_var, self.hoist = 0, None, None
+        self.cache = dict(self.run_scalars)
+        try:
+            with self.b.goto_block(block):
+                v = self.compute(n, at) if own else self.value(n, at)
+        finally:
+            self.lanes, self.lane_var, self.hoist, self.cache = lanes, var, hoist, cache
+        if own:
+            self.run_scalars[n.id] = v
+        with self.b.goto_block(block):
+            out = self.splat(v)
+        self.run_values[(n.id, own)] = out
+        return out
 
     def _run_address(self, base: ir.Value, idx: list[ir.Value], strides: list[Any],
                      what: str) -> tuple[ir.Value, bool, ir.Block | None]:
@@ -414,12 +448,16 @@ class KernelEmitter:
         """The value of node ``n`` at multi-index ``idx`` (fusing expressions inline)."""
         if n.id in self.cache:  # an earlier loop-group member, read at its own index
             return self.cache[n.id]
+        if self.lanes and n.id in self.invariant:
+            return self._before_run(n, idx, False)
         if self._is_buffer(n):
             return self.load_buffer(n, idx)
         return self.compute(n, idx)
 
     def compute(self, n: Node, idx: list[ir.Value]) -> ir.Value:
         """Like ``value`` but never loads ``n`` itself (used for the node being computed)."""
+        if self.lanes and n.id in self.invariant:
+            return self._before_run(n, idx, True)
         if n.op == "pad":
             return self._padded(n, idx)
         if n.op in VIEW_OPS:
@@ -427,6 +465,14 @@ class KernelEmitter:
             if sv is not None:
                 base, strides = sv
                 return self.load_buffer(base, idx, strides)
+            if self.lanes and n.op == "reshape":
+                # a vector run over every dim (``codegen.vector_runs``): the run's index is
+                # the flat offset, the same in the source's shape
+                src = n.inputs[0].shape
+                last = max(d for d in range(len(src)) if not sh.same(src[d], 1))
+                at: list[ir.Value] = [i64(0)] * len(src)
+                at[last] = self.lane_var
+                return self.value(n.inputs[0], at)
             return self.value(n.inputs[0], self.map_index(n, idx))
         rule = ELEMENT_RULES.get(n.op)
         if rule is None:
@@ -829,7 +875,8 @@ def emit_elementwise(k: KernelEmitter) -> None:
         def body(idx: list[ir.Value]) -> None:
             k.store_out(idx, k.compute(n, idx))
 
-        k.loops(n.shape, body, factor=k.inner_factor(n.shape), pads=True)
+        if not emit_runs(k, n.shape, body):
+            k.loops(n.shape, body, factor=k.inner_factor(n.shape), pads=True)
         return
     raise NotImplementedError(f"no CPU kernel for op {n.op!r}")
 
@@ -858,7 +905,8 @@ def emit_group(k: KernelEmitter) -> None:
         k.node = k.members[0]
 
     shape = k.members[0].shape
-    k.loops(shape, body, factor=k.inner_factor(shape), pads=True)
+    if not emit_runs(k, shape, body):
+        k.loops(shape, body, factor=k.inner_factor(shape), pads=True)
 
 
 def loops_into(k: KernelEmitter, shape: tuple, dims: list[int], idx: list[Any], body: Any

@@ -758,7 +758,7 @@ class Lowering:
                 lo, hi = i64(0), i64(int(e.shape[d0]))
             vals += [lo, hi]
         b.ret(b.call(inner, vals))
-        fn = self._dedup(w, "epilogue_ctx", "O3")
+        fn = self._dedup(w, "epilogue_ctx", ek.level)  # in its consumer's module
         self._callees[fn.name] = [inner.name]
         self._epi_made[key] = fn
         return fn

@@ -40,9 +40,15 @@ GENERIC_KERNELS = os.environ.get("GRAPHC_GENERIC_KERNELS", "1") != "0"
 # (``codegen.channel_groups``; to compare)
 VECTOR_CHANNEL_GROUPS = os.environ.get("GRAPHC_VECTOR_CHANNEL_GROUPS", "1") != "0"
 
+# GRAPHC_VECTOR_RUNS=0 leaves elementwise kernels and loop groups as scalar loops for LLVM's
+# O3 loop vectoriser instead of writing their runs in vectors compiled at the tile level
+# (``codegen.vector_runs``; to compare)
+VECTOR_RUNS = os.environ.get("GRAPHC_VECTOR_RUNS", "1") != "0"
+
 # GRAPHC_POOL_HOLD=0: the thread pool keeps splitting work over both threads after its worker
 # was late (``codegen.parallel``: the late-worker hold; to compare)
 POOL_HOLD = os.environ.get("GRAPHC_POOL_HOLD", "1") != "0"
 
 __all__ = ["POOL_HOLD", "LOOP_GROUPS", "WINOGRAD", "CONV_GEMM", "CHANNEL_GROUPS", "WINOGRAD_WGRAD",
-           "BF16_WINOGRAD", "CONV_EPILOGUE", "GENERIC_KERNELS", "VECTOR_CHANNEL_GROUPS"]
+           "BF16_WINOGRAD", "CONV_EPILOGUE", "GENERIC_KERNELS", "VECTOR_CHANNEL_GROUPS",
+           "VECTOR_RUNS"]

@@ -187,6 +187,7 @@ class CPUExecutable(GuardMixin, Runtime):
         target += "" if codegen_options.CONV_EPILOGUE else "|no-conv-epilogue"
         target += "" if codegen_options.GENERIC_KERNELS else "|no-generic-kernels"
         target += "" if codegen_options.VECTOR_CHANNEL_GROUPS else "|no-vector-channel-groups"
+        target += "" if codegen_options.VECTOR_RUNS else "|no-vector-runs"
         self.profiling = os.environ.get("GRAPHC_PROFILE", "") not in ("", "0")
         target += "|profile" if self.profiling else ""
         # the printed graph groups inputs by kind; the native table follows the inputs' (and

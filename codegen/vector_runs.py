@@ -1,0 +1,303 @@
+"""Elementwise kernels and loop groups written in vectors, compiled at the ``tile`` level.
+
+An elementwise kernel (a convolution's epilogue included) or a loop group is a loop nest
+whose innermost loop LLVM's O3 pipeline vectorises. That pipeline (the loop vectoriser and
+what it needs) costs about five times what the ``tile`` level does per line of IR, and after
+the batch norms' channel groups (``codegen.channel_groups``) these kernels were most of what
+was left at O3: on an Ice Lake Xeon (2 vCPU), ResNet-18's nine ReLU-gradient epilogues and its
+optimizer's loop groups took 0.4-0.5 s of its 0.8 s of O3 LLVM CPU.
+
+Here such a kernel's innermost run is written in vectors of ``LANES`` elements with a scalar
+tail, as the channel groups' are, when everything it computes can be:
+
+- every op of its members' cones is in ``VECTOR_OPS`` (LLVM arithmetic, compares,
+  ``select``, ``sqrt``, ``fabs``, ``maximum``/``minimum``, ``fma``: rules ``emit.VectorEmit``
+  writes for vectors), over float32 values (bool for compares);
+- every read is a float32 buffer at the kernel's own index or seen through views that only
+  move strides (``views.strided_view``: ``expand``, ``permute``, a ``reshape`` that keeps
+  the layout), and over the run (``run_start``: the longest suffix of the dims where this
+  holds) each read is either contiguous with the output's layout or the same element
+  throughout (a per-channel bias, a scalar learning rate).
+
+The run is then one flat loop over those dims (the index is ``j`` in the last of them, zero
+in the others: right for exactly those reads), the dims before it loops as before with the
+first split over the threads; where the run takes every dim, it is the thread's share of the
+flat range. Any other kernel keeps its scalar loops at O3. ``GRAPHC_VECTOR_RUNS=0`` keeps
+them all there, to compare. The values are the scalar loops' element for element: no sum
+is reordered (a vector lane computes what the scalar loop computed at its index, with the
+same operations: LLVM's O3 contracts nothing here either, ``fmadd`` is ``llvm.fma`` both
+ways).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+
+from graphc.ir import Node
+from graphc.ir import dtypes as dt
+from graphc.ir import shapes as sh
+from graphc.ir.elementwise import ELEMENTWISE
+
+from . import options
+from .llvm_util import for_range, i64
+from .views import VIEW_OPS, contiguous_strides, strided_view
+
+LANES = 16  # floats a vector run computes at once (AVX-512's width; two AVX2 registers)
+
+# the ops a vector run computes: LLVM arithmetic, compares, ``select`` and the intrinsics
+# ``VectorEmit`` names for vectors (``sqrt``, ``fabs``, ``maximum``, ``minimum``, ``fma``);
+# the views that only move an index (an ``expand`` of a per-channel value, a ``reshape``)
+VECTOR_OPS = frozenset({"add", "sub", "mul", "div", "neg", "abs", "sqrt", "relu", "sign",
+                        "maximum", "minimum", "where", "lt", "le", "gt", "ge", "eq", "ne",
+                        "const", "expand", "reshape", "fmadd"})
+COMPARES = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+
+
+# float32 powers ``Emit.pow`` writes as multiplies or a square root, which take vectors
+_POWERS = (1.0, 2.0, 3.0, 0.5)
+
+
+def op_ok(n: Node) -> bool:
+    """Whether a vector run computes node ``n`` itself: a ``VECTOR_OPS`` op on float32 (a
+    compare giving bool, a float32 or bool constant), or a float32 power by a constant in
+    ``_POWERS`` (a squared error)."""
+    if n.op == "pow":
+        y = n.inputs[1]
+        while y.op in ("expand", "reshape"):
+            y = y.inputs[0]
+        return (n.dtype is dt.float32 and y.op == "const"
+                and isinstance(y.attrs["value"], (int, float))
+                and float(y.attrs["value"]) in _POWERS)
+    if n.op not in VECTOR_OPS:
+        return False
+    if n.op in COMPARES:
+        return n.dtype is dt.bool_
+    if n.op == "const":
+        return n.dtype in (dt.float32, dt.bool_)
+    return n.dtype is dt.float32
+
+
+# ops whose value at an index is a function of their operands' values there alone (the
+# ``_l_table`` rule of every op-table primitive, constants): computed once before the run
+# when their operands are the same all along it, whatever the op and dtype
+_PURE = frozenset({d.name for d in ELEMENTWISE} | {"const"})
+INV, VAR = "invariant", "varying"
+
+
+class _Classify:
+    """Which values of a kernel's members vary along a run over dims ``dims`` (``VAR``) and
+    which are the same all along it (``INV``), or None: some value cannot be in a vector run
+    (an op outside ``VECTOR_OPS`` that varies, a varying read that is not contiguous float32,
+    a view that is not a strided view of buffers: a slice, a pad, a reshape that divides an
+    index). The loop runs over ``shape``; ``last``: the run index's dim."""
+
+    def __init__(self, k: Any, shape: tuple, dims: list[int], last: int,
+                 whole: bool = False, members: bool = True) -> None:
+        self.k, self.dims, self.last = k, dims, last
+        self.cs = contiguous_strides(shape)
+        self.nd = len(shape)
+        self.shape = shape
+        # the run is every dim that is not 1 (its index is the flat offset itself)
+        self.whole = whole
+        # the members' values may be read (at the loop's own index; not in a reshape's
+        # source, whose index is another)
+        self.ids = {m.id for m in k.members} if members else set()
+        self.memo: dict[tuple[int, bool], str | None] = {}
+        self.inner: list[_Classify] = []  # the reshapes' sources (``flat_sources``)
+
+    def read(self, base: Node, strides: list[Any], dtype: Any) -> str | None:
+        if len(strides) != self.nd:
+            return None
+        st = list(strides)
+        if base.id == self.k.staged_id:  # one image of it (``load_buffer``)
+            st[0] = 0
+        if all(sh.same(st[d], 0) for d in self.dims):
+            return INV
+        if (dtype is dt.float32 and sh.same(st[self.last], 1)
+                and all(sh.same(st[d], self.cs[d]) for d in self.dims)):
+            return VAR
+        return None
+
+    def __call__(self, n: Node, own: bool = False) -> str | None:
+        key = (n.id, own)
+        if key not in self.memo:
+            self.memo[key] = None  # (a cycle cannot occur; a graph is acyclic)
+            self.memo[key] = self._of(n, own)
+        return self.memo[key]
+
+    def _of(self, n: Node, own: bool) -> str | None:
+        k = self.k
+        if not own and n.id in self.ids:
+            return self(n, True)  # an earlier member: its value is in a register
+        if not own and n.id in k.cache:
+            return None  # a member's value, read at another index
+        if not own and k._is_buffer(n):
+            if len(n.shape) != self.nd or not all(
+                    sh.same(a, b) for a, b in zip(n.shape, self.shape)):
+                return None
+            return self.read(n, contiguous_strides(n.shape), n.dtype)
+        if n.op in VIEW_OPS:
+            sv = strided_view(n, lambda m: m is not n and k._is_buffer(m))
+            if sv is not None:
+                return self.read(sv[0], sv[1], sv[0].dtype)
+            # a view of computed values: values that read no buffer at all, or (a run
+            # over every dim) a reshape of values computed from contiguous reads of its
+            # source's shape, whose flat offset is the run's (``flat_sources``)
+            if _reads_nothing(n.inputs[0], k):
+                return INV
+            src = n.inputs[0].shape
+            if (n.op == "expand" and len(src) == self.nd
+                    and all(sh.same(src[d], 1) for d in self.dims)
+                    and not _reads_members(n.inputs[0], k)):
+                return INV  # broadcast along the whole run: computed once, as scalars
+            if n.op != "reshape" or not self.whole:
+                return None
+            real = [d for d in range(len(src)) if not sh.same(src[d], 1)]
+            if not real:
+                return None
+            c = _Classify(k, src, real, real[-1], whole=True, members=False)
+            got = c(n.inputs[0])
+            if got is None:
+                return None
+            self.inner.append(c)
+            return got
+        if n.op not in _PURE:
+            return None
+        got = [self(x) for x in n.inputs]
+        if any(g is None for g in got):
+            return None
+        if all(g == INV for g in got):
+            return INV
+        return VAR if op_ok(n) else None
+
+
+def _reads_members(n: Node, k: Any) -> bool:
+    """Whether ``n``'s value reads a member's (held at the loop's own index)."""
+    ids = {m.id for m in k.members} | set(k.cache)
+    todo, seen = [n], set()
+    while todo:
+        x = todo.pop()
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        if x.id in ids:
+            return True
+        if not k._is_buffer(x):
+            todo.extend(x.inputs)
+    return False
+
+
+def _reads_nothing(n: Node, k: Any) -> bool:
+    """Whether ``n``'s value reads no buffer and no index: constants and pure ops on them."""
+    todo, seen = [n], set()
+    while todo:
+        x = todo.pop()
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        if k._is_buffer(x) or x.id in k.cache or (x.op not in _PURE and x.op not in VIEW_OPS):
+            return False
+        todo.extend(x.inputs)
+    return True
+
+
+def run_start(k: Any, shape: tuple) -> tuple[int, int, frozenset[int]] | None:
+    """``(s, last, invariant)``: the run is dims ``s..`` of the loop over ``shape`` (the
+    longest such suffix), its index in dim ``last`` (the last of them that is not 1);
+    ``invariant``: the ids of the values that are the same all along the run (computed once
+    before its loop). None when the kernel cannot be written in vector runs (see the module
+    docstring). ``k``: the kernel emitter, its members set."""
+    if not options.VECTOR_RUNS or k.debug or k.forms is None:
+        return None
+    nd = len(shape)
+    real = [d for d in range(nd) if not sh.same(shape[d], 1)]
+    if not real:
+        return None
+    last = real[-1]
+    for m in k.members:
+        if m.id in k.outs and (m.dtype is not dt.float32 or len(m.shape) != nd or not all(
+                sh.same(a, b) for a, b in zip(m.shape, shape))):
+            return None  # every store is of float32 vectors at the loop's own index
+    for s in real:
+        c = _Classify(k, shape, [d for d in real if d >= s], last, whole=s == real[0])
+        got = [c(m, True) for m in k.members]
+        if all(g is not None for g in got) and VAR in got:
+            inv: set[int] = set()
+            todo = [c]
+            while todo:
+                x = todo.pop()
+                inv.update(i for (i, _), g in x.memo.items() if g == INV)
+                todo.extend(x.inner)
+            return s, last, frozenset(inv)
+    return None
+
+
+def emit_runs(k: Any, shape: tuple, body: Any) -> bool:
+    """The loop nest over ``shape`` with its run in vector runs (``run_start``), ``body(idx)``
+    emitted once with ``k.lanes`` set and once for the scalar tail; False (nothing emitted)
+    when the kernel does not qualify. Sets the kernel's level to ``tile``."""
+    got = run_start(k, shape)
+    if got is None:
+        return False
+    s, last, k.invariant = got
+    k.level = "tile"  # every run written in vectors: nothing left for O3 to vectorise
+    b = k.b
+    nd = len(shape)
+    idx: list[Any] = [i64(0)] * nd
+    outer = [d for d in range(s) if not sh.same(shape[d], 1)]
+    split = k.split_range
+
+    def run() -> None:
+        if outer:
+            start, end = i64(0), k.sym(sh.numel(shape[s:]))
+        else:  # the run is every dim: the thread's share of the flat range
+            d0 = next(d for d in range(nd) if not sh.same(shape[d], 1))
+            inner = k.sym(sh.numel(shape[d0 + 1:]))
+            lo, hi = split if split is not None else (i64(0), k.sym(shape[d0]))
+            start, end = b.mul(lo, inner), b.mul(hi, inner)
+        vend = b.add(start, b.and_(b.sub(end, start), i64(-LANES)))
+        # two vectors an iteration, then one more, then the scalar tail: at one vector an
+        # iteration, the loop's own instructions were a good part of a short run's time
+        pend = b.add(start, b.and_(b.sub(end, start), i64(-2 * LANES)))
+        before = b.block
+        k.run_values, k.run_scalars = {}, {}
+
+        def vector(j: ir.Value) -> None:
+            k.record_var(j, None)
+            idx[last] = j
+            k.lanes, k.lane_var, k.hoist = LANES, j, (before, tuple(idx[d] for d in outer))
+            try:
+                body(idx)
+            finally:
+                k.lanes, k.lane_var, k.hoist = 0, None, None
+
+        with for_range(b, start, pend, name="vrun", step=i64(2 * LANES)) as j:
+            vector(j)
+            vector(b.add(j, i64(LANES)))
+        with b.if_then(b.icmp_signed("<", pend, vend)):
+            vector(pend)
+        k.run_values, k.run_scalars = {}, {}
+        with for_range(b, vend, end, name="run") as j:
+            k.record_var(j, None)
+            idx[last] = j
+            body(idx)
+        k.invariant = frozenset()
+
+    def rec(i: int, rng: tuple[ir.Value, ir.Value] | None) -> None:
+        if i == len(outer):
+            run()
+            return
+        d = outer[i]
+        lo, hi = rng if rng is not None else (i64(0), k.sym(shape[d]))
+        with for_range(b, lo, hi, name=f"i{d}") as v:
+            k.record_var(v, shape[d])
+            idx[d] = v
+            rec(i + 1, None)
+
+    rec(0, split)
+    return True
+
+
+__all__ = ["LANES", "VECTOR_OPS", "COMPARES", "op_ok", "run_start", "emit_runs"]
