@@ -325,31 +325,54 @@ class KernelEmitter:
     invariant: frozenset[int] = frozenset()
     run_values: dict[tuple[int, bool], ir.Value] = {}  # (node id, computed here) -> vector
     run_scalars: dict[int, ir.Value] = {}  # member id -> its scalar, made before the loop
+    run_first: ir.Value | None = None  # the index of the run's first element
 
     def _before_run(self, n: Node, idx: list[ir.Value], own: bool) -> ir.Value:
         """Node ``n``'s value (``own``: computed, as for a member, else read) all along the
         vector run, computed once before its loop and broadcast to every lane. The scalars
         of the members made so far stand in for ``cache`` while it is computed: anything an
         invariant value reads is invariant too. ``codegen.vector_runs`` resets both tables
-        for each run."""
+        for each run.
+
+        It is emitted at the end of the block before the run's loop (``hoist``), its branch
+        into the loop moved after it: the value may take blocks of its own (an index
+        check, an integer power's loop), and the loop's entry is then the last of them."""
         got = self.run_values.get((n.id, own))
         if got is not None:
             return got
         assert self.hoist is not None
-        block = self.hoist[0]
-        lanes, var, hoist, cache = self.lanes, self.lane_var, self.hoist, self.cache
-        at = [i64(0) if self.uses(i, var) else i for i in idx]
+        block, outer = self.hoist
+        b = self.b
+        here = b.block
+        term = block.terminator  # the branch into the run's loop
+        assert isinstance(term, ir.Branch) and block.instructions[-1] is term
+        block.instructions.pop()
+        block.terminator = None
+        lanes, var, cache = self.lanes, self.lane_var, self.cache
+        # at the run's first element (the lanes' values are equal): an index check among
+        # them reports the position a scalar loop's first iteration would
+        at = [self.run_first if self.uses(i, var) else i for i in idx]
         self.lanes, self.lane_var, self.hoist = 0, None, None
         self.cache = dict(self.run_scalars)
         try:
-            with self.b.goto_block(block):
-                v = self.compute(n, at) if own else self.value(n, at)
+            b.position_at_end(block)
+            v = self.compute(n, at) if own else self.value(n, at)
+            self.lanes = lanes
+            out = self.splat(v)
         finally:
-            self.lanes, self.lane_var, self.hoist, self.cache = lanes, var, hoist, cache
+            self.lanes, self.lane_var, self.cache = lanes, var, cache
+        end = b.block
+        end.instructions.append(term)
+        end.terminator, term.parent = term, end
+        if end is not block:  # the loop is entered from the value's last block now
+            for phi in term.operands[0].instructions:
+                if isinstance(phi, ir.PhiInstr):
+                    phi.incomings = [(x, end if bb is block else bb)
+                                     for x, bb in phi.incomings]
+        self.hoist = (end, outer)
+        b.position_at_end(here)
         if own:
             self.run_scalars[n.id] = v
-        with self.b.goto_block(block):
-            out = self.splat(v)
         self.run_values[(n.id, own)] = out
         return out
 

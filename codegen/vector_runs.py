@@ -261,24 +261,30 @@ def emit_runs(k: Any, shape: tuple, body: Any) -> bool:
         # two vectors an iteration, then one more, then the scalar tail: at one vector an
         # iteration, the loop's own instructions were a good part of a short run's time
         pend = b.add(start, b.and_(b.sub(end, start), i64(-2 * LANES)))
-        before = b.block
-        k.run_values, k.run_scalars = {}, {}
+        # the values the same all along the run are computed before its vectors, and only
+        # when there is one (an index check among them reports nothing a scalar loop over
+        # no elements would not)
+        with b.if_then(b.icmp_signed("<", start, vend)):
+            before = b.block
+            k.run_values, k.run_scalars, k.run_first = {}, {}, start
+            hoist = [(before, tuple(idx[d] for d in outer))]  # (moves as values go there)
 
-        def vector(j: ir.Value) -> None:
-            k.record_var(j, None)
-            idx[last] = j
-            k.lanes, k.lane_var, k.hoist = LANES, j, (before, tuple(idx[d] for d in outer))
-            try:
-                body(idx)
-            finally:
-                k.lanes, k.lane_var, k.hoist = 0, None, None
+            def vector(j: ir.Value) -> None:
+                k.record_var(j, None)
+                idx[last] = j
+                k.lanes, k.lane_var, k.hoist = LANES, j, hoist[0]
+                try:
+                    body(idx)
+                finally:
+                    hoist[0] = k.hoist
+                    k.lanes, k.lane_var, k.hoist = 0, None, None
 
-        with for_range(b, start, pend, name="vrun", step=i64(2 * LANES)) as j:
-            vector(j)
-            vector(b.add(j, i64(LANES)))
-        with b.if_then(b.icmp_signed("<", pend, vend)):
-            vector(pend)
-        k.run_values, k.run_scalars = {}, {}
+            with for_range(b, start, pend, name="vrun", step=i64(2 * LANES)) as j:
+                vector(j)
+                vector(b.add(j, i64(LANES)))
+            with b.if_then(b.icmp_signed("<", pend, vend)):
+                vector(pend)
+            k.run_values, k.run_scalars, k.run_first = {}, {}, None
         with for_range(b, vend, end, name="run") as j:
             k.record_var(j, None)
             idx[last] = j

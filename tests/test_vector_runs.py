@@ -238,3 +238,24 @@ def test_split_runs_are_bit_identical_over_thread_counts(tmp_path: Path) -> None
     assert_bit_identical(vec, min_arrays=6)
     scalar = run_per_thread_count(tmp_path, _THREADS_SCRIPT, threads=(2,), env={"VR": "0"})
     assert_bit_identical([vec[0], scalar[0]], min_arrays=6)
+
+
+def test_a_checked_index_the_same_along_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``x * w[i]``: the gathered scalar (an index check among its ops, so blocks of its
+    own) is computed once before the run's loop; in range it gives numpy's values, out of
+    range the same error, naming the same position, as the scalar loops (regression: the
+    check's branch was once emitted into the middle of the block before the loop)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 40)).astype(np.float32)
+    w = np.arange(5, dtype=np.float32)
+    errors = []
+    for vector in (True, False):
+        monkeypatch.setattr(options, "VECTOR_RUNS", vector)
+        step = gc.compile(lambda x, w, i: x * w[i] + 1.0)
+        np.testing.assert_array_equal(np.array(step(x, w, np.array(3))),
+                                      x * np.float32(3) + np.float32(1))
+        assert set(_levels(step).values()) == {"tile" if vector else "O3"}
+        with pytest.raises(IndexError) as e:
+            step(x, w, np.array(7))
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and "'i'" in errors[0], errors
