@@ -323,8 +323,9 @@ class KernelEmitter:
     # computed once, as scalars in the block before the run's loop, and broadcast (the
     # tile level has no LICM to move them out); ``run_values``: those made for this run
     invariant: frozenset[int] = frozenset()
-    run_values: dict[tuple[int, bool], ir.Value] = {}  # (node id, computed here) -> vector
-    run_scalars: dict[int, ir.Value] = {}  # member id -> its scalar, made before the loop
+    # (node id, computed here) -> its vector; member id -> its scalar (set per run)
+    run_values: dict[tuple[int, bool], ir.Value] | None = None
+    run_scalars: dict[int, ir.Value] | None = None
     run_first: ir.Value | None = None  # the index of the run's first element
 
     def _before_run(self, n: Node, idx: list[ir.Value], own: bool) -> ir.Value:
@@ -337,10 +338,11 @@ class KernelEmitter:
         It is emitted at the end of the block before the run's loop (``hoist``), its branch
         into the loop moved after it: the value may take blocks of its own (an index
         check, an integer power's loop), and the loop's entry is then the last of them."""
+        assert self.hoist is not None and self.run_values is not None
+        assert self.run_scalars is not None
         got = self.run_values.get((n.id, own))
         if got is not None:
             return got
-        assert self.hoist is not None
         block, outer = self.hoist
         b = self.b
         here = b.block

@@ -284,7 +284,7 @@ def emit_runs(k: Any, shape: tuple, body: Any) -> bool:
                 vector(b.add(j, i64(LANES)))
             with b.if_then(b.icmp_signed("<", pend, vend)):
                 vector(pend)
-            k.run_values, k.run_scalars, k.run_first = {}, {}, None
+            k.run_values, k.run_scalars, k.run_first = None, None, None
         with for_range(b, vend, end, name="run") as j:
             k.record_var(j, None)
             idx[last] = j
