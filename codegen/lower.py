@@ -710,9 +710,10 @@ class Lowering:
         the function a convolution kernel calls through its pointer (``codegen.conv``):
         ``ctx`` holds the consumer's arguments (``_epilogue_args``).
 
-        The consumer's loop is a kernel of its own, compiled at O3 like every elementwise
-        loop (LLVM vectorises it) while the convolution's tiles stay at the ``tile`` level,
-        so the convolution calls it instead of inlining it, and through a pointer so that
+        The consumer's loop is a kernel of its own, compiled like every elementwise loop
+        (written in vectors at the ``tile`` level where ``codegen.vector_runs`` takes it,
+        else at O3, where LLVM vectorises it; its context function goes in the same
+        module), so the convolution calls it instead of inlining it, and through a pointer so that
         its code does not depend on the consumer (equal convolutions share one kernel
         whatever follows them: ResNet-18's input gradients with and without the residual
         gradient added). Two forms, as the convolution kernel asks: *staged*, for the

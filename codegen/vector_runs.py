@@ -173,34 +173,31 @@ class _Classify:
         return VAR if op_ok(n) else None
 
 
-def _reads_members(n: Node, k: Any) -> bool:
-    """Whether ``n``'s value reads a member's (held at the loop's own index)."""
-    ids = {m.id for m in k.members} | set(k.cache)
-    todo, seen = [n], set()
+def _cone(n: Node, k: Any) -> list[Node]:
+    """``n`` and what its value is computed from, down to the buffers it reads (included,
+    not passed)."""
+    out, todo, seen = [], [n], set()
     while todo:
         x = todo.pop()
         if x.id in seen:
             continue
         seen.add(x.id)
-        if x.id in ids:
-            return True
+        out.append(x)
         if not k._is_buffer(x):
             todo.extend(x.inputs)
-    return False
+    return out
+
+
+def _reads_members(n: Node, k: Any) -> bool:
+    """Whether ``n``'s value reads a member's (held at the loop's own index)."""
+    ids = {m.id for m in k.members} | set(k.cache)
+    return any(x.id in ids for x in _cone(n, k))
 
 
 def _reads_nothing(n: Node, k: Any) -> bool:
     """Whether ``n``'s value reads no buffer and no index: constants and pure ops on them."""
-    todo, seen = [n], set()
-    while todo:
-        x = todo.pop()
-        if x.id in seen:
-            continue
-        seen.add(x.id)
-        if k._is_buffer(x) or x.id in k.cache or (x.op not in _PURE and x.op not in VIEW_OPS):
-            return False
-        todo.extend(x.inputs)
-    return True
+    return not any(k._is_buffer(x) or x.id in k.cache
+                   or (x.op not in _PURE and x.op not in VIEW_OPS) for x in _cone(n, k))
 
 
 def run_start(k: Any, shape: tuple) -> tuple[int, int, frozenset[int]] | None:

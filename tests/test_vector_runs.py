@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _steps import train_step
 from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import options
 
@@ -107,15 +108,7 @@ def _train(make_opt: Any, vector: bool | None, monkeypatch: pytest.MonkeyPatch
     model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(),
                           nn.Linear(4 * 25, 3))
     opt = make_opt(model.parameters())
-    loss_fn = nn.CrossEntropyLoss()
-
-    def step(x: Any, y: Any) -> Any:
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = train_step(model, opt, nn.CrossEntropyLoss())
     run = gc.compile(step) if vector is not None else step
     rng = np.random.default_rng(1)
     out: dict[str, np.ndarray] = {}
