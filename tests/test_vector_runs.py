@@ -13,9 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _fuzz_settings import fuzz_settings
 from _steps import train_step
 from _threads import assert_bit_identical, run_per_thread_count
 from graphc.codegen import options
+from hypothesis import given
+from hypothesis import strategies as st
 
 import graphc as gc
 from graphc import nn, optim
@@ -118,8 +121,8 @@ def _train(make_opt: Any, vector: bool | None, monkeypatch: pytest.MonkeyPatch
         out[f"loss{i}"] = np.array(run(x, y))
     for name, v in model.state_dict().items():
         out[name] = np.array(v)
-    for j, st in enumerate(opt.state.values()):
-        for name, v in st.items():
+    for j, state in enumerate(opt.state.values()):
+        for name, v in state.items():
             out[f"state{j}.{name}"] = np.array(v)
     return out, (_levels(run) if vector is not None else {})
 
@@ -252,3 +255,69 @@ def test_a_checked_index_the_same_along_the_run(monkeypatch: pytest.MonkeyPatch)
             step(x, w, np.array(7))
         errors.append(str(e.value))
     assert errors[0] == errors[1] and "'i'" in errors[0], errors
+
+
+# -- random programs -------------------------------------------------------------------------
+_UNARY = {
+    "neg": lambda a: -a, "abs": gc.abs, "relu": gc.relu, "sqrt_abs": lambda a: gc.sqrt(gc.abs(a)),
+    "square": lambda a: a ** 2, "half": lambda a: a * 0.5 - 0.25,
+    # ops the vector runs do not take: their kernels keep the scalar loops
+    "exp_clip": lambda a: gc.exp(gc.minimum(a, 2.0)), "tanh": gc.tanh,
+}
+_BINARY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "max": gc.maximum, "min": gc.minimum, "where": lambda a, b: gc.where(a > b, a, b - 1.0),
+    "div": lambda a, b: a / (gc.abs(b) + 1.0),
+}
+
+
+@st.composite
+def _programs(draw: Any) -> tuple[tuple[int, ...], list[tuple[str, int, int]]]:
+    """A shape ``[N, C, H, W]`` and a recipe: each step an op on two earlier values of the
+    pool (x, y at the full shape, a per-channel b, a scalar s, y's maps transposed when they
+    are square, then the steps' results)."""
+    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 9)),
+             draw(st.integers(1, 9)))
+    steps = []
+    for i in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(sorted(_UNARY) + sorted(_BINARY)))
+        steps.append((op, draw(st.integers(0, 4 + i)), draw(st.integers(0, 4 + i))))
+    return shape, steps
+
+
+def _program_fn(steps: list[tuple[str, int, int]]) -> Any:
+    def f(x: Any, y: Any, b: Any, s: Any) -> Any:
+        yt = y.permute(0, 1, 3, 2) if y.shape[2] == y.shape[3] else y * 1.5
+        pool = [x, y, b, s, yt]
+        for op, i, j in steps:
+            a, c = pool[i], pool[j]
+            pool.append(_UNARY[op](a) if op in _UNARY else _BINARY[op](a, c))
+        return pool[-1] + x  # at the full shape whatever the last step's is
+    return f
+
+
+@fuzz_settings(ci_examples=10, long_examples=200)
+@given(_programs())
+def test_random_programs_match_scalar_loops_and_eager(
+        program: tuple[tuple[int, ...], list[tuple[str, int, int]]]) -> None:
+    """Random elementwise programs over full, per-channel, scalar and transposed operands:
+    compiled with vector runs, bit for bit what the scalar loops compute, and what eager
+    computes (float32 tolerance)."""
+    shape, steps = program
+    rng = np.random.default_rng(len(steps) * 97 + sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = rng.standard_normal(shape).astype(np.float32)
+    b = rng.standard_normal((1, shape[1], 1, 1)).astype(np.float32)
+    s = np.float32(rng.standard_normal())
+    f = _program_fn(steps)
+    got = {}
+    for vector in (True, False):
+        saved = options.VECTOR_RUNS
+        options.VECTOR_RUNS = vector
+        try:
+            got[vector] = np.array(gc.compile(f)(x, y, b, s))
+        finally:
+            options.VECTOR_RUNS = saved
+    assert np.array_equal(got[True], got[False], equal_nan=True), steps
+    eager = np.array(f(gc.tensor(x), gc.tensor(y), gc.tensor(b), gc.tensor(s)))
+    np.testing.assert_allclose(got[True], eager, rtol=1e-5, atol=1e-5, equal_nan=True)
