@@ -51,9 +51,10 @@ one loop, as the ``sum`` kernel adds a last dim; a longer one blocked and pairwi
 groups, to compare.
 
 Vector runs (``vector_group``, ``_vector_pass``). A channel group whose full-shaped members
-and sums' inputs are float32 arithmetic, compares, ``where``, ``sqrt``/``abs``/``maximum``
-(``vector_runs.VECTOR_OPS``) over float32 buffers is written in vectors of 16 (``LANES``)
-and compiled at the tile level (SROA, instcombine, simplifycfg: no loop vectoriser, no LICM):
+and sums' inputs are float32 arithmetic, compares, ``where``, ``sqrt``/``abs``/``maximum``,
+``fma`` and small constant powers (``vector_runs.op_ok``) over float32 buffers is written
+in vectors of 16 (``LANES``) and compiled at the tile level (SROA, instcombine,
+simplifycfg: no loop vectoriser, no LICM):
 - every read is contiguous along the run or per channel (the plan's ``_flat``), so a read
   that depends on the run index is a vector load from the run's start (computed before the
   loop, ``KernelEmitter._run_address``) and one that does not is loaded and broadcast once
@@ -447,8 +448,8 @@ def vector_group(k: KernelEmitter, members: list[Node]) -> bool:
     plan's (``_flat``): every buffer a channel group reads at the full shape is read
     contiguously along the run, everything else is broadcast per channel, so a read either
     depends on the run index with stride 1 (a vector load) or not at all (a scalar,
-    broadcast). Per-channel members are computed
-    between the passes as scalars, whatever their ops."""
+    broadcast). Per-channel members are computed between the passes as scalars, whatever
+    their ops."""
     if not options.VECTOR_CHANNEL_GROUPS or k.debug:
         return False
     full = full_shape(members)

@@ -379,6 +379,5 @@ class VectorEmit(Emit):
                            list(xs))
 
     def math(self, name: str, *xs: ir.Value) -> ir.Value:
-        raise NotImplementedError(f"vector-math routine {name!r} on vectors: a channel "
-                                  "group's vector runs admit no such op "
-                                  "(vector_runs.VECTOR_OPS)")
+        raise NotImplementedError(f"vector-math routine {name!r} on vectors: vector runs "
+                                  "admit no such op (vector_runs.op_ok)")

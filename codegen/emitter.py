@@ -44,7 +44,7 @@ from .llvm_util import (
     round_bf16,
 )
 from .parallel import TASK, context_type, pack_context, unpack_context
-from .vector_runs import emit_runs
+from .vector_runs import emit_runs, flat_index
 from .views import VIEW_OPS, closure_of, contiguous_strides, strided_view
 
 # elements of an elementwise kernel's loop nest from which its two halves run on the two
@@ -493,11 +493,7 @@ class KernelEmitter:
             if self.lanes and n.op == "reshape":
                 # a vector run over every dim (``codegen.vector_runs``): the run's index is
                 # the flat offset, the same in the source's shape
-                src = n.inputs[0].shape
-                last = max(d for d in range(len(src)) if not sh.same(src[d], 1))
-                at: list[ir.Value] = [i64(0)] * len(src)
-                at[last] = self.lane_var
-                return self.value(n.inputs[0], at)
+                return self.value(n.inputs[0], flat_index(n.inputs[0].shape, self.lane_var))
             return self.value(n.inputs[0], self.map_index(n, idx))
         rule = ELEMENT_RULES.get(n.op)
         if rule is None:

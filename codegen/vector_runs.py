@@ -60,6 +60,20 @@ VECTOR_OPS = frozenset({"add", "sub", "mul", "div", "neg", "abs", "sqrt", "relu"
 COMPARES = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
 
 
+def real_dims(shape: tuple) -> list[int]:
+    """The dims of ``shape`` that are not 1 (a run's index goes in the last of them)."""
+    return [d for d in range(len(shape)) if not sh.same(shape[d], 1)]
+
+
+def flat_index(shape: tuple, j: ir.Value) -> list[ir.Value]:
+    """The index of flat offset ``j`` in a contiguous ``shape`` as a vector run writes it:
+    ``j`` in the last dim that is not 1, zero in the others (right for the reads a run takes:
+    contiguous with that shape, or the same all along it)."""
+    at: list[ir.Value] = [i64(0)] * len(shape)
+    at[real_dims(shape)[-1]] = j
+    return at
+
+
 # float32 powers ``Emit.pow`` writes as multiplies or a square root, which take vectors
 _POWERS = (1.0, 2.0, 3.0, 0.5)
 
@@ -110,7 +124,7 @@ class _Classify:
         # source, whose index is another)
         self.ids = {m.id for m in k.members} if members else set()
         self.memo: dict[tuple[int, bool], str | None] = {}
-        self.inner: list[_Classify] = []  # the reshapes' sources (``flat_sources``)
+        self.inner: list[_Classify] = []  # the reshapes' sources, each in its own shape
 
     def read(self, base: Node, strides: list[Any], dtype: Any) -> str | None:
         if len(strides) != self.nd:
@@ -136,8 +150,6 @@ class _Classify:
         k = self.k
         if not own and n.id in self.ids:
             return self(n, True)  # an earlier member: its value is in a register
-        if not own and n.id in k.cache:
-            return None  # a member's value, read at another index
         if not own and k._is_buffer(n):
             if len(n.shape) != self.nd or not all(
                     sh.same(a, b) for a, b in zip(n.shape, self.shape)):
@@ -149,7 +161,7 @@ class _Classify:
                 return self.read(sv[0], sv[1], sv[0].dtype)
             # a view of computed values: values that read no buffer at all, or (a run
             # over every dim) a reshape of values computed from contiguous reads of its
-            # source's shape, whose flat offset is the run's (``flat_sources``)
+            # source's shape, whose flat offset is the run's (``flat_index``)
             if _reads_nothing(n.inputs[0], k):
                 return INV
             src = n.inputs[0].shape
@@ -159,7 +171,7 @@ class _Classify:
                 return INV  # broadcast along the whole run: computed once, as scalars
             if n.op != "reshape" or not self.whole:
                 return None
-            real = [d for d in range(len(src)) if not sh.same(src[d], 1)]
+            real = real_dims(src)
             if not real:
                 return None
             c = _Classify(k, src, real, real[-1], whole=True, members=False)
@@ -195,14 +207,14 @@ def _cone(n: Node, k: Any) -> list[Node]:
 
 def _reads_members(n: Node, k: Any) -> bool:
     """Whether ``n``'s value reads a member's (held at the loop's own index)."""
-    ids = {m.id for m in k.members} | set(k.cache)
+    ids = {m.id for m in k.members}
     return any(x.id in ids for x in _cone(n, k))
 
 
 def _reads_nothing(n: Node, k: Any) -> bool:
     """Whether ``n``'s value reads no buffer and no index: constants and pure ops on them."""
-    return not any(k._is_buffer(x) or x.id in k.cache
-                   or (x.op not in _PURE and x.op not in VIEW_OPS) for x in _cone(n, k))
+    return not any(k._is_buffer(x) or (x.op not in _PURE and x.op not in VIEW_OPS)
+                   for x in _cone(n, k))
 
 
 def run_start(k: Any, shape: tuple) -> tuple[int, int, frozenset[int]] | None:
@@ -214,7 +226,7 @@ def run_start(k: Any, shape: tuple) -> tuple[int, int, frozenset[int]] | None:
     if not options.VECTOR_RUNS or k.debug or k.forms is None:
         return None
     nd = len(shape)
-    real = [d for d in range(nd) if not sh.same(shape[d], 1)]
+    real = real_dims(shape)
     if not real:
         return None
     last = real[-1]
@@ -237,9 +249,11 @@ def run_start(k: Any, shape: tuple) -> tuple[int, int, frozenset[int]] | None:
 
 
 def emit_runs(k: Any, shape: tuple, body: Any) -> bool:
-    """The loop nest over ``shape`` with its run in vector runs (``run_start``), ``body(idx)``
-    emitted once with ``k.lanes`` set and once for the scalar tail; False (nothing emitted)
-    when the kernel does not qualify. Sets the kernel's level to ``tile``."""
+    """The loop nest over ``shape`` with its run in vector runs (``run_start``): ``body(idx)``
+    emitted with ``k.lanes`` set for each vector (two in the loop, one more after it) and
+    once for the scalar tail; False (nothing emitted) when the kernel does not qualify. Sets
+    the kernel's level to ``tile``. (``k.cache`` is empty here: the members' values are made
+    by ``body``.)"""
     got = run_start(k, shape)
     if got is None:
         return False
@@ -248,14 +262,15 @@ def emit_runs(k: Any, shape: tuple, body: Any) -> bool:
     b = k.b
     nd = len(shape)
     idx: list[Any] = [i64(0)] * nd
-    outer = [d for d in range(s) if not sh.same(shape[d], 1)]
+    real = real_dims(shape)
+    outer = [d for d in real if d < s]
     split = k.split_range
 
     def run() -> None:
         if outer:
             start, end = i64(0), k.sym(sh.numel(shape[s:]))
         else:  # the run is every dim: the thread's share of the flat range
-            d0 = next(d for d in range(nd) if not sh.same(shape[d], 1))
+            d0 = real[0]
             inner = k.sym(sh.numel(shape[d0 + 1:]))
             lo, hi = split if split is not None else (i64(0), k.sym(shape[d0]))
             start, end = b.mul(lo, inner), b.mul(hi, inner)
@@ -308,4 +323,5 @@ def emit_runs(k: Any, shape: tuple, body: Any) -> bool:
     return True
 
 
-__all__ = ["LANES", "VECTOR_OPS", "COMPARES", "op_ok", "run_start", "emit_runs"]
+__all__ = ["LANES", "VECTOR_OPS", "COMPARES", "op_ok", "real_dims", "flat_index",
+           "run_start", "emit_runs"]

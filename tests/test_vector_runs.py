@@ -224,16 +224,30 @@ for i in range(2):
 for k, v in model.state_dict().items():
     out[k] = np.array(v)
 np.savez(OUT, **out)
+levels = step.variants[0].exe.lowering.kernel_level
+groups = {lv for k, lv in levels.items() if k.startswith("k_group")}
+assert groups == ({"tile"} if options.VECTOR_RUNS else {"O3"}), levels
+from graphc.runtime import pool
+st = pool.stats()
+with open(OUT + ".dispatches", "w") as f:
+    f.write(str(st["parallel"] if st is not None else 0))
 """
 
 
 def test_split_runs_are_bit_identical_over_thread_counts(tmp_path: Path) -> None:
-    """The loop groups of a 96 x 333 weight split over two threads (the run is each
-    thread's share of the flat range), against one thread and against scalar loops."""
+    """The loop groups of a 96 x 333 weight (all of them vector runs, the script checks)
+    split over two threads (the run is each thread's share of the flat range), against one
+    thread and against scalar loops; on two threads, the step hands the second thread as
+    many parts with vector runs as with scalar loops, and some."""
+    def dispatches() -> int:
+        return int((tmp_path / "t2.npz.dispatches").read_text())
+
     vec = run_per_thread_count(tmp_path, _THREADS_SCRIPT, env={"VR": "1"})
     assert_bit_identical(vec, min_arrays=6)
+    split_vec = dispatches()
     scalar = run_per_thread_count(tmp_path, _THREADS_SCRIPT, threads=(2,), env={"VR": "0"})
-    assert_bit_identical([vec[0], scalar[0]], min_arrays=6)
+    assert_bit_identical([vec[1], scalar[0]], min_arrays=6)
+    assert split_vec == dispatches() > 0
 
 
 def test_a_checked_index_the_same_along_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
