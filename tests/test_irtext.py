@@ -95,7 +95,9 @@ def _module() -> ir.Module:
 
 def test_each_instruction_prints_as_llvmlite_prints_it() -> None:
     m = _module()
-    # irtext first: llvmlite keeps each instruction's text once printed, irtext keeps none
+    # irtext first: llvmlite keeps each instruction's text once printed; irtext keeps only
+    # references, written where llvmlite reads them (checked against objects irtext never
+    # saw by the constants' test below)
     ours = {f.name: irtext.function_text(f) for f in m.functions}
     mod = irtext.module_text(m)
     for f in m.functions:
@@ -163,3 +165,52 @@ def test_a_non_function_global_is_printed_by_llvmlite(init: Any) -> None:
     if init is not None:
         gv.initializer = ir.Constant(I64, init)
     assert irtext.global_text(gv) == str(gv)
+
+
+def _constants(m: ir.Module, name: str, flip: bool) -> ir.Function:
+    """A function naming constants that differ only in type, kind or sign (``flip`` swaps
+    each pair's order): new objects each time, as the kernels make them."""
+    F64, I1 = ir.DoubleType(), ir.IntType(1)
+    fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [F32.as_pointer()]), name=name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    p = fn.args[0]
+    pairs = [
+        (ir.Constant(I64, 0), ir.Constant(I32, 0)),
+        (ir.Constant(I1, True), ir.Constant(I1, 1)),
+        (ir.Constant(I1, False), ir.Constant(I1, 0)),
+        (ir.Constant(F32, 0.0), ir.Constant(F32, -0.0)),
+        (ir.Constant(F32, float("nan")), ir.Constant(F32, float("inf"))),
+        (ir.Constant(F32, 0.5), ir.Constant(F64, 0.5)),
+        (ir.Constant(F64, 0.1), ir.Constant(F64, -0.1)),
+        (ir.Constant(V16, [0.5] * 16), ir.Constant(V16, [-0.5] * 16)),
+        (ir.Constant(V16, [0.0] * 8 + [-0.0] * 8), ir.Constant(V16, [0.0] * 16)),
+        (ir.Constant(ir.VectorType(I1, 4), [True, False, True, True]),
+         ir.Constant(ir.VectorType(I1, 4), [1, 0, 1, 1])),
+        (ir.Constant(ir.VectorType(I32, 4), [0, 1, 2, 3]),
+         ir.Constant(ir.VectorType(I64, 4), [0, 1, 2, 3])),
+        (ir.Constant(ir.ArrayType(I64, 3), [7, 8, 9]),
+         ir.Constant(ir.ArrayType(I32, 3), [7, 8, 9])),
+        (ir.Constant(V16, None), ir.Constant(V16, ir.Undefined)),
+    ]
+    slot = b.alloca(ir.ArrayType(ir.IntType(8), 64), name='a "quoted" \\ name')
+    for a, c in pairs:
+        for v in ((c, a) if flip else (a, c)):
+            q = b.bitcast(slot, v.type.as_pointer())
+            b.store(v, q)
+    b.add(ir.Constant(I64, 5), ir.Constant(I64, 5), name='sum "of" \\ fives')
+    b.fadd(ir.Constant(F32, -0.0), ir.Constant(F32, 0.0))
+    b.store(ir.Constant(F32, 1.5), p)
+    b.ret_void()
+    return fn
+
+
+def test_constants_that_differ_in_type_kind_or_sign_print_as_llvmlite_prints_them() -> None:
+    """Constants' text is shared across every function ``irtext`` prints, keyed by type text
+    and value: ``i1 true`` and ``i1 1``, ``0.0`` and ``-0.0``, i32 and i64 zeros must not
+    meet. llvmlite's own text comes from objects ``irtext`` never saw (``irtext`` writes the
+    references it makes into the objects, where llvmlite's printing would read them)."""
+    for flip in (False, True):
+        irtext.function_text(_constants(ir.Module(name="prime"), "prime", not flip))
+        ours = irtext.function_text(_constants(ir.Module(name="a"), "f", flip))
+        theirs = str(_constants(ir.Module(name="b"), "f", flip))
+        assert ours == theirs
