@@ -214,3 +214,44 @@ def test_constants_that_differ_in_type_kind_or_sign_print_as_llvmlite_prints_the
         ours = irtext.function_text(_constants(ir.Module(name="a"), "f", flip))
         theirs = str(_constants(ir.Module(name="b"), "f", flip))
         assert ours == theirs
+
+
+def _conv_step_texts(monkeypatch: Any, printer: Any) -> list[str]:
+    """The text of every function the lowering of a small training step prints, in order,
+    printed by ``printer`` (a fresh model each time, so fresh llvmlite objects)."""
+    texts: list[str] = []
+
+    def record(fn: ir.Function) -> str:
+        texts.append(printer(fn))
+        return texts[-1]
+
+    monkeypatch.setattr(lower_mod, "function_text", record)
+    gc.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.ReLU(),
+                          nn.Flatten(), nn.Linear(16 * 8 * 8, 10))
+    opt = gc.optim.Adam(model.parameters(), lr=1e-3)
+
+    @gc.compile
+    def step(x: gc.Tensor, y: gc.Tensor) -> gc.Tensor:
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    rng = np.random.default_rng(0)
+    step(gc.from_numpy(rng.standard_normal((4, 3, 16, 16)).astype(np.float32)),
+         gc.from_numpy(rng.integers(0, 10, 4)))
+    return texts
+
+
+def test_a_step_printed_by_irtext_equals_the_same_step_printed_by_llvmlite(
+        monkeypatch: Any) -> None:
+    """The whole lowering twice, each on its own objects: once printed by llvmlite alone,
+    once by ``irtext`` (whose shared constant texts and references never reach the first)."""
+    monkeypatch.setenv("GRAPHC_CACHE", "0")
+    theirs = _conv_step_texts(monkeypatch, ir.Function.__str__)
+    ours = _conv_step_texts(monkeypatch, irtext.function_text)
+    assert len(theirs) >= 20
+    assert ours == theirs
