@@ -132,25 +132,8 @@ def test_every_function_of_a_compiled_step_prints_as_llvmlite(monkeypatch: Any) 
         return text
 
     monkeypatch.setattr(irtext, "function_text", checked)
-    monkeypatch.setattr(lower_mod, "function_text", checked)
-    gc.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-                          nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.ReLU(),
-                          nn.Flatten(), nn.Linear(16 * 8 * 8, 10))
-    opt = gc.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    @gc.compile
-    def step(x: gc.Tensor, y: gc.Tensor) -> gc.Tensor:
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    rng = np.random.default_rng(0)
-    x = gc.from_numpy(rng.standard_normal((4, 3, 16, 16)).astype(np.float32))
-    y = gc.from_numpy(rng.integers(0, 10, 4))
-    loss = step(x, y)
+    step, loss = _small_step(monkeypatch, checked, lambda ps: gc.optim.SGD(ps, lr=0.1,
+                                                                            momentum=0.9))
     assert np.isfinite(loss.item())
     assert len(printed) >= 20
     assert any("conv2d" in name for name in printed)
@@ -216,21 +199,17 @@ def test_constants_that_differ_in_type_kind_or_sign_print_as_llvmlite_prints_the
         assert ours == theirs
 
 
-def _conv_step_texts(monkeypatch: Any, printer: Any) -> list[str]:
-    """The text of every function the lowering of a small training step prints, in order,
-    printed by ``printer`` (a fresh model each time, so fresh llvmlite objects)."""
-    texts: list[str] = []
-
-    def record(fn: ir.Function) -> str:
-        texts.append(printer(fn))
-        return texts[-1]
-
-    monkeypatch.setattr(lower_mod, "function_text", record)
+def _small_step(monkeypatch: Any, printer: Any, make_opt: Any) -> tuple[Any, Any]:
+    """A small training step (convolutions, batch norm, a product, a softmax loss, the
+    optimizer ``make_opt`` makes), compiled and called once with the lowering printing every
+    function through ``printer``; the step and its loss. A fresh model each time, so fresh
+    llvmlite objects."""
+    monkeypatch.setattr(lower_mod, "function_text", printer)
     gc.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
                           nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.ReLU(),
                           nn.Flatten(), nn.Linear(16 * 8 * 8, 10))
-    opt = gc.optim.Adam(model.parameters(), lr=1e-3)
+    opt = make_opt(model.parameters())
 
     @gc.compile
     def step(x: gc.Tensor, y: gc.Tensor) -> gc.Tensor:
@@ -241,8 +220,21 @@ def _conv_step_texts(monkeypatch: Any, printer: Any) -> list[str]:
         return loss
 
     rng = np.random.default_rng(0)
-    step(gc.from_numpy(rng.standard_normal((4, 3, 16, 16)).astype(np.float32)),
-         gc.from_numpy(rng.integers(0, 10, 4)))
+    x = gc.from_numpy(rng.standard_normal((4, 3, 16, 16)).astype(np.float32))
+    y = gc.from_numpy(rng.integers(0, 10, 4))
+    return step, step(x, y)
+
+
+def _conv_step_texts(monkeypatch: Any, printer: Any) -> list[str]:
+    """The text of every function the lowering of ``_small_step`` (with Adam) prints, in
+    order, printed by ``printer``."""
+    texts: list[str] = []
+
+    def record(fn: ir.Function) -> str:
+        texts.append(printer(fn))
+        return texts[-1]
+
+    _small_step(monkeypatch, record, lambda ps: gc.optim.Adam(ps, lr=1e-3))
     return texts
 
 
