@@ -72,7 +72,7 @@ def _printer() -> Any:
         if type(v) is ir.Constant:
             c = v.constant
             kind = type(c)
-            if kind is list:  # a vector or array: its elements' values
+            if kind is list:  # a vector, array or struct: its elements' types and values
                 vals = []
                 for x in c:
                     if type(x) is not ir.Constant:
@@ -80,7 +80,7 @@ def _printer() -> Any:
                     k = _value_key(x.constant)
                     if k is None:
                         return v.get_reference()
-                    vals.append(k)
+                    vals.append((ty(x.type), k))  # a named struct's text omits them
                 key = (ty(v.type), tuple(vals))
             else:
                 k = _value_key(c)

@@ -247,3 +247,25 @@ def test_a_step_printed_by_irtext_equals_the_same_step_printed_by_llvmlite(
     ours = _conv_step_texts(monkeypatch, irtext.function_text)
     assert len(theirs) >= 20
     assert ours == theirs
+
+
+def _store_pair(elt: ir.Type) -> ir.Function:
+    """A function storing ``{0, 0}`` of a struct named ``pair`` whose body is two ``elt``
+    (its own context, so the name can have another body elsewhere)."""
+    ctx = ir.Context()
+    st = ctx.get_identified_type("pair")
+    st.set_body(elt, elt)
+    m = ir.Module(name="s", context=ctx)
+    fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [st.as_pointer()]), name="f")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.store(ir.Constant(st, [0, 0]), fn.args[0])
+    b.ret_void()
+    return fn
+
+
+def test_named_structs_of_one_name_keep_their_element_types() -> None:
+    """A named struct's type text is its name alone, so a struct constant's shared text is
+    keyed by its elements' types too: ``{i32 0, i32 0}`` and ``{i64 0, i64 0}`` of two
+    ``%"pair"`` types must not meet."""
+    for elt in (I32, I64):
+        assert irtext.function_text(_store_pair(elt)) == str(_store_pair(elt))
