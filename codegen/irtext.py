@@ -212,6 +212,13 @@ def function_text(fn: ir.Function) -> str:
     return "".join(buf)
 
 
+def rename(v: Any, name: str) -> None:
+    """Give global ``v`` the name ``name``, dropping the reference text cached on it (by
+    llvmlite or by this module) for its old one, so that it prints under the new name."""
+    v._name = name
+    v.__dict__.pop(_REF, None)
+
+
 def global_text(v: Any) -> str:
     """``str(v)`` for any global of a module (functions printed by ``function_text``)."""
     return function_text(v) if isinstance(v, ir.Function) else str(v)
@@ -227,4 +234,4 @@ def module_text(m: ir.Module) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["function_text", "global_text", "module_text"]
+__all__ = ["function_text", "global_text", "module_text", "rename"]

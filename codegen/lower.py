@@ -39,7 +39,7 @@ from .elementwise import ELEMENT_RULES
 from .emitter import ELEM_PAR_MIN, KernelEmitter, emit_elementwise, emit_group, operands
 from .families import KERNELS, kernel_for
 from .generic import MAX_SYMBOLS, generic_form
-from .irtext import function_text, global_text
+from .irtext import function_text, global_text, rename
 from .legalize import legalize_bf16
 from .llvm_util import I8P, I32, I64, VOID, SymEmitter, declare, i64, mem_type
 from .loop import emit_scan
@@ -380,8 +380,7 @@ class Lowering:
         digest = hashlib.blake2b(canon.encode(), digest_size=8).hexdigest()
         new = f"k_{label}_{digest}"
         for v, text in [*zip(helpers, hcanon), (fn, kcanon)]:
-            v._name = new + v.name[len(fn.name):] if v is not fn else new
-            v.__dict__.pop("_StringReferenceCaching__cached_refstr", None)  # printed before
+            rename(v, new + v.name[len(fn.name):] if v is not fn else new)  # printed before
             m.globals[v.name] = v
             # the text under the new name (llvmlite keeps each instruction's printed text,
             # so printing the renamed function again would show the old names)
@@ -454,8 +453,7 @@ class Lowering:
         for h in helpers:
             old = h.name
             text = renamed(self._helper_text.pop(old))
-            h._name = named[old]
-            h.__dict__.pop("_StringReferenceCaching__cached_refstr", None)
+            rename(h, named[old])
             del m.globals[old]
             # an equal helper of an earlier kernel: that global stands for both
             m.globals.setdefault(h.name, h)

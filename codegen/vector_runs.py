@@ -47,7 +47,7 @@ from graphc.ir.elementwise import ELEMENTWISE
 
 from . import options
 from .llvm_util import for_range, i64
-from .views import VIEW_OPS, contiguous_strides, strided_view
+from .views import VIEW_OPS, closure_of, contiguous_strides, strided_view
 
 LANES = 16  # floats a vector run computes at once (AVX-512's width; two AVX2 registers)
 
@@ -192,17 +192,11 @@ class _Classify:
 
 def _cone(n: Node, k: Any) -> list[Node]:
     """``n`` and what its value is computed from, down to the buffers it reads (included,
-    not passed)."""
-    out, todo, seen = [], [n], set()
-    while todo:
-        x = todo.pop()
-        if x.id in seen:
-            continue
-        seen.add(x.id)
-        out.append(x)
-        if not k._is_buffer(x):
-            todo.extend(x.inputs)
-    return out
+    not passed): the kernel's inline closure (``views.closure_of``) and its buffers."""
+    if k._is_buffer(n):
+        return [n]
+    inline = closure_of(n, k.L.mat_ids)
+    return inline + [y for x in inline for y in x.inputs if k._is_buffer(y)]
 
 
 def _reads_members(n: Node, k: Any) -> bool:

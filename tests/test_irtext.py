@@ -112,8 +112,7 @@ def test_a_renamed_function_prints_under_its_new_name() -> None:
     m = _module()
     f = m.get_global("h")
     before = irtext.function_text(f)
-    f._name = "h2"
-    f.__dict__.pop("_StringReferenceCaching__cached_refstr", None)
+    irtext.rename(f, "h2")
     after = irtext.function_text(f)
     assert '@"h"' in before and '@"h2"' in after
 
