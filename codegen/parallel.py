@@ -14,13 +14,18 @@ them. A step whose pointer is null (ahead-of-time builds, ``GRAPHC_NUM_THREADS=1
 halves itself, so correctness never depends on the pool.
 
 ``run2(task, ctx)``: the worker runs ``task(ctx, 1)`` while the caller runs ``task(ctx, 0)``;
-it returns when both are done. The pool serves one caller at a time: ``run2`` takes it with a
-compare-and-swap on ``busy``, and a caller that finds it taken (another Python thread running
-another compiled step, with the GIL released) runs both parts itself. Part 1 is *claimed* with
-a compare-and-swap: if the worker has not claimed it by the time the caller finishes part 0
-(its core is busy with another process, or it is asleep), the caller runs part 1 itself. The
-worker spins ``SPIN_NS`` (100 µs, timed by the clock) after each task (steps issue kernels
-back to back), then blocks in ``futex(FUTEX_WAIT)``; ``run2`` wakes it only when it sleeps.
+it returns when both are done. The worker runs its part in the caller's floating-point mode:
+``run2`` stores the caller's MXCSR with the task and the worker loads it before the part
+(``graphc.set_flush_denormal``), so flushing denormals to zero applies to both halves of a
+split kernel and a result never depends on which thread computed it.
+
+The pool serves one caller at a time: ``run2`` takes it with a compare-and-swap on ``busy``,
+and a caller that finds it taken (another Python thread running another compiled step, with the
+GIL released) runs both parts itself. Part 1 is *claimed* with a compare-and-swap: if the
+worker has not claimed it by the time the caller finishes part 0 (its core is busy with another
+process, or it is asleep), the caller runs part 1 itself. The worker spins ``SPIN_NS`` (100 µs,
+timed by the clock) after each task (steps issue kernels back to back), then blocks in
+``futex(FUTEX_WAIT)``; ``run2`` wakes it only when it sleeps.
 
 The late-worker hold. A part the worker has claimed must be waited for, and a worker whose
 core is taken away while it runs one (another process on that core, the hypervisor stealing
@@ -248,6 +253,12 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     thread_g = ir.GlobalVariable(mod, I64, "pool_thread")
     thread_g.initializer = ir.Constant(I64, 0)
     thread_g.linkage = "internal"
+    # the caller's MXCSR (rounding, flush-to-zero, denormals-are-zero), for the worker's part
+    csr_g = ir.GlobalVariable(mod, I32, "pool_csr")
+    csr_g.initializer = ir.Constant(I32, 0x1F80)  # the x86-64 default, never read unset
+    csr_g.linkage = "internal"
+    stmxcsr = declare(mod, "llvm.x86.sse.stmxcsr", VOID, [I8P])
+    ldmxcsr = declare(mod, "llvm.x86.sse.ldmxcsr", VOID, [I8P])
     pause = declare(mod, "llvm.x86.sse2.pause", VOID, [])
     sched_yield = declare(mod, "sched_yield", I32, [])
     syscall = mod.globals.get("syscall") or ir.Function(
@@ -310,6 +321,7 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     b.store(ir.Constant(I64, 0), spins)
     b.cbranch(got, claimed, wait)
     b.position_at_end(claimed)
+    b.call(ldmxcsr, [b.bitcast(csr_g, I8P)])  # written before the claim was published
     t = b.load(task_g)
     b.call(t, [b.load(ctx_g), ir.Constant(I64, 1)])
     b.store_atomic(g3, done, "release", 4)
@@ -367,6 +379,7 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     bump(b, "parallel")
     b.store(task, task_g)
     b.store(ctx, ctx_g)
+    b.call(stmxcsr, [b.bitcast(csr_g, I8P)])
     mine = b.add(b.load_atomic(gen, "acquire", 4), ir.Constant(I32, 1))
     mine = b.select(b.icmp_unsigned("==", mine, ir.Constant(I32, 0)), ir.Constant(I32, 1), mine)
     b.store_atomic(mine, claim, "release", 4)
