@@ -123,22 +123,26 @@ n = 1 << 20
 x = np.full(n, np.float32(1e-20))
 x[::7] = 1.0
 z = np.full(n, np.float32(1e-20))
+m = np.full((384, 384), np.float32(1e-21))  # a GEMM of denormal products (1e-42 each)
 
 @gc.compile
-def f(a, b):
-    return a * a, (b * b * 1e30).sum()  # each product 1e-40, then 1e-10 unless flushed
+def f(a, b, c):
+    return a * a, (b * b * 1e30).sum(), c @ c  # each product 1e-40, then 1e-10 unless flushed
 
 out = []
 for mode in (False, True, False, True):
     gc.set_flush_denormal(mode)
     ye = (gc.tensor(x) * gc.tensor(x)).numpy()  # eager, in this thread's mode
+    me = (gc.tensor(m) @ gc.tensor(m)).numpy()
     for _ in range(8):  # back to back: the worker is awake and takes its halves
         before = pool.stats() or {}
-        y, s = f(x, z)
+        y, s, mm = f(x, z, m)
         after = pool.stats() or {}
-        y = y.numpy()
+        y, mm = y.numpy(), mm.numpy()
         out.append(dict(mode=mode, zeros=int((y == 0).sum()), kept=int((y != 0).sum()),
                         equal=bool(np.array_equal(y, ye)), total=float(s),
+                        gemm_kept=int((mm != 0).sum()),
+                        gemm_close=bool(np.allclose(mm, me, rtol=1e-5, atol=0)),
                         dispatches=sum(after.get(k, 0) - before.get(k, 0)
                                        for k in ("parallel", "held"))))
 print(json.dumps(out))
@@ -150,17 +154,19 @@ print(json.dumps(out))
 def test_a_compiled_step_flushes_on_every_thread(threads: int) -> None:
     """A product of 1e-20 by itself (1e-40, a denormal) over a million elements, split
     between the threads: with the mode on every one is zero, as in eager, and so is a sum of
-    such products scaled back up; off again, every one is kept and the sum is a million
-    times 1e-10. The step is compiled once, with the mode off: the mode is read when it
-    runs, not baked into its code."""
+    such products scaled back up, and a GEMM whose products are all denormal; off again,
+    every one is kept, the sum is a million times 1e-10 and the GEMM's results are denormal
+    sums, as eager's (numpy's BLAS threads flush too). The step is compiled once, with the
+    mode off: the mode is read when it runs, not baked into its code."""
     n, ones = 1 << 20, len(range(0, 1 << 20, 7))
     rows = _subprocess(STEP_SCRIPT, threads)
     for r in rows:
-        assert r["equal"], rows
+        assert r["equal"] and r["gemm_close"], rows
         if r["mode"]:
-            assert r["zeros"] == n - ones and r["total"] == 0, rows
+            assert r["zeros"] == n - ones and r["total"] == 0 and r["gemm_kept"] == 0, rows
         else:
             assert r["kept"] == n and r["total"] == pytest.approx(n * 1e-10, rel=1e-3), rows
+            assert r["gemm_kept"] == 384 * 384, rows
     if threads == 2 and TWO_CPUS:
         # every call went through the pool (offered to the worker, or on the caller alone
         # while the pool holds, when a busy host makes the worker late)
