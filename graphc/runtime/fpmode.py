@@ -1,15 +1,15 @@
 """The calling thread's floating-point mode: flush-to-zero and denormals-are-zero
 (``graphc.set_flush_denormal``).
 
-Arithmetic on denormal numbers (float32 magnitudes below 1.2e-38) takes microcode assists
-on x86 cores, 10-100x a normal operation's time. A training run whose values drift toward
-zero (a loss that reaches 0, weight decay on weights no gradient reaches) can then slow
-down many times over: a ResNet-18 trained on one repeated image went from 13 ms to 450 ms a
-step after 20 steps, PyTorch's eager step likewise (42 -> 750 ms). PyTorch's answer is
-``torch.set_flush_denormal(True)``, which sets two MXCSR bits in the calling thread; this is
-the same, for eager ops (numpy runs in the calling thread) and compiled steps (they run in
-the calling thread, and the runtime pool's worker takes the caller's mode with each task:
-``codegen.parallel``).
+Arithmetic on denormal numbers (float32 magnitudes below 1.2e-38) takes microcode assists on
+x86 cores, 10-100x a normal operation's time. A training run whose values drift toward zero
+(a loss that reaches 0, weight decay on weights no gradient reaches) can then slow down many
+times over: a ResNet-18 trained on one repeated image went from 13-17 ms to 420-500 ms a
+step after about 20 steps, PyTorch's eager step likewise (41 -> 680-810 ms). PyTorch's
+answer is ``torch.set_flush_denormal(True)``, which sets two MXCSR bits in the calling
+thread; this is the same, for eager ops (numpy runs in the calling thread) and compiled
+steps (they run in the calling thread, and the runtime pool's worker takes the caller's mode
+with each task: ``codegen.parallel``).
 
 The two functions that read and write MXCSR are compiled once per process, on first use.
 """
