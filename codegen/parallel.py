@@ -275,6 +275,7 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     seen = b.alloca(I32)
     spins = b.alloca(I64)
     spin_start = b.alloca(I64)
+    own_csr = b.alloca(I32)
     b.store(ir.Constant(I32, 0), seen)
     wait = worker.append_basic_block("wait")
     check_stop = worker.append_basic_block("check_stop")
@@ -321,7 +322,11 @@ def pool_module(triple: str, hold: bool = True) -> ir.Module:
     b.store(ir.Constant(I64, 0), spins)
     b.cbranch(got, claimed, wait)
     b.position_at_end(claimed)
-    b.call(ldmxcsr, [b.bitcast(csr_g, I8P)])  # written before the claim was published
+    # the caller's MXCSR, written before the claim was published; loaded only when it
+    # differs from the worker's own (reading MXCSR is cheap, writing it is microcoded)
+    b.call(stmxcsr, [b.bitcast(own_csr, I8P)])
+    with b.if_then(b.icmp_unsigned("!=", b.load(csr_g), b.load(own_csr))):
+        b.call(ldmxcsr, [b.bitcast(csr_g, I8P)])
     t = b.load(task_g)
     b.call(t, [b.load(ctx_g), ir.Constant(I64, 1)])
     b.store_atomic(g3, done, "release", 4)
