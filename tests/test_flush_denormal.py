@@ -15,7 +15,6 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
 import graphc as gc
 from graphc.runtime import fpmode
@@ -38,6 +37,8 @@ def _subprocess(script: str, threads: int = 2) -> dict:
 def test_arguments_as_torch() -> None:
     """A bool, and only a bool (``np.bool_`` and ints raise, as in PyTorch, with its
     message); inside a compiled step it raises instead of being traced once."""
+    from _torch import torch  # the comparisons need PyTorch; the tests below do not
+
     for bad in (1, 0, None, "x", np.bool_(True), 1.0):
         with pytest.raises(RuntimeError) as want:
             torch.set_flush_denormal(bad)
@@ -60,6 +61,8 @@ def test_eager_values_as_torch() -> None:
     """On: denormal results and inputs are zero, float32 and float64, as PyTorch's; off
     again: kept. PyTorch and numpy share the thread's register, so both are compared after
     each of graphc's settings."""
+    from _torch import torch
+
     x32 = np.array([TINY32, 1.0, -TINY32], np.float32)
     x64 = np.array([TINY64, 1.0], np.float64)
     try:
