@@ -243,9 +243,11 @@ def set_flush_denormal(mode: bool) -> bool:
     denormal inputs as zero (x86's flush-to-zero and denormals-are-zero bits), for the
     calling thread. That covers its eager ops (numpy runs them there) and every thread of the
     compiled steps it calls: the runtime pool's worker takes the caller's mode with each
-    task, so the two halves of a split kernel agree (PyTorch's flag reaches only its calling
-    thread, so its multi-threaded kernels flush the caller's share alone). Returns True where
-    the host has the mode (x86-64), else False and changes nothing.
+    task, so the two halves of a split kernel agree. PyTorch's flag reaches only its calling
+    thread, so its multi-threaded kernels flush the caller's share alone; so do the BLAS
+    threads of numpy's large eager matmuls here, which a compiled step's flush in full (as
+    one thread would). Returns True where the host has the mode (x86-64), else False and
+    changes nothing.
 
     Why: arithmetic on denormals is 10-100x slower on x86 cores, and training whose values
     drift toward zero can slow down many times over (``graphc.runtime.fpmode``)."""

@@ -21,6 +21,10 @@ import platform
 import threading
 from typing import Any
 
+from graphc.codegen.fpmode import DENORMALS_ZERO, FLUSH_ZERO
+
+_BITS = FLUSH_ZERO | DENORMALS_ZERO
+
 _lock = threading.Lock()
 _fns: tuple[Any, Any] | None = None
 _engine: Any = None  # keeps the functions' code alive
@@ -57,12 +61,7 @@ def _functions() -> tuple[Any, Any]:
 
 def flush_denormal() -> bool:
     """Whether the calling thread flushes denormals (both bits set)."""
-    if not supported():
-        return False
-    from graphc.codegen.fpmode import DENORMALS_ZERO, FLUSH_ZERO
-
-    bits = FLUSH_ZERO | DENORMALS_ZERO
-    return _functions()[0]() & bits == bits
+    return supported() and _functions()[0]() & _BITS == _BITS
 
 
 def set_flush_denormal(on: bool) -> bool:
@@ -70,12 +69,9 @@ def set_flush_denormal(on: bool) -> bool:
     the host has no such mode."""
     if not supported():
         return False
-    from graphc.codegen.fpmode import DENORMALS_ZERO, FLUSH_ZERO
-
     get, put = _functions()
-    bits = FLUSH_ZERO | DENORMALS_ZERO
     csr = get()
-    put((csr | bits) if on else (csr & ~bits & 0xFFFFFFFF))
+    put((csr | _BITS) if on else (csr & ~_BITS & 0xFFFFFFFF))
     return True
 
 
